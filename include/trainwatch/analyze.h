@@ -1,0 +1,134 @@
+/*
+ * analyze.h: from a stream of records to a diagnosis.
+ *
+ * tw_run accumulates records from any number of inputs (one per rank, or
+ * several per rank) in bounded memory: per-rank streaming statistics plus a
+ * downsampled series of at most TW_SERIES_MAX points, so a week-long log costs
+ * the same as an hour-long one. tw_diagnose() runs the table of rules over it
+ * and returns a tw_report: a summary and findings, worst first, each with its
+ * evidence (steps, values, file:line) and a recommendation.
+ *
+ * Ownership: tw_run_new/tw_run_free; tw_diagnose allocates the report, which
+ * the caller frees with tw_report_free. A report borrows file names from the
+ * run, so free the run last.
+ */
+#ifndef TRAINWATCH_ANALYZE_H
+#define TRAINWATCH_ANALYZE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "trainwatch/record.h"
+
+#define TW_SERIES_MAX 4096   /* points kept per rank before downsampling */
+
+/* Thresholds of the rules; tw_thresholds_default() gives the documented
+ * defaults, each overridable from the command line. */
+typedef struct tw_thresholds {
+    double data_share;        /* data wait / step time above this: data-loading bound */
+    double stall_seconds;     /* a gap between steps at least this long ... */
+    double stall_factor;      /* ... and this many times the usual gap is a stall */
+    double spike_factor;      /* loss above this x the recent median is a spike */
+    double divergence_factor; /* late loss this x above the best smoothed loss */
+    double plateau_rel;       /* less relative improvement than this: plateau */
+    double throughput_drop;   /* late throughput this fraction below early: falling */
+    double jitter_ratio;      /* p99/p50 step time above this: jitter */
+    double mem_growth;        /* relative memory growth over the run that is a leak */
+    double device_memory;     /* bytes of device memory, 0: unknown */
+    double straggler_factor;  /* a rank's step time this x the others' median */
+    double early_stop_share;  /* a rank stopping before this share of the others' steps */
+} tw_thresholds;
+
+void tw_thresholds_default(tw_thresholds *t);
+
+typedef struct tw_run tw_run;
+
+/* t configures the streaming detectors (loss spikes); NULL: defaults. */
+int tw_run_new(tw_run **out, const tw_thresholds *t);
+void tw_run_free(tw_run *run);
+/* Adds one record; matches tw_record_fn so a parser can feed a run directly. */
+void tw_run_add(void *run, const tw_record *record);
+/* Notes an input that could not be read fully (shown in the report). */
+void tw_run_note_input(tw_run *run, const char *path, const char *format, uint64_t lines,
+                       uint64_t records, const char *error);
+
+typedef enum tw_severity {
+    TW_SEV_INFO,
+    TW_SEV_WARNING,
+    TW_SEV_ERROR,
+} tw_severity;
+
+const char *tw_severity_name(tw_severity s);
+
+#define TW_TEXT_MAX 1024
+
+typedef struct tw_finding {
+    const char *rule;         /* stable id, e.g. "data_loading_bound" */
+    tw_severity severity;
+    char title[256];
+    char evidence[TW_TEXT_MAX];       /* one fact per line */
+    char recommendation[TW_TEXT_MAX];
+    tw_source where;          /* the line to look at first */
+    int rank;
+    int64_t step;             /* -1 when not tied to a step */
+    double value;             /* the measure the rule judged */
+} tw_finding;
+
+typedef struct tw_metric_summary {
+    char name[TW_NAME_MAX];
+    double last, best;
+    int64_t best_step;
+    uint64_t count;
+} tw_metric_summary;
+
+#define TW_SUMMARY_METRICS 24
+
+typedef struct tw_summary {
+    int ranks;                /* ranks that reported steps */
+    uint64_t step_records, eval_records, events;
+    int64_t first_step, last_step;      /* positions (global step where known) */
+    int64_t last_epoch, epoch_total;
+    double duration;          /* seconds: timestamps, or summed step times */
+    bool duration_from_timestamps;
+    double samples_per_sec;   /* median */
+    double step_time_p50, step_time_p95, step_time_p99, step_time_max;
+    double data_share;        /* sum data wait / sum step time, NAN if unknown */
+    double final_loss, best_loss, first_loss;
+    int64_t best_loss_step;
+    double final_lr;
+    double peak_mem_bytes;
+    int train_metric_count;
+    tw_metric_summary train_metrics[TW_SUMMARY_METRICS];
+    int eval_metric_count;
+    tw_metric_summary eval_metrics[TW_SUMMARY_METRICS];
+    uint64_t event_counts[TW_EV_COUNT];
+} tw_summary;
+
+typedef struct tw_input_summary {
+    const char *path;
+    const char *format;
+    uint64_t lines, records;
+    const char *error;        /* NULL when read fully */
+} tw_input_summary;
+
+typedef struct tw_report {
+    tw_summary summary;
+    int finding_count;
+    tw_finding *findings;     /* sorted: errors first, then by rule order */
+    int input_count;
+    tw_input_summary *inputs;
+    bool healthy;             /* no warning or error finding */
+} tw_report;
+
+int tw_diagnose(const tw_run *run, const tw_thresholds *t, tw_report **out);
+void tw_report_free(tw_report *report);
+
+/* Human text; colour adds ANSI colours (use only on a terminal). */
+void tw_report_write_text(FILE *out, const tw_report *report, bool colour);
+/* JSON, schema "trainwatch.analysis/1" (docs/analysis-json.md). */
+void tw_report_write_json(FILE *out, const tw_report *report);
+
+#define TW_ANALYSIS_SCHEMA "trainwatch.analysis/1"
+
+#endif

@@ -1,0 +1,97 @@
+/*
+ * parse.h: turning log text into tw_record values.
+ *
+ * A tw_parser reads one input (a file, a .gz file, or stdin), splits it into
+ * lines, and hands each line to a table of formats. Each format is one module
+ * behind a small vtable (tw_format): detect() says whether a line looks like
+ * that format, parse() turns it into records. The first format that produces
+ * a step or eval record is locked in for the input (auto-detection); lines it
+ * does not understand still go through the rest of the table (per-line
+ * fallback). The "events" format (tracebacks, OOM, NaN checks, checkpoints)
+ * runs on every line whatever format is locked.
+ *
+ * Ownership: tw_parser_open() allocates, tw_parser_close() frees. Records
+ * passed to the callback are borrowed for the duration of the call; their
+ * source.file points into the parser and stays valid until it is closed.
+ */
+#ifndef TRAINWATCH_PARSE_H
+#define TRAINWATCH_PARSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trainwatch/record.h"
+
+typedef struct tw_parser tw_parser;
+
+/* One physical line, as the formats see it. */
+typedef struct tw_line {
+    const char *text;   /* the line: no newline, no CR, ANSI escapes removed */
+    size_t len;
+    const char *body;   /* text after a leading timestamp, if one was found */
+    size_t body_len;
+    bool has_time;
+    double time;        /* the leading timestamp, seconds since the epoch */
+    tw_source source;
+} tw_line;
+
+typedef struct tw_format {
+    const char *name;          /* for --format and the JSON output */
+    const char *summary;       /* one line for --help and the README */
+    size_t state_size;         /* per-input private state, zeroed at open */
+    /* Cheap test: does this line look like this format? */
+    bool (*detect)(const tw_line *line);
+    /* Emits records with tw_parser_emit(); returns how many it emitted, or
+     * -1 when it consumed the line without emitting (part of a block). */
+    int (*parse)(tw_parser *p, void *state, const tw_line *line);
+    /* Optional: flush what a multi-line block still holds at end of input. */
+    void (*finish)(tw_parser *p, void *state);
+} tw_format;
+
+typedef void (*tw_record_fn)(void *arg, const tw_record *record);
+
+typedef struct tw_parse_stats {
+    uint64_t bytes;
+    uint64_t lines;
+    uint64_t steps, evals, events;
+    uint64_t lines_cut;        /* lines longer than TW_LINE_MAX, cut there */
+    uint64_t binary_lines;     /* lines with NUL bytes, skipped */
+    const char *format;        /* the format locked in, or NULL */
+} tw_parse_stats;
+
+#define TW_LINE_MAX (1u << 20)  /* longer lines are cut (and counted) */
+
+/* The table of formats, in detection order; *count receives its length. */
+const tw_format *const *tw_formats(size_t *count);
+/* Looks a format up by name; NULL when there is none. */
+const tw_format *tw_format_find(const char *name);
+
+/* Opens path for parsing ("-" is stdin; .gz files are inflated). forced may
+ * name a format to use instead of detection (NULL: detect). rank is the rank
+ * to give records that do not say theirs (-1: guess from the file name).
+ * Returns 0 or a negative TW_E* code; *out is set only on success. */
+int tw_parser_open(tw_parser **out, const char *path, const tw_format *forced, int rank);
+
+/* Parses the whole input, calling fn for each record. Returns 0, or a
+ * negative TW_E* code on a read error (records before it were delivered). */
+int tw_parser_run(tw_parser *p, tw_record_fn fn, void *arg);
+
+/* Parses text already in memory as if it were the whole input (fuzzing, tests). */
+int tw_parser_feed(tw_parser *p, const char *data, size_t len, tw_record_fn fn, void *arg);
+
+const tw_parse_stats *tw_parser_stats(const tw_parser *p);
+const char *tw_parser_path(const tw_parser *p);
+void tw_parser_close(tw_parser *p);
+
+/* For formats: fills in source, rank and time (from the line) where the record
+ * left them unset, then delivers it. */
+void tw_parser_emit(tw_parser *p, const tw_line *line, tw_record *record);
+
+/* Opens a parser on no file at all, for tw_parser_feed() (name is borrowed). */
+int tw_parser_new(tw_parser **out, const char *name, const tw_format *forced, int rank);
+
+/* Rank implied by a file name: workerlog.N, rank N, ...; -1 when none. */
+int tw_rank_from_path(const char *path);
+
+#endif

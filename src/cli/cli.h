@@ -1,0 +1,26 @@
+/*
+ * cli.h: the subcommand table shared by main.c and each src/cli/cmd_*.c.
+ * Adding a subcommand is one file plus one row in main.c's table; `--help`
+ * is generated from the table.
+ */
+#ifndef TW_CLI_CLI_H
+#define TW_CLI_CLI_H
+
+typedef struct tw_command {
+    const char *name;
+    const char *summary;
+    const char *usage;       /* full help text, printed by `trainwatch help NAME` */
+    int (*run)(int argc, char **argv);
+} tw_command;
+
+extern const tw_command tw_cmd_analyze;
+extern const tw_command tw_cmd_formats;
+
+/* Exit statuses shared by the subcommands. */
+enum {
+    TW_EXIT_OK = 0,
+    TW_EXIT_PROBLEMS = 1,   /* the job ran and found errors */
+    TW_EXIT_USAGE = 2,      /* bad usage or unreadable input */
+};
+
+#endif

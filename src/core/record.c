@@ -1,0 +1,102 @@
+/*
+ * record.c: small helpers over tw_record (see record.h). Kept free of any
+ * parsing knowledge: parsers fill records, these only store and look up.
+ */
+#include "trainwatch/record.h"
+
+#include <math.h>
+#include <string.h>
+
+void tw_record_init(tw_record *r)
+{
+    /* Only the header fields are reset; metric and text storage is cleared
+     * lazily (count and first byte), which keeps a per-line reset cheap. */
+    r->kind = TW_REC_STEP;
+    r->event = TW_EV_NONE;
+    r->source.file = NULL;
+    r->source.line = 0;
+    r->rank = -1;
+    r->fields = 0;
+    r->time = 0;
+    r->epoch = r->epoch_total = r->step = r->step_total = r->global_step = -1;
+    r->loss = r->lr = r->batch_time = r->data_time = 0;
+    r->samples_per_sec = r->eta = r->mem_bytes = 0;
+    r->metric_count = 0;
+    r->exit_code = 0;
+    r->message[0] = '\0';
+    r->detail[0] = '\0';
+}
+
+static tw_metric *find_metric(tw_record *r, const char *name, size_t len)
+{
+    for (int i = 0; i < r->metric_count; i++) {
+        if (strncmp(r->metrics[i].name, name, len) == 0 && r->metrics[i].name[len] == '\0')
+            return &r->metrics[i];
+    }
+    return NULL;
+}
+
+bool tw_record_set_metric(tw_record *r, const char *name, size_t name_len, double value)
+{
+    if (name_len > TW_NAME_MAX - 1)
+        name_len = TW_NAME_MAX - 1;
+    tw_metric *m = find_metric(r, name, name_len);
+    if (!m) {
+        if (r->metric_count >= TW_METRICS_MAX)
+            return false;
+        m = &r->metrics[r->metric_count++];
+        memcpy(m->name, name, name_len);
+        m->name[name_len] = '\0';
+    }
+    m->value = value;
+    return true;
+}
+
+double tw_record_metric(const tw_record *r, const char *name)
+{
+    for (int i = 0; i < r->metric_count; i++) {
+        if (strcmp(r->metrics[i].name, name) == 0)
+            return r->metrics[i].value;
+    }
+    return NAN;
+}
+
+void tw_record_set_text(char *dst, const char *text, size_t len)
+{
+    /* Strip trailing spaces/CR and replace control bytes so a message can be
+     * printed on one line and embedded in JSON without surprises. */
+    while (len > 0 && (text[len - 1] == ' ' || text[len - 1] == '\r' || text[len - 1] == '\t'))
+        len--;
+    if (len > TW_MESSAGE_MAX - 1)
+        len = TW_MESSAGE_MAX - 1;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        dst[i] = (c < 0x20 || c == 0x7f) ? ' ' : (char)c;
+    }
+    dst[len] = '\0';
+}
+
+const char *tw_event_name(tw_event_kind kind)
+{
+    static const char *const names[] = {
+#define TW_EVENT_NAME(name, text) text,
+        TW_EVENT_LIST(TW_EVENT_NAME)
+#undef TW_EVENT_NAME
+    };
+    if ((unsigned)kind >= TW_EV_COUNT)
+        return "unknown";
+    return names[kind];
+}
+
+const char *tw_record_kind_name(tw_record_kind kind)
+{
+    switch (kind) {
+    case TW_REC_STEP:
+        return "step";
+    case TW_REC_EVAL:
+        return "eval";
+    case TW_REC_EVENT:
+        return "event";
+    }
+    return "unknown";
+}

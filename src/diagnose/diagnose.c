@@ -1,0 +1,345 @@
+/*
+ * diagnose.c: runs the table of rules over a tw_run and builds the report:
+ * the run summary (what a person wants to see first) and the findings,
+ * errors first. Thresholds are named constants here, each overridable from
+ * the command line (docs in the README's analyze section).
+ */
+#include "diagnose.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "trainwatch/error.h"
+
+#define TW_DEFAULT_DATA_SHARE 0.30
+#define TW_DEFAULT_STALL_SECONDS 60.0
+#define TW_DEFAULT_STALL_FACTOR 10.0
+#define TW_DEFAULT_SPIKE_FACTOR 3.0
+#define TW_DEFAULT_DIVERGENCE_FACTOR 1.5
+#define TW_DEFAULT_PLATEAU_REL 0.01
+#define TW_DEFAULT_THROUGHPUT_DROP 0.30
+#define TW_DEFAULT_JITTER_RATIO 3.0
+#define TW_DEFAULT_MEM_GROWTH 0.10
+#define TW_DEFAULT_STRAGGLER_FACTOR 1.20
+#define TW_DEFAULT_EARLY_STOP_SHARE 0.90
+
+void tw_thresholds_default(tw_thresholds *t)
+{
+    *t = (tw_thresholds){
+        .data_share = TW_DEFAULT_DATA_SHARE,
+        .stall_seconds = TW_DEFAULT_STALL_SECONDS,
+        .stall_factor = TW_DEFAULT_STALL_FACTOR,
+        .spike_factor = TW_DEFAULT_SPIKE_FACTOR,
+        .divergence_factor = TW_DEFAULT_DIVERGENCE_FACTOR,
+        .plateau_rel = TW_DEFAULT_PLATEAU_REL,
+        .throughput_drop = TW_DEFAULT_THROUGHPUT_DROP,
+        .jitter_ratio = TW_DEFAULT_JITTER_RATIO,
+        .mem_growth = TW_DEFAULT_MEM_GROWTH,
+        .device_memory = 0,
+        .straggler_factor = TW_DEFAULT_STRAGGLER_FACTOR,
+        .early_stop_share = TW_DEFAULT_EARLY_STOP_SHARE,
+    };
+}
+
+static const tw_rule *const rules[] = {
+    &tw_rule_oom,        &tw_rule_nan,        &tw_rule_exceptions, &tw_rule_exits,
+    &tw_rule_rank_stopped, &tw_rule_divergence, &tw_rule_data_bound, &tw_rule_stalls,
+    &tw_rule_memory,     &tw_rule_throughput, &tw_rule_straggler,  &tw_rule_spikes,
+    &tw_rule_plateau,    &tw_rule_incomplete, &tw_rule_restarts,   &tw_rule_jitter,
+};
+
+const char *tw_severity_name(tw_severity s)
+{
+    switch (s) {
+    case TW_SEV_INFO:
+        return "info";
+    case TW_SEV_WARNING:
+        return "warning";
+    case TW_SEV_ERROR:
+        return "error";
+    }
+    return "unknown";
+}
+
+tw_finding *tw_finding_add(tw_findings *out, const char *rule, tw_severity severity,
+                           const char *fmt, ...)
+{
+    if (out->count == out->cap) {
+        int cap = out->cap ? out->cap * 2 : 16;
+        tw_finding *items = realloc(out->items, sizeof *items * (size_t)cap);
+        if (!items)
+            return NULL;
+        out->items = items;
+        out->cap = cap;
+    }
+    tw_finding *f = &out->items[out->count++];
+    memset(f, 0, sizeof *f);
+    f->rule = rule;
+    f->severity = severity;
+    f->rank = -1;
+    f->step = -1;
+    f->value = NAN;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->title, sizeof f->title, fmt, ap);
+    va_end(ap);
+    return f;
+}
+
+static void append(char *buf, size_t cap, const char *fmt, va_list ap)
+{
+    size_t used = strlen(buf);
+    if (used + 2 >= cap)
+        return;
+    if (used > 0)
+        buf[used++] = '\n';
+    vsnprintf(buf + used, cap - used, fmt, ap);
+}
+
+void tw_finding_evidence(tw_finding *f, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    append(f->evidence, sizeof f->evidence, fmt, ap);
+    va_end(ap);
+}
+
+void tw_finding_recommend(tw_finding *f, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    append(f->recommendation, sizeof f->recommendation, fmt, ap);
+    va_end(ap);
+}
+
+void tw_finding_at(tw_finding *f, const tw_run *run, const tw_point *p, int rank)
+{
+    f->where.file = run->files[p->file];
+    f->where.line = p->line;
+    f->step = (int64_t)p->pos;
+    f->rank = rank;
+}
+
+void tw_finding_at_event(tw_finding *f, const tw_run *run, const tw_event_note *e)
+{
+    f->where.file = run->files[e->file];
+    f->where.line = e->line;
+    f->rank = e->rank;
+    f->step = e->last_pos >= 0 ? (int64_t)e->last_pos : -1;
+}
+
+const char *tw_where(const tw_run *run, uint32_t file, uint64_t line, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s:%llu", file < run->file_count ? run->files[file] : "?",
+             (unsigned long long)line);
+    return buf;
+}
+
+const char *tw_fmt_duration(double s, char *buf, size_t cap)
+{
+    if (isnan(s))
+        snprintf(buf, cap, "?");
+    else if (s < 1)
+        snprintf(buf, cap, "%.0fms", s * 1000);
+    else if (s < 60)
+        snprintf(buf, cap, "%.1fs", s);
+    else if (s < 3600)
+        snprintf(buf, cap, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
+    else if (s < 86400 * 3)
+        snprintf(buf, cap, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
+    else
+        snprintf(buf, cap, "%.1fd", s / 86400);
+    return buf;
+}
+
+const char *tw_fmt_time(double t, char *buf, size_t cap)
+{
+    if (isnan(t)) {
+        snprintf(buf, cap, "?");
+        return buf;
+    }
+    time_t secs = (time_t)t;
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    if (tm.tm_year == 70) /* the log printed no year */
+        strftime(buf, cap, "%m-%d %H:%M:%S", &tm);
+    else
+        strftime(buf, cap, "%Y-%m-%d %H:%M:%S", &tm);
+    return buf;
+}
+
+/* ---- summary ---------------------------------------------------------- */
+
+static void summarize_steps(const tw_run *run, tw_summary *s)
+{
+    double medians[TW_MAX_RANKS];
+    int nmed = 0;
+    uint32_t hist[TW_HIST_BINS] = {0};
+    uint64_t hist_count = 0;
+    double sum_batch = 0, sum_data = 0;
+    s->first_step = s->last_step = -1;
+    s->last_epoch = s->epoch_total = -1;
+    s->final_loss = s->best_loss = s->first_loss = s->final_lr = NAN;
+    s->best_loss_step = -1;
+    s->step_time_max = 0;
+    const tw_rank *lead = NULL;
+    double *values = malloc(sizeof(double) * TW_SERIES_MAX);
+    double *pos = malloc(sizeof(double) * TW_SERIES_MAX);
+    if (!values || !pos) {
+        free(values);
+        free(pos);
+        return;
+    }
+    for (int i = 0; i < run->rank_count; i++) {
+        const tw_rank *rk = run->ranks[i];
+        if (!rk || !rk->used)
+            continue;
+        s->ranks++;
+        if (!lead || rk->steps > lead->steps)
+            lead = rk;
+        for (int b = 0; b < TW_HIST_BINS; b++)
+            hist[b] += rk->hist[b];
+        hist_count += rk->hist_count;
+        sum_batch += rk->sum_batch;
+        sum_data += rk->sum_data;
+        if (rk->batch_max > s->step_time_max)
+            s->step_time_max = rk->batch_max;
+        size_t n = tw_series_values(&rk->series, TW_F_SAMPLES_PER_SEC, values, NULL);
+        if (n > 0)
+            medians[nmed++] = tw_median(values, n);
+    }
+    s->samples_per_sec = nmed ? tw_median(medians, (size_t)nmed) : NAN;
+    s->step_time_p50 = tw_hist_quantile(hist, hist_count, 0.50);
+    s->step_time_p95 = tw_hist_quantile(hist, hist_count, 0.95);
+    s->step_time_p99 = tw_hist_quantile(hist, hist_count, 0.99);
+    s->data_share = sum_batch > 0 ? sum_data / sum_batch : NAN;
+    if (lead) {
+        s->first_step = (int64_t)lead->first.pos;
+        s->last_step = (int64_t)lead->last.pos;
+        s->last_epoch = lead->last.epoch;
+        s->epoch_total = lead->last.epoch_total;
+        if (!isnan(lead->first.time) && !isnan(lead->last.time)) {
+            s->duration = lead->last.time - lead->first.time;
+            s->duration_from_timestamps = true;
+        } else {
+            size_t n = tw_series_values(&lead->series, TW_F_BATCH_TIME, values, NULL);
+            double sum = 0;
+            for (size_t i = 0; i < n; i++)
+                sum += values[i];
+            /* Downsampled points stand for stride steps each; logged points
+             * may stand for a logging interval we cannot see, so this is a floor. */
+            s->duration = sum * (double)lead->series.stride;
+        }
+        size_t n = tw_series_values(&lead->series, TW_F_LOSS, values, pos);
+        for (size_t i = 0; i < n; i++) {
+            if (!isfinite(values[i]))
+                continue;
+            if (isnan(s->first_loss))
+                s->first_loss = values[i];
+            s->final_loss = values[i];
+            if (isnan(s->best_loss) || values[i] < s->best_loss) {
+                s->best_loss = values[i];
+                s->best_loss_step = (int64_t)pos[i];
+            }
+        }
+        if (lead->last.fields & TW_F_LOSS)
+            s->final_loss = lead->last.loss;
+        if (lead->last.fields & TW_F_LR)
+            s->final_lr = lead->last.lr;
+        n = tw_series_values(&lead->series, TW_F_MEM, values, NULL);
+        for (size_t i = 0; i < n; i++) {
+            if (values[i] > s->peak_mem_bytes)
+                s->peak_mem_bytes = values[i];
+        }
+        const tw_record *lr = &lead->last_step_record;
+        for (int i = 0; i < lr->metric_count && s->train_metric_count < TW_SUMMARY_METRICS; i++) {
+            tw_metric_summary *m = &s->train_metrics[s->train_metric_count++];
+            memcpy(m->name, lr->metrics[i].name, sizeof m->name);
+            m->last = m->best = lr->metrics[i].value;
+            m->best_step = s->last_step;
+            m->count = 1;
+        }
+    }
+    free(values);
+    free(pos);
+}
+
+static void summarize(const tw_run *run, tw_summary *s)
+{
+    memset(s, 0, sizeof *s);
+    s->step_records = run->steps;
+    s->eval_records = run->evals;
+    s->events = run->events;
+    memcpy(s->event_counts, run->event_counts, sizeof s->event_counts);
+    summarize_steps(run, s);
+    for (int i = 0; i < run->eval_count; i++) {
+        const tw_eval_note *e = &run->evals_kept[i];
+        tw_metric_summary *m = &s->eval_metrics[s->eval_metric_count++];
+        memcpy(m->name, e->name, sizeof m->name);
+        m->last = e->last;
+        m->best = e->best;
+        m->best_step = e->best_step;
+        m->count = e->count;
+    }
+}
+
+static int cmp_finding(const void *a, const void *b)
+{
+    const tw_finding *x = a, *y = b;
+    if (x->severity != y->severity)
+        return (int)y->severity - (int)x->severity;
+    return 0;
+}
+
+int tw_diagnose(const tw_run *run, const tw_thresholds *t, tw_report **out)
+{
+    tw_report *report = calloc(1, sizeof *report);
+    if (!report)
+        return TW_ENOMEM;
+    summarize(run, &report->summary);
+    tw_findings findings = {.run = run};
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+        rules[i]->check(run, t, &findings);
+    /* insertion sort: stable, so rules keep their table order within a severity */
+    for (int i = 1; i < findings.count; i++) {
+        tw_finding f = findings.items[i];
+        int j = i - 1;
+        while (j >= 0 && cmp_finding(&findings.items[j], &f) > 0) {
+            findings.items[j + 1] = findings.items[j];
+            j--;
+        }
+        findings.items[j + 1] = f;
+    }
+    report->findings = findings.items;
+    report->finding_count = findings.count;
+    report->healthy = true;
+    for (int i = 0; i < findings.count; i++) {
+        if (findings.items[i].severity >= TW_SEV_WARNING)
+            report->healthy = false;
+    }
+    report->inputs = calloc((size_t)(run->input_count ? run->input_count : 1), sizeof *report->inputs);
+    if (!report->inputs) {
+        tw_report_free(report);
+        return TW_ENOMEM;
+    }
+    report->input_count = run->input_count;
+    for (int i = 0; i < run->input_count; i++) {
+        report->inputs[i] = (tw_input_summary){run->inputs[i].path, run->inputs[i].format,
+                                               run->inputs[i].lines, run->inputs[i].records,
+                                               run->inputs[i].error};
+    }
+    *out = report;
+    return TW_OK;
+}
+
+void tw_report_free(tw_report *report)
+{
+    if (!report)
+        return;
+    free(report->findings);
+    free(report->inputs);
+    free(report);
+}

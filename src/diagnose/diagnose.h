@@ -1,0 +1,48 @@
+/*
+ * diagnose.h: the rule vtable and the helpers rules use to write findings.
+ *
+ * A rule is one small function over the accumulated run; it appends zero or
+ * more findings. Rules live in rule_*.c by theme; the table in diagnose.c
+ * lists them in the order their findings are shown within a severity.
+ */
+#ifndef TW_DIAGNOSE_DIAGNOSE_H
+#define TW_DIAGNOSE_DIAGNOSE_H
+
+#include "run.h"
+
+typedef struct tw_findings {
+    tw_finding *items;
+    int count, cap;
+    const tw_run *run;
+} tw_findings;
+
+typedef struct tw_rule {
+    const char *id;
+    const char *summary;
+    void (*check)(const tw_run *run, const tw_thresholds *t, tw_findings *out);
+} tw_rule;
+
+/* Appends a finding (NULL when out of memory); title is printf-style. */
+tw_finding *tw_finding_add(tw_findings *out, const char *rule, tw_severity severity,
+                           const char *title_fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Appends one line of evidence / the recommendation, printf-style. */
+void tw_finding_evidence(tw_finding *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tw_finding_recommend(tw_finding *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Points the finding at a point's file:line and step. */
+void tw_finding_at(tw_finding *f, const tw_run *run, const tw_point *p, int rank);
+void tw_finding_at_event(tw_finding *f, const tw_run *run, const tw_event_note *e);
+
+/* "file:line" of a point, for evidence text. */
+const char *tw_where(const tw_run *run, uint32_t file, uint64_t line, char *buf, size_t cap);
+/* "12s", "3m20s", "2h05m" */
+const char *tw_fmt_duration(double seconds, char *buf, size_t cap);
+/* A clock time "2024-03-09 15:15:33" from a log timestamp, or "" */
+const char *tw_fmt_time(double t, char *buf, size_t cap);
+
+/* The rules, by theme. */
+extern const tw_rule tw_rule_data_bound, tw_rule_nan, tw_rule_spikes, tw_rule_divergence,
+    tw_rule_plateau, tw_rule_stalls, tw_rule_jitter, tw_rule_throughput, tw_rule_memory,
+    tw_rule_oom, tw_rule_exceptions, tw_rule_exits, tw_rule_incomplete, tw_rule_restarts,
+    tw_rule_straggler, tw_rule_rank_stopped;
+
+#endif

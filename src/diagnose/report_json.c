@@ -1,0 +1,120 @@
+/*
+ * report_json.c: the report as one JSON document, schema
+ * "trainwatch.analysis/1" (docs/analysis-json.md). Keys are stable; new keys
+ * may be added within version 1, none removed or renamed.
+ */
+#include <math.h>
+
+#include "../core/json.h"
+#include "diagnose.h"
+
+static void num_or_null(FILE *out, double v, bool valid)
+{
+    if (!valid)
+        fputs("null", out);
+    else
+        tw_json_number(out, v);
+}
+
+static void metrics(FILE *out, const tw_metric_summary *m, int n)
+{
+    fputc('[', out);
+    for (int i = 0; i < n; i++) {
+        fprintf(out, "%s{\"name\":", i ? "," : "");
+        tw_json_cstring(out, m[i].name);
+        fputs(",\"last\":", out);
+        tw_json_number(out, m[i].last);
+        fputs(",\"best\":", out);
+        tw_json_number(out, m[i].best);
+        fprintf(out, ",\"best_step\":%lld,\"count\":%llu}", (long long)m[i].best_step, (unsigned long long)m[i].count);
+    }
+    fputc(']', out);
+}
+
+static void summary(FILE *out, const tw_summary *s)
+{
+    fprintf(out, "{\"ranks\":%d,\"step_records\":%llu,\"eval_records\":%llu,\"events\":%llu", s->ranks,
+            (unsigned long long)s->step_records, (unsigned long long)s->eval_records, (unsigned long long)s->events);
+    fprintf(out, ",\"first_step\":%lld,\"last_step\":%lld,\"last_epoch\":%lld,\"epoch_total\":%lld",
+            (long long)s->first_step, (long long)s->last_step, (long long)s->last_epoch, (long long)s->epoch_total);
+    fputs(",\"duration_seconds\":", out);
+    tw_json_number(out, s->duration);
+    fprintf(out, ",\"duration_from_timestamps\":%s", s->duration_from_timestamps ? "true" : "false");
+    const struct {
+        const char *name;
+        double v;
+    } fields[] = {
+        {"samples_per_second", s->samples_per_sec}, {"step_time_p50", s->step_time_p50},
+        {"step_time_p95", s->step_time_p95},         {"step_time_p99", s->step_time_p99},
+        {"step_time_max", s->step_time_max},         {"data_share", s->data_share},
+        {"first_loss", s->first_loss},               {"final_loss", s->final_loss},
+        {"best_loss", s->best_loss},                 {"final_lr", s->final_lr},
+        {"peak_memory_bytes", s->peak_mem_bytes},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        fprintf(out, ",\"%s\":", fields[i].name);
+        num_or_null(out, fields[i].v, !isnan(fields[i].v));
+    }
+    fprintf(out, ",\"best_loss_step\":%lld,\"train_metrics\":", (long long)s->best_loss_step);
+    metrics(out, s->train_metrics, s->train_metric_count);
+    fputs(",\"eval_metrics\":", out);
+    metrics(out, s->eval_metrics, s->eval_metric_count);
+    fputs(",\"event_counts\":{", out);
+    for (int k = 1; k < TW_EV_COUNT; k++)
+        fprintf(out, "%s\"%s\":%llu", k > 1 ? "," : "", tw_event_name((tw_event_kind)k), (unsigned long long)s->event_counts[k]);
+    fputs("}}", out);
+}
+
+static void finding(FILE *out, const tw_finding *f)
+{
+    fputs("{\"rule\":", out);
+    tw_json_cstring(out, f->rule);
+    fprintf(out, ",\"severity\":\"%s\",\"title\":", tw_severity_name(f->severity));
+    tw_json_cstring(out, f->title);
+    fputs(",\"evidence\":", out);
+    tw_json_cstring(out, f->evidence);
+    fputs(",\"recommendation\":", out);
+    tw_json_cstring(out, f->recommendation);
+    fputs(",\"file\":", out);
+    if (f->where.file)
+        tw_json_cstring(out, f->where.file);
+    else
+        fputs("null", out);
+    fprintf(out, ",\"line\":%llu,\"rank\":%d,\"step\":%lld,\"value\":", (unsigned long long)f->where.line, f->rank,
+            (long long)f->step);
+    num_or_null(out, f->value, !isnan(f->value));
+    fputc('}', out);
+}
+
+void tw_report_write_json(FILE *out, const tw_report *r)
+{
+    fputs("{\"schema\":\"" TW_ANALYSIS_SCHEMA "\",\"healthy\":", out);
+    fputs(r->healthy ? "true" : "false", out);
+    fputs(",\"inputs\":[", out);
+    for (int i = 0; i < r->input_count; i++) {
+        const tw_input_summary *in = &r->inputs[i];
+        fprintf(out, "%s{\"path\":", i ? "," : "");
+        tw_json_cstring(out, in->path ? in->path : "");
+        fputs(",\"format\":", out);
+        if (in->format)
+            tw_json_cstring(out, in->format);
+        else
+            fputs("null", out);
+        fprintf(out, ",\"lines\":%llu,\"records\":%llu,\"error\":", (unsigned long long)in->lines,
+                (unsigned long long)in->records);
+        if (in->error)
+            tw_json_cstring(out, in->error);
+        else
+            fputs("null", out);
+        fputc('}', out);
+    }
+    fputs("],\"summary\":", out);
+    summary(out, &r->summary);
+    fputs(",\"findings\":[", out);
+    for (int i = 0; i < r->finding_count; i++) {
+        if (i)
+            fputc(',', out);
+        finding(out, &r->findings[i]);
+    }
+    fputs("]}\n", out);
+}

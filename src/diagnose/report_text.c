@@ -1,0 +1,165 @@
+/*
+ * report_text.c: the human report: inputs, a summary table, then findings
+ * worst first, each with its evidence and what to do. Colour only when the
+ * caller says the output is a terminal.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "diagnose.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+typedef struct style {
+    const char *bold, *red, *yellow, *cyan, *green, *dim, *reset;
+} style;
+
+static const style colours = {"\x1b[1m", "\x1b[31m", "\x1b[33m", "\x1b[36m", "\x1b[32m", "\x1b[2m", "\x1b[0m"};
+static const style plain = {"", "", "", "", "", "", ""};
+
+static void row(FILE *out, const style *st, const char *label)
+{
+    fprintf(out, "  %s%-15s%s", st->dim, label, st->reset);
+}
+
+static void write_inputs(FILE *out, const tw_report *r, const style *st)
+{
+    for (int i = 0; i < r->input_count; i++) {
+        const tw_input_summary *in = &r->inputs[i];
+        fprintf(out, "%s%s%s  format %s, %llu lines, %llu records%s%s\n", st->bold, in->path, st->reset,
+                in->format ? in->format : "none detected", (unsigned long long)in->lines,
+                (unsigned long long)in->records, in->error ? "  -- " : "", in->error ? in->error : "");
+    }
+}
+
+static void write_metric_list(FILE *out, const tw_metric_summary *m, int n, bool eval)
+{
+    for (int i = 0; i < n; i++) {
+        if (i > 0)
+            fputs(i % 3 == 0 ? "\n                 " : "   ", out);
+        fprintf(out, "%s %.4g", m[i].name, m[i].last);
+        if (eval && m[i].count > 1 && m[i].best != m[i].last)
+            fprintf(out, " (best %.4g)", m[i].best);
+    }
+    fputc('\n', out);
+}
+
+static void write_summary(FILE *out, const tw_summary *s, const style *st)
+{
+    char a[32], b[32], c[32], d[32];
+    fprintf(out, "\n%sSummary%s\n", st->bold, st->reset);
+    row(out, st, "ranks");
+    fprintf(out, "%d with training steps\n", s->ranks);
+    row(out, st, "steps");
+    if (s->step_records == 0) {
+        fprintf(out, "no training step records\n");
+    } else {
+        fprintf(out, "%llu records, step %lld -> %lld", (unsigned long long)s->step_records,
+                (long long)s->first_step, (long long)s->last_step);
+        if (s->last_epoch >= 0 && s->epoch_total > 0)
+            fprintf(out, ", epoch %lld/%lld", (long long)s->last_epoch, (long long)s->epoch_total);
+        else if (s->last_epoch >= 0)
+            fprintf(out, ", epoch %lld", (long long)s->last_epoch);
+        fputc('\n', out);
+    }
+    if (s->duration > 0) {
+        row(out, st, "duration");
+        fprintf(out, "%s%s\n", tw_fmt_duration(s->duration, a, sizeof a),
+                s->duration_from_timestamps ? " (log timestamps)" : " (sum of logged step times)");
+    }
+    if (!isnan(s->step_time_p50)) {
+        row(out, st, "step time");
+        fprintf(out, "p50 %s  p95 %s  p99 %s  max %s\n", tw_fmt_duration(s->step_time_p50, a, sizeof a),
+                tw_fmt_duration(s->step_time_p95, b, sizeof b), tw_fmt_duration(s->step_time_p99, c, sizeof c),
+                tw_fmt_duration(s->step_time_max, d, sizeof d));
+    }
+    if (!isnan(s->data_share)) {
+        row(out, st, "data / compute");
+        fprintf(out, "%.0f%% waiting for data, %.0f%% compute\n", s->data_share * 100, (1 - s->data_share) * 100);
+    }
+    if (!isnan(s->samples_per_sec)) {
+        row(out, st, "throughput");
+        fprintf(out, "%.4g samples/s (median)\n", s->samples_per_sec);
+    }
+    if (!isnan(s->final_loss) || !isnan(s->best_loss)) {
+        row(out, st, "loss");
+        fprintf(out, "first %.4g, final %.4g, best %.4g at step %lld\n", s->first_loss, s->final_loss, s->best_loss,
+                (long long)s->best_loss_step);
+    }
+    if (!isnan(s->final_lr)) {
+        row(out, st, "learning rate");
+        fprintf(out, "%.4g (final)\n", s->final_lr);
+    }
+    if (s->peak_mem_bytes > 0) {
+        row(out, st, "device memory");
+        fprintf(out, "peak %.2f GiB reported\n", s->peak_mem_bytes / GIB);
+    }
+    if (s->train_metric_count > 0) {
+        row(out, st, "train metrics");
+        write_metric_list(out, s->train_metrics, s->train_metric_count, false);
+    }
+    if (s->eval_metric_count > 0) {
+        row(out, st, "eval");
+        fprintf(out, "%llu results: ", (unsigned long long)s->eval_records);
+        write_metric_list(out, s->eval_metrics, s->eval_metric_count, true);
+    }
+    bool any = false;
+    for (int k = 1; k < TW_EV_COUNT; k++) {
+        if (s->event_counts[k] == 0)
+            continue;
+        if (!any)
+            row(out, st, "events");
+        fprintf(out, "%s%s %llu", any ? ", " : "", tw_event_name((tw_event_kind)k), (unsigned long long)s->event_counts[k]);
+        any = true;
+    }
+    if (any)
+        fputc('\n', out);
+}
+
+static void write_indented(FILE *out, const char *text, const char *prefix, const char *colour, const char *reset)
+{
+    const char *p = text;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        fprintf(out, "         %s%s%.*s%s\n", colour, prefix, (int)n, p, reset);
+        p += n + (nl ? 1 : 0);
+    }
+}
+
+static void write_finding(FILE *out, const tw_finding *f, const style *st)
+{
+    const char *colour = f->severity == TW_SEV_ERROR ? st->red : f->severity == TW_SEV_WARNING ? st->yellow : st->cyan;
+    const char *label = f->severity == TW_SEV_ERROR ? "ERROR" : f->severity == TW_SEV_WARNING ? "WARN " : "INFO ";
+    fprintf(out, "\n  %s%s%s  %s%s%s  %s[%s]%s\n", colour, label, st->reset, st->bold, f->title, st->reset, st->dim,
+            f->rule, st->reset);
+    write_indented(out, f->evidence, "", "", "");
+    if (f->recommendation[0])
+        write_indented(out, f->recommendation, "-> ", st->green, st->reset);
+}
+
+void tw_report_write_text(FILE *out, const tw_report *r, bool colour)
+{
+    const style *st = colour ? &colours : &plain;
+    write_inputs(out, r, st);
+    write_summary(out, &r->summary, st);
+    int errors = 0, warnings = 0, infos = 0;
+    for (int i = 0; i < r->finding_count; i++) {
+        errors += r->findings[i].severity == TW_SEV_ERROR;
+        warnings += r->findings[i].severity == TW_SEV_WARNING;
+        infos += r->findings[i].severity == TW_SEV_INFO;
+    }
+    if (r->finding_count > 0) {
+        fprintf(out, "\n%sFindings%s\n", st->bold, st->reset);
+        for (int i = 0; i < r->finding_count; i++)
+            write_finding(out, &r->findings[i], st);
+    }
+    fputc('\n', out);
+    if (r->summary.step_records == 0 && r->summary.eval_records == 0 && errors == 0)
+        fprintf(out, "%sNo training records found%s: nothing to judge the run by.\n", st->yellow, st->reset);
+    else if (r->healthy)
+        fprintf(out, "%sHealthy%s: no problems found%s.\n", st->green, st->reset, infos ? " (see the notes above)" : "");
+    else
+        fprintf(out, "%sUnhealthy%s: %d error%s, %d warning%s.\n", errors ? st->red : st->yellow, st->reset, errors,
+                errors == 1 ? "" : "s", warnings, warnings == 1 ? "" : "s");
+}

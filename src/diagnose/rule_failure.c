@@ -1,0 +1,201 @@
+/*
+ * rule_failure.c: how the run ended: exceptions and signals (fatal when no
+ * training progress followed them, "recovered" when a later launch trained
+ * on), non-zero exits, a run that stops before its last epoch or step, and
+ * restarts (the step counter going backwards, or resume messages).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "diagnose.h"
+
+/* True when no step of the event's rank was logged after the event. */
+static bool after_progress(const tw_run *run, const tw_event_note *e)
+{
+    const tw_rank *rk = e->rank < TW_MAX_RANKS ? run->ranks[e->rank] : NULL;
+    if (!rk || !rk->used)
+        return true;
+    if (e->file == rk->last.file)
+        return e->line > rk->last.line;
+    if (e->has_time && !isnan(rk->last.time))
+        return e->time >= rk->last.time;
+    return e->last_pos >= rk->last.pos;
+}
+
+static bool is_failure(const tw_event_note *e) { return e->kind == TW_EV_EXCEPTION || e->kind == TW_EV_SIGNAL; }
+
+static void check_exceptions(const tw_run *run, const tw_thresholds *t, tw_findings *out)
+{
+    (void)t;
+    const tw_event_note *fatal = NULL, *first_recovered = NULL, *last_recovered = NULL;
+    int fatal_count = 0, recovered = 0;
+    for (int i = 0; i < run->events_kept_count; i++) {
+        const tw_event_note *e = &run->events_kept[i];
+        if (!is_failure(e))
+            continue;
+        if (after_progress(run, e)) {
+            fatal_count++;
+            /* the last failure explains the end; a signal reported on the same
+             * line as an exception (SignalException) is the better name for it */
+            if (!fatal || e->line != fatal->line || e->kind == TW_EV_SIGNAL)
+                fatal = e;
+        } else {
+            recovered++;
+            if (!first_recovered)
+                first_recovered = e;
+            last_recovered = e;
+        }
+    }
+    if (run->have_last_exception && !fatal && after_progress(run, &run->last_exception)) {
+        fatal = &run->last_exception; /* past the events kept in memory */
+        fatal_count++;
+    }
+    char where[600];
+    if (fatal) {
+        bool signal = fatal->kind == TW_EV_SIGNAL;
+        tw_finding *f = tw_finding_add(out, signal ? "killed" : "crash", TW_SEV_ERROR,
+                                       signal ? "The run was killed by a signal%s" : "The run crashed%s",
+                                       fatal->last_pos >= 0 ? "" : " before its first step");
+        if (!f)
+            return;
+        tw_finding_at_event(f, run, fatal);
+        tw_finding_evidence(f, "%s (%s)", fatal->message, tw_where(run, fatal->file, fatal->line, where, sizeof where));
+        if (fatal->detail[0])
+            tw_finding_evidence(f, "last frame: %s", fatal->detail);
+        if (fatal->last_pos >= 0)
+            tw_finding_evidence(f, "last step logged before it: %.0f", fatal->last_pos);
+        if (fatal_count > 1)
+            tw_finding_evidence(f, "%d failure reports after the last step", fatal_count);
+        if (signal)
+            tw_finding_recommend(f, "A SIGTERM usually comes from the launcher or scheduler: another rank failed first (read every workerlog), the job hit its time limit, or the node was preempted. SIGKILL without a message is often the kernel's OOM killer (dmesg).");
+        else
+            tw_finding_recommend(f, "Fix the error above at its last frame; rerun with the same seed to check it reproduces before resuming from the last checkpoint.");
+    }
+    if (recovered > 0) {
+        tw_finding *f = tw_finding_add(out, "failed_launches", TW_SEV_WARNING,
+                                       "%d failure%s before training went on (earlier launches crashed)",
+                                       recovered, recovered == 1 ? "" : "s");
+        if (!f)
+            return;
+        tw_finding_at_event(f, run, first_recovered);
+        tw_finding_evidence(f, "first: %s (%s)", first_recovered->message,
+                            tw_where(run, first_recovered->file, first_recovered->line, where, sizeof where));
+        if (last_recovered != first_recovered)
+            tw_finding_evidence(f, "last: %s (%s)", last_recovered->message,
+                                tw_where(run, last_recovered->file, last_recovered->line, where, sizeof where));
+        tw_finding_recommend(f, "These launches died and were started again; if the log mixes several runs, analyse the last one alone (split the log at the last start).");
+    }
+}
+
+const tw_rule tw_rule_exceptions = {"crash", "exceptions and fatal signals, with their last frame", check_exceptions};
+
+static void check_exits(const tw_run *run, const tw_thresholds *t, tw_findings *out)
+{
+    (void)t;
+    for (int i = 0; i < run->events_kept_count; i++) {
+        const tw_event_note *e = &run->events_kept[i];
+        if (e->kind != TW_EV_EXIT || e->code == 0)
+            continue;
+        char where[600];
+        tw_finding *f = tw_finding_add(out, "exit_status", TW_SEV_ERROR, "A process exited with status %d", e->code);
+        if (!f)
+            return;
+        tw_finding_at_event(f, run, e);
+        tw_finding_evidence(f, "%s (%s)", e->message, tw_where(run, e->file, e->line, where, sizeof where));
+        tw_finding_recommend(f, "Read the log of the process that failed first; the launcher's exit report names its rank and local log file.");
+        return;
+    }
+}
+
+const tw_rule tw_rule_exits = {"exit_status", "processes that exited non-zero", check_exits};
+
+static const tw_rank *lead_rank(const tw_run *run)
+{
+    const tw_rank *lead = NULL;
+    for (int i = 0; i < run->rank_count; i++) {
+        const tw_rank *rk = run->ranks[i];
+        if (rk && rk->used && (!lead || rk->steps > lead->steps))
+            lead = rk;
+    }
+    return lead;
+}
+
+static void check_incomplete(const tw_run *run, const tw_thresholds *t, tw_findings *out)
+{
+    (void)t;
+    const tw_rank *rk = lead_rank(run);
+    if (!rk || run->event_counts[TW_EV_FINISHED] > 0)
+        return;
+    const tw_point *p = &rk->last;
+    char expected[128] = "";
+    if (p->epoch >= 0 && p->epoch_total > 0) {
+        int64_t final_epoch = rk->first.epoch == 0 ? p->epoch_total - 1 : p->epoch_total;
+        if (p->epoch < final_epoch)
+            snprintf(expected, sizeof expected, "epoch %lld of %lld", (long long)p->epoch, (long long)p->epoch_total);
+    } else if (p->step < 0 && p->step_total > 0 && p->pos < 0.98 * (double)p->step_total) {
+        snprintf(expected, sizeof expected, "step %.0f of %lld", p->pos, (long long)p->step_total);
+    }
+    if (!expected[0])
+        return;
+    char where[600];
+    tw_finding *f = tw_finding_add(out, "incomplete", TW_SEV_WARNING, "The log ends mid-run, at %s", expected);
+    if (!f)
+        return;
+    tw_finding_at(f, run, p, rk->rank);
+    tw_finding_evidence(f, "last training record: step %.0f (%s)", p->pos, tw_where(run, p->file, p->line, where, sizeof where));
+    const tw_record *last = &rk->last_step_record;
+    if (tw_has(last, TW_F_ETA)) {
+        char d[32];
+        tw_finding_evidence(f, "the log's own ETA at that point: %s more", tw_fmt_duration(last->eta, d, sizeof d));
+    }
+    if (run->have_last_exception)
+        tw_finding_evidence(f, "last exception in the log: %s", run->last_exception.message);
+    tw_finding_recommend(f, "If the job is still running, this is expected; otherwise it stopped without an error in this log: check the launcher's log, other ranks, the scheduler (time limit, preemption) and the kernel log (OOM killer).");
+}
+
+const tw_rule tw_rule_incomplete = {"incomplete", "a log that stops before the last epoch or step", check_incomplete};
+
+static void check_restarts(const tw_run *run, const tw_thresholds *t, tw_findings *out)
+{
+    (void)t;
+    for (int i = 0; i < run->rank_count; i++) {
+        const tw_rank *rk = run->ranks[i];
+        if (!rk || rk->restarts == 0)
+            continue;
+        char w1[600], w2[600];
+        const tw_restart *r = &rk->first_restart;
+        tw_finding *f = tw_finding_add(out, "restarts", TW_SEV_WARNING, "Training restarted %d time%s on rank %d",
+                                       rk->restarts, rk->restarts == 1 ? "" : "s", rk->rank);
+        if (!f)
+            return;
+        tw_finding_at(f, run, &r->after, rk->rank);
+        f->value = rk->restarts;
+        tw_finding_evidence(f, "first: step %.0f (%s) was followed by step %.0f (%s)", r->before.pos,
+                            tw_where(run, r->before.file, r->before.line, w1, sizeof w1), r->after.pos,
+                            tw_where(run, r->after.file, r->after.line, w2, sizeof w2));
+        if (rk->restarts > 1)
+            tw_finding_evidence(f, "last: step %.0f was followed by step %.0f (%s)", rk->last_restart.before.pos,
+                                rk->last_restart.after.pos,
+                                tw_where(run, rk->last_restart.after.file, rk->last_restart.after.line, w2, sizeof w2));
+        if (run->event_counts[TW_EV_RESUME])
+            tw_finding_evidence(f, "%llu resume message(s) in the log", (unsigned long long)run->event_counts[TW_EV_RESUME]);
+        tw_finding_recommend(f, "Work after the last checkpoint before each restart was lost; find why the earlier launch stopped (the lines before the restart) and checkpoint more often if restarts are expected.");
+        return;
+    }
+    if (run->event_counts[TW_EV_RESUME] > 0) {
+        for (int i = 0; i < run->events_kept_count; i++) {
+            const tw_event_note *e = &run->events_kept[i];
+            if (e->kind != TW_EV_RESUME)
+                continue;
+            char where[600];
+            tw_finding *f = tw_finding_add(out, "resumed", TW_SEV_INFO, "The run resumed from a checkpoint");
+            if (!f)
+                return;
+            tw_finding_at_event(f, run, e);
+            tw_finding_evidence(f, "%s (%s)", e->message, tw_where(run, e->file, e->line, where, sizeof where));
+            return;
+        }
+    }
+}
+
+const tw_rule tw_rule_restarts = {"restarts", "step counters going backwards, resumes", check_restarts};

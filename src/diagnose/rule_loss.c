@@ -1,0 +1,230 @@
+/*
+ * rule_loss.c: what the loss curve says: NaN/Inf (and what preceded it),
+ * spikes, divergence, plateau. Shapes are judged on segment medians of the
+ * downsampled series, which are robust to the noise of per-batch losses.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diagnose.h"
+
+static const char *nan_word(double v) { return isnan(v) ? "NaN" : (v > 0 ? "+Inf" : "-Inf"); }
+
+static void nan_for_rank(const tw_run *run, const tw_rank *rk, tw_findings *out, int other_ranks)
+{
+    const tw_point *p = &rk->nan_point;
+    char where[600], buf[64];
+    tw_finding *f = tw_finding_add(out, "nan_loss", TW_SEV_ERROR, "Loss became %s at step %.0f",
+                                   nan_word(p->loss), p->pos);
+    if (!f)
+        return;
+    tw_finding_at(f, run, p, rk->rank);
+    f->value = p->pos;
+    tw_finding_evidence(f, "first non-finite loss: %s at step %.0f (%s%s%s)", nan_word(p->loss), p->pos,
+                        tw_where(run, p->file, p->line, where, sizeof where),
+                        isnan(p->time) ? "" : ", ", isnan(p->time) ? "" : tw_fmt_time(p->time, buf, sizeof buf));
+    if (other_ranks > 0)
+        tw_finding_evidence(f, "%d other rank(s) also reached a non-finite loss", other_ranks);
+    double lr_first = NAN, lr_max = NAN, loss_first = NAN, loss_max = NAN;
+    char line[TW_TEXT_MAX] = "";
+    size_t used = 0;
+    for (int i = 0; i < rk->before_nan_count; i++) {
+        const tw_point *b = &rk->before_nan[i];
+        if (b->fields & TW_F_LOSS) {
+            if (isnan(loss_first))
+                loss_first = b->loss;
+            if (isnan(loss_max) || b->loss > loss_max)
+                loss_max = b->loss;
+            used += (size_t)snprintf(line + used, sizeof line - used, "%s%.0f:%.4g", used ? ", " : "", b->pos, b->loss);
+            if (used >= sizeof line)
+                break;
+        }
+        if (b->fields & TW_F_LR) {
+            if (isnan(lr_first))
+                lr_first = b->lr;
+            if (isnan(lr_max) || b->lr > lr_max)
+                lr_max = b->lr;
+        }
+    }
+    if (used)
+        tw_finding_evidence(f, "loss before it (step:loss): %s", line);
+    bool lr_spike = false, loss_rise = false;
+    if (p->fields & TW_F_LR) {
+        double base = isnan(lr_first) ? p->lr : lr_first;
+        tw_finding_evidence(f, "learning rate at the NaN: %.4g (%.4g %d records earlier)", p->lr, base,
+                            rk->before_nan_count);
+        lr_spike = base > 0 && p->lr >= 2 * base;
+    }
+    if (!isnan(loss_first) && loss_max > 3 * loss_first && loss_first > 0) {
+        loss_rise = true;
+        tw_finding_evidence(f, "the loss rose %.1fx in the steps before (%.4g -> %.4g)", loss_max / loss_first,
+                            loss_first, loss_max);
+    }
+    if (lr_spike)
+        tw_finding_recommend(f, "The learning rate rose %.1fx just before: lower it or lengthen warm-up.", p->lr / lr_first);
+    if (loss_rise || lr_spike)
+        tw_finding_recommend(f, "Clip gradients (paddle.nn.ClipGradByGlobalNorm / torch.nn.utils.clip_grad_norm_).");
+    else
+        tw_finding_recommend(f, "Lower the learning rate or clip gradients (paddle.nn.ClipGradByGlobalNorm / torch.nn.utils.clip_grad_norm_).");
+    tw_finding_recommend(f, "Find the first op producing NaN/Inf with FLAGS_check_nan_inf=1 (Paddle) or torch.autograd.set_detect_anomaly(True); with AMP check the loss scaler; check the batch at this step for bad samples.");
+    tw_finding_recommend(f, "Resume from the last checkpoint before step %.0f.", p->pos);
+}
+
+static void check_nan(const tw_run *run, const tw_thresholds *t, tw_findings *out)
+{
+    (void)t;
+    const tw_rank *first = NULL;
+    int count = 0;
+    for (int i = 0; i < run->rank_count; i++) {
+        const tw_rank *rk = run->ranks[i];
+        if (!rk || !rk->have_nan)
+            continue;
+        count++;
+        if (!first || rk->nan_point.pos < first->nan_point.pos)
+            first = rk;
+    }
+    if (first)
+        nan_for_rank(run, first, out, count - 1);
+    if (run->event_counts[TW_EV_NAN] == 0)
+        return;
+    for (int i = 0; i < run->events_kept_count; i++) {
+        const tw_event_note *e = &run->events_kept[i];
+        if (e->kind != TW_EV_NAN)
+            continue;
+        char where[600];
+        tw_finding *f = tw_finding_add(out, "nan_check", TW_SEV_ERROR, "NaN/Inf reported by the framework's check (%llu time%s)",
+                                       (unsigned long long)run->event_counts[TW_EV_NAN],
+                                       run->event_counts[TW_EV_NAN] == 1 ? "" : "s");
+        if (!f)
+            return;
+        tw_finding_at_event(f, run, e);
+        tw_finding_evidence(f, "first report: %s (%s)", e->message, tw_where(run, e->file, e->line, where, sizeof where));
+        tw_finding_recommend(f, "The op and tensor named there produced the first NaN/Inf: check its inputs, lower the learning rate, clip gradients, or run it in fp32.");
+        return;
+    }
+}
+
+const tw_rule tw_rule_nan = {"nan_loss", "loss NaN/Inf, with the steps before it", check_nan};
+
+static void check_spikes(const tw_run *run, const tw_thresholds *t, tw_findings *out)
+{
+    for (int i = 0; i < run->rank_count; i++) {
+        const tw_rank *rk = run->ranks[i];
+        if (!rk || rk->spikes == 0)
+            continue;
+        /* Per-batch losses are noisy by nature; spikes are a note, and the
+         * NaN and divergence rules judge whether they did harm. */
+        tw_severity sev = TW_SEV_INFO;
+        char where[600];
+        tw_finding *f = tw_finding_add(out, "loss_spikes", sev, "%llu loss spike%s on rank %d (worst %.1fx the recent median)",
+                                       (unsigned long long)rk->spikes, rk->spikes == 1 ? "" : "s", rk->rank,
+                                       rk->worst_spike_ratio);
+        if (!f)
+            return;
+        tw_finding_at(f, run, &rk->worst_spike, rk->rank);
+        f->value = rk->worst_spike_ratio;
+        tw_finding_evidence(f, "worst: loss %.4g at step %.0f against a median of %.4g over the previous %d records (%s)",
+                            rk->worst_spike.loss, rk->worst_spike.pos, rk->worst_spike_median, TW_RECENT,
+                            tw_where(run, rk->worst_spike.file, rk->worst_spike.line, where, sizeof where));
+        tw_finding_evidence(f, "threshold: %.1fx the median of the last %d losses", t->spike_factor, TW_RECENT);
+        tw_finding_recommend(f, "Occasional spikes are bad batches or a too-high learning rate: clip gradients, lower the peak learning rate, and look at the samples of the worst step.");
+    }
+}
+
+const tw_rule tw_rule_spikes = {"loss_spikes", "loss far above its recent median", check_spikes};
+
+/* Medians of `parts` equal segments of the finite losses. */
+static int segment_medians(const tw_rank *rk, int parts, double *med, double *pos_end, size_t min_per_part)
+{
+    double *v = malloc(sizeof(double) * TW_SERIES_MAX);
+    double *pos = malloc(sizeof(double) * TW_SERIES_MAX);
+    if (!v || !pos) {
+        free(v);
+        free(pos);
+        return 0;
+    }
+    size_t n = tw_series_values(&rk->series, TW_F_LOSS, v, pos);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isfinite(v[i])) {
+            pos[m] = pos[i];
+            v[m++] = v[i];
+        }
+    }
+    if (m < (size_t)parts * min_per_part) {
+        free(v);
+        free(pos);
+        return 0;
+    }
+    for (int s = 0; s < parts; s++) {
+        size_t a = m * (size_t)s / (size_t)parts, b = m * (size_t)(s + 1) / (size_t)parts;
+        pos_end[s] = pos[b - 1];
+        med[s] = tw_median(v + a, b - a);
+    }
+    free(v);
+    free(pos);
+    return parts;
+}
+
+static void check_divergence(const tw_run *run, const tw_thresholds *t, tw_findings *out)
+{
+    for (int i = 0; i < run->rank_count; i++) {
+        const tw_rank *rk = run->ranks[i];
+        if (!rk || !rk->used)
+            continue;
+        double med[10], end[10];
+        if (!segment_medians(rk, 10, med, end, 20))
+            continue;
+        int best = 0;
+        for (int s = 1; s < 8; s++) {
+            if (med[s] < med[best])
+                best = s;
+        }
+        double last = med[9];
+        /* sustained: both of the last two tenths are well above the best */
+        if (!(med[best] > 0 && last > t->divergence_factor * med[best] &&
+              med[8] > t->divergence_factor * med[best] && last > med[0]))
+            continue;
+        tw_finding *f = tw_finding_add(out, "divergence", TW_SEV_WARNING,
+                                       "Loss is diverging on rank %d: %.4g at the end against %.4g at best",
+                                       rk->rank, last, med[best]);
+        if (!f)
+            return;
+        tw_finding_at(f, run, &rk->last, rk->rank);
+        f->value = last / med[best];
+        tw_finding_evidence(f, "median loss of the last tenth of the run (to step %.0f): %.4g", end[9], last);
+        tw_finding_evidence(f, "best tenth ended at step %.0f with a median of %.4g; first tenth %.4g", end[best], med[best], med[0]);
+        tw_finding_recommend(f, "Lower the learning rate or check its schedule after step %.0f; clip gradients; resume from a checkpoint near step %.0f.", end[best], end[best]);
+    }
+}
+
+const tw_rule tw_rule_divergence = {"divergence", "loss rising well above its best", check_divergence};
+
+static void check_plateau(const tw_run *run, const tw_thresholds *t, tw_findings *out)
+{
+    for (int i = 0; i < run->rank_count; i++) {
+        const tw_rank *rk = run->ranks[i];
+        if (!rk || !rk->used || rk->have_nan)
+            continue;
+        double med[4], end[4];
+        if (!segment_medians(rk, 4, med, end, 5))
+            continue;
+        double rel = (med[0] - med[3]) / fabs(med[0]);
+        if (!(rel < t->plateau_rel) || med[3] > t->divergence_factor * med[0])
+            continue;
+        tw_finding *f = tw_finding_add(out, "plateau", TW_SEV_WARNING,
+                                       "Loss is not improving on rank %d (%+.1f%% from the first to the last quarter)",
+                                       rk->rank, -rel * 100);
+        if (!f)
+            return;
+        tw_finding_at(f, run, &rk->last, rk->rank);
+        f->value = rel;
+        tw_finding_evidence(f, "median loss by quarter of the run: %.4g, %.4g, %.4g, %.4g (quarters end at steps %.0f, %.0f, %.0f, %.0f)",
+                            med[0], med[1], med[2], med[3], end[0], end[1], end[2], end[3]);
+        tw_finding_evidence(f, "threshold: at least %.1f%% improvement expected", t->plateau_rel * 100);
+        tw_finding_recommend(f, "If the model should still be learning: check the learning rate (too low, or decayed to nothing), that labels match inputs, and that the parameters being trained are the ones in the optimizer.");
+    }
+}
+
+const tw_rule tw_rule_plateau = {"plateau", "loss flat from the first to the last quarter", check_plateau};

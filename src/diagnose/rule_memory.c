@@ -1,0 +1,104 @@
+/*
+ * rule_memory.c: device memory the framework reports (max_mem_reserved,
+ * memory, max_mem, Peak GPU Memory...): steady growth with a projection of
+ * the step where it would run out, and out-of-memory errors.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "diagnose.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+static void check_memory(const tw_run *run, const tw_thresholds *t, tw_findings *out)
+{
+    double *v = malloc(sizeof(double) * TW_SERIES_MAX);
+    double *pos = malloc(sizeof(double) * TW_SERIES_MAX);
+    double *tmp = malloc(sizeof(double) * TW_SERIES_MAX);
+    if (!v || !pos || !tmp)
+        goto done;
+    for (int i = 0; i < run->rank_count; i++) {
+        const tw_rank *rk = run->ranks[i];
+        if (!rk || !rk->used)
+            continue;
+        size_t n = tw_series_values(&rk->series, TW_F_MEM, v, pos);
+        if (n < 10)
+            continue;
+        /* least squares of memory over position */
+        double mx = 0, my = 0;
+        for (size_t k = 0; k < n; k++)
+            mx += pos[k], my += v[k];
+        mx /= (double)n;
+        my /= (double)n;
+        double sxy = 0, sxx = 0, syy = 0;
+        for (size_t k = 0; k < n; k++) {
+            sxy += (pos[k] - mx) * (v[k] - my);
+            sxx += (pos[k] - mx) * (pos[k] - mx);
+            syy += (v[k] - my) * (v[k] - my);
+        }
+        if (sxx <= 0 || syy <= 0)
+            continue;
+        double slope = sxy / sxx, corr = sxy / sqrt(sxx * syy);
+        size_t q = n / 4;
+        for (size_t k = 0; k < q; k++)
+            tmp[k] = v[k];
+        double first = tw_median(tmp, q);
+        for (size_t k = 0; k < q; k++)
+            tmp[k] = v[n - q + k];
+        double last = tw_median(tmp, q);
+        double growth = first > 0 ? (last - first) / first : 0;
+        if (!(growth >= t->mem_growth && corr >= 0.7 && slope > 0))
+            continue;
+        tw_finding *f = tw_finding_add(out, "memory_growth", TW_SEV_WARNING,
+                                       "Device memory grows steadily on rank %d: +%.0f%% over the run", rk->rank, growth * 100);
+        if (!f)
+            break;
+        tw_finding_at(f, run, &rk->last, rk->rank);
+        f->value = growth;
+        tw_finding_evidence(f, "median %.2f GiB in the first quarter, %.2f GiB in the last (step %.0f)", first / GIB, last / GIB, pos[n - 1]);
+        tw_finding_evidence(f, "slope %.3f MiB per step, correlation with progress %.2f", slope / (1024 * 1024), corr);
+        if (t->device_memory > 0) {
+            double at = pos[n - 1] + (t->device_memory - v[n - 1]) / slope;
+            tw_finding_evidence(f, "at this rate the %.1f GiB device is full around step %.0f", t->device_memory / GIB, at);
+            if (at < pos[n - 1] * 2)
+                f->severity = TW_SEV_ERROR;
+        } else {
+            tw_finding_evidence(f, "pass --device-memory GIB to project the step at which it runs out");
+        }
+        tw_finding_recommend(f, "Something keeps tensors alive across steps: accumulating losses without .item()/.numpy(), growing caches or lists, retain_graph, metrics holding outputs. Call paddle.device.cuda.empty_cache()/torch.cuda.empty_cache() only to confirm; fix the reference.");
+    }
+done:
+    free(v);
+    free(pos);
+    free(tmp);
+}
+
+const tw_rule tw_rule_memory = {"memory_growth", "device memory rising with progress", check_memory};
+
+static void check_oom(const tw_run *run, const tw_thresholds *t, tw_findings *out)
+{
+    (void)t;
+    if (run->event_counts[TW_EV_OOM] == 0)
+        return;
+    for (int i = 0; i < run->events_kept_count; i++) {
+        const tw_event_note *e = &run->events_kept[i];
+        if (e->kind != TW_EV_OOM)
+            continue;
+        char where[600];
+        tw_finding *f = tw_finding_add(out, "oom", TW_SEV_ERROR, "Out of memory%s",
+                                       e->last_pos >= 0 ? " during training" : " before the first step");
+        if (!f)
+            return;
+        tw_finding_at_event(f, run, e);
+        tw_finding_evidence(f, "%s (%s)", e->message, tw_where(run, e->file, e->line, where, sizeof where));
+        if (e->last_pos >= 0)
+            tw_finding_evidence(f, "last step reported before it: %.0f", e->last_pos);
+        if (run->event_counts[TW_EV_OOM] > 1)
+            tw_finding_evidence(f, "%llu out-of-memory reports in all", (unsigned long long)run->event_counts[TW_EV_OOM]);
+        tw_finding_recommend(f, "Reduce the per-device batch size (keep the global batch with gradient accumulation), use mixed precision (paddle.amp.auto_cast / torch.autocast), recompute activations (gradient checkpointing), or shard optimizer state.");
+        tw_finding_recommend(f, "If memory grew before the OOM, look for tensors kept across steps; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True or FLAGS_allocator_strategy=auto_growth reduce fragmentation.");
+        return;
+    }
+}
+
+const tw_rule tw_rule_oom = {"oom", "out-of-memory errors", check_oom};

@@ -1,0 +1,199 @@
+/*
+ * rule_timing.c: where the time goes: data-loading bound steps, stalls
+ * (long gaps between steps), step-time jitter, and throughput falling over
+ * the run.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "diagnose.h"
+
+/* Median of data/batch over the series points that carry both. */
+static double median_data_share(const tw_rank *rk, size_t *count, const tw_point **worst)
+{
+    double *v = malloc(sizeof(double) * TW_SERIES_MAX);
+    if (!v)
+        return NAN;
+    size_t n = 0;
+    double worst_ratio = -1;
+    for (size_t i = 0; i < rk->series.count; i++) {
+        const tw_point *p = &rk->series.points[i];
+        if ((p->fields & TW_F_DATA_TIME) && (p->fields & TW_F_BATCH_TIME) && p->batch > 0) {
+            double r = p->data / p->batch;
+            v[n++] = r;
+            if (r > worst_ratio) {
+                worst_ratio = r;
+                *worst = p;
+            }
+        }
+    }
+    *count = n;
+    double m = tw_median(v, n);
+    free(v);
+    return m;
+}
+
+static void check_data_bound(const tw_run *run, const tw_thresholds *t, tw_findings *out)
+{
+    const tw_rank *worst_rank = NULL;
+    double worst_share = -1, worst_median = 0;
+    const tw_point *worst_point = NULL;
+    size_t worst_n = 0;
+    int bound_ranks = 0;
+    for (int i = 0; i < run->rank_count; i++) {
+        const tw_rank *rk = run->ranks[i];
+        if (!rk || rk->both_count < 3 || rk->sum_batch <= 0)
+            continue;
+        size_t n = 0;
+        const tw_point *wp = NULL;
+        double median = median_data_share(rk, &n, &wp);
+        double share = rk->sum_data / rk->sum_batch;
+        if (median < t->data_share && share < t->data_share)
+            continue;
+        bound_ranks++;
+        if (share > worst_share) {
+            worst_share = share;
+            worst_median = median;
+            worst_rank = rk;
+            worst_point = wp;
+            worst_n = n;
+        }
+    }
+    if (!worst_rank)
+        return;
+    const tw_rank *rk = worst_rank;
+    tw_finding *f = tw_finding_add(out, "data_loading_bound", TW_SEV_WARNING,
+                                   "Data loading bound: steps wait for data %.0f%% of the time", worst_share * 100);
+    if (!f)
+        return;
+    f->value = worst_share;
+    f->rank = rk->rank;
+    char where[600];
+    tw_finding_evidence(f, "rank %d: reader/data time is %.0f%% of step time over %llu steps (%.3fs of %.3fs per step on average); median per record %.0f%%",
+                        rk->rank, worst_share * 100, (unsigned long long)rk->both_count,
+                        rk->sum_data / (double)rk->both_count, rk->sum_batch / (double)rk->both_count,
+                        worst_median * 100);
+    if (worst_point) {
+        tw_finding_at(f, run, worst_point, rk->rank);
+        tw_finding_evidence(f, "worst record: step %.0f waited %.3fs of %.3fs (%s)", worst_point->pos,
+                            worst_point->data, worst_point->batch,
+                            tw_where(run, worst_point->file, worst_point->line, where, sizeof where));
+    }
+    (void)worst_n;
+    if (bound_ranks > 1)
+        tw_finding_evidence(f, "%d ranks are above the %.0f%% threshold", bound_ranks, t->data_share * 100);
+    tw_finding_evidence(f, "threshold: data wait above %.0f%% of step time", t->data_share * 100);
+    tw_finding_recommend(f, "Raise DataLoader num_workers (Paddle: paddle.io.DataLoader(num_workers=N, use_shared_memory=True, persistent_workers=True); PyTorch: num_workers=N, pin_memory=True, persistent_workers=True, prefetch_factor=4).");
+    tw_finding_recommend(f, "Make decoding and augmentation cheaper: decode with cv2/DALI instead of PIL, pre-resize or pre-decode the dataset, move heavy transforms to the GPU.");
+    tw_finding_recommend(f, "Check the storage the dataset is read from (network filesystems, cold caches).");
+}
+
+const tw_rule tw_rule_data_bound = {"data_loading_bound", "steps waiting for the data loader", check_data_bound};
+
+static void check_stalls(const tw_run *run, const tw_thresholds *t, tw_findings *out)
+{
+    for (int i = 0; i < run->rank_count; i++) {
+        const tw_rank *rk = run->ranks[i];
+        if (!rk || !rk->have_gap || rk->gap_count < 3)
+            continue;
+        const tw_gap *g = &rk->longest_gap;
+        double usual = tw_hist_quantile(rk->gap_hist, rk->gap_count, 0.5);
+        double limit = fmax(t->stall_seconds, t->stall_factor * usual);
+        if (g->across_eval || g->seconds < limit)
+            continue;
+        char b1[64], b2[64], d[32], u[32], w1[600], w2[600];
+        tw_finding *f = tw_finding_add(out, "stall", TW_SEV_WARNING, "Training stalled for %s on rank %d after step %.0f",
+                                       tw_fmt_duration(g->seconds, d, sizeof d), rk->rank, g->before.pos);
+        if (!f)
+            return;
+        tw_finding_at(f, run, &g->after, rk->rank);
+        f->value = g->seconds;
+        tw_finding_evidence(f, "no step between %s (step %.0f, %s) and %s (step %.0f, %s)",
+                            tw_fmt_time(g->before.time, b1, sizeof b1), g->before.pos,
+                            tw_where(run, g->before.file, g->before.line, w1, sizeof w1),
+                            tw_fmt_time(g->after.time, b2, sizeof b2), g->after.pos,
+                            tw_where(run, g->after.file, g->after.line, w2, sizeof w2));
+        tw_finding_evidence(f, "the usual gap between logged steps is %s; stall threshold %s",
+                            tw_fmt_duration(usual, u, sizeof u), tw_fmt_duration(limit, d, sizeof d));
+        tw_finding_recommend(f, "Look at what ran in that window: a hung collective (NCCL timeouts, a dead rank), a blocked data loader worker, a slow checkpoint write, or the node being preempted. For hangs set NCCL_DEBUG=INFO and a collective timeout; `trainwatch run` warns live when progress stops.");
+    }
+}
+
+const tw_rule tw_rule_stalls = {"stall", "long gaps with no training progress", check_stalls};
+
+static void check_jitter(const tw_run *run, const tw_thresholds *t, tw_findings *out)
+{
+    for (int i = 0; i < run->rank_count; i++) {
+        const tw_rank *rk = run->ranks[i];
+        if (!rk || rk->hist_count < 20)
+            continue;
+        double p50 = tw_hist_quantile(rk->hist, rk->hist_count, 0.50);
+        double p95 = tw_hist_quantile(rk->hist, rk->hist_count, 0.95);
+        double p99 = tw_hist_quantile(rk->hist, rk->hist_count, 0.99);
+        if (!(p99 > t->jitter_ratio * p50))
+            continue;
+        char a[32], b[32], c[32], d[32], w[600];
+        tw_finding *f = tw_finding_add(out, "step_time_jitter", TW_SEV_INFO,
+                                       "Step time varies a lot on rank %d: p99 is %.1fx the median", rk->rank, p99 / p50);
+        if (!f)
+            return;
+        tw_finding_at(f, run, &rk->batch_max_point, rk->rank);
+        f->value = p99 / p50;
+        tw_finding_evidence(f, "step time p50 %s, p95 %s, p99 %s, max %s over %llu records",
+                            tw_fmt_duration(p50, a, sizeof a), tw_fmt_duration(p95, b, sizeof b),
+                            tw_fmt_duration(p99, c, sizeof c), tw_fmt_duration(rk->batch_max, d, sizeof d),
+                            (unsigned long long)rk->hist_count);
+        tw_finding_evidence(f, "slowest at step %.0f (%s)", rk->batch_max_point.pos,
+                            tw_where(run, rk->batch_max_point.file, rk->batch_max_point.line, w, sizeof w));
+        tw_finding_recommend(f, "Slow outliers usually come from the first steps after each epoch (worker start-up: persistent_workers=True), evaluation or checkpointing inside the step timer, garbage collection, or varying input shapes.");
+    }
+}
+
+const tw_rule tw_rule_jitter = {"step_time_jitter", "p99 step time far above the median", check_jitter};
+
+static void check_throughput(const tw_run *run, const tw_thresholds *t, tw_findings *out)
+{
+    double *v = malloc(sizeof(double) * TW_SERIES_MAX);
+    double *pos = malloc(sizeof(double) * TW_SERIES_MAX);
+    if (!v || !pos)
+        goto done;
+    for (int i = 0; i < run->rank_count; i++) {
+        const tw_rank *rk = run->ranks[i];
+        if (!rk || !rk->used)
+            continue;
+        bool ips = true;
+        size_t n = tw_series_values(&rk->series, TW_F_SAMPLES_PER_SEC, v, pos);
+        if (n < 20) {
+            ips = false;
+            n = tw_series_values(&rk->series, TW_F_BATCH_TIME, v, pos);
+            for (size_t k = 0; k < n; k++)
+                v[k] = v[k] > 0 ? 1.0 / v[k] : 0;
+        }
+        if (n < 20)
+            continue;
+        size_t a = n / 20, b = n / 4, c = n - n / 5;
+        double early_end = pos[b - 1], late_start = pos[c];
+        double early = tw_median(v + a, b - a);
+        double late = tw_median(v + c, n - c);
+        if (!(early > 0 && late < early * (1 - t->throughput_drop)))
+            continue;
+        tw_finding *f = tw_finding_add(out, "throughput_drop", TW_SEV_WARNING,
+                                       "Throughput fell %.0f%% over the run on rank %d", (1 - late / early) * 100, rk->rank);
+        if (!f)
+            break;
+        tw_finding_at(f, run, &rk->last, rk->rank);
+        f->value = late / early;
+        if (ips)
+            tw_finding_evidence(f, "median %.4g samples/s early (to step %.0f) against %.4g samples/s late (from step %.0f)",
+                                early, early_end, late, late_start);
+        else
+            tw_finding_evidence(f, "median %.4g steps/s early (to step %.0f) against %.4g steps/s late (from step %.0f)",
+                                early, early_end, late, late_start);
+        tw_finding_recommend(f, "Check for growing memory (fragmentation, tensors kept alive across steps), thermal or power throttling (GPU clocks), other jobs on the node, and inputs that grow over the run (sequence lengths, caches).");
+    }
+done:
+    free(v);
+    free(pos);
+}
+
+const tw_rule tw_rule_throughput = {"throughput_drop", "throughput falling from early to late in the run", check_throughput};

@@ -1,0 +1,441 @@
+/*
+ * run.c: accumulating records into per-rank facts (see run.h).
+ *
+ * The position of a step is its global step when the log prints one;
+ * otherwise it is rebuilt from epoch and step (epoch * steps-per-epoch, or an
+ * offset that grows at each epoch change when the total is not printed). A
+ * position that goes backwards is a restart. Points at the same position
+ * (progress-bar rewrites) replace each other.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "run.h"
+#include "trainwatch/error.h"
+
+#define HIST_MIN_LOG10 (-6.0)
+#define HIST_BINS_PER_DECADE 100.0
+
+int tw_run_new(tw_run **out, const tw_thresholds *t)
+{
+    tw_run *run = calloc(1, sizeof *run);
+    if (!run)
+        return TW_ENOMEM;
+    if (t)
+        run->th = *t;
+    else
+        tw_thresholds_default(&run->th);
+    *out = run;
+    return TW_OK;
+}
+
+void tw_run_free(tw_run *run)
+{
+    if (!run)
+        return;
+    for (int i = 0; i < TW_MAX_RANKS; i++)
+        free(run->ranks[i]);
+    for (uint32_t i = 0; i < run->file_count; i++)
+        free(run->files[i]);
+    for (int i = 0; i < run->input_count; i++) {
+        free(run->inputs[i].path);
+        free(run->inputs[i].format);
+        free(run->inputs[i].error);
+    }
+    free(run);
+}
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+void tw_run_note_input(tw_run *run, const char *path, const char *format, uint64_t lines,
+                       uint64_t records, const char *error)
+{
+    if (run->input_count >= (int)(sizeof run->inputs / sizeof run->inputs[0]))
+        return;
+    tw_input_note *in = &run->inputs[run->input_count++];
+    in->path = dup_or_null(path);
+    in->format = dup_or_null(format);
+    in->error = dup_or_null(error);
+    in->lines = lines;
+    in->records = records;
+}
+
+/* File names are interned: records borrow them from their parser, which may
+ * be gone by the time a report cites them. */
+static uint32_t intern_file(tw_run *run, const char *name)
+{
+    if (!name)
+        name = "<unknown>";
+    for (uint32_t i = run->file_count; i > 0; i--) {
+        if (strcmp(run->files[i - 1], name) == 0)
+            return i - 1;
+    }
+    if (run->file_count >= TW_FILES_MAX)
+        return run->file_count - 1;
+    run->files[run->file_count] = strdup(name);
+    if (!run->files[run->file_count])
+        return 0;
+    return run->file_count++;
+}
+
+static tw_rank *rank_of(tw_run *run, int rank)
+{
+    if (rank < 0)
+        rank = 0;
+    if (rank >= TW_MAX_RANKS)
+        rank = TW_MAX_RANKS - 1;
+    if (!run->ranks[rank]) {
+        tw_rank *r = calloc(1, sizeof *r);
+        if (!r)
+            return NULL;
+        r->rank = rank;
+        r->series.stride = 1;
+        r->epoch_base = -1;
+        r->last_epoch = -1;
+        r->last_step_in_epoch = -1;
+        run->ranks[rank] = r;
+    }
+    if (rank + 1 > run->rank_count)
+        run->rank_count = rank + 1;
+    return run->ranks[rank];
+}
+
+static int hist_bin(double seconds)
+{
+    if (!(seconds > 0))
+        return 0;
+    double b = (log10(seconds) - HIST_MIN_LOG10) * HIST_BINS_PER_DECADE;
+    if (b < 0)
+        return 0;
+    if (b >= TW_HIST_BINS)
+        return TW_HIST_BINS - 1;
+    return (int)b;
+}
+
+double tw_hist_quantile(const uint32_t *hist, uint64_t count, double q)
+{
+    if (count == 0)
+        return NAN;
+    uint64_t target = (uint64_t)ceil(q * (double)count);
+    if (target == 0)
+        target = 1;
+    uint64_t seen = 0;
+    for (int i = 0; i < TW_HIST_BINS; i++) {
+        seen += hist[i];
+        if (seen >= target)
+            return pow(10.0, HIST_MIN_LOG10 + (i + 0.5) / HIST_BINS_PER_DECADE);
+    }
+    return NAN;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double tw_median(double *values, size_t n)
+{
+    if (n == 0)
+        return NAN;
+    qsort(values, n, sizeof *values, cmp_double);
+    return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+size_t tw_series_values(const tw_series *s, unsigned field, double *out, double *pos)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->count; i++) {
+        const tw_point *p = &s->points[i];
+        if (!(p->fields & field))
+            continue;
+        double v;
+        switch (field) {
+        case TW_F_LOSS: v = p->loss; break;
+        case TW_F_LR: v = p->lr; break;
+        case TW_F_BATCH_TIME: v = p->batch; break;
+        case TW_F_DATA_TIME: v = p->data; break;
+        case TW_F_SAMPLES_PER_SEC: v = p->ips; break;
+        case TW_F_MEM: v = p->mem; break;
+        case TW_F_TIME: v = p->time; break;
+        default: continue;
+        }
+        if (pos)
+            pos[n] = p->pos;
+        out[n++] = v;
+    }
+    return n;
+}
+
+static double position(tw_rank *rk, const tw_record *r)
+{
+    if (r->global_step >= 0)
+        return (double)r->global_step;
+    if (r->step >= 0) {
+        if (r->epoch >= 0) {
+            if (rk->epoch_base < 0)
+                rk->epoch_base = r->epoch;
+            if (r->step_total > 0 && r->epoch >= rk->epoch_base)
+                return (double)(r->epoch - rk->epoch_base) * (double)r->step_total + (double)r->step;
+            if (rk->last_epoch >= 0 && r->epoch > rk->last_epoch)
+                rk->epoch_offset += rk->last_step_in_epoch + 1;
+            else if (rk->last_epoch >= 0 && r->epoch < rk->last_epoch)
+                rk->epoch_offset = 0;
+            rk->last_epoch = r->epoch;
+            rk->last_step_in_epoch = (double)r->step;
+        }
+        return rk->epoch_offset + (double)r->step;
+    }
+    if (r->epoch >= 0)
+        return (double)r->epoch;
+    return rk->have_last ? rk->last.pos + 1 : 0;
+}
+
+static void series_add(tw_series *s, const tw_point *p)
+{
+    if (s->count > 0 && s->points[s->count - 1].pos == p->pos) {
+        s->points[s->count - 1] = *p; /* a rewrite of the same step */
+        return;
+    }
+    if (s->seen++ % s->stride != 0)
+        return;
+    if (s->count == TW_SERIES_MAX) {
+        for (size_t i = 0; i < TW_SERIES_MAX / 2; i++)
+            s->points[i] = s->points[2 * i];
+        s->count = TW_SERIES_MAX / 2;
+        s->stride *= 2;
+        s->seen = 1;
+    }
+    s->points[s->count++] = *p;
+}
+
+static void to_point(tw_point *p, const tw_record *r, double pos, uint32_t file)
+{
+    p->pos = pos;
+    p->time = (r->fields & TW_F_TIME) ? r->time : NAN;
+    p->loss = r->loss;
+    p->lr = r->lr;
+    p->batch = r->batch_time;
+    p->data = r->data_time;
+    p->ips = r->samples_per_sec;
+    p->mem = r->mem_bytes;
+    p->fields = r->fields;
+    p->epoch = r->epoch;
+    p->epoch_total = r->epoch_total;
+    p->step = r->step;
+    p->step_total = r->step_total;
+    p->file = file;
+    p->line = r->source.line;
+}
+
+static void note_loss(tw_rank *rk, const tw_point *p, double spike_factor)
+{
+    if (!(p->fields & TW_F_LOSS))
+        return;
+    if (!isfinite(p->loss)) {
+        if (!rk->have_nan) {
+            rk->have_nan = true;
+            rk->nan_point = *p;
+            int n = rk->recent_count;
+            rk->before_nan_count = n;
+            for (int i = 0; i < n; i++)
+                rk->before_nan[i] = rk->recent[(rk->recent_head + 8 - n + i) % 8];
+        }
+        return;
+    }
+    /* Spike: well above the median of the recent losses. */
+    if (rk->recent_loss_count >= 8) {
+        double tmp[TW_RECENT];
+        memcpy(tmp, rk->recent_loss, sizeof(double) * (size_t)rk->recent_loss_count);
+        double med = tw_median(tmp, (size_t)rk->recent_loss_count);
+        if (med > 0 && p->loss > spike_factor * med) {
+            rk->spikes++;
+            double ratio = p->loss / med;
+            if (ratio > rk->worst_spike_ratio) {
+                rk->worst_spike_ratio = ratio;
+                rk->worst_spike = *p;
+                rk->worst_spike_median = med;
+            }
+        }
+    }
+    rk->recent_loss[rk->recent_loss_head] = p->loss;
+    rk->recent_loss_head = (rk->recent_loss_head + 1) % TW_RECENT;
+    if (rk->recent_loss_count < TW_RECENT)
+        rk->recent_loss_count++;
+}
+
+static void note_gap(tw_rank *rk, const tw_point *p)
+{
+    if (!rk->have_last || isnan(p->time) || isnan(rk->last.time))
+        return;
+    double gap = p->time - rk->last.time;
+    if (gap < 0)
+        return;
+    double steps = p->pos - rk->last.pos;
+    if (!rk->event_since_last && steps > 0) {
+        rk->gap_hist[hist_bin(gap)]++;
+        rk->gap_count++;
+    }
+    if (!rk->have_gap || gap > rk->longest_gap.seconds) {
+        rk->have_gap = true;
+        rk->longest_gap.seconds = gap;
+        rk->longest_gap.before = rk->last;
+        rk->longest_gap.after = *p;
+        rk->longest_gap.across_eval = rk->event_since_last;
+    }
+}
+
+static void add_step(tw_run *run, const tw_record *r)
+{
+    tw_rank *rk = rank_of(run, r->rank);
+    if (!rk)
+        return;
+    uint32_t file = intern_file(run, r->source.file);
+    tw_point p;
+    to_point(&p, r, position(rk, r), file);
+    bool rewrite = rk->have_last && p.pos == rk->last.pos;
+    if (rk->have_last && p.pos < rk->last.pos) {
+        if (rk->restarts == 0)
+            rk->first_restart = (tw_restart){rk->last, p};
+        rk->last_restart = (tw_restart){rk->last, p};
+        rk->restarts++;
+        rk->event_since_last = true; /* the gap of a restart is not a stall */
+    }
+    if (!rewrite) {
+        note_gap(rk, &p);
+        rk->steps++;
+        if (r->fields & TW_F_BATCH_TIME) {
+            rk->hist[hist_bin(r->batch_time)]++;
+            rk->hist_count++;
+            if (r->batch_time > rk->batch_max) {
+                rk->batch_max = r->batch_time;
+                rk->batch_max_point = p;
+            }
+            if (r->fields & TW_F_DATA_TIME) {
+                rk->sum_batch += r->batch_time;
+                rk->sum_data += r->data_time;
+                rk->both_count++;
+            }
+        }
+        note_loss(rk, &p, run->th.spike_factor);
+        rk->recent[rk->recent_head] = p;
+        rk->recent_head = (rk->recent_head + 1) % 8;
+        if (rk->recent_count < 8)
+            rk->recent_count++;
+    }
+    if (!rk->used)
+        rk->first = p;
+    rk->used = true;
+    rk->last = p;
+    rk->have_last = true;
+    rk->event_since_last = false;
+    rk->last_step_record = *r;
+    series_add(&rk->series, &p);
+    run->steps++;
+}
+
+static bool lower_is_better(const char *name)
+{
+    static const char *const lower[] = {"loss", "error", "err", "perplexity", "ppl", "wer", "cer", "mae", "mse", "rmse", "runtime", "time", "cost"};
+    for (size_t i = 0; i < sizeof lower / sizeof lower[0]; i++) {
+        if (strstr(name, lower[i]))
+            return true;
+    }
+    return false;
+}
+
+/* Speed and bookkeeping numbers printed with evaluation results are not
+ * results: "best" of them means nothing. */
+static bool is_eval_result(const char *name)
+{
+    static const char *const not_results[] = {"cost", "ips", "runtime", "per_second", "fps", "samples", "num_tokens", "epoch", "step"};
+    for (size_t i = 0; i < sizeof not_results / sizeof not_results[0]; i++) {
+        if (strstr(name, not_results[i]))
+            return false;
+    }
+    return true;
+}
+
+static void add_eval(tw_run *run, const tw_record *r)
+{
+    tw_rank *rk = rank_of(run, r->rank);
+    if (rk)
+        rk->event_since_last = true;
+    uint32_t file = intern_file(run, r->source.file);
+    int64_t step = rk && rk->have_last ? (int64_t)rk->last.pos : (r->global_step >= 0 ? r->global_step : r->epoch);
+    for (int i = 0; i < r->metric_count; i++) {
+        const tw_metric *m = &r->metrics[i];
+        if (!is_eval_result(m->name))
+            continue;
+        tw_eval_note *e = NULL;
+        for (int j = 0; j < run->eval_count; j++) {
+            if (strcmp(run->evals_kept[j].name, m->name) == 0)
+                e = &run->evals_kept[j];
+        }
+        if (!e) {
+            if (run->eval_count >= TW_SUMMARY_METRICS)
+                continue;
+            e = &run->evals_kept[run->eval_count++];
+            memcpy(e->name, m->name, sizeof e->name);
+            e->lower_is_better = lower_is_better(m->name);
+            e->best = m->value;
+            e->best_step = step;
+        }
+        e->count++;
+        e->last = m->value;
+        e->last_step = step;
+        e->file = file;
+        e->line = r->source.line;
+        bool better = e->lower_is_better ? m->value < e->best : m->value > e->best;
+        if (better && isfinite(m->value)) {
+            e->best = m->value;
+            e->best_step = step;
+        }
+    }
+    run->evals++;
+}
+
+static void add_event(tw_run *run, const tw_record *r)
+{
+    tw_rank *rk = rank_of(run, r->rank);
+    if (rk && (r->event == TW_EV_CHECKPOINT || r->event == TW_EV_RESUME))
+        rk->event_since_last = true;
+    run->events++;
+    if ((unsigned)r->event < TW_EV_COUNT)
+        run->event_counts[r->event]++;
+    tw_event_note note = {
+        .kind = r->event,
+        .rank = r->rank < 0 ? 0 : r->rank,
+        .file = intern_file(run, r->source.file),
+        .line = r->source.line,
+        .time = r->time,
+        .has_time = (r->fields & TW_F_TIME) != 0,
+        .last_pos = rk && rk->have_last ? rk->last.pos : -1,
+        .code = r->exit_code,
+    };
+    memcpy(note.message, r->message, sizeof note.message);
+    memcpy(note.detail, r->detail, sizeof note.detail);
+    if (r->event == TW_EV_EXCEPTION) {
+        run->last_exception = note;
+        run->have_last_exception = true;
+    }
+    if (run->events_kept_count < TW_EVENTS_KEPT)
+        run->events_kept[run->events_kept_count++] = note;
+}
+
+void tw_run_add(void *arg, const tw_record *r)
+{
+    tw_run *run = arg;
+    switch (r->kind) {
+    case TW_REC_STEP:
+        add_step(run, r);
+        break;
+    case TW_REC_EVAL:
+        add_eval(run, r);
+        break;
+    case TW_REC_EVENT:
+        add_event(run, r);
+        break;
+    }
+}

@@ -1,0 +1,316 @@
+/*
+ * fmt_events.c: the things that happen to a run, in any framework's words.
+ *
+ * Python tracebacks (the last frame and the "Type: message" line), Paddle's
+ * "C++ Traceback" / "Error Message Summary" blocks and FatalError signal
+ * reports, out-of-memory errors (Paddle ResourceExhaustedError, CUDA OOM,
+ * std::bad_alloc), FLAGS_check_nan_inf output, checkpoints saved, resumes,
+ * warnings, process exits and "training finished" markers.
+ *
+ * Multi-line blocks are tracked in a small state machine; everything else is
+ * a keyword search. This format sees every line no step format claimed, so
+ * the common case (no keyword) must stay a handful of memmem calls.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats.h"
+
+enum block { BLOCK_NONE, BLOCK_PYTHON, BLOCK_CPP, BLOCK_SUMMARY };
+
+typedef struct events_state {
+    enum block block;
+    char frame[TW_MESSAGE_MAX];   /* last stack frame of the current block */
+    bool signal_pending;          /* saw "FatalError: Termination signal" */
+    char signal_message[TW_MESSAGE_MAX];
+} events_state;
+
+static int emit_event(tw_parser *p, const tw_line *line, tw_event_kind kind, const char *msg,
+                      size_t len, const char *detail, int code)
+{
+    tw_record r;
+    tw_record_init(&r);
+    r.kind = TW_REC_EVENT;
+    r.event = kind;
+    r.exit_code = code;
+    tw_record_set_text(r.message, msg, len);
+    if (detail)
+        tw_record_set_text(r.detail, detail, strlen(detail));
+    tw_parser_emit(p, line, &r);
+    return 1;
+}
+
+static bool contains_any(const char *s, size_t len, const char *const *needles, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (tw_find(s, len, needles[i]))
+            return true;
+    }
+    return false;
+}
+
+static bool is_oom_text(const char *s, size_t len)
+{
+    static const char *const oom[] = {"Out of memory",  "out of memory",   "ResourceExhaustedError",
+                                      "OutOfMemoryError", "std::bad_alloc", "RESOURCE_EXHAUSTED",
+                                      "CUBLAS_STATUS_ALLOC_FAILED"};
+    return contains_any(s, len, oom, sizeof oom / sizeof oom[0]);
+}
+
+/* "Name: message" or "Name" where Name is a dotted identifier, the shape of
+ * the last line of a Python traceback. */
+static bool is_exception_line(const char *s, size_t len)
+{
+    size_t i = 0;
+    if (len == 0 || !(tw_is_alpha(s[0]) || s[0] == '_'))
+        return false;
+    while (i < len && (tw_is_alpha(s[i]) || tw_is_digit(s[i]) || s[i] == '_' || s[i] == '.'))
+        i++;
+    return i == len || s[i] == ':';
+}
+
+static int parse_signal_number(const char *s, size_t len)
+{
+    static const struct {
+        const char *name;
+        int number;
+    } names[] = {{"SIGTERM", 15}, {"SIGKILL", 9}, {"SIGSEGV", 11}, {"SIGABRT", 6},
+                 {"SIGINT", 2},   {"SIGBUS", 7},  {"SIGFPE", 8},   {"SIGHUP", 1}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (tw_find(s, len, names[i].name))
+            return names[i].number;
+    }
+    const char *g = tw_find(s, len, "got signal: ");
+    long long v;
+    if (g && tw_scan_uint(g + 12, s + len, &v))
+        return (int)v;
+    return 0;
+}
+
+static int exception_line(tw_parser *p, events_state *st, const tw_line *line)
+{
+    const char *s = line->text;
+    size_t len = line->len;
+    int n = emit_event(p, line, TW_EV_EXCEPTION, s, len, st->frame, 0);
+    if (is_oom_text(s, len))
+        n += emit_event(p, line, TW_EV_OOM, s, len, st->frame, 0);
+    if (tw_find(s, len, "SignalException") || tw_find(s, len, "got signal")) {
+        int sig = parse_signal_number(s, len);
+        n += emit_event(p, line, TW_EV_SIGNAL, s, len, st->frame, sig);
+    }
+    st->block = BLOCK_NONE;
+    st->frame[0] = '\0';
+    return n;
+}
+
+static int flush_signal(tw_parser *p, events_state *st, const tw_line *line, int sig)
+{
+    if (!st->signal_pending)
+        return 0;
+    st->signal_pending = false;
+    return emit_event(p, line, TW_EV_SIGNAL, st->signal_message, strlen(st->signal_message),
+                      st->frame, sig);
+}
+
+static int in_block(tw_parser *p, events_state *st, const tw_line *line)
+{
+    const char *s = line->text;
+    size_t len = line->len;
+    bool indented = tw_is_blank(s[0]);
+    if (st->block == BLOCK_PYTHON) {
+        if (tw_starts_with(s, len, "  File ")) {
+            tw_record_set_text(st->frame, s + 2, len - 2);
+            return -1;
+        }
+        if (indented || tw_starts_with(s, len, "During handling") ||
+            tw_starts_with(s, len, "The above exception") || s[0] == '^' || s[0] == '~')
+            return -1;
+        if (is_exception_line(s, len))
+            return exception_line(p, st, line);
+        st->block = BLOCK_NONE; /* a traceback cut short: give up on it */
+        return 0;
+    }
+    if (st->block == BLOCK_CPP) {
+        if (tw_starts_with(s, len, "Error Message Summary")) {
+            st->block = BLOCK_SUMMARY;
+            return -1;
+        }
+        if (s[0] == '-' || indented)
+            return -1;
+        long long frame;
+        size_t n = tw_scan_uint(s, s + len, &frame);
+        if (n) {
+            if (frame == 0 || st->frame[0] == '\0') {
+                const char *t = s + n;
+                while (t < s + len && *t == ' ')
+                    t++;
+                tw_record_set_text(st->frame, t, (size_t)(s + len - t));
+            }
+            return -1;
+        }
+        st->block = BLOCK_NONE;
+        return 0;
+    }
+    /* BLOCK_SUMMARY: "----" then "XError: message", hints, signal info */
+    if (s[0] == '-')
+        return -1;
+    if (tw_starts_with(s, len, "FatalError: `Termination signal`") ||
+        tw_starts_with(s, len, "FatalError: `Segmentation fault`") ||
+        tw_starts_with(s, len, "FatalError: `Process abort signal`")) {
+        st->signal_pending = true;
+        tw_record_set_text(st->signal_message, s, len);
+        return -1;
+    }
+    if (indented && st->signal_pending) {
+        const char *info = tw_find(s, len, "[SignalInfo: *** ");
+        if (info)
+            return flush_signal(p, st, line, parse_signal_number(s, len));
+        return -1;
+    }
+    if (indented)
+        return -1;
+    int n = flush_signal(p, st, line, 0);
+    if (is_exception_line(s, len))
+        return n + exception_line(p, st, line);
+    st->block = BLOCK_NONE;
+    return n;
+}
+
+typedef struct keyword_rule {
+    const char *needle;
+    tw_event_kind kind;
+} keyword_rule;
+
+/* Single-line events, checked in order; the first match wins. */
+static const keyword_rule rules[] = {
+    {"[PRECISION] [ERROR]", TW_EV_NAN},
+    {"There are NAN or INF", TW_EV_NAN},
+    {"There are `nan` or `inf`", TW_EV_NAN},
+    {"NaN or Inf found", TW_EV_NAN},
+    {"Loss is nan", TW_EV_NAN},
+    {"loss is nan", TW_EV_NAN},
+    {"Loss is NaN", TW_EV_NAN},
+    {"Out of memory error", TW_EV_OOM},
+    {"ResourceExhaustedError", TW_EV_OOM},
+    {"CUDA out of memory", TW_EV_OOM},
+    {"OutOfMemoryError", TW_EV_OOM},
+    {"std::bad_alloc", TW_EV_OOM},
+    {"save checkpoint at", TW_EV_CHECKPOINT},
+    {"Checkpoint saved", TW_EV_CHECKPOINT},
+    {"Saving checkpoint", TW_EV_CHECKPOINT},
+    {"Saving model checkpoint", TW_EV_CHECKPOINT},
+    {"Already save the best model", TW_EV_CHECKPOINT},
+    {"save best model", TW_EV_CHECKPOINT},
+    {"Save model to", TW_EV_CHECKPOINT},
+    {"save model to", TW_EV_CHECKPOINT},
+    {"Saving trained model", TW_EV_CHECKPOINT},
+    {"Save checkpoint", TW_EV_CHECKPOINT},
+    {"Resuming from", TW_EV_RESUME},
+    {"Resume from", TW_EV_RESUME},
+    {"resume from", TW_EV_RESUME},
+    {"resumed from", TW_EV_RESUME},
+    {"Resumed from", TW_EV_RESUME},
+    {"resume training", TW_EV_RESUME},
+    {"Resume training", TW_EV_RESUME},
+    {"Warning: ", TW_EV_WARNING},
+    {"WARNING", TW_EV_WARNING},
+    {"exited with code", TW_EV_EXIT},
+    {"exit code", TW_EV_EXIT},
+    {"exitcode", TW_EV_EXIT},
+    {"training finished", TW_EV_FINISHED},
+    {"Training finished", TW_EV_FINISHED},
+    {"Training completed", TW_EV_FINISHED},
+    {"training completed", TW_EV_FINISHED},
+    {"Training done", TW_EV_FINISHED},
+    {"training done", TW_EV_FINISHED},
+    {"finished training", TW_EV_FINISHED},
+    {"Finished training", TW_EV_FINISHED},
+};
+
+static int exit_code_after(const char *s, size_t len, const char *at)
+{
+    const char *end = s + len;
+    const char *p = at;
+    while (p < end && !tw_is_digit(*p) && *p != '-')
+        p++;
+    double v;
+    if (p < end && tw_scan_number(p, end, &v))
+        return (int)v;
+    return -1;
+}
+
+static int single_line(tw_parser *p, const tw_line *line)
+{
+    const char *s = line->text;
+    size_t len = line->len;
+    /* "training AGCN finished", "train finished": a verb at the end. */
+    if (len > 8 && (tw_find_ci(s, len, "train") && memcmp(s + len - 8, "finished", 8) == 0))
+        return emit_event(p, line, TW_EV_FINISHED, s, len, NULL, 0);
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+        const char *at = tw_find(s, len, rules[i].needle);
+        if (!at)
+            continue;
+        int code = 0;
+        if (rules[i].kind == TW_EV_EXIT) {
+            code = exit_code_after(s, len, at + strlen(rules[i].needle));
+            if (code < 0)
+                continue;
+        }
+        if (rules[i].kind == TW_EV_WARNING && tw_find(s, len, "WARNING") == at &&
+            at != s && tw_is_alpha(at[-1]))
+            continue;
+        return emit_event(p, line, rules[i].kind, s, len, NULL, code);
+    }
+    if ((len == 6 && memcmp(s, "Killed", 6) == 0) || tw_find(s, len, "got signal: "))
+        return emit_event(p, line, TW_EV_SIGNAL, s, len, NULL, len == 6 ? 9 : parse_signal_number(s, len));
+    return 0;
+}
+
+static bool detect(const tw_line *line)
+{
+    (void)line;
+    return true;
+}
+
+static int parse(tw_parser *p, void *state, const tw_line *line)
+{
+    events_state *st = state;
+    const char *s = line->text;
+    size_t len = line->len;
+    if (st->block != BLOCK_NONE) {
+        int n = in_block(p, st, line);
+        if (n != 0)
+            return n;
+    }
+    if (tw_starts_with(s, len, "Traceback (most recent call last)")) {
+        st->block = BLOCK_PYTHON;
+        st->frame[0] = '\0';
+        return -1;
+    }
+    if (tw_starts_with(s, len, "C++ Traceback (most recent call last)")) {
+        st->block = BLOCK_CPP;
+        st->frame[0] = '\0';
+        return -1;
+    }
+    if (tw_starts_with(s, len, "Error Message Summary")) {
+        st->block = BLOCK_SUMMARY;
+        return -1;
+    }
+    return single_line(p, line);
+}
+
+static void finish(tw_parser *p, void *state)
+{
+    events_state *st = state;
+    flush_signal(p, st, NULL, 0);
+    st->block = BLOCK_NONE;
+}
+
+const tw_format tw_format_events = {
+    .name = "events",
+    .summary = "tracebacks, Paddle error blocks, OOM, NaN/Inf checks, checkpoints, exits",
+    .state_size = sizeof(events_state),
+    .detect = detect,
+    .parse = parse,
+    .finish = finish,
+};

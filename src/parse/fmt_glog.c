@@ -1,0 +1,48 @@
+/*
+ * fmt_glog.c: glog lines, as Paddle's C++ core prints them.
+ *
+ *   I0213 23:07:05.692358  4094 nccl_context.cc:74] init nccl context nranks: 4 ...
+ *   W0213 23:07:06.635774  4094 device_context.cc:447] Please NOTE: device: 0, ...
+ *   E0405 10:23:45.123456  1234 file.cc:404] something failed
+ *   F0405 10:23:45.123456  1234 file.cc:404] Check failed: ...
+ *
+ * Severity E lines become warning events and F (fatal) lines exception
+ * events; I and W lines are Paddle's chatter and are consumed quietly.
+ */
+#include <string.h>
+
+#include "formats.h"
+
+static bool detect(const tw_line *line)
+{
+    const char *s = line->text;
+    return line->has_time && line->len > 6 && strchr("IWEF", s[0]) && tw_is_digit(s[1]) &&
+           tw_find(line->body, line->body_len, "] ") != NULL;
+}
+
+static int parse(tw_parser *p, void *state, const tw_line *line)
+{
+    (void)state;
+    if (!detect(line))
+        return 0;
+    char severity = line->text[0];
+    if (severity != 'E' && severity != 'F')
+        return -1;
+    const char *msg = tw_find(line->body, line->body_len, "] ") + 2;
+    size_t len = line->body_len - (size_t)(msg - line->body);
+    tw_record r;
+    tw_record_init(&r);
+    r.kind = TW_REC_EVENT;
+    r.event = severity == 'F' ? TW_EV_EXCEPTION : TW_EV_WARNING;
+    tw_record_set_text(r.message, msg, len);
+    tw_record_set_text(r.detail, line->body, (size_t)(msg - 2 - line->body));
+    tw_parser_emit(p, line, &r);
+    return 1;
+}
+
+const tw_format tw_format_glog = {
+    .name = "glog",
+    .summary = "glog lines (Lmmdd hh:mm:ss.uuuuuu tid file:line] msg); E and F become events",
+    .detect = detect,
+    .parse = parse,
+};

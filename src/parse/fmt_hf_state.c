@@ -1,0 +1,104 @@
+/*
+ * fmt_hf_state.c: HuggingFace Trainer's trainer_state.json.
+ *
+ *   "log_history": [
+ *     {
+ *       "epoch": 0.0107, "grad_norm": 1.00, "learning_rate": 2.4e-06,
+ *       "loss": 2.0762, "step": 15
+ *     },
+ *     { "epoch": 0.1425, "eval_loss": 1.6222, "eval_runtime": 311.1, "step": 200 },
+ *
+ * A pretty-printed JSON document rather than lines: the objects inside
+ * log_history are gathered one line at a time into the per-input state and
+ * emitted at their closing brace. Objects with eval_ keys are evaluations;
+ * the final train_runtime summary is skipped.
+ */
+#include <string.h>
+
+#include "formats.h"
+
+typedef struct hf_state {
+    bool in_history;
+    int depth;           /* brace depth inside log_history */
+    bool eval, summary;
+    tw_record record;
+    tw_line line;        /* where the object began (source only) */
+} hf_state;
+
+static bool detect(const tw_line *line)
+{
+    return tw_find(line->text, line->len, "\"log_history\"") != NULL;
+}
+
+static int close_object(tw_parser *p, hf_state *st)
+{
+    tw_record *r = &st->record;
+    if (st->summary)
+        return -1;
+    if (st->eval) {
+        r->fields = 0;
+        return tw_emit_eval(p, &st->line, r) ? 1 : -1;
+    }
+    if (r->global_step < 0 && r->step >= 0) {
+        r->global_step = r->step; /* HF's "step" counts optimizer steps over the run */
+        r->step = -1;
+    }
+    if (!tw_record_is_step_like(r))
+        return -1;
+    tw_parser_emit(p, &st->line, r);
+    return 1;
+}
+
+static int parse(tw_parser *p, void *state, const tw_line *line)
+{
+    hf_state *st = state;
+    const char *s = line->text;
+    size_t n = line->len;
+    if (!st->in_history) {
+        if (!detect(line))
+            return 0;
+        st->in_history = true;
+        st->depth = 0;
+        return -1;
+    }
+    const char *t = s;
+    while (t < s + n && tw_is_blank(*t))
+        t++;
+    size_t tn = (size_t)(s + n - t);
+    if (st->depth == 0) {
+        if (tn > 0 && t[0] == '{') {
+            st->depth = 1;
+            st->eval = st->summary = false;
+            tw_record_init(&st->record);
+            st->line = *line;
+            st->line.text = st->line.body = NULL;
+            st->line.len = st->line.body_len = 0;
+            return -1;
+        }
+        if (tn > 0 && t[0] == ']')
+            st->in_history = false;
+        return -1;
+    }
+    if (tn > 0 && t[0] == '}') {
+        st->depth--;
+        if (st->depth == 0)
+            return close_object(p, st);
+        return -1;
+    }
+    if (memchr(t, '{', tn))
+        st->depth++;
+    if (tw_starts_with(t, tn, "\"eval_"))
+        st->eval = true;
+    if (tw_starts_with(t, tn, "\"train_runtime\""))
+        st->summary = true;
+    tw_fields_scan(&st->record, t, tn);
+    return -1;
+}
+
+const tw_format tw_format_hf_state = {
+    .name = "hf-trainer-state",
+    .summary = "HuggingFace trainer_state.json (log_history entries)",
+    .state_size = sizeof(hf_state),
+    .detect = detect,
+    .parse = parse,
+};

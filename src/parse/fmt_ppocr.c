@@ -1,0 +1,59 @@
+/*
+ * fmt_ppocr.c: PaddleOCR trainer lines (tools/program.py), both eras:
+ *
+ *   ppocr INFO: epoch: [3/500], global_step: 500, lr: 0.005000, loss: 0.609742,
+ *     loss_shrink_maps: ..., avg_reader_cost: 1.81 s, avg_batch_cost: 2.03 s,
+ *     avg_samples: 16.0, ips: 7.86 samples/s, eta: 2 days, 20:01:28,
+ *     max_mem_reserved: 11326 MB
+ *   root INFO: epoch: [0/500], iter: 10, lr: 0.001000, ..., reader_cost: ...
+ *   ppocr INFO: cur metric, precision: 0.5, recall: 0.4, hmean: 0.45, fps: ...
+ *
+ * In the 2.0 era "iter" counts across epochs, so it is the global step.
+ * "best metric" lines repeat an earlier evaluation and are not new results.
+ */
+#include "formats.h"
+
+static bool detect(const tw_line *line)
+{
+    const char *s = line->body;
+    size_t n = line->body_len;
+    return (tw_find(s, n, "epoch: [") &&
+            (tw_find(s, n, "global_step: ") || tw_find(s, n, "iter: "))) ||
+           tw_find(s, n, "cur metric") || tw_find(s, n, "cur metirc") ||
+           tw_find(s, n, "best metric") || tw_find(s, n, "best metirc");
+}
+
+static int parse(tw_parser *p, void *state, const tw_line *line)
+{
+    (void)state;
+    const char *s = line->body;
+    size_t n = line->body_len;
+    const char *cur = tw_find(s, n, "cur metric");
+    if (!cur)
+        cur = tw_find(s, n, "cur metirc");
+    if (cur)
+        return tw_emit_fields(p, line, TW_REC_EVAL, cur + 10, n - (size_t)(cur + 10 - s));
+    if (tw_find(s, n, "best metric") || tw_find(s, n, "best metirc"))
+        return -1;
+    const char *e = tw_find(s, n, "epoch: [");
+    if (!e)
+        return 0;
+    tw_record r;
+    tw_record_init(&r);
+    tw_fields_scan(&r, e, n - (size_t)(e - s));
+    if (r.global_step < 0 && r.step >= 0) {
+        r.global_step = r.step;
+        r.step = -1;
+    }
+    if (!tw_record_is_step_like(&r))
+        return 0;
+    tw_parser_emit(p, line, &r);
+    return 1;
+}
+
+const tw_format tw_format_ppocr = {
+    .name = "ppocr",
+    .summary = "PaddleOCR trainer lines (epoch: [a/b], global_step/iter, avg_reader_cost, cur metric)",
+    .detect = detect,
+    .parse = parse,
+};

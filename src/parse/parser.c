@@ -1,0 +1,423 @@
+/*
+ * parser.c: the driver between raw input and the format table.
+ *
+ * It reads through zlib (so .gz and plain files share one path), splits the
+ * stream into lines with memchr, cuts lines longer than TW_LINE_MAX (counting
+ * them), splits progress-bar rewrites on '\r' and '\b', strips ANSI colour
+ * codes, recognises a leading timestamp once for every format, and dispatches
+ * each line: always-on formats first, then the locked format, then detection
+ * over the whole table. Memory is one fixed buffer per input plus each
+ * format's private state, whatever the size of the log.
+ */
+#include "trainwatch/parse.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "scan.h"
+#include "trainwatch/error.h"
+
+#define READ_CHUNK (256u * 1024u)
+#define BUFFER_SIZE (TW_LINE_MAX + READ_CHUNK)
+
+struct tw_parser {
+    char *path;
+    gzFile gz;
+    int forced;               /* index in the format table, -1: detect */
+    int locked;               /* format detected for this input, -1: none yet */
+    int continuing;           /* format inside a multi-line block (returned -1 last line), -1: none */
+    char *buf;                /* read buffer: one partial line plus a chunk */
+    size_t have;
+    bool skipping;            /* dropping the rest of a line cut at TW_LINE_MAX */
+    int rank;
+    void **states;            /* one private state per format, same order as the table */
+    tw_record_fn fn;
+    void *arg;
+    tw_parse_stats stats;
+    uint64_t line_no;
+    char *scratch;            /* ANSI-stripped copy of the current segment */
+    bool emitted_data;        /* the current line produced a step or eval record */
+};
+
+const char *tw_parser_path(const tw_parser *p) { return p->path; }
+const tw_parse_stats *tw_parser_stats(const tw_parser *p) { return &p->stats; }
+
+int tw_rank_from_path(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t len = strlen(base);
+    static const char *const markers[] = {"workerlog.", "rank", "worker_", "worker."};
+    for (size_t i = 0; i < sizeof markers / sizeof markers[0]; i++) {
+        const char *m = tw_find_ci(base, len, markers[i]);
+        if (!m)
+            continue;
+        const char *d = m + strlen(markers[i]);
+        while (*d == '-' || *d == '_' || *d == '.')
+            d++;
+        long long v;
+        if (tw_scan_uint(d, base + len, &v) && v < 100000)
+            return (int)v;
+    }
+    return -1;
+}
+
+int tw_parser_new(tw_parser **out, const char *name, const tw_format *forced, int rank)
+{
+    size_t count;
+    const tw_format *const *table = tw_formats(&count);
+    tw_parser *p = calloc(1, sizeof *p);
+    if (!p)
+        return TW_ENOMEM;
+    p->path = strdup(name);
+    p->states = calloc(count, sizeof *p->states);
+    p->scratch = malloc(TW_LINE_MAX + 1);
+    p->buf = malloc(BUFFER_SIZE);
+    if (!p->path || !p->states || !p->scratch || !p->buf) {
+        tw_parser_close(p);
+        return TW_ENOMEM;
+    }
+    for (size_t i = 0; i < count; i++) {
+        if (table[i]->state_size == 0)
+            continue;
+        p->states[i] = calloc(1, table[i]->state_size);
+        if (!p->states[i]) {
+            tw_parser_close(p);
+            return TW_ENOMEM;
+        }
+    }
+    p->forced = p->locked = p->continuing = -1;
+    for (size_t i = 0; i < count; i++) {
+        if (table[i] == forced)
+            p->forced = (int)i;
+    }
+    if (forced && p->forced < 0) {
+        tw_parser_close(p);
+        return TW_EFORMAT;
+    }
+    if (forced)
+        p->stats.format = forced->name;
+    p->rank = rank >= 0 ? rank : tw_rank_from_path(name);
+    *out = p;
+    return TW_OK;
+}
+
+int tw_parser_open(tw_parser **out, const char *path, const tw_format *forced, int rank)
+{
+    int fd;
+    if (strcmp(path, "-") == 0) {
+        fd = dup(STDIN_FILENO);
+    } else {
+        struct stat st;
+        if (stat(path, &st) != 0)
+            return tw_status_from_errno(errno);
+        if (S_ISDIR(st.st_mode))
+            return TW_EISDIR;
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+    }
+    if (fd < 0)
+        return tw_status_from_errno(errno);
+    tw_parser *p;
+    int rc = tw_parser_new(&p, strcmp(path, "-") == 0 ? "<stdin>" : path, forced, rank);
+    if (rc != TW_OK) {
+        close(fd);
+        return rc;
+    }
+    p->gz = gzdopen(fd, "rb");
+    if (!p->gz) {
+        close(fd);
+        tw_parser_close(p);
+        return TW_ENOMEM;
+    }
+    gzbuffer(p->gz, READ_CHUNK);
+    *out = p;
+    return TW_OK;
+}
+
+void tw_parser_close(tw_parser *p)
+{
+    if (!p)
+        return;
+    if (p->gz)
+        gzclose(p->gz);
+    if (p->states) {
+        size_t count;
+        tw_formats(&count);
+        for (size_t i = 0; i < count; i++)
+            free(p->states[i]);
+        free(p->states);
+    }
+    free(p->scratch);
+    free(p->buf);
+    free(p->path);
+    free(p);
+}
+
+void tw_parser_emit(tw_parser *p, const tw_line *line, tw_record *r)
+{
+    if (!r->source.file) {
+        r->source.file = p->path;
+        r->source.line = line ? line->source.line : p->line_no;
+    }
+    if (r->rank < 0)
+        r->rank = p->rank;
+    if (!(r->fields & TW_F_TIME) && line && line->has_time) {
+        r->time = line->time;
+        r->fields |= TW_F_TIME;
+    }
+    switch (r->kind) {
+    case TW_REC_STEP:
+        p->stats.steps++;
+        p->emitted_data = true;
+        break;
+    case TW_REC_EVAL:
+        p->stats.evals++;
+        p->emitted_data = true;
+        break;
+    case TW_REC_EVENT:
+        p->stats.events++;
+        break;
+    }
+    if (p->fn)
+        p->fn(p->arg, r);
+}
+
+static int run_format(tw_parser *p, size_t index, const tw_format *f, const tw_line *line)
+{
+    p->emitted_data = false;
+    return f->parse(p, p->states[index], line);
+}
+
+/* Runs format i on the line; remembers it for the next line when it is in
+ * a block (-1) and locks it in when it produced training data. */
+static int try_format(tw_parser *p, size_t i, const tw_format *f, const tw_line *line)
+{
+    int n = run_format(p, i, f, line);
+    if (n > 0 && p->emitted_data && p->locked < 0 && p->forced < 0) {
+        p->locked = (int)i;
+        p->stats.format = f->name;
+    }
+    if (n != 0)
+        p->continuing = n < 0 ? (int)i : -1;
+    return n;
+}
+
+static void dispatch(tw_parser *p, const tw_line *line)
+{
+    size_t count;
+    const tw_format *const *table = tw_formats(&count);
+    /* A format in the middle of a block (traceback, JSON document, metric
+     * list) sees the next line first, whatever format is locked. */
+    int cont = p->continuing;
+    p->continuing = -1;
+    if (cont >= 0 && try_format(p, (size_t)cont, table[cont], line) != 0)
+        return;
+    int primary = p->forced >= 0 ? p->forced : p->locked;
+    if (primary >= 0 && primary != cont) {
+        if (try_format(p, (size_t)primary, table[primary], line) != 0 || p->forced >= 0)
+            return;
+    }
+    if (p->forced >= 0)
+        return;
+    for (size_t i = 0; i < count; i++) {
+        const tw_format *f = table[i];
+        if ((int)i == p->locked || (int)i == cont || !f->detect(line))
+            continue;
+        if (try_format(p, i, f, line) != 0)
+            return;
+    }
+}
+
+/* Copies s without ANSI escape sequences into p->scratch. */
+static size_t strip_ansi(tw_parser *p, const char *s, size_t len)
+{
+    char *out = p->scratch;
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] != '\x1b') {
+            out[o++] = s[i];
+            continue;
+        }
+        if (i + 1 < len && s[i + 1] == '[') {
+            i += 2;
+            while (i < len && !((unsigned char)s[i] >= 0x40 && (unsigned char)s[i] <= 0x7e))
+                i++;
+        } else if (i + 1 < len && s[i + 1] == ']') {
+            i += 2;
+            while (i < len && s[i] != '\a' && !(s[i] == '\x1b' && i + 1 < len && s[i + 1] == '\\'))
+                i++;
+            if (i < len && s[i] == '\x1b')
+                i++;
+        } else {
+            i++;
+        }
+    }
+    return o;
+}
+
+static void process_segment(tw_parser *p, const char *s, size_t len)
+{
+    while (len > 0 && (s[len - 1] == ' ' || s[len - 1] == '\t'))
+        len--;
+    if (len == 0)
+        return;
+    if (memchr(s, '\x1b', len)) {
+        len = strip_ansi(p, s, len);
+        s = p->scratch;
+    }
+    tw_line line = {.text = s, .len = len, .body = s, .body_len = len};
+    line.source.file = p->path;
+    line.source.line = p->line_no;
+    size_t ts = tw_scan_timestamp(s, len, &line.time);
+    if (ts) {
+        line.has_time = true;
+        line.body = s + ts;
+        line.body_len = len - ts;
+    }
+    dispatch(p, &line);
+}
+
+static void process_line(tw_parser *p, const char *s, size_t len)
+{
+    p->line_no++;
+    p->stats.lines++;
+    if (len > 0 && s[len - 1] == '\r')
+        len--;
+    if (memchr(s, '\0', len)) {
+        p->stats.binary_lines++;
+        return;
+    }
+    /* Progress bars rewrite the line with \r or \b: each rewrite is a segment. */
+    size_t start = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '\r' || s[i] == '\b') {
+            process_segment(p, s + start, i - start);
+            start = i + 1;
+        }
+    }
+    process_segment(p, s + start, len - start);
+}
+
+static bool looks_binary(const char *s, size_t len)
+{
+    size_t n = len < 4096 ? len : 4096, odd = 0, nul = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == 0)
+            nul++;
+        if (c < 0x20 && c != '\n' && c != '\r' && c != '\t' && c != '\b' && c != 0x1b && c != '\f')
+            odd++;
+    }
+    return nul > 0 && odd * 10 > n;
+}
+
+static void finish_formats(tw_parser *p)
+{
+    size_t count;
+    const tw_format *const *table = tw_formats(&count);
+    for (size_t i = 0; i < count; i++) {
+        if (table[i]->finish)
+            table[i]->finish(p, p->states[i]);
+    }
+}
+
+/* Splits p->buf into lines and keeps a partial last line for the next read,
+ * unless final is set or it outgrew TW_LINE_MAX (then it is cut, counted,
+ * and the rest of it up to the next newline is dropped). */
+static void split_lines(tw_parser *p, bool final)
+{
+    const char *buf = p->buf;
+    size_t start = 0;
+    for (;;) {
+        const char *nl = memchr(buf + start, '\n', p->have - start);
+        if (!nl)
+            break;
+        size_t len = (size_t)(nl - (buf + start));
+        if (p->skipping)
+            p->skipping = false;
+        else
+            process_line(p, buf + start, len);
+        start += len + 1;
+    }
+    size_t rest = p->have - start;
+    if (p->skipping) {
+        start = p->have;
+    } else if (rest >= TW_LINE_MAX || (final && rest > 0)) {
+        if (rest >= TW_LINE_MAX) {
+            p->stats.lines_cut++;
+            p->skipping = !final;
+        }
+        process_line(p, buf + start, rest >= TW_LINE_MAX ? TW_LINE_MAX : rest);
+        start = p->have;
+    }
+    memmove(p->buf, p->buf + start, p->have - start);
+    p->have -= start;
+}
+
+static void ingest(tw_parser *p, const char *data, size_t n)
+{
+    while (n > 0) {
+        size_t take = n < READ_CHUNK ? n : READ_CHUNK;
+        memcpy(p->buf + p->have, data, take);
+        p->have += take;
+        p->stats.bytes += take;
+        split_lines(p, false);
+        data += take;
+        n -= take;
+    }
+}
+
+static void finish_input(tw_parser *p)
+{
+    split_lines(p, true);
+    p->skipping = false;
+    finish_formats(p);
+}
+
+int tw_parser_feed(tw_parser *p, const char *data, size_t len, tw_record_fn fn, void *arg)
+{
+    p->fn = fn;
+    p->arg = arg;
+    ingest(p, data, len);
+    finish_input(p);
+    return TW_OK;
+}
+
+int tw_parser_run(tw_parser *p, tw_record_fn fn, void *arg)
+{
+    p->fn = fn;
+    p->arg = arg;
+    bool first = true;
+    int rc = TW_OK;
+    for (;;) {
+        int n = gzread(p->gz, p->buf + p->have, READ_CHUNK);
+        if (n < 0) {
+            int zerr;
+            gzerror(p->gz, &zerr);
+            rc = (zerr == Z_ERRNO) ? tw_status_from_errno(errno) : TW_EGZIP;
+            break;
+        }
+        if (n == 0)
+            break;
+        if (first && looks_binary(p->buf + p->have, (size_t)n))
+            return TW_EBINARY;
+        first = false;
+        p->have += (size_t)n;
+        p->stats.bytes += (uint64_t)n;
+        split_lines(p, false);
+    }
+    if (rc == TW_OK) {
+        /* zlib reports a gzip stream cut short only once it is drained. */
+        int zerr;
+        gzerror(p->gz, &zerr);
+        if (zerr != Z_OK && zerr != Z_STREAM_END)
+            rc = (zerr == Z_ERRNO) ? TW_EIO : TW_EGZIP;
+    }
+    finish_input(p);
+    return rc;
+}
