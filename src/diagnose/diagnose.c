@@ -142,6 +142,8 @@ const char *tw_fmt_duration(double s, char *buf, size_t cap)
 {
     if (isnan(s))
         snprintf(buf, cap, "?");
+    else if (s < 0.001)
+        snprintf(buf, cap, "%.0fus", s * 1e6);
     else if (s < 1)
         snprintf(buf, cap, "%.0fms", s * 1000);
     else if (s < 60)

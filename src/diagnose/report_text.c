@@ -92,7 +92,10 @@ static void write_summary(FILE *out, const tw_summary *s, const style *st)
     }
     if (s->peak_mem_bytes > 0) {
         row(out, st, "device memory");
-        fprintf(out, "peak %.2f GiB reported\n", s->peak_mem_bytes / GIB);
+        if (s->peak_mem_bytes >= GIB)
+            fprintf(out, "peak %.2f GiB reported\n", s->peak_mem_bytes / GIB);
+        else
+            fprintf(out, "peak %.0f MiB reported\n", s->peak_mem_bytes / (1024 * 1024));
     }
     if (s->train_metric_count > 0) {
         row(out, st, "train metrics");

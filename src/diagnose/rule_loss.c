@@ -26,7 +26,7 @@ static void nan_for_rank(const tw_run *run, const tw_rank *rk, tw_findings *out,
                         isnan(p->time) ? "" : ", ", isnan(p->time) ? "" : tw_fmt_time(p->time, buf, sizeof buf));
     if (other_ranks > 0)
         tw_finding_evidence(f, "%d other rank(s) also reached a non-finite loss", other_ranks);
-    double lr_first = NAN, lr_max = NAN, loss_first = NAN, loss_max = NAN;
+    double lr_first = NAN, loss_first = NAN, loss_max = NAN;
     char line[TW_TEXT_MAX] = "";
     size_t used = 0;
     for (int i = 0; i < rk->before_nan_count; i++) {
@@ -40,21 +40,31 @@ static void nan_for_rank(const tw_run *run, const tw_rank *rk, tw_findings *out,
             if (used >= sizeof line)
                 break;
         }
-        if (b->fields & TW_F_LR) {
-            if (isnan(lr_first))
-                lr_first = b->lr;
-            if (isnan(lr_max) || b->lr > lr_max)
-                lr_max = b->lr;
-        }
+        if ((b->fields & TW_F_LR) && isnan(lr_first))
+            lr_first = b->lr;
     }
     if (used)
         tw_finding_evidence(f, "loss before it (step:loss): %s", line);
     bool lr_spike = false, loss_rise = false;
-    if (p->fields & TW_F_LR) {
-        double base = isnan(lr_first) ? p->lr : lr_first;
-        tw_finding_evidence(f, "learning rate at the NaN: %.4g (%.4g %d records earlier)", p->lr, base,
-                            rk->before_nan_count);
-        lr_spike = base > 0 && p->lr >= 2 * base;
+    /* the largest jump of the learning rate between consecutive records */
+    double jump = 1;
+    const tw_point *jump_from = NULL, *jump_to = NULL;
+    for (int i = 0; i < rk->before_nan_count; i++) {
+        const tw_point *a = &rk->before_nan[i];
+        const tw_point *b = i + 1 < rk->before_nan_count ? &rk->before_nan[i + 1] : p;
+        if ((a->fields & TW_F_LR) && (b->fields & TW_F_LR) && a->lr > 0 && b->lr / a->lr > jump) {
+            jump = b->lr / a->lr;
+            jump_from = a;
+            jump_to = b;
+        }
+    }
+    if (jump >= 2) {
+        lr_spike = true;
+        tw_finding_evidence(f, "learning rate jumped %.4gx from %.4g (step %.0f) to %.4g (step %.0f)", jump,
+                            jump_from->lr, jump_from->pos, jump_to->lr, jump_to->pos);
+    } else if (p->fields & TW_F_LR) {
+        tw_finding_evidence(f, "learning rate at the NaN: %.4g (%.4g %d records earlier)", p->lr,
+                            isnan(lr_first) ? p->lr : lr_first, rk->before_nan_count);
     }
     if (!isnan(loss_first) && loss_max > 3 * loss_first && loss_first > 0) {
         loss_rise = true;
@@ -62,7 +72,7 @@ static void nan_for_rank(const tw_run *run, const tw_rank *rk, tw_findings *out,
                             loss_first, loss_max);
     }
     if (lr_spike)
-        tw_finding_recommend(f, "The learning rate rose %.1fx just before: lower it or lengthen warm-up.", p->lr / lr_first);
+        tw_finding_recommend(f, "The learning rate rose %.4gx just before: check the schedule (or the config) that raised it; lower it or lengthen warm-up.", jump);
     if (loss_rise || lr_spike)
         tw_finding_recommend(f, "Clip gradients (paddle.nn.ClipGradByGlobalNorm / torch.nn.utils.clip_grad_norm_).");
     else

@@ -8,6 +8,10 @@
 
 #include "diagnose.h"
 
+/* Below this mean step time the split between data and compute is timer
+ * noise, not a bottleneck anyone can act on. */
+#define TW_DATA_BOUND_MIN_STEP_SECONDS 0.001
+
 /* Median of data/batch over the series points that carry both. */
 static double median_data_share(const tw_rank *rk, size_t *count, const tw_point **worst)
 {
@@ -42,7 +46,7 @@ static void check_data_bound(const tw_run *run, const tw_thresholds *t, tw_findi
     int bound_ranks = 0;
     for (int i = 0; i < run->rank_count; i++) {
         const tw_rank *rk = run->ranks[i];
-        if (!rk || rk->both_count < 3 || rk->sum_batch <= 0)
+        if (!rk || rk->both_count < 3 || rk->sum_batch / (double)rk->both_count < TW_DATA_BOUND_MIN_STEP_SECONDS)
             continue;
         size_t n = 0;
         const tw_point *wp = NULL;

@@ -202,6 +202,7 @@ static const keyword_rule rules[] = {
     {"Already save the best model", TW_EV_CHECKPOINT},
     {"save best model", TW_EV_CHECKPOINT},
     {"Save model to", TW_EV_CHECKPOINT},
+    {"save model in", TW_EV_CHECKPOINT},
     {"save model to", TW_EV_CHECKPOINT},
     {"Saving trained model", TW_EV_CHECKPOINT},
     {"Save checkpoint", TW_EV_CHECKPOINT},

@@ -1,0 +1,45 @@
+# trainwatch: the two commands of the README, and the pieces they are made of.
+#   make demo    install dependencies, build, run the demo training run under analysis
+#   make check   install dependencies, build (-O2 and ASan+UBSan), run every test
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+JOBS       ?= 2
+
+.PHONY: all deps build asan fuzz-build demo check unit e2e fuzz bench clean format
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS)
+
+asan: deps
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTW_SANITIZE=ON >/dev/null
+	@cmake --build $(ASAN_BUILD) -j$(JOBS)
+
+fuzz-build: deps
+	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTW_FUZZ=ON >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j$(JOBS)
+
+demo: build
+	@bash scripts/demo.sh $(BUILD)
+
+# The whole suite runs on the sanitized build; the -O2 build is built with
+# -Werror too and runs the unit tests; the fuzzers get a short run.
+check: build asan fuzz-build
+	@cd $(BUILD) && ctest --output-on-failure -L unit
+	@cd $(ASAN_BUILD) && ctest --output-on-failure
+	@cd $(FUZZ_BUILD) && ctest --output-on-failure -L fuzz
+
+bench: build
+	@bash bench/ingest.sh $(BUILD)
+
+format:
+	@clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
