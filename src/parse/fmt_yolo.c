@@ -24,19 +24,6 @@ typedef struct yolo_state {
     char names[YOLO_COLUMNS][TW_NAME_MAX];
 } yolo_state;
 
-static bool is_header(const char *s, size_t n)
-{
-    const char *e = tw_find_ci(s, n, "epoch");
-    if (!e)
-        return false;
-    for (const char *p = s; p < e; p++) {
-        if (!tw_is_blank(*p))
-            return false;
-    }
-    return tw_find(s, n, "loss") != NULL;
-}
-
-static bool detect(const tw_line *line) { return is_header(line->text, line->len); }
 
 /* Splits s into fields at commas (csv) or runs of blanks; returns the count. */
 static int split(const char *s, const char *end, bool csv, const char **start, size_t *len, int max)
@@ -61,6 +48,32 @@ static int split(const char *s, const char *end, bool csv, const char **start, s
     }
     return n;
 }
+
+/* A header names the columns: it starts with "epoch", has a loss column,
+ * and no field is a number (that would be a row). */
+static bool is_header(const char *s, size_t n)
+{
+    const char *e = tw_find_ci(s, n, "epoch");
+    if (!e || memchr(s, '=', n) || !tw_find(s, n, "loss"))
+        return false;
+    for (const char *p = s; p < e; p++) {
+        if (!tw_is_blank(*p))
+            return false;
+    }
+    const char *start[YOLO_COLUMNS];
+    size_t len[YOLO_COLUMNS];
+    int count = split(s, s + n, memchr(s, ',', n) != NULL, start, len, YOLO_COLUMNS);
+    if (count < 3)
+        return false;
+    for (int i = 0; i < count; i++) {
+        double v;
+        if (tw_scan_number(start[i], start[i] + len[i], &v) == len[i])
+            return false;
+    }
+    return true;
+}
+
+static bool detect(const tw_line *line) { return is_header(line->text, line->len); }
 
 static int learn_header(yolo_state *st, const tw_line *line)
 {

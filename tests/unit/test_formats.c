@@ -1,0 +1,472 @@
+/*
+ * test_formats.c: one test per log format: a few real-shaped lines in, the
+ * records that must come out. Each test is readable alone.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+
+#include "collect.h"
+
+static void test_hapi_verbose2_steps_and_eval(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text("Epoch 1/10\n"
+                                      "step  10/938 - loss: 0.5420 - acc: 0.8203 - 23ms/step\n"
+                                      "step 938/938 - loss: 0.1158 - acc: 0.9020 - 1s/step\n"
+                                      "Eval begin...\n"
+                                      "step 196/196 - loss: 0.5715 - acc: 0.7406 - 3ms/step\n"
+                                      "Eval samples: 6250\n",
+                                      NULL, NULL);
+    assert_string_equal(c->stats.format, "hapi");
+    assert_int_equal(count_kind(c, TW_REC_STEP), 2);
+    const tw_record *r = nth_kind(c, TW_REC_STEP, 0);
+    assert_int_equal(r->epoch, 1);
+    assert_int_equal(r->epoch_total, 10);
+    assert_int_equal(r->step, 10);
+    assert_int_equal(r->step_total, 938);
+    assert_true(r->loss == 0.5420);
+    assert_true(fabs(r->batch_time - 0.023) < 1e-12);
+    assert_true(tw_record_metric(r, "acc") == 0.8203);
+    assert_true(nth_kind(c, TW_REC_STEP, 1)->batch_time == 1.0);
+    const tw_record *e = nth_kind(c, TW_REC_EVAL, 0);
+    assert_non_null(e);
+    assert_true(tw_record_metric(e, "acc") == 0.7406);
+    assert_true(tw_record_metric(e, "loss") == 0.5715);
+    free(c);
+}
+
+static void test_hapi_progress_rewrites_on_one_line(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text("Epoch 1/5\nstep  10/938 [....] - loss: 0.9679 - acc: 0.4109 - ETA: 13s - 14ms/stepstep 938/938 [====] - loss: 0.1158 - acc: 0.9020 - 10ms/step          \n", NULL, NULL);
+    assert_int_equal(count_kind(c, TW_REC_STEP), 2);
+    assert_int_equal(nth_kind(c, TW_REC_STEP, 0)->step, 10);
+    assert_true(nth_kind(c, TW_REC_STEP, 0)->eta == 13);
+    assert_int_equal(nth_kind(c, TW_REC_STEP, 1)->step, 938);
+    assert_true(nth_kind(c, TW_REC_STEP, 1)->loss == 0.1158);
+    free(c);
+}
+
+static void test_ppocr_new_and_old_lines(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "[2024/03/09 15:15:33] ppocr INFO: epoch: [1/1200], global_step: 5, lr: 0.028000, loss: 6.714170, loss_text: 0.764113, avg_reader_cost: 0.23760 s, avg_batch_cost: 0.99427 s, avg_samples: 4.0, ips: 4.02304 samples/s, eta: 3 days, 10:51:17, max_mem_reserved: 11326 MB\n"
+        "[2020/12/17 15:59:50] root INFO: epoch: [0/500], iter: 10, lr: 0.001000, loss: 626.317383, acc: 0.000000, reader_cost: 1.15735 s, batch_cost: 4.82684 s, samples: 2816, ips: 58.34045\n"
+        "[2020/12/17 18:33:35] root INFO: cur metirc, acc: 0.002387366058816742, norm_edit_dis: 0.0334, fps: 190.05\n"
+        "[2020/12/17 18:33:35] root INFO: best metirc, acc: 0.002387366058816742, best_epoch: 0\n",
+        NULL, NULL);
+    assert_string_equal(c->stats.format, "ppocr");
+    assert_int_equal(count_kind(c, TW_REC_STEP), 2);
+    const tw_record *r = nth_kind(c, TW_REC_STEP, 0);
+    assert_int_equal(r->global_step, 5);
+    assert_int_equal(r->epoch, 1);
+    assert_int_equal(r->epoch_total, 1200);
+    assert_true(r->data_time == 0.2376 && r->batch_time == 0.99427);
+    assert_true(r->eta == 3 * 86400 + 10 * 3600 + 51 * 60 + 17);
+    assert_true(tw_has(r, TW_F_TIME));
+    assert_int_equal(nth_kind(c, TW_REC_STEP, 1)->global_step, 10);
+    assert_int_equal(count_kind(c, TW_REC_EVAL), 1);
+    assert_true(tw_record_metric(nth_kind(c, TW_REC_EVAL, 0), "norm_edit_dis") == 0.0334);
+    free(c);
+}
+
+static void test_ppdet_steps_and_coco_ap(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "[08/02 02:46:05] ppdet.engine INFO: Epoch: [0] [200/464] learning_rate: 0.000010 loss_class: 0.171225 loss: 34.682461 eta: 4:07:18 batch_cost: 0.4416 data_cost: 0.0002 ips: 4.5291 images/s\n"
+        " Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = 0.026\n"
+        "[08/02 02:48:58] ppdet.engine INFO: Best test bbox ap is 0.026.\n",
+        NULL, NULL);
+    assert_string_equal(c->stats.format, "ppdet");
+    const tw_record *r = nth_kind(c, TW_REC_STEP, 0);
+    assert_non_null(r);
+    assert_int_equal(r->epoch, 0);
+    assert_int_equal(r->step, 200);
+    assert_int_equal(r->step_total, 464);
+    assert_true(r->loss == 34.682461 && r->lr == 0.00001 && r->data_time == 0.0002);
+    assert_true(tw_record_metric(r, "loss_class") == 0.171225);
+    assert_int_equal(count_kind(c, TW_REC_EVAL), 2);
+    assert_true(tw_record_metric(nth_kind(c, TW_REC_EVAL, 0), "bbox_mAP") == 0.026);
+    free(c);
+}
+
+static void test_ppcls_train_and_eval_average(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "[2024/07/31 20:24:32] ppcls INFO: [Train][Epoch 24/120][Iter: 0/304]lr(PiecewiseDecay): 0.00100000, top1: 1.00000, CELoss: 0.01757, loss: 0.01757, batch_cost: 0.61280s, reader_cost: 0.12493, ips: 26.10981 samples/s, eta: 5:01:10\n"
+        "[2024/07/31 20:25:32] ppcls INFO: [Eval][Epoch 24][Iter: 0/10]CELoss: 0.3, loss: 0.3, top1: 0.9\n"
+        "[2024/07/31 20:25:40] ppcls INFO: [Eval][Epoch 24][Avg]CELoss: 0.31, loss: 0.31, top1: 0.91, top5: 0.99\n",
+        NULL, NULL);
+    assert_string_equal(c->stats.format, "ppcls");
+    const tw_record *r = nth_kind(c, TW_REC_STEP, 0);
+    assert_int_equal(r->epoch, 24);
+    assert_int_equal(r->step_total, 304);
+    assert_true(r->lr == 0.001 && r->batch_time == 0.6128 && r->data_time == 0.12493);
+    assert_int_equal(count_kind(c, TW_REC_EVAL), 1);
+    assert_true(tw_record_metric(nth_kind(c, TW_REC_EVAL, 0), "top5") == 0.99);
+    free(c);
+}
+
+static void test_paddleseg_train_and_eval(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "2021-11-23 20:45:58 [INFO]\t[TRAIN] epoch: 1, iter: 10/80000, loss: 6.8504, lr: 0.009999, batch_cost: 1.5401, reader_cost: 0.12922, ips: 1.2986 samples/sec | ETA 34:13:14\n"
+        "2021-11-23 21:45:58 [INFO]\t[EVAL] #Images: 500 mIoU: 0.3712 Acc: 0.8650 Kappa: 0.81\n",
+        NULL, NULL);
+    assert_string_equal(c->stats.format, "paddleseg");
+    const tw_record *r = nth_kind(c, TW_REC_STEP, 0);
+    assert_int_equal(r->global_step, 10);
+    assert_int_equal(r->step_total, 80000);
+    assert_true(r->eta == 34 * 3600 + 13 * 60 + 14);
+    assert_true(tw_record_metric(nth_kind(c, TW_REC_EVAL, 0), "mIoU") == 0.3712);
+    free(c);
+}
+
+static void test_paddlevideo_ansi_and_epoch_summary(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "[10/05 20:31:36] epoch:[  1/100] \x1b[95mtrain step:10  \x1b[0m \x1b[92mloss: 3.33008 lr: 0.006990 top1: 0.12285\x1b[0m \x1b[92mbatch_cost: 0.54446 sec,\x1b[0m \x1b[92mreader_cost: 0.00037 sec,\x1b[0m ips: 117.54796 instance/sec.\n"
+        "[12/25 14:25:57] epoch:[  1/25 ] val step:0    loss: 3.27431 top1: 0.12500\n"
+        "[12/25 14:26:56] END epoch:1   val loss_avg: 3.62249 top1_avg: 0.14896 avg_batch_cost: 0.03663 sec\n",
+        NULL, NULL);
+    assert_string_equal(c->stats.format, "paddlevideo");
+    const tw_record *r = nth_kind(c, TW_REC_STEP, 0);
+    assert_int_equal(r->step, 10);
+    assert_int_equal(r->epoch_total, 100);
+    assert_true(r->batch_time == 0.54446 && r->data_time == 0.00037);
+    assert_int_equal(count_kind(c, TW_REC_STEP), 1);
+    assert_true(tw_record_metric(nth_kind(c, TW_REC_EVAL, 0), "top1_avg") == 0.14896);
+    free(c);
+}
+
+static void test_paddlenlp_trainer_lines(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "[2024-03-03 18:06:33,568] [    INFO] - loss: 1.08327329, learning_rate: 4e-08, global_step: 1, interval_runtime: 4.8704, interval_samples_per_second: 6.57, interval_steps_per_second: 0.205, progress_or_epoch: 0.0008\n"
+        "[2024-03-03 18:10:00,001] [    INFO] - eval_loss: 0.51, eval_accuracy: 0.83, eval_runtime: 12.1\n",
+        NULL, NULL);
+    assert_string_equal(c->stats.format, "paddlenlp");
+    const tw_record *r = nth_kind(c, TW_REC_STEP, 0);
+    assert_int_equal(r->global_step, 1);
+    assert_true(fabs(r->batch_time - 1 / 0.205) < 1e-9);
+    assert_true(r->samples_per_sec == 6.57);
+    assert_true(tw_record_metric(nth_kind(c, TW_REC_EVAL, 0), "eval_accuracy") == 0.83);
+    free(c);
+}
+
+static void test_glog_errors_become_events(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "I0213 23:07:05.692358  4094 nccl_context.cc:74] init nccl context nranks: 4 local rank: 0\n"
+        "E0213 23:07:06.635774  4094 device_context.cc:447] something failed\n"
+        "F0213 23:07:06.635774  4094 op.cc:12] Check failed: x == y\n",
+        NULL, NULL);
+    assert_int_equal(count_kind(c, TW_REC_EVENT), 2);
+    assert_int_equal(nth_kind(c, TW_REC_EVENT, 0)->event, TW_EV_WARNING);
+    assert_int_equal(nth_kind(c, TW_REC_EVENT, 1)->event, TW_EV_EXCEPTION);
+    assert_string_equal(nth_kind(c, TW_REC_EVENT, 1)->message, "Check failed: x == y");
+    free(c);
+}
+
+static void test_python_traceback_keeps_last_frame(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text("Traceback (most recent call last):\n"
+                                      "  File \"train.py\", line 10, in <module>\n"
+                                      "    main()\n"
+                                      "  File \"train.py\", line 5, in main\n"
+                                      "    x = y\n"
+                                      "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n",
+                                      NULL, NULL);
+    const tw_record *e = find_event(c, TW_EV_EXCEPTION);
+    assert_non_null(e);
+    assert_string_equal(e->message, "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB");
+    assert_string_equal(e->detail, "File \"train.py\", line 5, in main");
+    assert_int_equal(e->source.line, 6);
+    assert_non_null(find_event(c, TW_EV_OOM));
+    free(c);
+}
+
+static void test_paddle_error_summary_and_signal(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "--------------------------------------\n"
+        "C++ Traceback (most recent call last):\n"
+        "--------------------------------------\n"
+        "0   paddle::imperative::Tracer::TraceOp(std::string const&)\n"
+        "1   paddle::operators::SyncBatchNormKernel::Compute()\n"
+        "\n"
+        "----------------------\n"
+        "Error Message Summary:\n"
+        "----------------------\n"
+        "FatalError: `Termination signal` is detected by the operating system.\n"
+        "  [TimeInfo: *** Aborted at 1691153636 (unix time) try \"date -d @1691153636\" if you are using GNU date ***]\n"
+        "  [SignalInfo: *** SIGTERM (@0x1157b0) received by PID 1136644 (TID 0x7f84541b85c0) from PID 1136560 ***]\n",
+        NULL, NULL);
+    const tw_record *e = find_event(c, TW_EV_SIGNAL);
+    assert_non_null(e);
+    assert_int_equal(e->exit_code, 15);
+    assert_string_equal(e->detail, "paddle::imperative::Tracer::TraceOp(std::string const&)");
+    free(c);
+}
+
+static void test_oom_nan_checkpoint_resume_events(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "ResourceExhaustedError: Out of memory error on GPU 0. Cannot allocate 1.2GB memory on GPU 0\n"
+        "[PRECISION] [ERROR] in [device=gpu:0, op=matmul_v2, tensor=linear_0.tmp_0, dtype=fp32], numel=4, num_nan=2, num_inf=0\n"
+        "save checkpoint at /home/aistudio/lstm_checkpoint/0\n"
+        "Resuming from checkpoint ./output/ckpt-100\n"
+        "worker 3 exited with code 137\n",
+        NULL, NULL);
+    assert_non_null(find_event(c, TW_EV_OOM));
+    assert_non_null(find_event(c, TW_EV_NAN));
+    assert_non_null(find_event(c, TW_EV_CHECKPOINT));
+    assert_non_null(find_event(c, TW_EV_RESUME));
+    assert_int_equal(find_event(c, TW_EV_EXIT)->exit_code, 137);
+    free(c);
+}
+
+static void test_megatron_iteration_line(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        " iteration      100/  500000 | consumed samples:        51200 | elapsed time per iteration (ms): 1234.5 | learning rate: 1.500E-04 | global batch size:   512 | lm loss: 7.123E+00 | loss scale: 65536.0 | grad norm: 1.234 | number of skipped iterations:   0 | number of nan iterations:   0 |\n",
+        NULL, NULL);
+    assert_string_equal(c->stats.format, "megatron");
+    const tw_record *r = nth_kind(c, TW_REC_STEP, 0);
+    assert_int_equal(r->global_step, 100);
+    assert_int_equal(r->step_total, 500000);
+    assert_true(r->loss == 7.123 && r->lr == 1.5e-4);
+    assert_true(fabs(r->batch_time - 1.2345) < 1e-12);
+    assert_true(tw_record_metric(r, "nan_iterations") == 0);
+    free(c);
+}
+
+static void test_deepspeed_rank_lines(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "[2023-05-03 10:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 2] step=10, skipped=0, lr=[0.0001], mom=[(0.9, 0.999)]\n"
+        "[2023-05-03 10:00:01,000] [INFO] [timer.py:1:x] [Rank 2] steps: 10 loss: 0.1234 iter time (s): 0.567 samples/sec: 56.4\n",
+        NULL, NULL);
+    assert_string_equal(c->stats.format, "deepspeed");
+    assert_int_equal(count_kind(c, TW_REC_STEP), 2);
+    const tw_record *r = nth_kind(c, TW_REC_STEP, 1);
+    assert_int_equal(r->rank, 2);
+    assert_true(r->loss == 0.1234 && r->batch_time == 0.567 && r->samples_per_sec == 56.4);
+    free(c);
+}
+
+static void test_lightning_progress_bar_with_carriage_returns(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "Epoch 0:  45%|####5     | 450/1000 [00:30<00:37, 14.92it/s, loss=0.123, v_num=0]\rEpoch 0:  46%|####6     | 460/1000 [00:31<00:36, 14.90it/s, loss=0.120, v_num=0]\n"
+        "Validation DataLoader 0: 100%|##########| 50/50 [00:01<00:00, 40.1it/s]\n",
+        NULL, NULL);
+    assert_string_equal(c->stats.format, "tqdm");
+    assert_int_equal(count_kind(c, TW_REC_STEP), 2);
+    const tw_record *r = nth_kind(c, TW_REC_STEP, 1);
+    assert_int_equal(r->epoch, 0);
+    assert_int_equal(r->step, 460);
+    assert_true(r->loss == 0.120);
+    assert_true(fabs(r->batch_time - 1 / 14.90) < 1e-12);
+    free(c);
+}
+
+static void test_mmdet_text_and_mmengine(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "2023-01-01 12:00:00,000 - mmdet - INFO - Epoch [1][50/1000]\tlr: 1.000e-02, eta: 1:00:00, time: 0.500, data_time: 0.100, memory: 3000, loss_cls: 1.0, loss: 2.0\n"
+        "2023-01-01 12:10:00,000 - mmdet - INFO - Epoch(val) [1][500]\tbbox_mAP: 0.3740, bbox_mAP_50: 0.5810\n"
+        "01/01 12:00:00 - mmengine - INFO - Epoch(train)  [2][ 50/1000]  lr: 2.0e-02  eta: 0:30:00  time: 0.4  data_time: 0.1  memory: 3000  loss: 1.5\n",
+        NULL, NULL);
+    assert_string_equal(c->stats.format, "mmdet");
+    assert_int_equal(count_kind(c, TW_REC_STEP), 2);
+    const tw_record *r = nth_kind(c, TW_REC_STEP, 0);
+    assert_int_equal(r->epoch, 1);
+    assert_int_equal(r->step, 50);
+    assert_true(r->batch_time == 0.5 && r->data_time == 0.1 && r->mem_bytes == 3000.0 * 1024 * 1024);
+    assert_int_equal(nth_kind(c, TW_REC_STEP, 1)->epoch, 2);
+    assert_true(tw_record_metric(nth_kind(c, TW_REC_EVAL, 0), "bbox_mAP") == 0.374);
+    free(c);
+}
+
+static void test_detectron2_events_line(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "[01/01 12:00:00 d2.utils.events]:  eta: 0:10:00  iter: 19  total_loss: 2.0  loss_cls: 0.9  time: 0.5012  data_time: 0.0100  lr: 0.00019981  max_mem: 3012M\n",
+        NULL, NULL);
+    assert_string_equal(c->stats.format, "detectron2");
+    const tw_record *r = nth_kind(c, TW_REC_STEP, 0);
+    assert_int_equal(r->global_step, 19);
+    assert_true(r->loss == 2.0 && r->batch_time == 0.5012 && r->mem_bytes == 3012.0 * 1024 * 1024);
+    assert_true(r->eta == 600);
+    free(c);
+}
+
+static void test_json_lines_hf_mmdet_detectron2(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "{'loss': 0.1856, 'learning_rate': 4.5e-05, 'epoch': 2.0}\n"
+        "{'eval_loss': 0.41, 'eval_accuracy': 0.87, 'epoch': 2.0}\n"
+        "{\"mode\": \"train\", \"epoch\": 1, \"iter\": 50, \"lr\": 0.02, \"memory\": 3000, \"data_time\": 0.1, \"loss\": 2.0, \"time\": 0.5}\n"
+        "{\"data_time\": 0.01, \"iteration\": 19, \"lr\": 0.0002, \"time\": 0.5, \"total_loss\": 2.0}\n"
+        "{\"bbox/AP\": 37.9, \"iteration\": 90000}\n",
+        NULL, NULL);
+    assert_string_equal(c->stats.format, "json");
+    assert_int_equal(count_kind(c, TW_REC_STEP), 3);
+    assert_int_equal(count_kind(c, TW_REC_EVAL), 2);
+    assert_int_equal(nth_kind(c, TW_REC_STEP, 1)->step, 50);
+    assert_int_equal(nth_kind(c, TW_REC_STEP, 2)->global_step, 19);
+    assert_true(tw_record_metric(nth_kind(c, TW_REC_EVAL, 0), "eval_accuracy") == 0.87);
+    assert_true(tw_record_metric(nth_kind(c, TW_REC_EVAL, 1), "bbox/AP") == 37.9);
+    free(c);
+}
+
+static void test_hf_trainer_state_document(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text("{\n  \"best_metric\": 1.12,\n  \"log_history\": [\n    {\n      \"epoch\": 0.01,\n"
+                                      "      \"learning_rate\": 2.4e-06,\n      \"loss\": 2.0762,\n      \"step\": 15\n    },\n"
+                                      "    {\n      \"epoch\": 0.14,\n      \"eval_loss\": 1.62,\n      \"step\": 200\n    },\n"
+                                      "    {\n      \"step\": 2800,\n      \"train_loss\": 1.3,\n      \"train_runtime\": 9.0\n    }\n  ],\n"
+                                      "  \"max_steps\": 2808\n}\n",
+                                      NULL, NULL);
+    assert_string_equal(c->stats.format, "hf-trainer-state");
+    assert_int_equal(count_kind(c, TW_REC_STEP), 1);
+    assert_int_equal(nth_kind(c, TW_REC_STEP, 0)->global_step, 15);
+    assert_int_equal(count_kind(c, TW_REC_EVAL), 1);
+    assert_true(tw_record_metric(nth_kind(c, TW_REC_EVAL, 0), "eval_loss") == 1.62);
+    free(c);
+}
+
+static void test_yolo_results_csv(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "               epoch,      train/box_loss,      train/obj_loss,      train/cls_loss,   metrics/precision,     metrics/mAP_0.5,metrics/mAP_0.5:0.95,        val/box_loss,               x/lr0\n"
+        "                   0,             0.12278,            0.023659,                   0,           0.0013889,          0.00078878,          0.00018939,             0.11717,              0.0937\n"
+        "                   1,             0.11844,            0.024477,                   0,            0.001358,          0.00094334,          0.00026117,             0.11176,             0.08649\n",
+        NULL, NULL);
+    assert_string_equal(c->stats.format, "yolo");
+    assert_int_equal(count_kind(c, TW_REC_STEP), 2);
+    const tw_record *r = nth_kind(c, TW_REC_STEP, 1);
+    assert_int_equal(r->epoch, 1);
+    assert_true(fabs(r->loss - (0.11844 + 0.024477)) < 1e-12);
+    assert_true(r->lr == 0.08649);
+    assert_true(tw_record_metric(nth_kind(c, TW_REC_EVAL, 1), "metrics/mAP_0.5") == 0.00094334);
+    free(c);
+}
+
+static void test_olmo_header_and_indented_metrics(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "2025-12-27 22:14:36.270\thost:0\tolmo.train:990\tINFO\t[step=30/10000,epoch=0]\n"
+        "    optim/total_grad_norm=1.014\n"
+        "    train/CrossEntropyLoss=7.643\n"
+        "    throughput/device/tokens_per_second=105,488\n"
+        "    System/Peak GPU Memory (MB)=38,869\n"
+        "2025-12-27 22:15:36.270\thost:0\tolmo.train:990\tINFO\t[step=40/10000,epoch=0]\n"
+        "    train/CrossEntropyLoss=7.1\n",
+        NULL, NULL);
+    assert_string_equal(c->stats.format, "olmo");
+    assert_int_equal(count_kind(c, TW_REC_STEP), 2);
+    const tw_record *r = nth_kind(c, TW_REC_STEP, 0);
+    assert_int_equal(r->global_step, 30);
+    assert_true(r->loss == 7.643);
+    assert_true(r->mem_bytes == 38869.0 * 1024 * 1024);
+    assert_true(tw_record_metric(r, "throughput/device/tokens_per_second") == 105488);
+    assert_true(nth_kind(c, TW_REC_STEP, 1)->loss == 7.1);
+    free(c);
+}
+
+static void test_pylogging_and_generic_kv(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text("02/13/2022 23:11:11 - INFO - Epoch: [1], step: [100], lr: 0.000020, batch_loss: 0.0052, avg_loss: 0.0849\n", NULL, NULL);
+    assert_string_equal(c->stats.format, "pylogging");
+    assert_true(nth_kind(c, TW_REC_STEP, 0)->loss == 0.0052);
+    free(c);
+    c = parse_text("epoch 3 step=120 loss=0.4312 lr=0.001 step_time=0.21\n", NULL, NULL);
+    assert_string_equal(c->stats.format, "kv");
+    assert_true(nth_kind(c, TW_REC_STEP, 0)->batch_time == 0.21);
+    free(c);
+}
+
+static void test_trainwatch_own_lines(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "{\"schema\":\"trainwatch.record/1\",\"kind\":\"step\",\"file\":\"orig.log\",\"line\":12,\"rank\":3,\"epoch\":1,\"step\":10,\"loss\":\"NaN\",\"lr\":0.001,\"metrics\":{\"acc\":0.5}}\n"
+        "{\"schema\":\"trainwatch.record/1\",\"kind\":\"event\",\"rank\":0,\"event\":\"oom\",\"message\":\"Out of \\\"memory\\\"\",\"code\":3}\n",
+        NULL, NULL);
+    assert_string_equal(c->stats.format, "trainwatch");
+    const tw_record *r = nth_kind(c, TW_REC_STEP, 0);
+    assert_int_equal(r->rank, 3);
+    assert_true(isnan(r->loss) && tw_has(r, TW_F_LOSS));
+    assert_int_equal(r->source.line, 12);
+    assert_true(tw_record_metric(r, "acc") == 0.5);
+    const tw_record *e = find_event(c, TW_EV_OOM);
+    assert_string_equal(e->message, "Out of \"memory\"");
+    assert_int_equal(e->exit_code, 3);
+    free(c);
+}
+
+static void test_forced_format_ignores_others(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text("step 1/2 - loss: 0.5 - 1ms/step\nepoch 3 step=120 loss=0.4312 lr=0.001\n", "kv", NULL);
+    assert_int_equal(count_kind(c, TW_REC_STEP), 1);
+    assert_true(nth_kind(c, TW_REC_STEP, 0)->loss == 0.4312);
+    free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hapi_verbose2_steps_and_eval),
+        cmocka_unit_test(test_hapi_progress_rewrites_on_one_line),
+        cmocka_unit_test(test_ppocr_new_and_old_lines),
+        cmocka_unit_test(test_ppdet_steps_and_coco_ap),
+        cmocka_unit_test(test_ppcls_train_and_eval_average),
+        cmocka_unit_test(test_paddleseg_train_and_eval),
+        cmocka_unit_test(test_paddlevideo_ansi_and_epoch_summary),
+        cmocka_unit_test(test_paddlenlp_trainer_lines),
+        cmocka_unit_test(test_glog_errors_become_events),
+        cmocka_unit_test(test_python_traceback_keeps_last_frame),
+        cmocka_unit_test(test_paddle_error_summary_and_signal),
+        cmocka_unit_test(test_oom_nan_checkpoint_resume_events),
+        cmocka_unit_test(test_megatron_iteration_line),
+        cmocka_unit_test(test_deepspeed_rank_lines),
+        cmocka_unit_test(test_lightning_progress_bar_with_carriage_returns),
+        cmocka_unit_test(test_mmdet_text_and_mmengine),
+        cmocka_unit_test(test_detectron2_events_line),
+        cmocka_unit_test(test_json_lines_hf_mmdet_detectron2),
+        cmocka_unit_test(test_hf_trainer_state_document),
+        cmocka_unit_test(test_yolo_results_csv),
+        cmocka_unit_test(test_olmo_header_and_indented_metrics),
+        cmocka_unit_test(test_pylogging_and_generic_kv),
+        cmocka_unit_test(test_trainwatch_own_lines),
+        cmocka_unit_test(test_forced_format_ignores_others),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
