@@ -17,7 +17,7 @@ typedef struct collected_records {
     tw_parse_stats stats;
 } collected_records;
 
-static void collect_record(void *arg, const tw_record *r)
+static inline void collect_record(void *arg, const tw_record *r)
 {
     collected_records *c = arg;
     if (c->count < COLLECT_MAX)
@@ -25,7 +25,7 @@ static void collect_record(void *arg, const tw_record *r)
 }
 
 /* Parses text with the named format (NULL: detect) into a fresh collection. */
-static collected_records *parse_text(const char *text, const char *format, const char *name)
+static inline collected_records *parse_text(const char *text, const char *format, const char *name)
 {
     collected_records *c = calloc(1, sizeof *c);
     tw_parser *p;
@@ -43,7 +43,7 @@ static collected_records *parse_text(const char *text, const char *format, const
     return c;
 }
 
-static int count_kind(const collected_records *c, tw_record_kind kind)
+static inline int count_kind(const collected_records *c, tw_record_kind kind)
 {
     int n = 0;
     for (int i = 0; i < c->count; i++)
@@ -51,7 +51,7 @@ static int count_kind(const collected_records *c, tw_record_kind kind)
     return n;
 }
 
-static const tw_record *nth_kind(const collected_records *c, tw_record_kind kind, int nth)
+static inline const tw_record *nth_kind(const collected_records *c, tw_record_kind kind, int nth)
 {
     for (int i = 0; i < c->count; i++) {
         if (c->records[i].kind == kind && nth-- == 0)
@@ -60,7 +60,7 @@ static const tw_record *nth_kind(const collected_records *c, tw_record_kind kind
     return NULL;
 }
 
-static const tw_record *find_event(const collected_records *c, tw_event_kind kind)
+static inline const tw_record *find_event(const collected_records *c, tw_event_kind kind)
 {
     for (int i = 0; i < c->count; i++) {
         if (c->records[i].kind == TW_REC_EVENT && c->records[i].event == kind)

@@ -1,1 +1,345 @@
-int main(void){return 0;}
+/*
+ * test_diagnose.c: each rule on a synthetic record stream built to trip it,
+ * and on a healthy stream that must not. Records are made here, not parsed,
+ * so these tests pin the rules alone.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainwatch/analyze.h"
+
+typedef struct sample {
+    int rank;
+    double pos, loss, lr, batch, data, mem, time;
+} sample;
+
+static void add_step(tw_run *run, sample s)
+{
+    tw_record r;
+    tw_record_init(&r);
+    r.kind = TW_REC_STEP;
+    r.rank = s.rank;
+    r.source.file = "synthetic.log";
+    r.source.line = (uint64_t)s.pos + 1;
+    r.global_step = (int64_t)s.pos;
+    r.loss = s.loss;
+    r.fields |= TW_F_LOSS;
+    if (s.lr > 0)
+        r.lr = s.lr, r.fields |= TW_F_LR;
+    if (s.batch > 0)
+        r.batch_time = s.batch, r.fields |= TW_F_BATCH_TIME;
+    if (s.data >= 0)
+        r.data_time = s.data, r.fields |= TW_F_DATA_TIME;
+    if (s.mem > 0)
+        r.mem_bytes = s.mem, r.fields |= TW_F_MEM;
+    if (s.time > 0)
+        r.time = s.time, r.fields |= TW_F_TIME;
+    tw_run_add(run, &r);
+}
+
+static void add_event(tw_run *run, tw_event_kind kind, uint64_t line, const char *msg)
+{
+    tw_record r;
+    tw_record_init(&r);
+    r.kind = TW_REC_EVENT;
+    r.event = kind;
+    r.source.file = "synthetic.log";
+    r.source.line = line;
+    tw_record_set_text(r.message, msg, strlen(msg));
+    tw_run_add(run, &r);
+}
+
+/* A healthy run: loss decays, steady 0.5 s steps, little data wait. */
+static sample healthy(int rank, int i)
+{
+    return (sample){.rank = rank, .pos = i * 10, .loss = 2.0 * exp(-i / 60.0) + 0.1, .lr = 0.01,
+                    .batch = 0.5 + 0.01 * (i % 3), .data = 0.01, .mem = 8e9, .time = 1e9 + i * 5.0};
+}
+
+static tw_report *diagnose(tw_run *run)
+{
+    tw_thresholds t;
+    tw_thresholds_default(&t);
+    tw_report *report;
+    assert_int_equal(tw_diagnose(run, &t, &report), 0);
+    return report;
+}
+
+static const tw_finding *finding(const tw_report *r, const char *rule)
+{
+    for (int i = 0; i < r->finding_count; i++) {
+        if (strcmp(r->findings[i].rule, rule) == 0)
+            return &r->findings[i];
+    }
+    return NULL;
+}
+
+static tw_run *new_run(void)
+{
+    tw_run *run;
+    assert_int_equal(tw_run_new(&run, NULL), 0);
+    return run;
+}
+
+static void test_healthy_run_has_no_findings(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    for (int i = 0; i < 300; i++)
+        add_step(run, healthy(0, i));
+    tw_report *r = diagnose(run);
+    assert_true(r->healthy);
+    assert_int_equal(r->finding_count, 0);
+    assert_int_equal(r->summary.step_records, 300);
+    assert_int_equal(r->summary.last_step, 2990);
+    assert_true(fabs(r->summary.data_share - 0.01 / 0.51) < 0.01);
+    assert_true(fabs(r->summary.duration - 299 * 5.0) < 1e-6);
+    tw_report_free(r);
+    tw_run_free(run);
+}
+
+static void test_nan_cites_first_step_and_lr_jump(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    for (int i = 0; i < 50; i++) {
+        sample s = healthy(0, i);
+        if (i >= 40)
+            s.lr = 1.0;
+        if (i >= 42)
+            s.loss = NAN;
+        add_step(run, s);
+    }
+    tw_report *r = diagnose(run);
+    const tw_finding *f = finding(r, "nan_loss");
+    assert_non_null(f);
+    assert_int_equal(f->severity, TW_SEV_ERROR);
+    assert_int_equal(f->step, 420);
+    assert_int_equal(f->where.line, 421);
+    assert_non_null(strstr(f->evidence, "learning rate jumped 100x from 0.01 (step 390) to 1 (step 400)"));
+    assert_false(r->healthy);
+    tw_report_free(r);
+    tw_run_free(run);
+}
+
+static void test_data_loading_bound(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    for (int i = 0; i < 100; i++) {
+        sample s = healthy(0, i);
+        s.data = 0.35;
+        add_step(run, s);
+    }
+    tw_report *r = diagnose(run);
+    const tw_finding *f = finding(r, "data_loading_bound");
+    assert_non_null(f);
+    assert_true(f->value > 0.6 && f->value < 0.7);
+    assert_int_equal(f->severity, TW_SEV_WARNING);
+    tw_report_free(r);
+    tw_run_free(run);
+}
+
+static void test_stall_with_timestamps(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    for (int i = 0; i < 100; i++) {
+        sample s = healthy(0, i);
+        if (i >= 60)
+            s.time += 600; /* ten minutes with no step after step 590 */
+        add_step(run, s);
+    }
+    tw_report *r = diagnose(run);
+    const tw_finding *f = finding(r, "stall");
+    assert_non_null(f);
+    assert_true(fabs(f->value - 605) < 1e-6);
+    assert_int_equal(f->step, 600);
+    tw_report_free(r);
+    tw_run_free(run);
+}
+
+static void test_gap_across_evaluation_is_not_a_stall(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    for (int i = 0; i < 100; i++) {
+        sample s = healthy(0, i);
+        if (i == 60)
+            add_event(run, TW_EV_CHECKPOINT, 9999, "save checkpoint at /tmp/x");
+        if (i >= 60)
+            s.time += 600;
+        add_step(run, s);
+    }
+    tw_report *r = diagnose(run);
+    assert_null(finding(r, "stall"));
+    tw_report_free(r);
+    tw_run_free(run);
+}
+
+static void test_memory_growth_projects_oom(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    for (int i = 0; i < 100; i++) {
+        sample s = healthy(0, i);
+        s.mem = 4e9 + i * 5e7;
+        add_step(run, s);
+    }
+    tw_thresholds t;
+    tw_thresholds_default(&t);
+    t.device_memory = 16.0 * 1024 * 1024 * 1024;
+    tw_report *r;
+    assert_int_equal(tw_diagnose(run, &t, &r), 0);
+    const tw_finding *f = finding(r, "memory_growth");
+    assert_non_null(f);
+    assert_non_null(strstr(f->evidence, "device is full around step"));
+    tw_report_free(r);
+    tw_run_free(run);
+}
+
+static void test_throughput_drop(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    for (int i = 0; i < 100; i++) {
+        sample s = healthy(0, i);
+        s.batch = i < 50 ? 0.5 : 1.2;
+        add_step(run, s);
+    }
+    tw_report *r = diagnose(run);
+    assert_non_null(finding(r, "throughput_drop"));
+    tw_report_free(r);
+    tw_run_free(run);
+}
+
+static void test_divergence_and_plateau(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    for (int i = 0; i < 400; i++) {
+        sample s = healthy(0, i);
+        s.loss = i < 200 ? 2.0 - i * 0.005 : 1.0 + (i - 200) * 0.02;
+        add_step(run, s);
+    }
+    tw_report *r = diagnose(run);
+    assert_non_null(finding(r, "divergence"));
+    tw_report_free(r);
+    tw_run_free(run);
+    run = new_run();
+    for (int i = 0; i < 100; i++) {
+        sample s = healthy(0, i);
+        s.loss = 1.0 + 0.001 * (i % 5);
+        add_step(run, s);
+    }
+    r = diagnose(run);
+    assert_non_null(finding(r, "plateau"));
+    assert_null(finding(r, "divergence"));
+    tw_report_free(r);
+    tw_run_free(run);
+}
+
+static void test_restart_detected_from_step_going_back(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    for (int i = 0; i < 50; i++)
+        add_step(run, healthy(0, i));
+    for (int i = 10; i < 80; i++)
+        add_step(run, healthy(0, i));
+    tw_report *r = diagnose(run);
+    const tw_finding *f = finding(r, "restarts");
+    assert_non_null(f);
+    assert_non_null(strstr(f->evidence, "step 490"));
+    assert_non_null(strstr(f->evidence, "followed by step 100"));
+    tw_report_free(r);
+    tw_run_free(run);
+}
+
+static void test_straggler_and_rank_stopped(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    for (int rank = 0; rank < 4; rank++) {
+        for (int i = 0; i < (rank == 3 ? 40 : 100); i++) {
+            sample s = healthy(rank, i);
+            if (rank == 2)
+                s.batch *= 1.6;
+            add_step(run, s);
+        }
+    }
+    tw_report *r = diagnose(run);
+    const tw_finding *slow = finding(r, "straggler");
+    assert_non_null(slow);
+    assert_int_equal(slow->rank, 2);
+    const tw_finding *stop = finding(r, "rank_stopped");
+    assert_non_null(stop);
+    assert_int_equal(stop->rank, 3);
+    assert_int_equal(stop->severity, TW_SEV_ERROR);
+    assert_int_equal(r->summary.ranks, 4);
+    tw_report_free(r);
+    tw_run_free(run);
+}
+
+static void test_crash_after_last_step_is_an_error(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    add_event(run, TW_EV_EXCEPTION, 1, "ModuleNotFoundError: No module named 'x'");
+    for (int i = 0; i < 30; i++)
+        add_step(run, healthy(0, i));
+    add_event(run, TW_EV_OOM, 500, "RuntimeError: CUDA out of memory");
+    add_event(run, TW_EV_EXCEPTION, 500, "RuntimeError: CUDA out of memory");
+    tw_report *r = diagnose(run);
+    assert_non_null(finding(r, "oom"));
+    const tw_finding *crash = finding(r, "crash");
+    assert_non_null(crash);
+    assert_int_equal(crash->step, 290);
+    assert_non_null(finding(r, "failed_launches"));
+    assert_int_equal(r->findings[0].severity, TW_SEV_ERROR); /* errors first */
+    tw_report_free(r);
+    tw_run_free(run);
+}
+
+static void test_bounded_memory_for_long_runs(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    for (int i = 0; i < 200000; i++) {
+        sample s = healthy(0, i);
+        s.loss = 2.0 / (1 + i / 1000.0); /* still improving at the end */
+        add_step(run, s);
+    }
+    tw_report *r = diagnose(run);
+    assert_int_equal(r->summary.step_records, 200000);
+    assert_int_equal(r->summary.last_step, 1999990);
+    assert_true(r->healthy);
+    tw_report_free(r);
+    tw_run_free(run);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_healthy_run_has_no_findings),
+        cmocka_unit_test(test_nan_cites_first_step_and_lr_jump),
+        cmocka_unit_test(test_data_loading_bound),
+        cmocka_unit_test(test_stall_with_timestamps),
+        cmocka_unit_test(test_gap_across_evaluation_is_not_a_stall),
+        cmocka_unit_test(test_memory_growth_projects_oom),
+        cmocka_unit_test(test_throughput_drop),
+        cmocka_unit_test(test_divergence_and_plateau),
+        cmocka_unit_test(test_restart_detected_from_step_going_back),
+        cmocka_unit_test(test_straggler_and_rank_stopped),
+        cmocka_unit_test(test_crash_after_last_step_is_an_error),
+        cmocka_unit_test(test_bounded_memory_for_long_runs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

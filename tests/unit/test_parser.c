@@ -1,1 +1,234 @@
-int main(void){return 0;}
+/*
+ * test_parser.c: the driver between input and formats: files, gzip, stdin,
+ * line splitting and its limits, bad input of every kind.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "collect.h"
+#include "trainwatch/error.h"
+
+static const char step_line[] =
+    "[2024/03/09 15:15:33] ppocr INFO: epoch: [1/2], global_step: %d, lr: 0.1, loss: 0.5, avg_reader_cost: 0.1 s, avg_batch_cost: 0.5 s\n";
+
+static char *temp_path(const char *suffix)
+{
+    static char path[256];
+    snprintf(path, sizeof path, "/tmp/tw_test_parser_%d%s", (int)getpid(), suffix);
+    return path;
+}
+
+static collected_records *parse_file(const char *path, int *status)
+{
+    collected_records *c = calloc(1, sizeof *c);
+    tw_parser *p;
+    *status = tw_parser_open(&p, path, NULL, -1);
+    if (*status != TW_OK)
+        return c;
+    *status = tw_parser_run(p, collect_record, c);
+    c->stats = *tw_parser_stats(p);
+    tw_parser_close(p);
+    return c;
+}
+
+static void test_missing_file_and_directory(void **state)
+{
+    (void)state;
+    tw_parser *p = NULL;
+    assert_int_equal(tw_parser_open(&p, "/nonexistent/train.log", NULL, -1), TW_ENOENT);
+    assert_int_equal(tw_parser_open(&p, "/tmp", NULL, -1), TW_EISDIR);
+    assert_null(p);
+    assert_string_equal(tw_strerror(TW_EISDIR), "is a directory");
+}
+
+static void test_empty_input(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text("", NULL, NULL);
+    assert_int_equal(c->count, 0);
+    assert_int_equal(c->stats.lines, 0);
+    free(c);
+}
+
+static void test_crlf_and_truncated_last_line(void **state)
+{
+    (void)state;
+    char text[1024];
+    int n = snprintf(text, sizeof text, step_line, 10);
+    text[n - 1] = '\r';
+    snprintf(text + n, sizeof text - (size_t)n, "%s", "");
+    strcat(text, "\n");
+    char last[512];
+    snprintf(last, sizeof last, step_line, 20);
+    last[strlen(last) - 1] = '\0'; /* no newline at the end */
+    strcat(text, last);
+    collected_records *c = parse_text(text, NULL, NULL);
+    assert_int_equal(count_kind(c, TW_REC_STEP), 2);
+    assert_int_equal(nth_kind(c, TW_REC_STEP, 1)->global_step, 20);
+    assert_int_equal(nth_kind(c, TW_REC_STEP, 1)->source.line, 2);
+    free(c);
+}
+
+static void test_long_line_is_cut_and_counted(void **state)
+{
+    (void)state;
+    size_t big = 3 * TW_LINE_MAX;
+    char *text = malloc(big + 1024);
+    int n = snprintf(text, 1024, step_line, 10) - 1; /* the step line goes on and on */
+    memset(text + n, 'x', big);
+    n += (int)big;
+    text[n++] = '\n';
+    snprintf(text + n, 512, step_line, 20);
+    collected_records *c = parse_text(text, NULL, NULL);
+    assert_int_equal(c->stats.lines_cut, 1);
+    assert_int_equal(c->stats.lines, 2);
+    assert_int_equal(count_kind(c, TW_REC_STEP), 2); /* the cut line's head still parses */
+    assert_int_equal(nth_kind(c, TW_REC_STEP, 0)->global_step, 10);
+    assert_int_equal(nth_kind(c, TW_REC_STEP, 1)->global_step, 20);
+    assert_int_equal(nth_kind(c, TW_REC_STEP, 1)->source.line, 2);
+    free(text);
+    free(c);
+}
+
+static void test_lines_with_nul_are_skipped(void **state)
+{
+    (void)state;
+    char text[2048];
+    int n = snprintf(text, sizeof text, step_line, 10);
+    memcpy(text + n, "bad\0line\n", 9);
+    n += 9;
+    n += snprintf(text + n, sizeof text - (size_t)n, step_line, 20);
+    collected_records *c = calloc(1, sizeof *c);
+    tw_parser *p;
+    assert_int_equal(tw_parser_new(&p, "mixed.log", NULL, -1), 0);
+    tw_parser_feed(p, text, (size_t)n, collect_record, c);
+    assert_int_equal(tw_parser_stats(p)->binary_lines, 1);
+    assert_int_equal(count_kind(c, TW_REC_STEP), 2);
+    tw_parser_close(p);
+    free(c);
+}
+
+static void test_binary_file_is_refused(void **state)
+{
+    (void)state;
+    char *path = temp_path(".bin");
+    FILE *f = fopen(path, "wb");
+    for (int i = 0; i < 8192; i++)
+        fputc((i * 7919) & 0xff, f);
+    fclose(f);
+    int status;
+    collected_records *c = parse_file(path, &status);
+    assert_int_equal(status, TW_EBINARY);
+    assert_int_equal(c->count, 0);
+    unlink(path);
+    free(c);
+}
+
+static void test_gzip_file_and_truncated_gzip(void **state)
+{
+    (void)state;
+    char *path = temp_path(".log.gz");
+    gzFile gz = gzopen(path, "wb");
+    for (int i = 1; i <= 2000; i++)
+        gzprintf(gz, step_line, i * 10);
+    gzclose(gz);
+    int status;
+    collected_records *c = parse_file(path, &status);
+    assert_int_equal(status, TW_OK);
+    assert_int_equal(c->stats.steps, 2000);
+    free(c);
+    /* cut the file in half: what was readable is delivered, then an error */
+    FILE *f = fopen(path, "rb");
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fclose(f);
+    assert_int_equal(truncate(path, size / 2), 0);
+    c = parse_file(path, &status);
+    assert_int_equal(status, TW_EGZIP);
+    assert_true(c->stats.steps > 0 && c->stats.steps < 2000);
+    unlink(path);
+    free(c);
+}
+
+static void test_rank_from_file_names(void **state)
+{
+    (void)state;
+    assert_int_equal(tw_rank_from_path("log/workerlog.3"), 3);
+    assert_int_equal(tw_rank_from_path("/x/run.rank12.log"), 12);
+    assert_int_equal(tw_rank_from_path("rank-5.txt"), 5);
+    assert_int_equal(tw_rank_from_path("train.log"), -1);
+    collected_records *c = parse_text("step 1/2 - loss: 0.5 - 1ms/step\n", NULL, "log/workerlog.7");
+    assert_int_equal(nth_kind(c, TW_REC_STEP, 0)->rank, 7);
+    free(c);
+}
+
+static void test_mixed_formats_in_one_file(void **state)
+{
+    (void)state;
+    char text[4096];
+    int n = snprintf(text, sizeof text, step_line, 10);
+    n += snprintf(text + n, sizeof text - (size_t)n, "%s",
+                  "Traceback (most recent call last):\n  File \"a.py\", line 1, in <module>\nValueError: boom\n"
+                  "{'loss': 0.25, 'learning_rate': 0.001, 'epoch': 1.0}\n");
+    snprintf(text + n, sizeof text - (size_t)n, step_line, 20);
+    collected_records *c = parse_text(text, NULL, NULL);
+    assert_string_equal(c->stats.format, "ppocr"); /* locked on the first */
+    assert_int_equal(count_kind(c, TW_REC_STEP), 3); /* per-line fallback got the dict line */
+    assert_non_null(find_event(c, TW_EV_EXCEPTION));
+    free(c);
+}
+
+static void test_invalid_utf8_survives(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text("Traceback (most recent call last):\nValueError: bad \xff\xfe bytes \xc3\n", NULL, NULL);
+    const tw_record *e = find_event(c, TW_EV_EXCEPTION);
+    assert_non_null(e);
+    assert_non_null(strstr(e->message, "bad"));
+    free(c);
+}
+
+static void test_stdin_is_read(void **state)
+{
+    (void)state;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    char line[512];
+    int n = snprintf(line, sizeof line, step_line, 30);
+    assert_int_equal(write(fds[1], line, (size_t)n), n);
+    close(fds[1]);
+    int saved = dup(STDIN_FILENO);
+    dup2(fds[0], STDIN_FILENO);
+    close(fds[0]);
+    int status;
+    collected_records *c = parse_file("-", &status);
+    dup2(saved, STDIN_FILENO);
+    close(saved);
+    assert_int_equal(status, TW_OK);
+    assert_int_equal(count_kind(c, TW_REC_STEP), 1);
+    free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_missing_file_and_directory),
+        cmocka_unit_test(test_empty_input),
+        cmocka_unit_test(test_crlf_and_truncated_last_line),
+        cmocka_unit_test(test_long_line_is_cut_and_counted),
+        cmocka_unit_test(test_lines_with_nul_are_skipped),
+        cmocka_unit_test(test_binary_file_is_refused),
+        cmocka_unit_test(test_gzip_file_and_truncated_gzip),
+        cmocka_unit_test(test_rank_from_file_names),
+        cmocka_unit_test(test_mixed_formats_in_one_file),
+        cmocka_unit_test(test_invalid_utf8_survives),
+        cmocka_unit_test(test_stdin_is_read),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
