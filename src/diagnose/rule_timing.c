@@ -46,13 +46,13 @@ static void check_data_bound(const tw_run *run, const tw_thresholds *t, tw_findi
     int bound_ranks = 0;
     for (int i = 0; i < run->rank_count; i++) {
         const tw_rank *rk = run->ranks[i];
-        if (!rk || rk->both_count < 3 || rk->sum_batch / (double)rk->both_count < TW_DATA_BOUND_MIN_STEP_SECONDS)
+        if (!rk || rk->both_count < 3 || rk->sum_batch / rk->sum_weight < TW_DATA_BOUND_MIN_STEP_SECONDS)
             continue;
         size_t n = 0;
         const tw_point *wp = NULL;
         double median = median_data_share(rk, &n, &wp);
         double share = rk->sum_data / rk->sum_batch;
-        if (median < t->data_share && share < t->data_share)
+        if (share < t->data_share)
             continue;
         bound_ranks++;
         if (share > worst_share) {
@@ -68,14 +68,15 @@ static void check_data_bound(const tw_run *run, const tw_thresholds *t, tw_findi
     const tw_rank *rk = worst_rank;
     tw_finding *f = tw_finding_add(out, "data_loading_bound", TW_SEV_WARNING,
                                    "Data loading bound: steps wait for data %.0f%% of the time", worst_share * 100);
+    /* (the share is weighted by the steps each logged record stands for) */
     if (!f)
         return;
     f->value = worst_share;
     f->rank = rk->rank;
     char where[600];
-    tw_finding_evidence(f, "rank %d: reader/data time is %.0f%% of step time over %llu steps (%.3fs of %.3fs per step on average); median per record %.0f%%",
+    tw_finding_evidence(f, "rank %d: reader/data time is %.0f%% of step time over %llu logged records (%.3fs of %.3fs per step on average); median per record %.0f%%",
                         rk->rank, worst_share * 100, (unsigned long long)rk->both_count,
-                        rk->sum_data / (double)rk->both_count, rk->sum_batch / (double)rk->both_count,
+                        rk->sum_data / rk->sum_weight, rk->sum_batch / rk->sum_weight,
                         worst_median * 100);
     if (worst_point) {
         tw_finding_at(f, run, worst_point, rk->rank);
@@ -122,6 +123,58 @@ static void check_stalls(const tw_run *run, const tw_thresholds *t, tw_findings 
         tw_finding_recommend(f, "Look at what ran in that window: a hung collective (NCCL timeouts, a dead rank), a blocked data loader worker, a slow checkpoint write, or the node being preempted. For hangs set NCCL_DEBUG=INFO and a collective timeout; `trainwatch run` warns live when progress stops.");
     }
 }
+
+/* The first step of each epoch waits while the loader's workers start again:
+ * cheap to fix (persistent workers) and easy to miss in an average. */
+static void check_epoch_start(const tw_run *run, const tw_thresholds *t, tw_findings *out)
+{
+    (void)t;
+    double *starts = malloc(sizeof(double) * TW_SERIES_MAX);
+    double *others = malloc(sizeof(double) * TW_SERIES_MAX);
+    if (!starts || !others)
+        goto done;
+    for (int i = 0; i < run->rank_count; i++) {
+        const tw_rank *rk = run->ranks[i];
+        if (!rk || rk->both_count < 6)
+            continue;
+        size_t ns = 0, no = 0;
+        const tw_point *example = NULL;
+        for (size_t k = 1; k < rk->series.count; k++) {
+            const tw_point *p = &rk->series.points[k], *prev = &rk->series.points[k - 1];
+            if (!(p->fields & TW_F_DATA_TIME) || p->epoch < 0)
+                continue;
+            if (p->epoch != prev->epoch) {
+                starts[ns++] = p->data;
+                if (!example || p->data > example->data)
+                    example = p;
+            } else {
+                others[no++] = p->data;
+            }
+        }
+        if (ns < 3 || no < 3)
+            continue;
+        double s = tw_median(starts, ns), o = tw_median(others, no);
+        if (!(s >= 0.5 && s > 10 * o))
+            continue;
+        char where[600];
+        tw_finding *f = tw_finding_add(out, "epoch_start_wait", TW_SEV_INFO,
+                                       "The first step of each epoch waits %.2fs for data on rank %d (%.4fs otherwise)", s,
+                                       rk->rank, o);
+        if (!f)
+            break;
+        tw_finding_at(f, run, example, rk->rank);
+        f->value = s;
+        tw_finding_evidence(f, "median data wait at %zu epoch starts: %.3fs; at other logged steps: %.4fs", ns, s, o);
+        tw_finding_evidence(f, "longest: %.3fs at step %.0f (%s)", example->data, example->pos,
+                            tw_where(run, example->file, example->line, where, sizeof where));
+        tw_finding_recommend(f, "The data loader's worker processes are started again every epoch: keep them (Paddle and PyTorch DataLoader: persistent_workers=True) and prefetch the first batches.");
+    }
+done:
+    free(starts);
+    free(others);
+}
+
+const tw_rule tw_rule_epoch_start = {"epoch_start_wait", "the first step of every epoch waiting for data", check_epoch_start};
 
 const tw_rule tw_rule_stalls = {"stall", "long gaps with no training progress", check_stalls};
 

@@ -313,8 +313,14 @@ static void add_step(tw_run *run, const tw_record *r)
                 rk->batch_max_point = p;
             }
             if (r->fields & TW_F_DATA_TIME) {
-                rk->sum_batch += r->batch_time;
-                rk->sum_data += r->data_time;
+                /* A logged record usually averages the steps since the last
+                 * one: weigh it by how many steps it stands for, so the one
+                 * slow first step of an epoch does not count like ten. */
+                double steps = rk->have_last ? p.pos - rk->last.pos : 1;
+                double w = (steps >= 1 && steps <= 100000) ? steps : 1;
+                rk->sum_batch += w * r->batch_time;
+                rk->sum_data += w * r->data_time;
+                rk->sum_weight += w;
                 rk->both_count++;
             }
         }

@@ -55,7 +55,8 @@ typedef struct tw_rank {
     double epoch_offset, last_step_in_epoch;
     int64_t last_epoch;
     /* exact streaming facts */
-    double sum_batch, sum_data;    /* over records with both */
+    double sum_batch, sum_data;    /* over records with both, weighted by steps they stand for */
+    double sum_weight;
     uint64_t both_count;
     uint32_t hist[TW_HIST_BINS];
     uint64_t hist_count;
