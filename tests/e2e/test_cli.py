@@ -1,0 +1,178 @@
+"""The command line: usage and help, output modes, thresholds, and the demo
+trainer's faults each producing the diagnosis they should."""
+import json
+import re
+
+import pytest
+
+from conftest import run
+
+
+def test_no_arguments_is_a_usage_error():
+    result = run(["trainwatch"])
+    assert result.returncode == 2
+    assert "usage: trainwatch COMMAND" in result.stderr
+
+
+def test_help_lists_every_command_from_the_table():
+    result = run(["trainwatch", "--help"])
+    assert result.returncode == 0
+    assert "analyze" in result.stdout and "formats" in result.stdout
+
+
+def test_unknown_command_and_option():
+    assert run(["trainwatch", "frobnicate"]).returncode == 2
+    result = run(["trainwatch", "analyze", "--bogus", "x.log"])
+    assert result.returncode == 2
+    assert "--bogus" in result.stderr
+
+
+def test_analyze_help_documents_every_threshold():
+    out = run(["trainwatch", "analyze", "--help"]).stdout
+    for flag in ["--data-share", "--stall-seconds", "--spike-factor", "--device-memory", "--straggler", "--json", "--records"]:
+        assert flag in out
+
+
+def test_formats_lists_the_table():
+    out = run(["trainwatch", "formats"]).stdout.split("\n")
+    names = [line.split()[0] for line in out if line]
+    assert names[:2] == ["trainwatch", "events"]
+    for name in ["hapi", "ppocr", "ppdet", "ppcls", "paddleseg", "paddlevideo", "paddlenlp", "megatron",
+                 "deepspeed", "tqdm", "mmdet", "detectron2", "yolo", "json", "hf-trainer-state", "olmo", "glog",
+                 "pylogging", "kv"]:
+        assert name in names
+
+
+def train(tmp_path, *flags):
+    log = tmp_path / "train.log"
+    result = run(["demo-train", "--log", log, *flags], timeout=300)
+    return log, result
+
+
+def findings(report):
+    return {f["rule"]: f for f in report["findings"]}
+
+
+def analyze(*args):
+    result = run(["trainwatch", "analyze", "--json", *args])
+    return json.loads(result.stdout), result
+
+
+def test_demo_healthy_run(tmp_path):
+    log, result = train(tmp_path, "--epochs", "3", "--steps-per-epoch", "40", "--log-interval", "5")
+    assert result.returncode == 0
+    report, status = analyze(log)
+    assert report["healthy"], [f["title"] for f in report["findings"]]
+    assert status.returncode == 0
+    assert report["summary"]["step_records"] == 24
+    assert report["summary"]["eval_metrics"][0]["name"] == "acc"
+
+
+def test_demo_slow_reader_is_data_loading_bound(tmp_path):
+    log, _ = train(tmp_path, "--epochs", "2", "--steps-per-epoch", "20", "--log-interval", "5", "--slow-reader", "20")
+    report, status = analyze(log)
+    f = findings(report)["data_loading_bound"]
+    assert f["value"] > 0.8
+    assert "num_workers" in f["recommendation"]
+    assert status.returncode == 0  # a warning, not an error
+
+
+def test_demo_lr_spike_turns_loss_nan(tmp_path):
+    log, _ = train(tmp_path, "--epochs", "2", "--steps-per-epoch", "50", "--log-interval", "10", "--lr-spike-at", "40")
+    text = log.read_text()
+    first_nan = next(i for i, line in enumerate(text.splitlines(), 1) if "loss: nan" in line or "loss: -nan" in line)
+    report, status = analyze(log)
+    f = findings(report)["nan_loss"]
+    assert f["line"] == first_nan
+    assert f["step"] == 50
+    assert "learning rate jumped 1000x" in f["evidence"]
+    assert status.returncode == 1
+
+
+def test_demo_memory_leak_is_growth(tmp_path):
+    log, _ = train(tmp_path, "--epochs", "2", "--steps-per-epoch", "50", "--log-interval", "5", "--leak-mb", "2")
+    report, _ = analyze(log, "--device-memory", "1")
+    f = findings(report)["memory_growth"]
+    assert f["value"] > 1.0
+    assert "device is full around step" in f["evidence"]
+
+
+def test_demo_stall(tmp_path):
+    log, _ = train(tmp_path, "--epochs", "1", "--steps-per-epoch", "30", "--log-interval", "1",
+                   "--slow-reader", "10", "--stall-at", "20", "--stall-seconds", "3")
+    report, _ = analyze(log, "--stall-seconds", "1")
+    f = findings(report)["stall"]
+    assert f["step"] == 20
+    assert 2.5 < f["value"] < 6
+    report, _ = analyze(log)  # default: a stall is at least 60 s
+    assert "stall" not in findings(report)
+
+
+def test_demo_crash(tmp_path):
+    log, result = train(tmp_path, "--epochs", "2", "--steps-per-epoch", "50", "--log-interval", "5", "--crash-at", "33")
+    assert result.returncode == 1
+    report, status = analyze(log)
+    f = findings(report)["crash"]
+    assert "simulated failure in step 33" in f["evidence"]
+    assert "last frame: File \"tools/program.py\", line 301, in train" in f["evidence"]
+    assert f["step"] == 30
+    assert status.returncode == 1
+    assert "incomplete" in findings(report)
+
+
+def test_threshold_flags_change_the_verdict(tmp_path):
+    log = tmp_path / "share.log"
+    log.write_text("".join(f"epoch: [1/1], global_step: {i}, loss: 1.0, reader_cost: 0.3 s, batch_cost: 0.5 s\n"
+                           for i in range(1, 40)))
+    report, _ = analyze(log)
+    assert abs(findings(report)["data_loading_bound"]["value"] - 0.6) < 1e-9
+    report, _ = analyze(log, "--data-share", "0.7")
+    assert "data_loading_bound" not in findings(report)
+    result = run(["trainwatch", "analyze", "--data-share", "abc", log])
+    assert result.returncode == 2 and "--data-share" in result.stderr
+
+
+def test_text_output_colour_only_when_asked(tmp_path):
+    log, _ = train(tmp_path, "--epochs", "1", "--steps-per-epoch", "20", "--log-interval", "5", "--slow-reader", "5")
+    plain = run(["trainwatch", "analyze", log]).stdout
+    assert "\x1b[" not in plain  # not a terminal
+    assert "Summary" in plain and "WARN" in plain
+    coloured = run(["trainwatch", "analyze", "--color=always", log]).stdout
+    assert "\x1b[33m" in coloured
+    assert re.sub(r"\x1b\[[0-9;]*m", "", coloured) == plain
+
+
+def test_json_schema_is_versioned(tmp_path):
+    log, _ = train(tmp_path, "--epochs", "1", "--steps-per-epoch", "20", "--log-interval", "5")
+    report, _ = analyze(log)
+    assert report["schema"] == "trainwatch.analysis/1"
+    for key in ["healthy", "inputs", "summary", "findings"]:
+        assert key in report
+    for key in ["step_records", "first_step", "last_step", "duration_seconds", "step_time_p50", "data_share",
+                "final_loss", "best_loss", "eval_metrics", "event_counts"]:
+        assert key in report["summary"]
+
+
+def test_records_round_trip_through_the_trainwatch_format(tmp_path):
+    log, _ = train(tmp_path, "--epochs", "2", "--steps-per-epoch", "30", "--log-interval", "5", "--lr-spike-at", "40")
+    recs = run(["trainwatch", "analyze", "--records", log]).stdout
+    (tmp_path / "records.jsonl").write_text(recs)
+    direct, _ = analyze(log)
+    again, _ = analyze(tmp_path / "records.jsonl")
+    assert again["inputs"][0]["format"] == "trainwatch"
+    assert direct["summary"] == again["summary"]
+    assert [(f["rule"], f["line"], f["file"]) for f in direct["findings"]] == \
+           [(f["rule"], f["line"], f["file"]) for f in again["findings"]]
+
+
+def test_several_files_become_ranks(tmp_path):
+    logs = []
+    for rank, slow in enumerate(["5", "5", "30"]):
+        log = tmp_path / f"workerlog.{rank}"
+        run(["demo-train", "--log", log, "--epochs", "1", "--steps-per-epoch", "30", "--log-interval", "5",
+             "--slow-reader", slow], timeout=120)
+        logs.append(log)
+    report, _ = analyze(*logs, "--data-share", "0.99")
+    assert report["summary"]["ranks"] == 3
+    f = findings(report)["straggler"]
+    assert f["rank"] == 2

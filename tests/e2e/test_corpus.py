@@ -1,0 +1,90 @@
+"""Every log in ../shared/corpus is parsed and diagnosed; what must (and must
+not) come out is written in corpus_expectations.json, one readable entry per
+file. The corpus is never copied here: tests skip when it is absent."""
+import json
+import math
+import pathlib
+
+import pytest
+
+from conftest import CORPUS, analyze_json, records, run
+
+EXPECTED = json.loads((pathlib.Path(__file__).parent / "corpus_expectations.json").read_text())
+FILES = sorted(k for k in EXPECTED if not k.startswith("_"))
+
+
+def close(a, b):
+    return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-9)
+
+
+def test_every_corpus_log_has_expectations(corpus):
+    logs = sorted(str(p.relative_to(corpus)) for p in corpus.rglob("*")
+                  if p.is_file() and p.name != "SOURCES.md" and not p.name.endswith(".gz"))
+    assert logs == FILES, "a corpus file without expectations (or an expectation without its file)"
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_corpus_file(corpus, name):
+    want = EXPECTED[name]
+    path = corpus / name
+    if want.get("no_training_records"):
+        result = run(["trainwatch", "analyze", "--json", path])
+        assert result.returncode == 2
+        assert "no training records recognised" in result.stderr
+        assert str(path) in result.stderr
+        return
+    report, result = analyze_json(path)
+    summary = report["summary"]
+    assert report["inputs"][0]["format"] == want["format"]
+    assert summary["step_records"] == want["step_records"]
+    if "eval_records" in want:
+        assert summary["eval_records"] == want["eval_records"]
+    if "first_step" in want:
+        assert (summary["first_step"], summary["last_step"]) == (want["first_step"], want["last_step"])
+    for kind, count in want.get("events", {}).items():
+        assert summary["event_counts"][kind] == count, kind
+    rules = [f["rule"] for f in report["findings"]]
+    for rule in want.get("findings", []):
+        assert rule in rules, f"{rule} missing; got {rules}"
+    for rule in want.get("not_findings", []):
+        assert rule not in rules, f"{rule} must not be reported"
+    if want.get("healthy"):
+        assert report["healthy"], [f["title"] for f in report["findings"]]
+        assert result.returncode == 0
+    has_error = any(f["severity"] == "error" for f in report["findings"])
+    assert result.returncode == (1 if has_error else 0)
+    for rule, line in want.get("finding_lines", {}).items():
+        found = [f for f in report["findings"] if f["rule"] == rule]
+        assert found and found[0]["line"] == line and found[0]["file"] == str(path)
+    evals = {m["name"]: m for m in summary["eval_metrics"]}
+    for metric, value in want.get("eval_last", {}).items():
+        assert close(evals[metric]["last"], value), metric
+    for metric, value in want.get("eval_best", {}).items():
+        assert close(evals[metric]["best"], value), metric
+
+
+@pytest.mark.parametrize("name", [n for n in FILES if EXPECTED[n].get("loss_at")])
+def test_corpus_loss_at_lines(corpus, name):
+    recs, _ = records(corpus / name)
+    steps = {}
+    for r in recs:  # the first record of a line (progress bars may put two on one)
+        if r["kind"] == "step":
+            steps.setdefault(r["line"], r)
+    for line, loss in EXPECTED[name]["loss_at"]:
+        assert line in steps, f"no step record at line {line}"
+        assert close(steps[line]["loss"], loss), (line, steps[line]["loss"], loss)
+
+
+def test_vinvl_ranks_together_are_one_healthy_run(corpus):
+    report, result = analyze_json(corpus / "paddle-distributed/vinvl-4gpu-30epoch-workerlog.0",
+                                  corpus / "paddle-distributed/vinvl-4gpu-30epoch-workerlog.3")
+    assert report["summary"]["ranks"] == 2
+    rules = {f["rule"] for f in report["findings"]}
+    assert not rules & {"straggler", "rank_stopped", "stall", "restarts"}
+    assert result.returncode == 0
+
+
+def test_gzipped_trace_is_not_a_log(corpus):
+    result = run(["trainwatch", "analyze", corpus / "traces/hta-mi250-rocm-minitoy-train.kineto.json.gz"])
+    assert result.returncode == 2
+    assert "no training records recognised" in result.stderr
