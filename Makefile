@@ -33,7 +33,7 @@ demo: build
 check: build asan fuzz-build
 	@cd $(BUILD) && ctest --output-on-failure -L unit
 	@cd $(ASAN_BUILD) && ctest --output-on-failure
-	@cd $(FUZZ_BUILD) && ctest --output-on-failure -L fuzz
+	@cd $(FUZZ_BUILD) && ctest --output-on-failure -j$(JOBS) -L fuzz
 
 bench: build
 	@bash bench/ingest.sh $(BUILD)
