@@ -40,6 +40,10 @@ typedef struct tw_format {
     const char *name;          /* for --format and the JSON output */
     const char *summary;       /* one line for --help and the README */
     size_t state_size;         /* per-input private state, zeroed at open */
+    /* Optional, NULL-terminated: a line of this format contains one of these
+     * literals. The parser finds them for all formats in one pass and calls
+     * detect() only where one occurs; NULL means always call detect(). */
+    const char *const *anchors;
     /* Cheap test: does this line look like this format? */
     bool (*detect)(const tw_line *line);
     /* Emits records with tw_parser_emit(); returns how many it emitted, or

@@ -8,6 +8,7 @@
  * (progress-bar rewrites) replace each other.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -229,6 +230,34 @@ static void to_point(tw_point *p, const tw_record *r, double pos, uint32_t file)
     p->line = r->source.line;
 }
 
+/* The k-th smallest of v[0..n) (Hoare's selection; reorders v). */
+static double select_kth(double *v, int n, int k)
+{
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        double pivot = v[(lo + hi) / 2];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i <= j) {
+                double t = v[i];
+                v[i++] = v[j];
+                v[j--] = t;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            break;
+    }
+    return v[k];
+}
+
 static void note_loss(tw_rank *rk, const tw_point *p, double spike_factor)
 {
     if (!(p->fields & TW_F_LOSS))
@@ -248,7 +277,7 @@ static void note_loss(tw_rank *rk, const tw_point *p, double spike_factor)
     if (rk->recent_loss_count >= 8) {
         double tmp[TW_RECENT];
         memcpy(tmp, rk->recent_loss, sizeof(double) * (size_t)rk->recent_loss_count);
-        double med = tw_median(tmp, (size_t)rk->recent_loss_count);
+        double med = select_kth(tmp, rk->recent_loss_count, rk->recent_loss_count / 2);
         if (med > 0 && p->loss > spike_factor * med) {
             rk->spikes++;
             double ratio = p->loss / med;
@@ -336,7 +365,9 @@ static void add_step(tw_run *run, const tw_record *r)
     rk->last = p;
     rk->have_last = true;
     rk->event_since_last = false;
-    rk->last_step_record = *r;
+    /* only the used part: a record's text and unused metric slots are large */
+    memcpy(&rk->last_step_record, r, offsetof(tw_record, metrics));
+    memcpy(rk->last_step_record.metrics, r->metrics, sizeof r->metrics[0] * (size_t)r->metric_count);
     series_add(&rk->series, &p);
     run->steps++;
 }

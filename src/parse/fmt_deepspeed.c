@@ -55,9 +55,12 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     return 1;
 }
 
+static const char *const anchors[] = {"[Rank ", NULL};
+
 const tw_format tw_format_deepspeed = {
     .name = "deepspeed",
     .summary = "DeepSpeed engine lines ([Rank N] step=..., steps: N loss: ... iter time (s))",
+    .anchors = anchors,
     .detect = detect,
     .parse = parse,
 };

@@ -35,9 +35,12 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     return 1;
 }
 
+static const char *const anchors[] = {"d2.utils.events", "total_loss: ", NULL};
+
 const tw_format tw_format_detectron2 = {
     .name = "detectron2",
     .summary = "detectron2 event lines (d2.utils.events: iter: N total_loss: ... time: ...)",
+    .anchors = anchors,
     .detect = detect,
     .parse = parse,
 };

@@ -11,10 +11,12 @@
  * a keyword search. This format sees every line no step format claimed, so
  * the common case (no keyword) must stay a handful of memmem calls.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "formats.h"
+#include "keywords.h"
 
 enum block { BLOCK_NONE, BLOCK_PYTHON, BLOCK_CPP, BLOCK_SUMMARY };
 
@@ -181,7 +183,8 @@ typedef struct keyword_rule {
     tw_event_kind kind;
 } keyword_rule;
 
-/* Single-line events, checked in order; the first match wins. */
+/* Single-line events, checked in order; the first match wins. They are
+ * found in one pass over the line (keywords.h), not one search each. */
 static const keyword_rule rules[] = {
     {"[PRECISION] [ERROR]", TW_EV_NAN},
     {"There are NAN or INF", TW_EV_NAN},
@@ -240,17 +243,37 @@ static int exit_code_after(const char *s, size_t len, const char *at)
     return -1;
 }
 
+#define RULE_COUNT (sizeof rules / sizeof rules[0])
+_Static_assert(RULE_COUNT + 2 <= TW_KEYWORDS_MAX, "too many event keywords for one index");
+
+static tw_keywords rule_index;
+static pthread_once_t rule_index_once = PTHREAD_ONCE_INIT;
+
+static void build_rule_index(void)
+{
+    static const char *needles[RULE_COUNT + 2];
+    for (size_t i = 0; i < RULE_COUNT; i++)
+        needles[i] = rules[i].needle;
+    needles[RULE_COUNT] = "Killed";
+    needles[RULE_COUNT + 1] = "got signal: ";
+    tw_keywords_init(&rule_index, needles, RULE_COUNT + 2);
+}
+
 static int single_line(tw_parser *p, const tw_line *line)
 {
     const char *s = line->text;
     size_t len = line->len;
     /* "training AGCN finished", "train finished": a verb at the end. */
-    if (len > 8 && (tw_find_ci(s, len, "train") && memcmp(s + len - 8, "finished", 8) == 0))
+    if (len > 8 && memcmp(s + len - 8, "finished", 8) == 0 && tw_find_ci(s, len, "train"))
         return emit_event(p, line, TW_EV_FINISHED, s, len, NULL, 0);
-    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
-        const char *at = tw_find(s, len, rules[i].needle);
-        if (!at)
+    pthread_once(&rule_index_once, build_rule_index);
+    uint64_t found = tw_keywords_scan(&rule_index, s, len);
+    if (!found)
+        return 0;
+    for (size_t i = 0; i < RULE_COUNT; i++) {
+        if (!(found & (1ull << i)))
             continue;
+        const char *at = tw_find(s, len, rules[i].needle);
         int code = 0;
         if (rules[i].kind == TW_EV_EXIT) {
             code = exit_code_after(s, len, at + strlen(rules[i].needle));

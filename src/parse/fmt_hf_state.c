@@ -95,10 +95,13 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     return -1;
 }
 
+static const char *const anchors[] = {"\"log_history\"", NULL};
+
 const tw_format tw_format_hf_state = {
     .name = "hf-trainer-state",
     .summary = "HuggingFace trainer_state.json (log_history entries)",
     .state_size = sizeof(hf_state),
+    .anchors = anchors,
     .detect = detect,
     .parse = parse,
 };

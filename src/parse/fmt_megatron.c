@@ -87,9 +87,12 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     return 1;
 }
 
+static const char *const anchors[] = {"iteration ", NULL};
+
 const tw_format tw_format_megatron = {
     .name = "megatron",
     .summary = "Megatron-LM iteration lines (iteration N/ M | lm loss: ... | ...)",
+    .anchors = anchors,
     .detect = detect,
     .parse = parse,
 };

@@ -99,9 +99,12 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     return 1;
 }
 
+static const char *const anchors[] = {"Epoch(", "Iter(", "Epoch [", NULL};
+
 const tw_format tw_format_mmdet = {
     .name = "mmdet",
     .summary = "OpenMMLab text logs (Epoch [e][i/n], Epoch(train)/(val), Iter(train))",
+    .anchors = anchors,
     .detect = detect,
     .parse = parse,
 };

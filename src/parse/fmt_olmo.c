@@ -98,10 +98,13 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
 
 static void finish(tw_parser *p, void *state) { flush(p, state); }
 
+static const char *const anchors[] = {"[step=", NULL};
+
 const tw_format tw_format_olmo = {
     .name = "olmo",
     .summary = "OLMo trainer logs ([step=N/M,epoch=E] then indented key=value metrics)",
     .state_size = sizeof(olmo_state),
+    .anchors = anchors,
     .detect = detect,
     .parse = parse,
     .finish = finish,

@@ -50,9 +50,12 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     return tw_emit_fields(p, line, TW_REC_STEP, m, len);
 }
 
+static const char *const anchors[] = {"] - ", NULL};
+
 const tw_format tw_format_paddlenlp = {
     .name = "paddlenlp",
     .summary = "PaddleNLP Trainer lines ([ INFO] - loss: ..., global_step: ..., eval_*)",
+    .anchors = anchors,
     .detect = detect,
     .parse = parse,
 };

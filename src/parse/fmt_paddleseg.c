@@ -47,9 +47,12 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     return 1;
 }
 
+static const char *const anchors[] = {"[TRAIN] ", "[EVAL] ", NULL};
+
 const tw_format tw_format_paddleseg = {
     .name = "paddleseg",
     .summary = "PaddleSeg trainer lines ([TRAIN] epoch: e, iter: i/n, ... | ETA) and [EVAL] results",
+    .anchors = anchors,
     .detect = detect,
     .parse = parse,
 };

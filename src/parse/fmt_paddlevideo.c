@@ -49,9 +49,12 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     return 1;
 }
 
+static const char *const anchors[] = {"epoch:[", "END epoch:", NULL};
+
 const tw_format tw_format_paddlevideo = {
     .name = "paddlevideo",
     .summary = "PaddleVideo trainer lines (epoch:[e/n] train step:i ..., END epoch:e val ...)",
+    .anchors = anchors,
     .detect = detect,
     .parse = parse,
 };

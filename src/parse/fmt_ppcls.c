@@ -71,9 +71,12 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     return 1;
 }
 
+static const char *const anchors[] = {"[Train][Epoch ", "[Eval][Epoch ", NULL};
+
 const tw_format tw_format_ppcls = {
     .name = "ppcls",
     .summary = "PaddleClas trainer lines ([Train][Epoch e/n][Iter: i/m] ..., [Eval][...][Avg])",
+    .anchors = anchors,
     .detect = detect,
     .parse = parse,
 };

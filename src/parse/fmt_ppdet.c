@@ -81,9 +81,12 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     return 1;
 }
 
+static const char *const anchors[] = {"Epoch: [", "Average Precision", "Best test bbox", NULL};
+
 const tw_format tw_format_ppdet = {
     .name = "ppdet",
     .summary = "PaddleDetection trainer lines (Epoch: [e] [i/n] ... data_cost) and COCO AP",
+    .anchors = anchors,
     .detect = detect,
     .parse = parse,
 };

@@ -11,12 +11,18 @@
  * In the 2.0 era "iter" counts across epochs, so it is the global step.
  * "best metric" lines repeat an earlier evaluation and are not new results.
  */
+#include <string.h>
+
 #include "formats.h"
+
+static int parse_step(tw_parser *p, const tw_line *line, const char *e, size_t n);
 
 static bool detect(const tw_line *line)
 {
     const char *s = line->body;
     size_t n = line->body_len;
+    if (!memchr(s, ':', n))
+        return false;
     return (tw_find(s, n, "epoch: [") &&
             (tw_find(s, n, "global_step: ") || tw_find(s, n, "iter: "))) ||
            tw_find(s, n, "cur metric") || tw_find(s, n, "cur metirc") ||
@@ -28,6 +34,9 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     (void)state;
     const char *s = line->body;
     size_t n = line->body_len;
+    const char *e = tw_find(s, n, "epoch: [");
+    if (e)
+        return parse_step(p, line, e, n - (size_t)(e - s));
     const char *cur = tw_find(s, n, "cur metric");
     if (!cur)
         cur = tw_find(s, n, "cur metirc");
@@ -35,12 +44,14 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
         return tw_emit_fields(p, line, TW_REC_EVAL, cur + 10, n - (size_t)(cur + 10 - s));
     if (tw_find(s, n, "best metric") || tw_find(s, n, "best metirc"))
         return -1;
-    const char *e = tw_find(s, n, "epoch: [");
-    if (!e)
-        return 0;
+    return 0;
+}
+
+static int parse_step(tw_parser *p, const tw_line *line, const char *e, size_t n)
+{
     tw_record r;
     tw_record_init(&r);
-    tw_fields_scan(&r, e, n - (size_t)(e - s));
+    tw_fields_scan(&r, e, n);
     if (r.global_step < 0 && r.step >= 0) {
         r.global_step = r.step;
         r.step = -1;
@@ -51,9 +62,12 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     return 1;
 }
 
+static const char *const anchors[] = {"epoch: [", "cur metric", "cur metirc", "best metric", "best metirc", NULL};
+
 const tw_format tw_format_ppocr = {
     .name = "ppocr",
     .summary = "PaddleOCR trainer lines (epoch: [a/b], global_step/iter, avg_reader_cost, cur metric)",
+    .anchors = anchors,
     .detect = detect,
     .parse = parse,
 };

@@ -55,9 +55,12 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     return tw_emit_fields(p, line, kind, m, len);
 }
 
+static const char *const anchors[] = {"INFO", "DEBUG", "WARNING", "ERROR", "CRITICAL", NULL};
+
 const tw_format tw_format_pylogging = {
     .name = "pylogging",
     .summary = "Python logging lines (LEVEL:name:msg, 'date - name - LEVEL - msg', ...) with key: value fields",
+    .anchors = anchors,
     .detect = detect,
     .parse = parse,
 };

@@ -77,9 +77,12 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     return 1;
 }
 
+static const char *const anchors[] = {"%|", NULL};
+
 const tw_format tw_format_tqdm = {
     .name = "tqdm",
     .summary = "tqdm / PyTorch Lightning progress bars with loss=... postfix",
+    .anchors = anchors,
     .detect = detect,
     .parse = parse,
 };

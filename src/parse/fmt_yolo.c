@@ -73,7 +73,13 @@ static bool is_header(const char *s, size_t n)
     return true;
 }
 
-static bool detect(const tw_line *line) { return is_header(line->text, line->len); }
+static bool detect(const tw_line *line)
+{
+    size_t i = 0;
+    while (i < line->len && tw_is_blank(line->text[i]))
+        i++;
+    return i < line->len && (line->text[i] == 'e' || line->text[i] == 'E') && is_header(line->text, line->len);
+}
 
 static int learn_header(yolo_state *st, const tw_line *line)
 {

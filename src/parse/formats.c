@@ -18,6 +18,8 @@ static const tw_format *const table[] = {
     &tw_format_kv,
 };
 
+_Static_assert(sizeof table / sizeof table[0] <= 64, "the dispatcher keeps format sets in 64-bit masks");
+
 const tw_format *const *tw_formats(size_t *count)
 {
     *count = sizeof table / sizeof table[0];

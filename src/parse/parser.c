@@ -13,12 +13,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include "keywords.h"
 #include "scan.h"
 #include "trainwatch/error.h"
 
@@ -207,6 +209,44 @@ static int try_format(tw_parser *p, size_t i, const tw_format *f, const tw_line 
     return n;
 }
 
+/* One index over every format's anchors; anchor_owner maps a needle to its format. */
+static tw_keywords anchor_index;
+static uint64_t anchored_formats;        /* formats that declared anchors */
+static uint64_t anchor_owner_mask[TW_KEYWORDS_MAX];
+static pthread_once_t anchor_once = PTHREAD_ONCE_INIT;
+
+static void build_anchor_index(void)
+{
+    static const char *needles[TW_KEYWORDS_MAX];
+    size_t count, n = 0;
+    const tw_format *const *table = tw_formats(&count);
+    for (size_t i = 0; i < count && i < 64; i++) {
+        if (!table[i]->anchors)
+            continue;
+        anchored_formats |= 1ull << i;
+        for (const char *const *a = table[i]->anchors; *a && n < TW_KEYWORDS_MAX; a++) {
+            anchor_owner_mask[n] = 1ull << i;
+            needles[n++] = *a;
+        }
+    }
+    tw_keywords_init(&anchor_index, needles, n);
+}
+
+/* Formats worth asking detect(): those without anchors, and those whose
+ * anchors occur in the line. */
+static uint64_t candidate_formats(const tw_line *line)
+{
+    pthread_once(&anchor_once, build_anchor_index);
+    uint64_t found = tw_keywords_scan(&anchor_index, line->text, line->len);
+    uint64_t formats = ~anchored_formats;
+    while (found) {
+        int n = __builtin_ctzll(found);
+        found &= found - 1;
+        formats |= anchor_owner_mask[n];
+    }
+    return formats;
+}
+
 static void dispatch(tw_parser *p, const tw_line *line)
 {
     size_t count;
@@ -224,9 +264,10 @@ static void dispatch(tw_parser *p, const tw_line *line)
     }
     if (p->forced >= 0)
         return;
+    uint64_t candidates = candidate_formats(line);
     for (size_t i = 0; i < count; i++) {
         const tw_format *f = table[i];
-        if ((int)i == p->locked || (int)i == cont || !f->detect(line))
+        if ((int)i == p->locked || (int)i == cont || !(candidates & (1ull << i)) || !f->detect(line))
             continue;
         if (try_format(p, i, f, line) != 0)
             return;

@@ -516,6 +516,7 @@ typedef enum field_id {
 
 typedef struct synonym {
     const char *key;      /* lower case, "(...)" suffixes stripped */
+    size_t len;
     field_id field;
     bool strong;          /* overrides a weaker synonym already seen */
     double scale;         /* default unit: seconds, bytes */
@@ -525,58 +526,58 @@ typedef struct synonym {
 #define GB (1024.0 * 1024.0 * 1024.0)
 
 static const synonym synonyms[] = {
-    {"loss", FIELD_LOSS, true, 1},
-    {"total_loss", FIELD_LOSS, false, 1},
-    {"train_loss", FIELD_LOSS, false, 1},
-    {"train/loss", FIELD_LOSS, false, 1},
-    {"lm loss", FIELD_LOSS, false, 1},
-    {"lm_loss", FIELD_LOSS, false, 1},
-    {"batch_loss", FIELD_LOSS, false, 1},
-    {"train/crossentropyloss", FIELD_LOSS, false, 1},
-    {"avg_loss", FIELD_LOSS, false, 1},
-    {"lr", FIELD_LR, true, 1},
-    {"learning_rate", FIELD_LR, true, 1},
-    {"learning rate", FIELD_LR, true, 1},
-    {"train/lr", FIELD_LR, false, 1},
-    {"optim/learning_rate_group0", FIELD_LR, false, 1},
-    {"batch_cost", FIELD_BATCH, true, 1},
-    {"avg_batch_cost", FIELD_BATCH, true, 1},
-    {"batch_time", FIELD_BATCH, true, 1},
-    {"step_time", FIELD_BATCH, true, 1},
-    {"iter_time", FIELD_BATCH, true, 1},
-    {"time", FIELD_BATCH, false, 1},
-    {"interval_steps_per_second", FIELD_STEPS_PER_SEC, false, 1},
-    {"reader_cost", FIELD_DATA, true, 1},
-    {"avg_reader_cost", FIELD_DATA, true, 1},
-    {"data_cost", FIELD_DATA, true, 1},
-    {"data_time", FIELD_DATA, true, 1},
-    {"data_wait", FIELD_DATA, true, 1},
-    {"dataloader_time", FIELD_DATA, true, 1},
-    {"ips", FIELD_IPS, true, 1},
-    {"avg_ips", FIELD_IPS, false, 1},
-    {"samples_per_second", FIELD_IPS, false, 1},
-    {"interval_samples_per_second", FIELD_IPS, false, 1},
-    {"samples/sec", FIELD_IPS, false, 1},
-    {"throughput", FIELD_IPS, false, 1},
-    {"eta", FIELD_ETA, true, 1},
-    {"eta_seconds", FIELD_ETA, true, 1},
-    {"max_mem_reserved", FIELD_MEM, true, MB},
-    {"max_mem_allocated", FIELD_MEM, false, MB},
-    {"max_memory_reserved", FIELD_MEM, true, GB},
-    {"max_memory_allocated", FIELD_MEM, false, GB},
-    {"current_memory_reserved", FIELD_MEM, false, GB},
-    {"current_memory_allocated", FIELD_MEM, false, GB},
-    {"memory", FIELD_MEM, false, MB},
-    {"max_mem", FIELD_MEM, false, MB},
-    {"mem", FIELD_MEM, false, MB},
-    {"gpu_mem", FIELD_MEM, false, GB},
-    {"system/peak gpu memory (mb)", FIELD_MEM, false, MB},
-    {"epoch", FIELD_EPOCH, true, 1},
-    {"step", FIELD_STEP, true, 1},
-    {"iter", FIELD_STEP, true, 1},
-    {"steps", FIELD_STEP, false, 1},
-    {"global_step", FIELD_GLOBAL, true, 1},
-    {"iteration", FIELD_GLOBAL, true, 1},
+    {"loss", sizeof "loss" - 1, FIELD_LOSS, true, 1},
+    {"total_loss", sizeof "total_loss" - 1, FIELD_LOSS, false, 1},
+    {"train_loss", sizeof "train_loss" - 1, FIELD_LOSS, false, 1},
+    {"train/loss", sizeof "train/loss" - 1, FIELD_LOSS, false, 1},
+    {"lm loss", sizeof "lm loss" - 1, FIELD_LOSS, false, 1},
+    {"lm_loss", sizeof "lm_loss" - 1, FIELD_LOSS, false, 1},
+    {"batch_loss", sizeof "batch_loss" - 1, FIELD_LOSS, false, 1},
+    {"train/crossentropyloss", sizeof "train/crossentropyloss" - 1, FIELD_LOSS, false, 1},
+    {"avg_loss", sizeof "avg_loss" - 1, FIELD_LOSS, false, 1},
+    {"lr", sizeof "lr" - 1, FIELD_LR, true, 1},
+    {"learning_rate", sizeof "learning_rate" - 1, FIELD_LR, true, 1},
+    {"learning rate", sizeof "learning rate" - 1, FIELD_LR, true, 1},
+    {"train/lr", sizeof "train/lr" - 1, FIELD_LR, false, 1},
+    {"optim/learning_rate_group0", sizeof "optim/learning_rate_group0" - 1, FIELD_LR, false, 1},
+    {"batch_cost", sizeof "batch_cost" - 1, FIELD_BATCH, true, 1},
+    {"avg_batch_cost", sizeof "avg_batch_cost" - 1, FIELD_BATCH, true, 1},
+    {"batch_time", sizeof "batch_time" - 1, FIELD_BATCH, true, 1},
+    {"step_time", sizeof "step_time" - 1, FIELD_BATCH, true, 1},
+    {"iter_time", sizeof "iter_time" - 1, FIELD_BATCH, true, 1},
+    {"time", sizeof "time" - 1, FIELD_BATCH, false, 1},
+    {"interval_steps_per_second", sizeof "interval_steps_per_second" - 1, FIELD_STEPS_PER_SEC, false, 1},
+    {"reader_cost", sizeof "reader_cost" - 1, FIELD_DATA, true, 1},
+    {"avg_reader_cost", sizeof "avg_reader_cost" - 1, FIELD_DATA, true, 1},
+    {"data_cost", sizeof "data_cost" - 1, FIELD_DATA, true, 1},
+    {"data_time", sizeof "data_time" - 1, FIELD_DATA, true, 1},
+    {"data_wait", sizeof "data_wait" - 1, FIELD_DATA, true, 1},
+    {"dataloader_time", sizeof "dataloader_time" - 1, FIELD_DATA, true, 1},
+    {"ips", sizeof "ips" - 1, FIELD_IPS, true, 1},
+    {"avg_ips", sizeof "avg_ips" - 1, FIELD_IPS, false, 1},
+    {"samples_per_second", sizeof "samples_per_second" - 1, FIELD_IPS, false, 1},
+    {"interval_samples_per_second", sizeof "interval_samples_per_second" - 1, FIELD_IPS, false, 1},
+    {"samples/sec", sizeof "samples/sec" - 1, FIELD_IPS, false, 1},
+    {"throughput", sizeof "throughput" - 1, FIELD_IPS, false, 1},
+    {"eta", sizeof "eta" - 1, FIELD_ETA, true, 1},
+    {"eta_seconds", sizeof "eta_seconds" - 1, FIELD_ETA, true, 1},
+    {"max_mem_reserved", sizeof "max_mem_reserved" - 1, FIELD_MEM, true, MB},
+    {"max_mem_allocated", sizeof "max_mem_allocated" - 1, FIELD_MEM, false, MB},
+    {"max_memory_reserved", sizeof "max_memory_reserved" - 1, FIELD_MEM, true, GB},
+    {"max_memory_allocated", sizeof "max_memory_allocated" - 1, FIELD_MEM, false, GB},
+    {"current_memory_reserved", sizeof "current_memory_reserved" - 1, FIELD_MEM, false, GB},
+    {"current_memory_allocated", sizeof "current_memory_allocated" - 1, FIELD_MEM, false, GB},
+    {"memory", sizeof "memory" - 1, FIELD_MEM, false, MB},
+    {"max_mem", sizeof "max_mem" - 1, FIELD_MEM, false, MB},
+    {"mem", sizeof "mem" - 1, FIELD_MEM, false, MB},
+    {"gpu_mem", sizeof "gpu_mem" - 1, FIELD_MEM, false, GB},
+    {"system/peak gpu memory (mb)", sizeof "system/peak gpu memory (mb)" - 1, FIELD_MEM, false, MB},
+    {"epoch", sizeof "epoch" - 1, FIELD_EPOCH, true, 1},
+    {"step", sizeof "step" - 1, FIELD_STEP, true, 1},
+    {"iter", sizeof "iter" - 1, FIELD_STEP, true, 1},
+    {"steps", sizeof "steps" - 1, FIELD_STEP, false, 1},
+    {"global_step", sizeof "global_step" - 1, FIELD_GLOBAL, true, 1},
+    {"iteration", sizeof "iteration" - 1, FIELD_GLOBAL, true, 1},
 };
 
 static const synonym *find_synonym(const char *key, size_t len)
@@ -587,10 +588,11 @@ static const synonym *find_synonym(const char *key, size_t len)
         if (open && open > key && open[-1] != ' ')
             len = (size_t)(open - key);
     }
+    char first = lower(key[0]);
     for (size_t i = 0; i < sizeof synonyms / sizeof synonyms[0]; i++) {
-        const char *k = synonyms[i].key;
-        if (strlen(k) == len && strncasecmp(k, key, len) == 0)
-            return &synonyms[i];
+        const synonym *syn = &synonyms[i];
+        if (syn->len == len && syn->key[0] == first && strncasecmp(syn->key, key, len) == 0)
+            return syn;
     }
     return NULL;
 }
