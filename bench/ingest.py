@@ -10,7 +10,6 @@ Prints MB/s, ratios and peak RSS for each; nothing here is a test.
 import os
 import pathlib
 import random
-import resource
 import shutil
 import subprocess
 import sys
@@ -96,13 +95,14 @@ gauge batch_cost
 
 
 def measure(name, cmd, size):
-    """Runs cmd, returns (seconds, peak RSS in MiB) of the child."""
+    """Runs cmd under /usr/bin/time (a small parent, so the child's peak RSS
+    is its own, not inherited from this Python), returns (seconds, MiB)."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
+    proc = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
     elapsed = time.perf_counter() - start
-    code = os.waitstatus_to_exitcode(status)
-    rss = usage.ru_maxrss / 1024
+    code = proc.returncode
+    rss = int(proc.stderr.strip().splitlines()[-1]) / 1024
     print(f"  {name:<28} {elapsed:8.2f} s  {size / elapsed / 1e6:9.1f} MB/s  {rss:8.1f} MiB peak RSS  (exit {code})",
           flush=True)
     return elapsed, rss

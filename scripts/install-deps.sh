@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config time
   zlib1g-dev libcmocka-dev
   clang libclang-rt-14-dev llvm
   python3 python3-pytest

@@ -275,9 +275,13 @@ static void note_loss(tw_rank *rk, const tw_point *p, double spike_factor)
     }
     /* Spike: well above the median of the recent losses. */
     if (rk->recent_loss_count >= 8) {
-        double tmp[TW_RECENT];
-        memcpy(tmp, rk->recent_loss, sizeof(double) * (size_t)rk->recent_loss_count);
-        double med = select_kth(tmp, rk->recent_loss_count, rk->recent_loss_count / 2);
+        /* The median moves slowly: recompute it every 8 losses, not every step. */
+        if (rk->recent_median_age++ % 8 == 0) {
+            double tmp[TW_RECENT];
+            memcpy(tmp, rk->recent_loss, sizeof(double) * (size_t)rk->recent_loss_count);
+            rk->recent_median = select_kth(tmp, rk->recent_loss_count, rk->recent_loss_count / 2);
+        }
+        double med = rk->recent_median;
         if (med > 0 && p->loss > spike_factor * med) {
             rk->spikes++;
             double ratio = p->loss / med;

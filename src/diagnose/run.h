@@ -70,6 +70,8 @@ typedef struct tw_rank {
     int recent_count, recent_head;
     double recent_loss[TW_RECENT];
     int recent_loss_count, recent_loss_head;
+    double recent_median;          /* of recent_loss, refreshed every 8 losses */
+    unsigned recent_median_age;
     uint64_t spikes;
     double worst_spike_ratio;
     tw_point worst_spike;

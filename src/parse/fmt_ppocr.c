@@ -37,12 +37,13 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     const char *e = tw_find(s, n, "epoch: [");
     if (e)
         return parse_step(p, line, e, n - (size_t)(e - s));
-    const char *cur = tw_find(s, n, "cur metric");
-    if (!cur)
-        cur = tw_find(s, n, "cur metirc");
-    if (cur)
-        return tw_emit_fields(p, line, TW_REC_EVAL, cur + 10, n - (size_t)(cur + 10 - s));
-    if (tw_find(s, n, "best metric") || tw_find(s, n, "best metirc"))
+    /* "cur metric" and "best metric" (and the 2.0 era's "metirc") */
+    const char *m = tw_find(s, n, " met");
+    if (!m || m + 7 > s + n || !(memcmp(m + 4, "ric", 3) == 0 || memcmp(m + 4, "irc", 3) == 0))
+        return 0;
+    if (m - 3 >= s && memcmp(m - 3, "cur", 3) == 0)
+        return tw_emit_fields(p, line, TW_REC_EVAL, m + 7, n - (size_t)(m + 7 - s));
+    if (m - 4 >= s && memcmp(m - 4, "best", 4) == 0)
         return -1;
     return 0;
 }

@@ -26,6 +26,7 @@
 
 #define READ_CHUNK (256u * 1024u)
 #define BUFFER_SIZE (TW_LINE_MAX + READ_CHUNK)
+#define RECENT_FORMATS 3
 
 struct tw_parser {
     char *path;
@@ -33,6 +34,7 @@ struct tw_parser {
     int forced;               /* index in the format table, -1: detect */
     int locked;               /* format detected for this input, -1: none yet */
     int continuing;           /* format inside a multi-line block (returned -1 last line), -1: none */
+    int recent[RECENT_FORMATS]; /* other formats that produced data lately, most recent first */
     char *buf;                /* read buffer: one partial line plus a chunk */
     size_t have;
     bool skipping;            /* dropping the rest of a line cut at TW_LINE_MAX */
@@ -94,6 +96,8 @@ int tw_parser_new(tw_parser **out, const char *name, const tw_format *forced, in
         }
     }
     p->forced = p->locked = p->continuing = -1;
+    for (int i = 0; i < RECENT_FORMATS; i++)
+        p->recent[i] = -1;
     for (size_t i = 0; i < count; i++) {
         if (table[i] == forced)
             p->forced = (int)i;
@@ -203,6 +207,14 @@ static int try_format(tw_parser *p, size_t i, const tw_format *f, const tw_line 
     if (n > 0 && p->emitted_data && p->locked < 0 && p->forced < 0) {
         p->locked = (int)i;
         p->stats.format = f->name;
+    } else if (n > 0 && p->emitted_data && (int)i != p->locked && p->recent[0] != (int)i) {
+        /* a mixed log: keep the other formats it uses at hand (most recent first) */
+        int k = 0;
+        while (k < RECENT_FORMATS - 1 && p->recent[k] != (int)i)
+            k++;
+        for (; k > 0; k--)
+            p->recent[k] = p->recent[k - 1];
+        p->recent[0] = (int)i;
     }
     if (n != 0)
         p->continuing = n < 0 ? (int)i : -1;
@@ -264,6 +276,11 @@ static void dispatch(tw_parser *p, const tw_line *line)
     }
     if (p->forced >= 0)
         return;
+    for (int k = 0; k < RECENT_FORMATS && p->recent[k] >= 0; k++) {
+        int i = p->recent[k];
+        if (i != cont && table[i]->detect(line) && try_format(p, (size_t)i, table[i], line) != 0)
+            return;
+    }
     uint64_t candidates = candidate_formats(line);
     for (size_t i = 0; i < count; i++) {
         const tw_format *f = table[i];
@@ -334,6 +351,10 @@ static void process_line(tw_parser *p, const char *s, size_t len)
         return;
     }
     /* Progress bars rewrite the line with \r or \b: each rewrite is a segment. */
+    if (!memchr(s, '\r', len) && !memchr(s, '\b', len)) {
+        process_segment(p, s, len);
+        return;
+    }
     size_t start = 0;
     for (size_t i = 0; i < len; i++) {
         if (s[i] == '\r' || s[i] == '\b') {

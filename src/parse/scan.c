@@ -8,6 +8,7 @@
 #include "scan.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -387,11 +388,20 @@ size_t tw_scan_duration(const char *s, const char *end, double *out)
     return (size_t)(q - s);
 }
 
-static bool is_key_char(char c)
+/* Character classes for the tokenizer, one table lookup per byte. */
+enum { CLASS_KEY = 1, CLASS_SEPARATOR = 2 };
+static unsigned char char_class[256];
+
+__attribute__((constructor)) static void build_char_classes(void)
 {
-    return tw_is_alpha(c) || tw_is_digit(c) || c == '_' || c == '.' || c == '/' || c == '(' ||
-           c == ')' || c == '@' || c == '-';
+    for (int c = 0; c < 256; c++) {
+        bool key = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                   c == '.' || c == '/' || c == '(' || c == ')' || c == '@' || c == '-';
+        char_class[c] = (unsigned char)((key ? CLASS_KEY : 0) | ((c == ':' || c == '=') ? CLASS_SEPARATOR : 0));
+    }
 }
+
+static bool is_key_char(char c) { return char_class[(unsigned char)c] & CLASS_KEY; }
 
 static bool is_unit_char(char c) { return tw_is_alpha(c) || c == '/'; }
 
@@ -461,7 +471,7 @@ int tw_kv_scan(const char *s, size_t len, tw_kv_fn fn, void *arg)
     const char *p = s;
     while (p < end) {
         const char *sep = p;
-        while (sep < end && *sep != ':' && *sep != '=')
+        while (sep < end && !(char_class[(unsigned char)*sep] & CLASS_SEPARATOR))
             sep++;
         if (sep >= end)
             break;
@@ -580,6 +590,23 @@ static const synonym synonyms[] = {
     {"iteration", sizeof "iteration" - 1, FIELD_GLOBAL, true, 1},
 };
 
+#define SYNONYM_COUNT (sizeof synonyms / sizeof synonyms[0])
+#define SYNONYM_MAX_LEN 40
+_Static_assert(SYNONYM_COUNT <= 64, "synonym sets are 64-bit masks");
+
+static uint64_t synonym_by_length[SYNONYM_MAX_LEN];
+static uint64_t synonym_by_first[256];
+static pthread_once_t synonym_once = PTHREAD_ONCE_INIT;
+
+static void build_synonym_index(void)
+{
+    for (size_t i = 0; i < SYNONYM_COUNT; i++) {
+        if (synonyms[i].len < SYNONYM_MAX_LEN)
+            synonym_by_length[synonyms[i].len] |= 1ull << i;
+        synonym_by_first[(unsigned char)synonyms[i].key[0]] |= 1ull << i;
+    }
+}
+
 static const synonym *find_synonym(const char *key, size_t len)
 {
     /* Strip a "(Scheduler)" suffix: PaddleClas prints lr(PiecewiseDecay). */
@@ -588,11 +615,16 @@ static const synonym *find_synonym(const char *key, size_t len)
         if (open && open > key && open[-1] != ' ')
             len = (size_t)(open - key);
     }
-    char first = lower(key[0]);
-    for (size_t i = 0; i < sizeof synonyms / sizeof synonyms[0]; i++) {
-        const synonym *syn = &synonyms[i];
-        if (syn->len == len && syn->key[0] == first && strncasecmp(syn->key, key, len) == 0)
-            return syn;
+    if (len == 0 || len >= SYNONYM_MAX_LEN)
+        return NULL;
+    pthread_once(&synonym_once, build_synonym_index);
+    /* candidates share the key's length and first letter */
+    uint64_t candidates = synonym_by_length[len] & synonym_by_first[(unsigned char)lower(key[0])];
+    while (candidates) {
+        int i = __builtin_ctzll(candidates);
+        candidates &= candidates - 1;
+        if (strncasecmp(synonyms[i].key, key, len) == 0)
+            return &synonyms[i];
     }
     return NULL;
 }
