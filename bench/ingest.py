@@ -98,8 +98,10 @@ def measure(name, cmd, size):
     """Runs cmd under /usr/bin/time (a small parent, so the child's peak RSS
     is its own, not inherited from this Python), returns (seconds, MiB)."""
     start = time.perf_counter()
-    proc = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True)
+    # stdout to a real file: GNU grep stops at the first match when it sees /dev/null
+    with tempfile.TemporaryFile() as sink:
+        proc = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, stdout=sink,
+                              stderr=subprocess.PIPE, text=True)
     elapsed = time.perf_counter() - start
     code = proc.returncode
     rss = int(proc.stderr.strip().splitlines()[-1]) / 1024

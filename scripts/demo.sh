@@ -5,8 +5,8 @@ set -euo pipefail
 build=${1:-build}
 out=demo-run
 mkdir -p "$out"
-echo "== training examples/demo-train with a slow data loader (--slow-reader 40 ms per batch)"
-"$build/demo-train" --epochs 3 --steps-per-epoch 40 --log-interval 5 --slow-reader 40 --log "$out/train.log"
+echo "== training examples/demo-train with a slow data loader (--slow-reader 10: 10 ms of decoding per batch)"
+"$build/demo-train" --epochs 3 --steps-per-epoch 40 --log-interval 5 --slow-reader 10 --log "$out/train.log"
 echo "== trainwatch analyze $out/train.log"
 status=0
 "$build/trainwatch" analyze "$out/train.log" || status=$?

@@ -27,8 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_DIM 64
-#define MAX_CLASSES 16
+#define MAX_DIM 256
+#define MAX_CLASSES 32
 
 typedef struct options {
     int epochs, steps_per_epoch, batch, dim, classes, log_interval;
@@ -120,7 +120,7 @@ static int make_dataset(dataset *d, const options *o, int n, const dataset *like
     else
         for (int c = 0; c < o->classes; c++)
             for (int j = 0; j < o->dim; j++)
-                d->centers[c][j] = (float)(gaussian() * 1.5);
+                d->centers[c][j] = (float)(gaussian() * 0.15);
     for (int i = 0; i < n; i++) {
         int c = (int)(uniform() * o->classes) % o->classes;
         d->y[i] = c;
@@ -137,7 +137,7 @@ static void read_batch(const dataset *d, const options *o, float *x, int *y)
         int k = (int)(uniform() * d->n) % d->n;
         y[i] = d->y[k];
         for (int j = 0; j < d->dim; j++)
-            x[i * d->dim + j] = d->x[(size_t)k * d->dim + j] + (float)(0.05 * gaussian());
+            x[i * d->dim + j] = d->x[(size_t)k * d->dim + j] + (float)(0.1 * (uniform() - 0.5));
     }
     sleep_seconds(o->slow_reader_ms / 1000.0);
 }
@@ -266,7 +266,7 @@ static void crash(FILE *log, long step)
 
 int main(int argc, char **argv)
 {
-    options o = {.epochs = 5, .steps_per_epoch = 100, .batch = 64, .dim = 32, .classes = 10,
+    options o = {.epochs = 5, .steps_per_epoch = 100, .batch = 128, .dim = 256, .classes = 32,
                  .log_interval = 10, .lr = 0.1, .seed = 7, .lr_spike_factor = 1000, .stall_seconds = 5};
     if (parse_options(argc, argv, &o) != 0)
         return 2;

@@ -32,15 +32,20 @@ static void write_inputs(FILE *out, const tw_report *r, const style *st)
     }
 }
 
+#define TEXT_METRICS_SHOWN 9
+
 static void write_metric_list(FILE *out, const tw_metric_summary *m, int n, bool eval)
 {
-    for (int i = 0; i < n; i++) {
+    int shown = n < TEXT_METRICS_SHOWN ? n : TEXT_METRICS_SHOWN;
+    for (int i = 0; i < shown; i++) {
         if (i > 0)
             fputs(i % 3 == 0 ? "\n                 " : "   ", out);
         fprintf(out, "%s %.4g", m[i].name, m[i].last);
         if (eval && m[i].count > 1 && m[i].best != m[i].last)
             fprintf(out, " (best %.4g)", m[i].best);
     }
+    if (n > shown)
+        fprintf(out, "   (+%d more in --json)", n - shown);
     fputc('\n', out);
 }
 

@@ -33,6 +33,13 @@ static void check_exceptions(const tw_run *run, const tw_thresholds *t, tw_findi
         const tw_event_note *e = &run->events_kept[i];
         if (!is_failure(e))
             continue;
+        /* one report per line: an exception line that also names a signal counts once */
+        if (i > 0 && is_failure(&run->events_kept[i - 1]) && run->events_kept[i - 1].line == e->line &&
+            run->events_kept[i - 1].file == e->file) {
+            if (after_progress(run, e) && e->kind == TW_EV_SIGNAL)
+                fatal = e;
+            continue;
+        }
         if (after_progress(run, e)) {
             fatal_count++;
             /* the last failure explains the end; a signal reported on the same
