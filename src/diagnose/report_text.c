@@ -84,7 +84,8 @@ static void write_summary(FILE *out, const tw_summary *s, const style *st)
     }
     if (!isnan(s->samples_per_sec)) {
         row(out, st, "throughput");
-        fprintf(out, "%.4g samples/s (median)\n", s->samples_per_sec);
+        fprintf(out, s->samples_per_sec >= 1000 ? "%.0f samples/s (median)\n" : "%.4g samples/s (median)\n",
+                s->samples_per_sec);
     }
     if (!isnan(s->final_loss) || !isnan(s->best_loss)) {
         row(out, st, "loss");
