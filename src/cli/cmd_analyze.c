@@ -165,8 +165,11 @@ static int analyze_input(const char *path, int rank, const analyze_options *o, t
     uint64_t records = st->steps + st->evals + st->events;
     int result = 0;
     if (rc != TW_OK) {
-        fprintf(stderr, "trainwatch: %s: %s (after %llu lines)\n", tw_parser_path(p), tw_strerror(rc),
-                (unsigned long long)st->lines);
+        if (st->lines > 0)
+            fprintf(stderr, "trainwatch: %s: %s (after %llu lines)\n", tw_parser_path(p), tw_strerror(rc),
+                    (unsigned long long)st->lines);
+        else
+            fprintf(stderr, "trainwatch: %s: %s\n", tw_parser_path(p), tw_strerror(rc));
         result = -1;
     } else if (records == 0) {
         fprintf(stderr, "trainwatch: %s: no training records recognised in %llu lines%s\n", tw_parser_path(p),

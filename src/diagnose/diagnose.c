@@ -132,6 +132,15 @@ void tw_finding_at_event(tw_finding *f, const tw_run *run, const tw_event_note *
     f->step = e->last_pos >= 0 ? (int64_t)e->last_pos : -1;
 }
 
+const tw_event_note *tw_first_event(const tw_run *run, tw_event_kind kind)
+{
+    for (int i = 0; i < run->events_kept_count; i++) {
+        if (run->events_kept[i].kind == kind)
+            return &run->events_kept[i];
+    }
+    return NULL;
+}
+
 const char *tw_where(const tw_run *run, uint32_t file, uint64_t line, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%s:%llu", file < run->file_count ? run->files[file] : "?",

@@ -189,19 +189,14 @@ static void check_restarts(const tw_run *run, const tw_thresholds *t, tw_finding
         tw_finding_recommend(f, "Work after the last checkpoint before each restart was lost; find why the earlier launch stopped (the lines before the restart) and checkpoint more often if restarts are expected.");
         return;
     }
-    if (run->event_counts[TW_EV_RESUME] > 0) {
-        for (int i = 0; i < run->events_kept_count; i++) {
-            const tw_event_note *e = &run->events_kept[i];
-            if (e->kind != TW_EV_RESUME)
-                continue;
-            char where[600];
-            tw_finding *f = tw_finding_add(out, "resumed", TW_SEV_INFO, "The run resumed from a checkpoint");
-            if (!f)
-                return;
-            tw_finding_at_event(f, run, e);
-            tw_finding_evidence(f, "%s (%s)", e->message, tw_where(run, e->file, e->line, where, sizeof where));
+    const tw_event_note *e = tw_first_event(run, TW_EV_RESUME);
+    if (e) {
+        char where[600];
+        tw_finding *f = tw_finding_add(out, "resumed", TW_SEV_INFO, "The run resumed from a checkpoint");
+        if (!f)
             return;
-        }
+        tw_finding_at_event(f, run, e);
+        tw_finding_evidence(f, "%s (%s)", e->message, tw_where(run, e->file, e->line, where, sizeof where));
     }
 }
 

@@ -96,12 +96,8 @@ static void check_nan(const tw_run *run, const tw_thresholds *t, tw_findings *ou
     }
     if (first)
         nan_for_rank(run, first, out, count - 1);
-    if (run->event_counts[TW_EV_NAN] == 0)
-        return;
-    for (int i = 0; i < run->events_kept_count; i++) {
-        const tw_event_note *e = &run->events_kept[i];
-        if (e->kind != TW_EV_NAN)
-            continue;
+    const tw_event_note *e = tw_first_event(run, TW_EV_NAN);
+    if (e) {
         char where[600];
         tw_finding *f = tw_finding_add(out, "nan_check", TW_SEV_ERROR, "NaN/Inf reported by the framework's check (%llu time%s)",
                                        (unsigned long long)run->event_counts[TW_EV_NAN],
@@ -111,7 +107,6 @@ static void check_nan(const tw_run *run, const tw_thresholds *t, tw_findings *ou
         tw_finding_at_event(f, run, e);
         tw_finding_evidence(f, "first report: %s (%s)", e->message, tw_where(run, e->file, e->line, where, sizeof where));
         tw_finding_recommend(f, "The op and tensor named there produced the first NaN/Inf: check its inputs, lower the learning rate, clip gradients, or run it in fp32.");
-        return;
     }
 }
 

@@ -78,12 +78,8 @@ const tw_rule tw_rule_memory = {"memory_growth", "device memory rising with prog
 static void check_oom(const tw_run *run, const tw_thresholds *t, tw_findings *out)
 {
     (void)t;
-    if (run->event_counts[TW_EV_OOM] == 0)
-        return;
-    for (int i = 0; i < run->events_kept_count; i++) {
-        const tw_event_note *e = &run->events_kept[i];
-        if (e->kind != TW_EV_OOM)
-            continue;
+    const tw_event_note *e = tw_first_event(run, TW_EV_OOM);
+    if (e) {
         char where[600];
         tw_finding *f = tw_finding_add(out, "oom", TW_SEV_ERROR, "Out of memory%s",
                                        e->last_pos >= 0 ? " during training" : " before the first step");
@@ -97,7 +93,6 @@ static void check_oom(const tw_run *run, const tw_thresholds *t, tw_findings *ou
             tw_finding_evidence(f, "%llu out-of-memory reports in all", (unsigned long long)run->event_counts[TW_EV_OOM]);
         tw_finding_recommend(f, "Reduce the per-device batch size (keep the global batch with gradient accumulation), use mixed precision (paddle.amp.auto_cast / torch.autocast), recompute activations (gradient checkpointing), or shard optimizer state.");
         tw_finding_recommend(f, "If memory grew before the OOM, look for tensors kept across steps; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True or FLAGS_allocator_strategy=auto_growth reduce fragmentation.");
-        return;
     }
 }
 

@@ -49,10 +49,7 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
         r.samples_per_sec = v;
         r.fields |= TW_F_SAMPLES_PER_SEC;
     }
-    if (!tw_record_is_step_like(&r))
-        return -1;
-    tw_parser_emit(p, line, &r);
-    return 1;
+    return tw_emit_step(p, line, &r, -1);
 }
 
 static const char *const anchors[] = {"[Rank ", NULL};

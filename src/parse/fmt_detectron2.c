@@ -25,14 +25,8 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     tw_record r;
     tw_record_init(&r);
     tw_fields_scan(&r, line->body, line->body_len);
-    if (r.step >= 0) {
-        r.global_step = r.step;
-        r.step = -1;
-    }
-    if (!tw_record_is_step_like(&r))
-        return -1;
-    tw_parser_emit(p, line, &r);
-    return 1;
+    tw_record_step_is_global(&r);
+    return tw_emit_step(p, line, &r, -1);
 }
 
 static const char *const anchors[] = {"d2.utils.events", "total_loss: ", NULL};

@@ -39,14 +39,8 @@ static int close_object(tw_parser *p, hf_state *st)
         r->fields = 0;
         return tw_emit_eval(p, &st->line, r) ? 1 : -1;
     }
-    if (r->global_step < 0 && r->step >= 0) {
-        r->global_step = r->step; /* HF's "step" counts optimizer steps over the run */
-        r->step = -1;
-    }
-    if (!tw_record_is_step_like(r))
-        return -1;
-    tw_parser_emit(p, &st->line, r);
-    return 1;
+    tw_record_step_is_global(r); /* HF's "step" counts optimizer steps over the run */
+    return tw_emit_step(p, &st->line, r, -1);
 }
 
 static int parse(tw_parser *p, void *state, const tw_line *line)

@@ -52,14 +52,9 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     tw_record_init(&r);
     tw_fields_scan(&r, s, n);
     /* Only mmdet (which has "mode") counts iterations within an epoch. */
-    if (!tw_find(s, n, "\"mode\"") && r.global_step < 0 && r.step >= 0) {
-        r.global_step = r.step;
-        r.step = -1;
-    }
-    if (!tw_record_is_step_like(&r))
-        return -1;
-    tw_parser_emit(p, line, &r);
-    return 1;
+    if (!tw_find(s, n, "\"mode\""))
+        tw_record_step_is_global(&r);
+    return tw_emit_step(p, line, &r, -1);
 }
 
 const tw_format tw_format_json = {

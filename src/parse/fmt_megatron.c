@@ -81,10 +81,7 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
         apply_segment(&r, q, seg_end);
         q = bar ? bar + 1 : end;
     }
-    if (!tw_record_is_step_like(&r))
-        return 0;
-    tw_parser_emit(p, line, &r);
-    return 1;
+    return tw_emit_step(p, line, &r, 0);
 }
 
 static const char *const anchors[] = {"iteration ", NULL};

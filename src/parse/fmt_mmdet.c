@@ -93,10 +93,7 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
         r.fields = 0;
         return tw_emit_eval(p, line, &r);
     }
-    if (!tw_record_is_step_like(&r))
-        return 0;
-    tw_parser_emit(p, line, &r);
-    return 1;
+    return tw_emit_step(p, line, &r, 0);
 }
 
 static const char *const anchors[] = {"Epoch(", "Iter(", "Epoch [", NULL};

@@ -31,20 +31,14 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     tw_record r;
     tw_record_init(&r);
     tw_fields_scan(&r, at + 8, (size_t)(end - at - 8));
-    if (r.step >= 0) {
-        r.global_step = r.step;
-        r.step = -1;
-    }
+    tw_record_step_is_global(&r);
     const char *eta = tw_find(at, (size_t)(end - at), "| ETA ");
     double secs;
     if (eta && tw_scan_duration(eta + 6, end, &secs)) {
         r.eta = secs;
         r.fields |= TW_F_ETA;
     }
-    if (!tw_record_is_step_like(&r))
-        return 0;
-    tw_parser_emit(p, line, &r);
-    return 1;
+    return tw_emit_step(p, line, &r, 0);
 }
 
 static const char *const anchors[] = {"[TRAIN] ", "[EVAL] ", NULL};

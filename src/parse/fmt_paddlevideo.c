@@ -43,10 +43,7 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     tw_record r;
     tw_record_init(&r);
     tw_fields_scan(&r, at, (size_t)(end - at));
-    if (!tw_record_is_step_like(&r))
-        return 0;
-    tw_parser_emit(p, line, &r);
-    return 1;
+    return tw_emit_step(p, line, &r, 0);
 }
 
 static const char *const anchors[] = {"epoch:[", "END epoch:", NULL};

@@ -65,10 +65,7 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
             tw_record_set_metric(&r, "loss", 4, r.loss);
         return tw_emit_eval(p, line, &r);
     }
-    if (!tw_record_is_step_like(&r))
-        return 0;
-    tw_parser_emit(p, line, &r);
-    return 1;
+    return tw_emit_step(p, line, &r, 0);
 }
 
 static const char *const anchors[] = {"[Train][Epoch ", "[Eval][Epoch ", NULL};

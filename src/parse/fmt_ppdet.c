@@ -75,10 +75,7 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
         }
     }
     tw_fields_scan(&r, q, (size_t)(end - q));
-    if (!tw_record_is_step_like(&r))
-        return 0;
-    tw_parser_emit(p, line, &r);
-    return 1;
+    return tw_emit_step(p, line, &r, 0);
 }
 
 static const char *const anchors[] = {"Epoch: [", "Average Precision", "Best test bbox", NULL};

@@ -53,14 +53,8 @@ static int parse_step(tw_parser *p, const tw_line *line, const char *e, size_t n
     tw_record r;
     tw_record_init(&r);
     tw_fields_scan(&r, e, n);
-    if (r.global_step < 0 && r.step >= 0) {
-        r.global_step = r.step;
-        r.step = -1;
-    }
-    if (!tw_record_is_step_like(&r))
-        return 0;
-    tw_parser_emit(p, line, &r);
-    return 1;
+    tw_record_step_is_global(&r);
+    return tw_emit_step(p, line, &r, 0);
 }
 
 static const char *const anchors[] = {"epoch: [", "cur metric", "cur metirc", "best metric", "best metirc", NULL};

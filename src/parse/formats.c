@@ -35,6 +35,23 @@ const tw_format *tw_format_find(const char *name)
     return NULL;
 }
 
+int tw_emit_step(tw_parser *p, const tw_line *line, tw_record *r, int otherwise)
+{
+    if (!tw_record_is_step_like(r))
+        return otherwise;
+    r->kind = TW_REC_STEP;
+    tw_parser_emit(p, line, r);
+    return 1;
+}
+
+void tw_record_step_is_global(tw_record *r)
+{
+    if (r->global_step < 0 && r->step >= 0) {
+        r->global_step = r->step;
+        r->step = -1;
+    }
+}
+
 int tw_emit_eval(tw_parser *p, const tw_line *line, tw_record *r)
 {
     if (r->metric_count == 0 && !tw_has(r, TW_F_LOSS))
@@ -83,9 +100,7 @@ int tw_emit_fields(tw_parser *p, const tw_line *line, tw_record_kind kind, const
     }
     if (!tw_record_is_step_like(&r))
         return only_quality_metrics(&r) ? tw_emit_eval(p, line, &r) : 0;
-    r.kind = kind;
-    tw_parser_emit(p, line, &r);
-    return 1;
+    return tw_emit_step(p, line, &r, 0);
 }
 
 static bool word_at(const char *s, size_t len, size_t i, const char *w)

@@ -37,6 +37,14 @@ extern const tw_format tw_format_kv;
 int tw_emit_fields(tw_parser *p, const tw_line *line, tw_record_kind kind, const char *text,
                    size_t len);
 
+/* Emits r as a training step when it looks like one (tw_record_is_step_like)
+ * and returns 1; otherwise returns `otherwise` (0: not this format's line,
+ * -1: this format's line, but no step in it). */
+int tw_emit_step(tw_parser *p, const tw_line *line, tw_record *r, int otherwise);
+
+/* For logs whose only counter runs across epochs: it is the global step. */
+void tw_record_step_is_global(tw_record *r);
+
 /* Emits r as an eval record when it carries anything; metric names and
  * loss are kept. Returns 1 if emitted. */
 int tw_emit_eval(tw_parser *p, const tw_line *line, tw_record *r);

@@ -375,7 +375,8 @@ static bool looks_binary(const char *s, size_t len)
         if (c < 0x20 && c != '\n' && c != '\r' && c != '\t' && c != '\b' && c != 0x1b && c != '\f')
             odd++;
     }
-    return nul > 0 && odd * 10 > n;
+    /* text logs have no NUL and almost no other control bytes */
+    return nul > 0 && odd * 100 > 3 * n;
 }
 
 static void finish_formats(tw_parser *p)
