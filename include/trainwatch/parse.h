@@ -92,6 +92,10 @@ void tw_parser_close(tw_parser *p);
  * left them unset, then delivers it. */
 void tw_parser_emit(tw_parser *p, const tw_line *line, tw_record *record);
 
+/* For formats: the content names the input's rank ("local rank: 3"). Used
+ * only when neither the caller nor the file name gave one. */
+void tw_parser_rank_hint(tw_parser *p, int rank);
+
 /* Opens a parser on no file at all, for tw_parser_feed() (name is borrowed). */
 int tw_parser_new(tw_parser **out, const char *name, const tw_format *forced, int rank);
 

@@ -75,6 +75,52 @@ done:
 
 const tw_rule tw_rule_memory = {"memory_growth", "device memory rising with progress", check_memory};
 
+/* A short excursion far above the usual level: one batch much larger than the
+ * rest, an evaluation inside the step, a cache filled once. */
+static void check_memory_spike(const tw_run *run, const tw_thresholds *t, tw_findings *out)
+{
+    (void)t;
+    double *v = malloc(sizeof(double) * TW_SERIES_MAX);
+    if (!v)
+        return;
+    for (int i = 0; i < run->rank_count; i++) {
+        const tw_rank *rk = run->ranks[i];
+        if (!rk || !rk->used)
+            continue;
+        const tw_point *peak = NULL;
+        size_t n = 0, peak_index = 0;
+        for (size_t k = 0; k < rk->series.count; k++) {
+            const tw_point *p = &rk->series.points[k];
+            if (!(p->fields & TW_F_MEM))
+                continue;
+            if (!peak || p->mem > peak->mem) {
+                peak = p;
+                peak_index = n;
+            }
+            v[n++] = p->mem;
+        }
+        if (n < 10)
+            continue;
+        double median = tw_median(v, n);
+        /* at the very end it is growth, not a spike */
+        if (!(median > 0 && peak->mem > 1.5 * median && peak_index < n - n / 10))
+            continue;
+        char where[600];
+        tw_finding *f = tw_finding_add(out, "memory_spike", TW_SEV_INFO, "Device memory spiked to %.2f GiB at step %.0f on rank %d (%.2f GiB usually)",
+                                       peak->mem / GIB, peak->pos, rk->rank, median / GIB);
+        if (!f)
+            break;
+        tw_finding_at(f, run, peak, rk->rank);
+        f->value = peak->mem / median;
+        tw_finding_evidence(f, "peak %.2f GiB at step %.0f (%s); median %.2f GiB over %zu records", peak->mem / GIB,
+                            peak->pos, tw_where(run, peak->file, peak->line, where, sizeof where), median / GIB, n);
+        tw_finding_recommend(f, "The peak, not the average, decides an OOM: look for unusually large batches (variable-length inputs: bucket or cap them) or work done inside the step at that point (evaluation, checkpointing).");
+    }
+    free(v);
+}
+
+const tw_rule tw_rule_memory_spike = {"memory_spike", "device memory far above its usual level", check_memory_spike};
+
 static void check_oom(const tw_run *run, const tw_thresholds *t, tw_findings *out)
 {
     (void)t;

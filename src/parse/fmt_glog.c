@@ -7,7 +7,8 @@
  *   F0405 10:23:45.123456  1234 file.cc:404] Check failed: ...
  *
  * Severity E lines become warning events and F (fatal) lines exception
- * events; I and W lines are Paddle's chatter and are consumed quietly.
+ * events; I and W lines are Paddle's chatter and are consumed quietly, except
+ * that the NCCL init line tells the rank of a log whose name does not.
  */
 #include <string.h>
 
@@ -26,6 +27,11 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     if (!detect(line))
         return 0;
     char severity = line->text[0];
+    /* Paddle's collective init names the rank: "init nccl context nranks: 4 local rank: 1" */
+    const char *rank = tw_find(line->body, line->body_len, "local rank: ");
+    long long value;
+    if (rank && tw_scan_uint(rank + 12, line->body + line->body_len, &value))
+        tw_parser_rank_hint(p, (int)value);
     if (severity != 'E' && severity != 'F')
         return -1;
     const char *msg = tw_find(line->body, line->body_len, "] ") + 2;

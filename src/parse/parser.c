@@ -164,6 +164,12 @@ void tw_parser_close(tw_parser *p)
     free(p);
 }
 
+void tw_parser_rank_hint(tw_parser *p, int rank)
+{
+    if (p->rank < 0 && rank >= 0)
+        p->rank = rank;
+}
+
 void tw_parser_emit(tw_parser *p, const tw_line *line, tw_record *r)
 {
     if (!r->source.file) {

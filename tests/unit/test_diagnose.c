@@ -205,6 +205,27 @@ static void test_memory_growth_projects_oom(void **state)
     tw_run_free(run);
 }
 
+static void test_memory_spike_is_a_note(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    for (int i = 0; i < 100; i++) {
+        sample s = healthy(0, i);
+        if (i == 40)
+            s.mem = 20e9;
+        add_step(run, s);
+    }
+    tw_report *r = diagnose(run);
+    const tw_finding *f = finding(r, "memory_spike");
+    assert_non_null(f);
+    assert_int_equal(f->step, 400);
+    assert_int_equal(f->severity, TW_SEV_INFO);
+    assert_null(finding(r, "memory_growth"));
+    assert_true(r->healthy);
+    tw_report_free(r);
+    tw_run_free(run);
+}
+
 static void test_throughput_drop(void **state)
 {
     (void)state;
@@ -334,6 +355,7 @@ int main(void)
         cmocka_unit_test(test_stall_with_timestamps),
         cmocka_unit_test(test_gap_across_evaluation_is_not_a_stall),
         cmocka_unit_test(test_memory_growth_projects_oom),
+        cmocka_unit_test(test_memory_spike_is_a_note),
         cmocka_unit_test(test_throughput_drop),
         cmocka_unit_test(test_divergence_and_plateau),
         cmocka_unit_test(test_restart_detected_from_step_going_back),

@@ -431,6 +431,35 @@ static void test_trainwatch_own_lines(void **state)
     free(c);
 }
 
+static void test_yolo_console_rows_with_rewrites(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "      Epoch    GPU_mem   box_loss   obj_loss   cls_loss  Instances       Size\n"
+        "       1/99      3.21G     0.1169    0.06911    0.03919         87        640:  50%|#####     | 15/30 [00:05<00:05,  2.79it/s]\r"
+        "       1/99      3.21G     0.1150    0.06900    0.03900         87        640: 100%|##########| 30/30 [00:10<00:00,  2.79it/s]\n",
+        NULL, NULL);
+    assert_string_equal(c->stats.format, "yolo");
+    assert_int_equal(count_kind(c, TW_REC_STEP), 2);
+    const tw_record *r = nth_kind(c, TW_REC_STEP, 1);
+    assert_int_equal(r->epoch, 1);
+    assert_int_equal(r->epoch_total, 99);
+    assert_int_equal(r->step, 30);
+    assert_true(fabs(r->loss - (0.1150 + 0.069 + 0.039)) < 1e-12);
+    assert_true(r->mem_bytes == 3.21 * 1073741824.0);
+    free(c);
+}
+
+static void test_rank_from_nccl_init_line(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text("I0804 12:48:01.021387 1136644 nccl_context.cc:83] init nccl context nranks: 2 local rank: 1 gpu id: 1 ring id: 0\n"
+                                      "step 1/2 - loss: 0.5 - 1ms/step\n",
+                                      NULL, "train.log");
+    assert_int_equal(nth_kind(c, TW_REC_STEP, 0)->rank, 1);
+    free(c);
+}
+
 static void test_forced_format_ignores_others(void **state)
 {
     (void)state;
@@ -466,6 +495,8 @@ int main(void)
         cmocka_unit_test(test_olmo_header_and_indented_metrics),
         cmocka_unit_test(test_pylogging_and_generic_kv),
         cmocka_unit_test(test_trainwatch_own_lines),
+        cmocka_unit_test(test_yolo_console_rows_with_rewrites),
+        cmocka_unit_test(test_rank_from_nccl_init_line),
         cmocka_unit_test(test_forced_format_ignores_others),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
