@@ -31,7 +31,7 @@ demo: build
 # The whole suite runs on the sanitized build; the -O2 build is built with
 # -Werror too and runs the unit tests; the fuzzers get a short run.
 check: build asan fuzz-build
-	@cd $(BUILD) && ctest --output-on-failure -L unit
+	@cd $(BUILD) && ctest --output-on-failure -L 'unit|valgrind'
 	@cd $(ASAN_BUILD) && ctest --output-on-failure
 	@cd $(FUZZ_BUILD) && ctest --output-on-failure -j$(JOBS) -L fuzz
 

@@ -10,6 +10,9 @@ PACKAGES=(
   python3 python3-pytest
   valgrind
   mtail
+  libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev libcrypt-dev openssl
+  prometheus prometheus-pushgateway
+  wrk python3-prometheus-client
 )
 
 missing=()
