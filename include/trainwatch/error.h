@@ -19,7 +19,16 @@
     X(TW_EFORMAT, -7, "unknown log format")                                    \
     X(TW_EGZIP, -8, "corrupt or truncated gzip data")                          \
     X(TW_EBINARY, -9, "input looks binary, not a text log")                    \
-    X(TW_EUSAGE, -10, "bad usage")
+    X(TW_EUSAGE, -10, "bad usage")                                             \
+    X(TW_ENAME, -11, "invalid metric or label name")                           \
+    X(TW_EEXIST, -12, "already registered")                                    \
+    X(TW_ELIMIT, -13, "limit reached")                                         \
+    X(TW_ELABELS, -14, "wrong number of label values")                         \
+    X(TW_ECONFIG, -15, "invalid configuration")                                \
+    X(TW_ENET, -16, "network error")                                           \
+    X(TW_EHTTP, -17, "the server answered with an error")                      \
+    X(TW_EBUSY, -18, "address already in use")                                 \
+    X(TW_ETLS, -19, "TLS error")
 
 enum tw_status {
 #define TW_ERROR_ENUM(name, value, text) name = value,
