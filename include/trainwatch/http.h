@@ -1,0 +1,46 @@
+/*
+ * http.h: the /metrics endpoint, served with libmicrohttpd.
+ *
+ * Paths: /metrics (content negotiated: text 0.0.4 or OpenMetrics, gzip when
+ * accepted), /-/healthy, and a small landing page at /; 404 elsewhere; only
+ * GET and HEAD. Binds 127.0.0.1:9464 unless told otherwise. TLS and basic
+ * auth come from an exporter-toolkit web configuration file, as for any
+ * Prometheus exporter. Slow or malformed clients are bounded by a connection
+ * cap, a per-connection timeout and a header size cap, and served by an
+ * event loop so one of them cannot hold up a scrape.
+ */
+#ifndef TRAINWATCH_HTTP_H
+#define TRAINWATCH_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trainwatch/metrics.h"
+
+#define TW_HTTP_DEFAULT_ADDRESS "127.0.0.1:9464"
+
+typedef struct tw_http_server tw_http_server;
+
+typedef struct tw_http_options {
+    const char *listen_address;   /* host:port, [v6]:port, :port (all interfaces); NULL: default */
+    const char *web_config_file;  /* NULL: plain HTTP, no authentication */
+    tw_registry *registry;        /* NULL: the default registry */
+    bool text_only;               /* never answer OpenMetrics */
+    unsigned connection_limit;    /* 0: 64 */
+    unsigned timeout_seconds;     /* 0: 10 */
+    size_t max_request_bytes;     /* header size cap; 0: 16 KiB */
+} tw_http_options;
+
+/* Starts serving in a background thread. On failure returns a TW_E* code
+ * and writes a one-line reason (naming the address or file) into err. */
+int tw_http_start(const tw_http_options *o, tw_http_server **out, char *err, size_t errlen);
+/* The port actually bound (useful with port 0). */
+uint16_t tw_http_port(const tw_http_server *s);
+/* Stops serving and frees the server. */
+void tw_http_stop(tw_http_server *s);
+
+/* Splits "host:port" / "[v6]:port" / ":port"; returns 0 or TW_EINVAL. */
+int tw_parse_listen_address(const char *address, char *host, size_t hostlen, char *port, size_t portlen);
+
+#endif
