@@ -65,20 +65,20 @@ int tw_parse_listen_address(const char *address, char *host, size_t hostlen, cha
     return TW_OK;
 }
 
-/* Binds and listens; returns the socket or -1 with err filled. */
+/* Binds and listens; returns the socket, or a (negative) TW_E* code with err filled. */
 static int listen_socket(const char *address, uint16_t *bound_port, char *err, size_t errlen)
 {
     char host[256], port[16];
     if (tw_parse_listen_address(address, host, sizeof host, port, sizeof port) != TW_OK) {
         snprintf(err, errlen, "%s: not a listen address (want host:port, [ipv6]:port or :port)", address);
-        return -TW_EINVAL;
+        return TW_EINVAL;
     }
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
     struct addrinfo *res;
     int gai = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
     if (gai != 0) {
         snprintf(err, errlen, "%s: %s", address, gai_strerror(gai));
-        return -TW_EINVAL;
+        return TW_EINVAL;
     }
     int fd = -1, status = TW_ENET, saved = 0;
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
@@ -103,7 +103,7 @@ static int listen_socket(const char *address, uint16_t *bound_port, char *err, s
     if (fd < 0) {
         status = saved == EADDRINUSE ? TW_EBUSY : TW_ENET;
         snprintf(err, errlen, "%s: %s", address, saved ? strerror(saved) : "no usable address");
-        return -status;
+        return status;
     }
     return fd;
 }
@@ -303,8 +303,9 @@ int tw_http_start(const tw_http_options *o, tw_http_server **out, char *err, siz
     if (rc == TW_OK) {
         int fd = listen_socket(o->listen_address ? o->listen_address : TW_HTTP_DEFAULT_ADDRESS, &s->port, err, errlen);
         if (fd < 0)
-            rc = -fd;
-        s->fd = fd;
+            rc = fd;
+        else
+            s->fd = fd;
     }
     if (rc != TW_OK) {
         tw_http_stop(s);

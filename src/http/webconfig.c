@@ -153,12 +153,31 @@ static int http_key(parse_ctx *c, const char *key, yaml_node_t *v, yaml_node_t *
     return fail(c, k, "unknown key http_server_config.%s", key);
 }
 
+#define BCRYPT_MAX_COST 16 /* 2^16 rounds: already seconds per request */
+
+/* "$2b$10$" + 53 characters of bcrypt's base64; returns the cost or -1. */
+static int bcrypt_cost(const char *h)
+{
+    if (strlen(h) != 60 || h[0] != '$' || h[1] != '2' || !strchr("aby", h[2]) || h[3] != '$' || h[6] != '$' ||
+        h[4] < '0' || h[4] > '9' || h[5] < '0' || h[5] > '9')
+        return -1;
+    for (const char *p = h + 7; *p; p++) {
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' || *p == '/'))
+            return -1;
+    }
+    return (h[4] - '0') * 10 + (h[5] - '0');
+}
+
 static int user_key(parse_ctx *c, const char *key, yaml_node_t *v, yaml_node_t *k)
 {
     tw_web_config *cfg = c->cfg;
     const char *hash = scalar(v);
-    if (!hash || strncmp(hash, "$2", 2) != 0)
-        return fail(c, v, "basic_auth_users.%s must be a bcrypt hash ($2a$, $2b$ or $2y$)", key);
+    int cost = hash ? bcrypt_cost(hash) : -1;
+    if (cost < 0)
+        return fail(c, v, "basic_auth_users.%s must be a bcrypt hash ($2a$, $2b$ or $2y$, 60 characters)", key);
+    if (cost < 4 || cost > BCRYPT_MAX_COST)
+        return fail(c, v, "basic_auth_users.%s: bcrypt cost %d is outside 4..%d (each request pays it; 10 to 12 is usual)",
+                    key, cost, BCRYPT_MAX_COST);
     if (cfg->user_count >= TW_WEB_USERS_MAX)
         return fail(c, k, "too many users (at most %d)", TW_WEB_USERS_MAX);
     for (size_t i = 0; i < cfg->user_count; i++) {

@@ -204,7 +204,7 @@ static void header(tw_buffer *b, const tw_family *f, tw_expose_format fmt)
     tw_buffer_putc(b, '\n');
 }
 
-static void write_histogram(tw_buffer *b, const tw_family *f, const tw_cell *c, bool om)
+static void write_histogram(tw_buffer *b, const tw_family *f, const tw_cell *c)
 {
     uint64_t cumulative = 0;
     char le[TW_DOUBLE_CHARS + 2];
@@ -212,8 +212,10 @@ static void write_histogram(tw_buffer *b, const tw_family *f, const tw_cell *c, 
         cumulative += tw_histogram_bucket(c, i);
         if (i < f->bound_count) {
             size_t n = tw_format_double(le, f->bounds[i]);
-            /* OpenMetrics wants le as a float ("1.0"); the text format takes "1" */
-            if (om && !strpbrk(le, ".eEIN"))
+            /* OpenMetrics wants le as a float ("1.0"). The text format would take
+             * "1", but Prometheus stores le as written: the same spelling in both
+             * formats keeps one series whichever format a scrape negotiates. */
+            if (!strpbrk(le, ".eEIN"))
                 memcpy(le + n, ".0", 3);
         } else {
             strcpy(le, "+Inf");
@@ -258,7 +260,7 @@ static void write_family(tw_buffer *b, tw_family *f, tw_expose_format fmt)
             tw_buffer_append(b, "1\n", 2);
             break;
         case TW_METRIC_HISTOGRAM:
-            write_histogram(b, f, c, om);
+            write_histogram(b, f, c);
             if (om) {
                 sample_start(b, f, c, "_created", NULL, NULL);
                 value_line(b, c->created);

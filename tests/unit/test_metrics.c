@@ -89,7 +89,7 @@ static void test_text_format_exactly(void **state)
                         "# HELP step_seconds Step time.\n"
                         "# TYPE step_seconds histogram\n"
                         "step_seconds_bucket{le=\"0.1\"} 1\n"
-                        "step_seconds_bucket{le=\"1\"} 3\n"
+                        "step_seconds_bucket{le=\"1.0\"} 3\n"
                         "step_seconds_bucket{le=\"2.5\"} 3\n"
                         "step_seconds_bucket{le=\"+Inf\"} 4\n"
                         "step_seconds_sum 101.05\n"

@@ -1,0 +1,242 @@
+"""The metrics library against the real ecosystem: promtool checks what it
+exposes, a real Prometheus scrapes it (OpenMetrics and text) and the values
+are read back through Prometheus' HTTP API, a real Pushgateway receives its
+pushes, and TLS, basic auth and misbehaving clients are exercised over
+loopback."""
+import base64
+import gzip
+import socket
+import ssl
+import subprocess
+import time
+
+import pytest
+
+from conftest import binary
+from servers import Prometheus, Process, Pushgateway, free_port, http, wait_until
+
+
+@pytest.fixture
+def procs(tmp_path):
+    started = []
+
+    def start(cls, *args, **kwargs):
+        p = cls(*args, **kwargs)
+        started.append(p)
+        return p
+
+    yield start
+    for p in reversed(started):
+        p.stop()
+
+
+def exporter(procs, tmp_path, *flags, name="exporter"):
+    port = free_port()
+    p = procs(Process, [binary("metrics-demo"), f"--web.listen-address=127.0.0.1:{port}", *flags], str(tmp_path), name)
+    url = f"http://127.0.0.1:{port}"
+    wait_until(lambda: http(url + "/-/healthy")[0] == 200 or None, what="the exporter")
+    return p, port, url
+
+
+def test_promtool_accepts_what_we_expose(procs, tmp_path):
+    _, _, url = exporter(procs, tmp_path)
+    status, headers, body = http(url + "/metrics", {"Accept": "text/plain"})
+    assert status == 200
+    assert headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    check = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_content_negotiation_and_gzip(procs, tmp_path):
+    _, _, url = exporter(procs, tmp_path)
+    status, headers, body = http(url + "/metrics", {
+        "Accept": "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"})
+    assert headers["Content-Type"] == "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    assert body.endswith(b"# EOF\n")
+    assert b"\ndemo_ticks_created " in body
+    status, headers, body = http(url + "/metrics", {"Accept-Encoding": "gzip"})
+    assert headers["Content-Encoding"] == "gzip"
+    assert b"demo_loss 0.25\n" in gzip.decompress(body)
+
+
+def test_paths_and_methods(procs, tmp_path):
+    _, _, url = exporter(procs, tmp_path)
+    assert http(url + "/nope")[0] == 404
+    status, headers, _ = http(url + "/metrics", method="POST", data=b"x")
+    assert status == 405 and headers["Allow"] == "GET, HEAD"
+    status, _, body = http(url + "/metrics", method="HEAD")
+    assert status == 200 and body == b""
+    status, _, body = http(url + "/")
+    assert status == 200 and b'href="/metrics"' in body
+    assert http(url + "/-/healthy")[2] == b"OK\n"
+
+
+def test_prometheus_scrapes_openmetrics_and_text(procs, tmp_path):
+    _, om_port, _ = exporter(procs, tmp_path, name="om")
+    _, text_port, _ = exporter(procs, tmp_path, "--text-only", name="text")
+    prom = procs(Prometheus, str(tmp_path), [
+        {"job_name": "om", "static_configs": [{"targets": [f"127.0.0.1:{om_port}"]}]},
+        {"job_name": "text", "static_configs": [{"targets": [f"127.0.0.1:{text_port}"]}]},
+    ])
+    up = prom.wait_for("up == 1", count=2)
+    assert {s["metric"]["job"] for s in up} == {"om", "text"}
+    for job in ["om", "text"]:
+        fixed = prom.wait_for(f'demo_fixed{{job="{job}"}}', count=2)
+        by_kind = {s["metric"]["kind"]: float(s["value"][1]) for s in fixed}
+        assert by_kind == {'a "quoted" \\ value\nnext line': 42.5, "plain": -3.0}
+        assert float(prom.wait_for(f'demo_step_seconds_count{{job="{job}"}}')[0]["value"][1]) == 4
+        assert float(prom.wait_for(f'demo_step_seconds_sum{{job="{job}"}}')[0]["value"][1]) == 101.05
+        le = {s["metric"]["le"]: float(s["value"][1]) for s in prom.wait_for(f'demo_step_seconds_bucket{{job="{job}"}}', count=4)}
+        assert le == {"0.1": 1, "1.0": 3, "2.5": 3, "+Inf": 4}
+        assert prom.wait_for(f'demo_build_info{{job="{job}",version="1.0"}}')
+        assert float(prom.wait_for(f'process_resident_memory_bytes{{job="{job}"}}')[0]["value"][1]) > 1e5
+        ticks = prom.wait_for(f'increase(demo_ticks_total{{job="{job}"}}[5s]) > 0', timeout=30)
+        assert ticks
+    # the scrapes themselves: what did each exporter answer?
+    status, _, targets = http(prom.url + "/api/v1/targets")
+    assert b'"health":"up"' in targets
+
+
+def test_pushgateway_put_post_delete(procs, tmp_path):
+    gw = procs(Pushgateway, str(tmp_path))
+
+    def push(*flags):
+        result = subprocess.run([binary("metrics-demo"), "--push", gw.url, "--job", "tw-test", "--group", "rank=0",
+                                 "--group", "path=a/b", *flags], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+
+    push("--push-method", "put", "--set", "a")
+    text = gw.metrics()
+    assert 'demo_loss{instance="",job="tw-test",path="a/b",rank="0"} 0.25' in text
+    push("--push-method", "post", "--set", "b")
+    text = gw.metrics()
+    assert 'demo_other{instance="",job="tw-test",path="a/b",rank="0"} 7' in text
+    assert 'demo_loss{instance="",job="tw-test",path="a/b",rank="0"} 0.25' in text  # POST merges
+    push("--push-method", "put", "--set", "b")
+    text = gw.metrics()
+    assert "demo_other{" in text and "demo_loss{" not in text  # PUT replaces the group
+    push("--push-method", "delete")
+    assert "demo_other{" not in gw.metrics()
+
+
+def test_dead_pushgateway_fails_clearly(tmp_path):
+    port = free_port()  # nothing listens there
+    start = time.monotonic()
+    result = subprocess.run([binary("metrics-demo"), "--push", f"http://127.0.0.1:{port}", "--retries", "1",
+                             "--push-timeout", "1"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert f"127.0.0.1:{port}/metrics/job/metrics-demo" in result.stderr
+    assert "Could not connect" in result.stderr or "Couldn't connect" in result.stderr
+    assert time.monotonic() - start < 20
+
+
+def test_pushgateway_error_body_is_reported(procs, tmp_path):
+    gw = procs(Pushgateway, str(tmp_path))
+    # a grouping label that collides with a pushed metric's label: the gateway refuses
+    result = subprocess.run([binary("metrics-demo"), "--push", gw.url, "--group", "kind=x", "--push-method", "put"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "HTTP 400" in result.stderr
+
+
+def test_port_in_use_is_a_clear_error(procs, tmp_path):
+    _, port, _ = exporter(procs, tmp_path)
+    result = subprocess.run([binary("metrics-demo"), f"--web.listen-address=127.0.0.1:{port}", "--duration", "1"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert f"127.0.0.1:{port}: Address already in use" in result.stderr
+
+
+def test_ipv6_loopback(procs, tmp_path):
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback on this machine")
+    port = free_port()
+    p = procs(Process, [binary("metrics-demo"), f"--web.listen-address=[::1]:{port}"], str(tmp_path), "v6")
+    wait_until(lambda: http(f"http://[::1]:{port}/-/healthy")[0] == 200 or None, what="the IPv6 exporter")
+
+
+def make_tls(tmp_path):
+    key, cert = tmp_path / "server.key", tmp_path / "server.crt"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+def bcrypt(password):
+    import crypt  # Debian's Python 3.11 still ships it; libxcrypt does bcrypt
+    return crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16))
+
+
+def test_tls_and_basic_auth(procs, tmp_path):
+    cert, key = make_tls(tmp_path)
+    config = tmp_path / "web.yml"
+    config.write_text(f"tls_server_config:\n  cert_file: {cert.name}\n  key_file: {key.name}\n"
+                      f"basic_auth_users:\n  alice: '{bcrypt('s3cret')}'\n"
+                      "http_server_config:\n  headers:\n    X-Frame-Options: deny\n")
+    port = free_port()
+    procs(Process, [binary("metrics-demo"), f"--web.listen-address=127.0.0.1:{port}",
+                    f"--web.config.file={config}"], str(tmp_path), "tls")
+    ctx = ssl.create_default_context(cafile=str(cert))
+    url = f"https://127.0.0.1:{port}/metrics"
+
+    def auth(user, pw):
+        return {"Authorization": "Basic " + base64.b64encode(f"{user}:{pw}".encode()).decode()}
+
+    wait_until(lambda: http(url, auth("alice", "s3cret"), context=ctx)[0] == 200 or None, what="the TLS exporter")
+    status, headers, body = http(url, auth("alice", "s3cret"), context=ctx)
+    assert status == 200 and b"demo_loss 0.25" in body
+    assert headers["X-Frame-Options"] == "deny"
+    for h in [auth("alice", "wrong"), auth("mallory", "s3cret"), {}]:
+        status, headers, body = http(url, h, context=ctx)
+        assert status == 401
+        assert headers["WWW-Authenticate"].startswith("Basic realm=\"trainwatch\"")
+        assert b"demo_loss" not in body
+    with pytest.raises(Exception):  # plain HTTP to a TLS port gets nothing useful
+        status, _, body = http(f"http://127.0.0.1:{port}/metrics", auth("alice", "s3cret"), timeout=3)
+        assert status != 200
+    prom = procs(Prometheus, str(tmp_path), [{
+        "job_name": "tls", "scheme": "https", "tls_config": {"ca_file": str(cert)},
+        "basic_auth": {"username": "alice", "password": "s3cret"},
+        "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}])
+    assert prom.wait_for('demo_loss{job="tls"}')
+
+
+def test_bad_web_config_is_refused_before_serving(tmp_path):
+    config = tmp_path / "web.yml"
+    config.write_text("tls_server_config:\n  cert_file: a.crt\n  key_file: a.key\n  client_auth_type: RequireAndVerifyClientCert\n")
+    result = subprocess.run([binary("metrics-demo"), f"--web.config.file={config}", "--web.listen-address=127.0.0.1:0"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert f"{config}: line 4: tls_server_config.client_auth_type is not supported" in result.stderr
+    config.write_text("basic_auth_users:\n  bob: plaintext\n")
+    result = subprocess.run([binary("metrics-demo"), f"--web.config.file={config}", "--web.listen-address=127.0.0.1:0"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2 and "must be a bcrypt hash" in result.stderr
+
+
+def test_slow_and_garbage_clients_do_not_stop_scrapes(procs, tmp_path):
+    _, port, url = exporter(procs, tmp_path)
+    slow = socket.create_connection(("127.0.0.1", port))
+    slow.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # and then nothing, for now
+    garbage = socket.create_connection(("127.0.0.1", port))
+    garbage.sendall(b"\x00\xff\xfeNOT HTTP AT ALL\r\n\r\n")
+    huge = socket.create_connection(("127.0.0.1", port))
+    huge.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 40000 + b"\r\n\r\n")
+    start = time.monotonic()
+    for _ in range(5):
+        slow.sendall(b"X-Dribble: 1\r\n")
+        status, _, body = http(url + "/metrics", timeout=5)
+        assert status == 200 and b"demo_loss 0.25" in body
+    assert time.monotonic() - start < 5
+    # the bad clients get an error or are dropped, at the latest at the 10 s connection timeout
+    for sock, codes in [(garbage, [b"400", b"505"]), (huge, [b"431", b"413"])]:
+        sock.settimeout(15)
+        answer = sock.recv(100)
+        assert answer == b"" or answer[9:12] in codes, answer
+    for s in (slow, garbage, huge):
+        s.close()
+    assert http(url + "/metrics")[0] == 200
