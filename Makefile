@@ -36,6 +36,7 @@ check: build asan fuzz-build
 	@cd $(FUZZ_BUILD) && ctest --output-on-failure -j$(JOBS) -L fuzz
 
 bench: build
+	@/usr/bin/python3 bench/metrics.py $(BUILD)
 	@bash bench/ingest.sh $(BUILD)
 
 format:

@@ -117,6 +117,35 @@ size_t tw_format_double(char *out, double v)
         out[n] = '\0';
         return n;
     }
+    /* few decimals (0.25, 61.5, 0.001): scale to an integer and check that it
+     * divides back to exactly v, which is what strtod of the text would give */
+    static const double p10[] = {1e1, 1e2, 1e3, 1e4, 1e5, 1e6};
+    double a = fabs(v);
+    if (a >= 1e-6 && a < 1e9) {
+        for (int k = 0; k < 6; k++) {
+            double scaled = a * p10[k];
+            if (scaled != floor(scaled) || scaled / p10[k] != a)
+                continue;
+            unsigned long long n = (unsigned long long)scaled, ip = n / (unsigned long long)p10[k];
+            unsigned long long fp = n % (unsigned long long)p10[k];
+            char tmp[48];
+            int len = 0;
+            if (v < 0)
+                tmp[len++] = '-';
+            len += snprintf(tmp + len, sizeof tmp - (size_t)len, "%llu.", ip);
+            for (int d = k; d >= 0; d--) {
+                unsigned long long div = 1;
+                for (int e = 0; e < d; e++)
+                    div *= 10;
+                tmp[len++] = (char)('0' + (fp / div) % 10);
+            }
+            while (tmp[len - 1] == '0')
+                len--;
+            memcpy(out, tmp, (size_t)len);
+            out[len] = '\0';
+            return (size_t)len;
+        }
+    }
     int n = snprintf(out, TW_DOUBLE_CHARS, "%.15g", v);
     if (strtod(out, NULL) != v)
         n = snprintf(out, TW_DOUBLE_CHARS, "%.17g", v);

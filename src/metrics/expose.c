@@ -225,7 +225,7 @@ static void write_histogram(tw_buffer *b, const tw_family *f, const tw_cell *c)
         tw_buffer_putc(b, '\n');
     }
     sample_start(b, f, c, "_sum", NULL, NULL);
-    value_line(b, tw_bits_to_double(atomic_load_explicit(&c->bits, memory_order_relaxed)));
+    value_line(b, tw_histogram_sum(c));
     sample_start(b, f, c, "_count", NULL, NULL);
     tw_buffer_uint(b, cumulative);
     tw_buffer_putc(b, '\n');

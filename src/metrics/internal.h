@@ -2,11 +2,15 @@
  * internal.h: the data structures behind metrics.h, shared by the registry
  * (registry.c), the exposition writers (expose.c) and the collectors.
  *
- * A cell is one series. Its numbers are atomics: a counter keeps integer
- * increments in `count` (fetch-add, the common case) and fractional adds in
- * `bits` (a double, compare-and-swap); a gauge keeps its double in `bits`; a
- * histogram keeps one count per bucket (+Inf last) and its sum in `bits`, and
- * its total count is the sum of the buckets, so `_count` always equals the
+ * A cell is one series. A gauge is one atomic double (`bits`): set is a
+ * store, add a compare-and-swap. Counters and histograms are striped: each
+ * updating thread owns one of TW_STRIPES cache lines and updates it with a
+ * plain load and store (a single writer needs no locked instruction), and a
+ * scrape sums the stripes. Threads beyond TW_STRIPES share one last stripe
+ * with atomic read-modify-write. A counter stripe keeps integer increments in
+ * `count` and fractional adds in `bits`; a histogram stripe keeps its sum in
+ * `bits` and one count per bucket (+Inf last) in the cell's bucket rows. A
+ * histogram's total is the sum of its buckets, so `_count` always equals the
  * +Inf bucket in what a scrape sees.
  */
 #ifndef TW_METRICS_INTERNAL_H
@@ -17,11 +21,20 @@
 
 #include "trainwatch/metrics.h"
 
-struct tw_cell {
-    tw_family *family;
+#define TW_STRIPES 8             /* threads with a stripe of their own */
+
+typedef struct tw_stripe {
     _Atomic uint64_t count;
     _Atomic uint64_t bits;
-    _Atomic uint64_t *buckets;    /* histograms: bucket_count + 1 */
+    char pad[48];                 /* one cache line per stripe */
+} tw_stripe;
+
+struct tw_cell {
+    tw_family *family;
+    _Atomic uint64_t bits;        /* gauges and info */
+    tw_stripe *stripes;           /* counters and histograms: TW_STRIPES + 1 (shared) */
+    _Atomic uint64_t *buckets;    /* histograms: (TW_STRIPES + 1) rows of bucket_count + 1 */
+    size_t bucket_row;            /* row length, padded to whole cache lines */
     double created;               /* seconds since the epoch */
     uint64_t hash;
     tw_cell *next;                /* hash chain */
@@ -63,7 +76,8 @@ struct tw_registry {
 
 double tw_bits_to_double(uint64_t bits);
 uint64_t tw_double_to_bits(double v);
-uint64_t tw_histogram_bucket(const tw_cell *c, size_t i);
+uint64_t tw_histogram_bucket(const tw_cell *c, size_t i);  /* summed over stripes */
+double tw_histogram_sum(const tw_cell *c);
 double tw_wall_seconds(void);
 
 #endif

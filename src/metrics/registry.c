@@ -126,6 +126,7 @@ static void family_free(tw_family *f)
         for (size_t k = 0; k < f->label_count; k++)
             free(c->labels[k]);
         free((void *)c->buckets);
+        free(c->stripes);
         free(c);
     }
     for (size_t k = 0; k < f->label_count; k++)
@@ -346,13 +347,24 @@ static tw_cell *new_cell(tw_family *f, const char *const *values, uint64_t hash)
     bool ok = true;
     for (size_t i = 0; i < f->label_count && ok; i++)
         ok = (c->labels[i] = strdup(values[i])) != NULL;
-    if (ok && f->type == TW_METRIC_HISTOGRAM)
-        ok = (c->buckets = calloc(f->bound_count + 1, sizeof *c->buckets)) != NULL;
+    if (ok && (f->type == TW_METRIC_COUNTER || f->type == TW_METRIC_HISTOGRAM))
+        ok = (c->stripes = aligned_alloc(64, sizeof(tw_stripe) * (TW_STRIPES + 1))) != NULL;
+    if (c->stripes)
+        memset(c->stripes, 0, sizeof(tw_stripe) * (TW_STRIPES + 1));
+    if (ok && f->type == TW_METRIC_HISTOGRAM) {
+        c->bucket_row = (f->bound_count + 1 + 7) & ~(size_t)7;
+        size_t bytes = sizeof *c->buckets * c->bucket_row * (TW_STRIPES + 1);
+        ok = (c->buckets = aligned_alloc(64, bytes)) != NULL;
+        if (ok)
+            memset((void *)c->buckets, 0, bytes);
+    }
     if (f->type == TW_METRIC_INFO)
         atomic_store(&c->bits, tw_double_to_bits(1));
     if (!ok) {
         for (size_t i = 0; i < f->label_count; i++)
             free(c->labels[i]);
+        free(c->stripes);
+        free((void *)c->buckets);
         free(c);
         return NULL;
     }
@@ -454,6 +466,21 @@ int tw_info_new(tw_registry *r, const char *name, const char *help, size_t label
 
 /* ---- updates: atomics only ------------------------------------------- */
 
+/* Each thread gets a stripe number once; the first TW_STRIPES threads own
+ * theirs for the life of the process (numbers are never reused), later ones
+ * share stripe TW_STRIPES. */
+static atomic_uint next_slot;
+static _Thread_local unsigned my_slot = UINT32_MAX;
+
+static inline unsigned slot(void)
+{
+    if (my_slot == UINT32_MAX) {
+        unsigned s = atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed);
+        my_slot = s < TW_STRIPES ? s : TW_STRIPES;
+    }
+    return my_slot;
+}
+
 static void add_double(_Atomic uint64_t *bits, double v)
 {
     uint64_t old = atomic_load_explicit(bits, memory_order_relaxed);
@@ -462,16 +489,40 @@ static void add_double(_Atomic uint64_t *bits, double v)
     }
 }
 
-void tw_counter_inc(tw_counter *c) { atomic_fetch_add_explicit(&c->count, 1, memory_order_relaxed); }
+/* Adds to a stripe word: a plain load and store for its only writer,
+ * an atomic read-modify-write on the shared stripe. */
+static inline void stripe_add(_Atomic uint64_t *p, uint64_t v, unsigned s)
+{
+    if (s < TW_STRIPES)
+        atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) + v, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(p, v, memory_order_relaxed);
+}
+
+static inline void stripe_add_double(_Atomic uint64_t *p, double v, unsigned s)
+{
+    if (s < TW_STRIPES)
+        atomic_store_explicit(p, tw_double_to_bits(tw_bits_to_double(atomic_load_explicit(p, memory_order_relaxed)) + v),
+                              memory_order_relaxed);
+    else
+        add_double(p, v);
+}
+
+void tw_counter_inc(tw_counter *c)
+{
+    unsigned s = slot();
+    stripe_add(&c->stripes[s].count, 1, s);
+}
 
 int tw_counter_add(tw_counter *c, double v)
 {
     if (!(v >= 0))
         return TW_EINVAL;
+    unsigned s = slot();
     if (v == floor(v) && v < 1e15)
-        atomic_fetch_add_explicit(&c->count, (uint64_t)v, memory_order_relaxed);
+        stripe_add(&c->stripes[s].count, (uint64_t)v, s);
     else
-        add_double(&c->bits, v);
+        stripe_add_double(&c->stripes[s].bits, v, s);
     return TW_OK;
 }
 
@@ -492,19 +543,36 @@ void tw_histogram_observe(tw_histogram *h, double v)
         else
             lo = mid + 1;
     }
-    atomic_fetch_add_explicit(&h->buckets[lo], 1, memory_order_relaxed);
-    add_double(&h->bits, v);
+    unsigned s = slot();
+    stripe_add(&h->buckets[s * h->bucket_row + lo], 1, s);
+    stripe_add_double(&h->stripes[s].bits, v, s);
 }
 
 double tw_cell_value(const tw_cell *c)
 {
-    double frac = tw_bits_to_double(atomic_load_explicit(&c->bits, memory_order_relaxed));
-    if (c->family->type == TW_METRIC_COUNTER)
-        return (double)atomic_load_explicit(&c->count, memory_order_relaxed) + frac;
-    return frac;
+    if (c->family->type != TW_METRIC_COUNTER)
+        return tw_bits_to_double(atomic_load_explicit(&c->bits, memory_order_relaxed));
+    uint64_t count = 0;
+    double frac = 0;
+    for (unsigned s = 0; s <= TW_STRIPES; s++) {
+        count += atomic_load_explicit(&c->stripes[s].count, memory_order_relaxed);
+        frac += tw_bits_to_double(atomic_load_explicit(&c->stripes[s].bits, memory_order_relaxed));
+    }
+    return (double)count + frac;
 }
 
 uint64_t tw_histogram_bucket(const tw_cell *c, size_t i)
 {
-    return atomic_load_explicit(&c->buckets[i], memory_order_relaxed);
+    uint64_t n = 0;
+    for (unsigned s = 0; s <= TW_STRIPES; s++)
+        n += atomic_load_explicit(&c->buckets[s * c->bucket_row + i], memory_order_relaxed);
+    return n;
+}
+
+double tw_histogram_sum(const tw_cell *c)
+{
+    double sum = 0;
+    for (unsigned s = 0; s <= TW_STRIPES; s++)
+        sum += tw_bits_to_double(atomic_load_explicit(&c->stripes[s].bits, memory_order_relaxed));
+    return sum;
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/buffer.h"
 #include "trainwatch/error.h"
 #include "trainwatch/metrics.h"
 
@@ -313,6 +314,37 @@ static void test_bucket_helpers(void **state)
     assert_int_equal(tw_buckets_linear(0, -1, 3, b), 0);
 }
 
+static void test_number_text_reads_back_exactly(void **state)
+{
+    (void)state;
+    struct {
+        double v;
+        const char *text;
+    } fixed[] = {{0.5, "0.5"}, {61.5, "61.5"}, {0.001, "0.001"}, {-2.25, "-2.25"}, {0.1, "0.1"}, {3, "3"},
+                 {-0.0, "-0"}, {1e-7, "1e-07"}, {123456.789, "123456.789"}, {0.1 + 0.2, "0.30000000000000004"},
+                 {1e300, "1e+300"}};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        char out[TW_DOUBLE_CHARS];
+        tw_format_double(out, fixed[i].v);
+        assert_string_equal(out, fixed[i].text);
+    }
+    unsigned long long x = 88172645463325252ull;
+    for (int i = 0; i < 200000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        double v;
+        switch (i % 3) {
+        case 0: v = (double)(x % 100000000) / 1000.0; break;       /* few decimals */
+        case 1: v = (double)(x >> 11) / 9007199254740992.0; break;  /* full mantissa */
+        default: memcpy(&v, &x, sizeof v); break;                    /* any bits */
+        }
+        if (isnan(v) || isinf(v))
+            continue;
+        char out[TW_DOUBLE_CHARS];
+        tw_format_double(out, v);
+        assert_true(strtod(out, NULL) == v);
+    }
+}
+
 static void test_process_collector(void **state)
 {
     (void)state;
@@ -345,6 +377,7 @@ int main(void)
         cmocka_unit_test(test_concurrent_updates_are_exact),
         cmocka_unit_test(test_negotiation),
         cmocka_unit_test(test_bucket_helpers),
+        cmocka_unit_test(test_number_text_reads_back_exactly),
         cmocka_unit_test(test_process_collector),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
