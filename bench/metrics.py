@@ -19,7 +19,6 @@ import threading
 import time
 import timeit
 
-import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 
@@ -91,7 +90,8 @@ def main():
     c_rows = [json.loads(l) for l in subprocess.run([str(build / "bench-metrics")], capture_output=True,
                                                        text=True, check=True).stdout.splitlines()]
     py_updates = python_update_ns()
-    print(f"metrics benchmark, prometheus_client {prometheus_client.__version__ if hasattr(prometheus_client, '__version__') else ''}, {os.cpu_count()} cores")
+    version = importlib.metadata.version("prometheus_client")
+    print(f"metrics benchmark against python3-prometheus-client {version}, {os.cpu_count()} cores")
     print("updates (ns per operation per thread):")
     for row in c_rows:
         if row["op"] == "expose":
