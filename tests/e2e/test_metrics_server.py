@@ -5,10 +5,12 @@ pushes, and TLS, basic auth and misbehaving clients are exercised over
 loopback."""
 import base64
 import gzip
+import json
 import socket
 import ssl
 import subprocess
 import time
+import urllib.parse
 
 import pytest
 
@@ -92,9 +94,15 @@ def test_prometheus_scrapes_openmetrics_and_text(procs, tmp_path):
         assert float(prom.wait_for(f'process_resident_memory_bytes{{job="{job}"}}')[0]["value"][1]) > 1e5
         ticks = prom.wait_for(f'increase(demo_ticks_total{{job="{job}"}}[5s]) > 0', timeout=30)
         assert ticks
-    # the scrapes themselves: what did each exporter answer?
-    status, _, targets = http(prom.url + "/api/v1/targets")
-    assert b'"health":"up"' in targets
+    # which format each scrape used shows in the metadata Prometheus kept: OpenMetrics
+    # names a counter family without _total and has an info type
+    def metadata(job):
+        status, _, body = http(prom.url + "/api/v1/targets/metadata?" +
+                               urllib.parse.urlencode({"match_target": f'{{job="{job}"}}'}))
+        return {m["metric"]: m["type"] for m in json.loads(body)["data"]}
+    om, text = metadata("om"), metadata("text")
+    assert om["demo_ticks"] == "counter" and om["demo_build"] == "info"
+    assert text["demo_ticks_total"] == "counter" and text["demo_build_info"] == "gauge"
 
 
 def test_pushgateway_put_post_delete(procs, tmp_path):
