@@ -96,6 +96,19 @@ void tw_parser_emit(tw_parser *p, const tw_line *line, tw_record *record);
  * only when neither the caller nor the file name gave one. */
 void tw_parser_rank_hint(tw_parser *p, int rank);
 
+/* Live input (a followed file): tw_parser_push() parses the complete lines of
+ * data and keeps a partial last line for the next push; nothing is flushed,
+ * so a line split across reads is parsed once, whole. tw_parser_pending()
+ * says how many bytes of such a partial line are held (a follower commits
+ * its offset minus these). tw_parser_set_line() sets the number of the line
+ * before the next one (when resuming from a saved offset). */
+void tw_parser_push(tw_parser *p, const char *data, size_t len, tw_record_fn fn, void *arg);
+size_t tw_parser_pending(const tw_parser *p);
+uint64_t tw_parser_line(const tw_parser *p);
+void tw_parser_set_line(tw_parser *p, uint64_t line);
+/* Forgets a held partial line (the file was truncated under it). */
+void tw_parser_drop_pending(tw_parser *p);
+
 /* Opens a parser on no file at all, for tw_parser_feed() (name is borrowed). */
 int tw_parser_new(tw_parser **out, const char *name, const tw_format *forced, int rank);
 

@@ -14,6 +14,7 @@
 static const tw_command *const commands[] = {
     &tw_cmd_analyze,
     &tw_cmd_formats,
+    &tw_cmd_watch,
 };
 
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])

@@ -448,6 +448,23 @@ static void finish_input(tw_parser *p)
     finish_formats(p);
 }
 
+void tw_parser_push(tw_parser *p, const char *data, size_t len, tw_record_fn fn, void *arg)
+{
+    p->fn = fn;
+    p->arg = arg;
+    ingest(p, data, len);
+}
+
+size_t tw_parser_pending(const tw_parser *p) { return p->skipping ? 0 : p->have; }
+uint64_t tw_parser_line(const tw_parser *p) { return p->line_no; }
+void tw_parser_set_line(tw_parser *p, uint64_t line) { p->line_no = line; }
+
+void tw_parser_drop_pending(tw_parser *p)
+{
+    p->have = 0;
+    p->skipping = false;
+}
+
 int tw_parser_feed(tw_parser *p, const char *data, size_t len, tw_record_fn fn, void *arg)
 {
     p->fn = fn;

@@ -1,0 +1,48 @@
+/*
+ * live.h: what a live run exports and warns about, from its records.
+ *
+ * tw_live turns the record stream of a running job (followed log files, or
+ * a supervised child's output) into the Prometheus series below, labelled
+ * job and rank, and watches for trouble as it happens: a NaN loss, an OOM, an
+ * exception, and a stall (no new training step for stall_after seconds;
+ * derived from the observed step interval when not given: ten times the
+ * median, at least 60 s). Warnings go to a stream (stderr) as one line each.
+ *
+ *   trainwatch_train_loss, trainwatch_train_step, trainwatch_train_epoch,
+ *   trainwatch_learning_rate, trainwatch_samples_per_second (gauges);
+ *   trainwatch_step_duration_seconds, trainwatch_data_wait_seconds
+ *   (histograms); trainwatch_last_progress_timestamp_seconds,
+ *   trainwatch_stalled (gauges); trainwatch_nan_loss_total,
+ *   trainwatch_stalls_total, trainwatch_log_events_total{event},
+ *   trainwatch_records_total{kind} (counters); trainwatch_eval_metric{name}.
+ */
+#ifndef TRAINWATCH_LIVE_H
+#define TRAINWATCH_LIVE_H
+
+#include <stdio.h>
+
+#include "trainwatch/metrics.h"
+#include "trainwatch/record.h"
+
+#define TW_STALL_MIN_SECONDS 60.0
+#define TW_STALL_FACTOR 10.0
+
+typedef struct tw_live tw_live;
+
+typedef struct tw_live_options {
+    tw_registry *registry;     /* NULL: the default registry */
+    const char *job;           /* the job label */
+    double stall_after;        /* seconds; 0: derived from the step interval */
+    FILE *warnings;            /* NULL: no warnings printed */
+} tw_live_options;
+
+int tw_live_new(const tw_live_options *o, tw_live **out);
+void tw_live_free(tw_live *l);
+/* Consumes one record (a tw_record_fn). now is taken from the wall clock. */
+void tw_live_record(void *live, const tw_record *r);
+/* Checks for stalls; call about once a second. */
+void tw_live_tick(tw_live *l, double now);
+/* Number of warnings printed so far (for tests and summaries). */
+unsigned long tw_live_warnings(const tw_live *l);
+
+#endif

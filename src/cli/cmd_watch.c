@@ -1,0 +1,262 @@
+/*
+ * cmd_watch.c: `trainwatch watch [options] FILE|GLOB...` follows training
+ * logs as they grow (tail -F, rotation-proof, resumable with --state),
+ * serves what they say as Prometheus metrics, warns live about NaN losses,
+ * OOMs, exceptions and stalls, and prints the diagnosis when stopped.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "trainwatch/analyze.h"
+#include "trainwatch/error.h"
+#include "trainwatch/follow.h"
+#include "trainwatch/http.h"
+#include "trainwatch/live.h"
+#include "trainwatch/record_json.h"
+
+static volatile sig_atomic_t stop_requested;
+static void on_signal(int sig) { (void)sig; stop_requested = 1; }
+
+typedef struct watch_options {
+    tw_follow_options follow;
+    tw_http_options http;
+    bool serve;
+    const char *job;
+    const char *records_path;
+    double stall_after;
+    double duration;
+    bool json;
+} watch_options;
+
+typedef struct sinks {
+    tw_run *run;
+    tw_live *live;
+    FILE *records;
+} sinks;
+
+static void to_all(void *arg, const tw_record *r)
+{
+    sinks *s = arg;
+    tw_run_add(s->run, r);
+    tw_live_record(s->live, r);
+    if (s->records)
+        tw_record_write_json(s->records, r);
+}
+
+static uint64_t records_commit(void *arg)
+{
+    sinks *s = arg;
+    if (!s->records)
+        return 0;
+    fflush(s->records);
+    fsync(fileno(s->records));
+    long pos = ftell(s->records);
+    return pos < 0 ? 0 : (uint64_t)pos;
+}
+
+static int records_restore(void *arg, uint64_t size)
+{
+    sinks *s = arg;
+    if (!s->records)
+        return 0;
+    fflush(s->records);
+    struct stat st;
+    if (fstat(fileno(s->records), &st) != 0)
+        return -1;
+    if ((uint64_t)st.st_size > size && ftruncate(fileno(s->records), (off_t)size) != 0)
+        return -1;
+    return fseek(s->records, 0, SEEK_END);
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: trainwatch watch [OPTIONS] FILE|GLOB...\n\n"
+            "Follows training logs as they grow (rotation by rename or copy-truncate, new files\n"
+            "matching a glob such as 'log/workerlog.*'), serves their metrics, warns about NaN,\n"
+            "OOM, exceptions and stalls, and prints the diagnosis when stopped (SIGINT/SIGTERM).\n\n"
+            "options:\n"
+            "  --from-start                read files present at start from their beginning (default: the end)\n"
+            "  --state FILE                remember positions across restarts (written atomically)\n"
+            "  --records FILE              also append the records as JSON lines (exactly once with --state)\n"
+            "  --format NAME               use this log format (see trainwatch formats)\n"
+            "  --job NAME                  the job label of the metrics (default: watch)\n"
+            "  --web.listen-address ADDR   serve /metrics here (default " TW_HTTP_DEFAULT_ADDRESS "; 'none': do not serve)\n"
+            "  --web.config.file FILE      TLS and basic auth, exporter-toolkit format\n"
+            "  --stall-after SECONDS       warn when no step arrives for this long (default: 10x the\n"
+            "                              usual step interval, at least 60)\n"
+            "  --duration SECONDS          stop after this long (default: until a signal)\n"
+            "  --json                      print the final diagnosis as JSON\n");
+}
+
+static int parse(int argc, char **argv, watch_options *o)
+{
+    static const struct option longopts[] = {
+        {"from-start", 0, 0, 'f'}, {"state", 1, 0, 's'},      {"records", 1, 0, 'r'},
+        {"format", 1, 0, 'F'},     {"job", 1, 0, 'j'},        {"web.listen-address", 1, 0, 'l'},
+        {"web.config.file", 1, 0, 'c'}, {"stall-after", 1, 0, 'S'}, {"duration", 1, 0, 'd'},
+        {"json", 0, 0, 'J'},       {"help", 0, 0, 'h'},       {0, 0, 0, 0}};
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        char *end;
+        switch (c) {
+        case 'f': o->follow.from_start = true; break;
+        case 's': o->follow.state_file = optarg; break;
+        case 'r': o->records_path = optarg; break;
+        case 'F':
+            if (!(o->follow.format = tw_format_find(optarg))) {
+                fprintf(stderr, "trainwatch watch: unknown format '%s' (see trainwatch formats)\n", optarg);
+                return -1;
+            }
+            break;
+        case 'j': o->job = optarg; break;
+        case 'l':
+            o->serve = strcmp(optarg, "none") != 0;
+            o->http.listen_address = optarg;
+            break;
+        case 'c': o->http.web_config_file = optarg; break;
+        case 'S':
+        case 'd':
+            errno = 0;
+            double v = strtod(optarg, &end);
+            if (errno || end == optarg || *end || !(v >= 0)) {
+                fprintf(stderr, "trainwatch watch: --%s needs a number of seconds, not '%s'\n",
+                        c == 'S' ? "stall-after" : "duration", optarg);
+                return -1;
+            }
+            if (c == 'S')
+                o->stall_after = v;
+            else
+                o->duration = v;
+            break;
+        case 'J': o->json = true; break;
+        case 'h': usage(stdout); exit(TW_EXIT_OK);
+        default:
+            fprintf(stderr, "trainwatch watch: unknown or incomplete option '%s' (see trainwatch watch --help)\n",
+                    argv[optind - 1]);
+            return -1;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "trainwatch watch: no files to follow\n");
+        return -1;
+    }
+    return optind;
+}
+
+static double monotonic(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int finish(sinks *s, const watch_options *o, const tw_follow_stats *st)
+{
+    fprintf(stderr, "trainwatch watch: %llu lines from %llu files (%llu rotations, %llu truncations%s)\n",
+            (unsigned long long)st->lines, (unsigned long long)st->files, (unsigned long long)st->rotations,
+            (unsigned long long)st->truncations, st->inotify ? "" : ", polling");
+    tw_thresholds t;
+    tw_thresholds_default(&t);
+    tw_report *report;
+    if (tw_diagnose(s->run, &t, &report) != TW_OK)
+        return TW_EXIT_USAGE;
+    if (o->json)
+        tw_report_write_json(stdout, report);
+    else
+        tw_report_write_text(stdout, report, isatty(STDOUT_FILENO));
+    int status = TW_EXIT_OK;
+    for (int i = 0; i < report->finding_count; i++) {
+        if (report->findings[i].severity == TW_SEV_ERROR)
+            status = TW_EXIT_PROBLEMS;
+    }
+    tw_report_free(report);
+    return status;
+}
+
+static int run(int argc, char **argv)
+{
+    watch_options o = {.serve = true, .job = "watch"};
+    int first = parse(argc, argv, &o);
+    if (first < 0)
+        return TW_EXIT_USAGE;
+    sinks s = {0};
+    int status = TW_EXIT_USAGE;
+    tw_registry *reg = NULL;
+    tw_http_server *server = NULL;
+    tw_follower *follower = NULL;
+    char err[512];
+    if (tw_registry_new(&reg) != TW_OK || tw_run_new(&s.run, NULL) != TW_OK)
+        goto done;
+    tw_process_collector_register(reg);
+    tw_live_options lo = {.registry = reg, .job = o.job, .stall_after = o.stall_after, .warnings = stderr};
+    if (tw_live_new(&lo, &s.live) != TW_OK)
+        goto done;
+    if (o.records_path && !(s.records = fopen(o.records_path, "a"))) {
+        fprintf(stderr, "trainwatch watch: %s: %s\n", o.records_path, strerror(errno));
+        goto done;
+    }
+    if (o.serve) {
+        o.http.registry = reg;
+        if (tw_http_start(&o.http, &server, err, sizeof err) != TW_OK) {
+            fprintf(stderr, "trainwatch watch: %s\n", err);
+            goto done;
+        }
+        fprintf(stderr, "trainwatch watch: serving metrics on port %u\n", tw_http_port(server));
+    }
+    o.follow.patterns = (const char *const *)(argv + first);
+    o.follow.pattern_count = (size_t)(argc - first);
+    o.follow.sink = (tw_record_sink){to_all, &s, records_commit, records_restore};
+    if (tw_follower_open(&o.follow, &follower, err, sizeof err) != TW_OK) {
+        fprintf(stderr, "trainwatch watch: %s\n", err);
+        goto done;
+    }
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    double start = monotonic();
+    while (!stop_requested && (o.duration <= 0 || monotonic() - start < o.duration)) {
+        int rc = tw_follower_poll(follower, 0.5);
+        if (rc != TW_OK)
+            fprintf(stderr, "trainwatch watch: saving %s: %s\n", o.follow.state_file, tw_strerror(rc));
+        tw_live_tick(s.live, wall());
+    }
+    tw_follow_stats stats = *tw_follower_stats(follower);
+    tw_follower_close(follower);
+    follower = NULL;
+    if (s.records)
+        fflush(s.records);
+    status = finish(&s, &o, &stats);
+done:
+    tw_follower_close(follower);
+    tw_http_stop(server);
+    if (s.records)
+        fclose(s.records);
+    tw_live_free(s.live);
+    tw_run_free(s.run);
+    tw_registry_free(reg);
+    return status;
+}
+
+const tw_command tw_cmd_watch = {
+    .name = "watch",
+    .summary = "follow growing logs: live metrics, warnings, and the diagnosis at the end",
+    .usage = "usage: trainwatch watch [OPTIONS] FILE|GLOB...   (trainwatch watch --help for options)\n",
+    .run = run,
+};
