@@ -128,6 +128,11 @@ double tw_record_metric(const tw_record *r, const char *name);
 /* Copies text into message or detail, cut to fit, control bytes replaced. */
 void tw_record_set_text(char *dst, const char *text, size_t len);
 
+/* False for the speed and bookkeeping numbers printed beside evaluation
+ * results (fps, runtime, samples, *_cost, epoch...): "best" of them means
+ * nothing and they are not results. */
+bool tw_metric_is_result(const char *name);
+
 const char *tw_event_name(tw_event_kind kind);
 const char *tw_record_kind_name(tw_record_kind kind);
 

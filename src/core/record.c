@@ -76,6 +76,16 @@ void tw_record_set_text(char *dst, const char *text, size_t len)
     dst[len] = '\0';
 }
 
+bool tw_metric_is_result(const char *name)
+{
+    static const char *const not_results[] = {"cost", "ips", "runtime", "per_second", "fps", "samples", "num_tokens", "epoch", "step"};
+    for (size_t i = 0; i < sizeof not_results / sizeof not_results[0]; i++) {
+        if (strstr(name, not_results[i]))
+            return false;
+    }
+    return true;
+}
+
 const char *tw_event_name(tw_event_kind kind)
 {
     static const char *const names[] = {

@@ -386,18 +386,6 @@ static bool lower_is_better(const char *name)
     return false;
 }
 
-/* Speed and bookkeeping numbers printed with evaluation results are not
- * results: "best" of them means nothing. */
-static bool is_eval_result(const char *name)
-{
-    static const char *const not_results[] = {"cost", "ips", "runtime", "per_second", "fps", "samples", "num_tokens", "epoch", "step"};
-    for (size_t i = 0; i < sizeof not_results / sizeof not_results[0]; i++) {
-        if (strstr(name, not_results[i]))
-            return false;
-    }
-    return true;
-}
-
 static void add_eval(tw_run *run, const tw_record *r)
 {
     tw_rank *rk = rank_of(run, r->rank);
@@ -407,7 +395,7 @@ static void add_eval(tw_run *run, const tw_record *r)
     int64_t step = rk && rk->have_last ? (int64_t)rk->last.pos : (r->global_step >= 0 ? r->global_step : r->epoch);
     for (int i = 0; i < r->metric_count; i++) {
         const tw_metric *m = &r->metrics[i];
-        if (!is_eval_result(m->name))
+        if (!tw_metric_is_result(m->name))
             continue;
         tw_eval_note *e = NULL;
         for (int j = 0; j < run->eval_count; j++) {

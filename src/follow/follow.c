@@ -103,7 +103,7 @@ static bool head_of(int fd, uint32_t len, uint64_t *hash)
 {
     unsigned char head[HEAD_MAX];
     if (len == 0) {
-        *hash = fnv(head, 0);
+        *hash = fnv(NULL, 0);
         return true;
     }
     ssize_t n = pread(fd, head, len, 0);
@@ -208,7 +208,7 @@ static bool is_consumed(const tw_follower *f, const struct stat *st, int fd)
 }
 
 typedef struct sibling {
-    char path[4096];
+    char path[4096 + 256 + 2];  /* a directory and a name */
     double mtime;
 } sibling;
 

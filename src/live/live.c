@@ -263,6 +263,8 @@ void tw_live_record(void *arg, const tw_record *r)
         char rank[16];
         snprintf(rank, sizeof rank, "%d", r->rank < 0 ? 0 : r->rank);
         for (int i = 0; i < r->metric_count; i++) {
+            if (!tw_metric_is_result(r->metrics[i].name))
+                continue;
             tw_gauge *g = series(l->f_eval, l->job, rank, r->metrics[i].name);
             if (g)
                 tw_gauge_set(g, r->metrics[i].value);
