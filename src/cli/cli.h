@@ -16,6 +16,7 @@ typedef struct tw_command {
 extern const tw_command tw_cmd_analyze;
 extern const tw_command tw_cmd_formats;
 extern const tw_command tw_cmd_watch;
+extern const tw_command tw_cmd_run;
 
 /* Exit statuses shared by the subcommands. */
 enum {

@@ -15,6 +15,7 @@ static const tw_command *const commands[] = {
     &tw_cmd_analyze,
     &tw_cmd_formats,
     &tw_cmd_watch,
+    &tw_cmd_run,
 };
 
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])

@@ -1,0 +1,512 @@
+/*
+ * cmd_run.c: `trainwatch run [options] -- CMD ARGS...` supervises a training
+ * command with no change to it: the command's stdout and stderr go through
+ * unchanged (and into an optional rotating log file), every line is parsed
+ * live, the process tree is sampled every second, /metrics is served,
+ * NaN/OOM/stall warnings appear as they happen, signals are forwarded to the
+ * command's process group, and at the end the diagnosis is printed (to
+ * stderr, so stdout stays the command's), optionally written as JSON and
+ * pushed to a Pushgateway. trainwatch exits with the command's status
+ * (128+signal when it was killed); when trainwatch itself cannot start
+ * (a bad flag, the port taken) it says so and does not start the command.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../supervise/proctree.h"
+#include "../supervise/rotate.h"
+#include "cli.h"
+#include "trainwatch/analyze.h"
+#include "trainwatch/error.h"
+#include "trainwatch/http.h"
+#include "trainwatch/live.h"
+#include "trainwatch/parse.h"
+#include "trainwatch/push.h"
+
+typedef struct run_options {
+    tw_http_options http;
+    bool serve;
+    const char *job;
+    int rank;
+    const char *log_file;
+    unsigned long long log_max_bytes;
+    unsigned log_backups;
+    double stall_after, kill_after;
+    const char *report_file;
+    const char *pushgateway;
+    const tw_format *format;
+} run_options;
+
+typedef struct tree_metrics {
+    tw_counter *cpu, *read, *write;
+    tw_gauge *rss, *threads, *processes, *workers;
+    tw_tree_sample last;
+    double cpu_max_rate, samples, cpu_rate_sum;
+    uint64_t rss_peak;
+    int workers_peak;
+} tree_metrics;
+
+static int signal_pipe[2] = {-1, -1};
+
+static void on_signal(int sig)
+{
+    unsigned char s = (unsigned char)sig;
+    int saved = errno;
+    if (write(signal_pipe[1], &s, 1) < 0) {
+    }
+    errno = saved;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: trainwatch run [OPTIONS] -- CMD [ARGS...]\n\n"
+            "Runs CMD and supervises it: output passed through (and logged), parsed live,\n"
+            "metrics served, warnings on NaN, OOM, exceptions and stalls, the diagnosis at the end.\n"
+            "Exits with CMD's status (128+signal when it was killed).\n\n"
+            "options:\n"
+            "  --log-file FILE             also write CMD's output here\n"
+            "  --log-max-bytes N           rotate the log file past N bytes (0: never)\n"
+            "  --log-backups N             keep N rotated files (as Python's RotatingFileHandler)\n"
+            "  --job NAME                  the job label (default: CMD's name)\n"
+            "  --rank N                    the rank label (default: PADDLE_TRAINER_ID, RANK, ..., or 0)\n"
+            "  --format NAME               the log format (default: detect)\n"
+            "  --web.listen-address ADDR   serve /metrics here (default " TW_HTTP_DEFAULT_ADDRESS "; 'none')\n"
+            "  --web.config.file FILE      TLS and basic auth, exporter-toolkit format\n"
+            "  --stall-after SECONDS       warn when no step arrives for this long (default: derived, >= 60)\n"
+            "  --kill-after SECONDS        after forwarding SIGINT/SIGTERM/SIGHUP, SIGKILL the group if it is\n"
+            "                              still there this long after (default: never)\n"
+            "  --report FILE               write the final diagnosis as JSON\n"
+            "  --pushgateway URL           push the final metrics (grouping job, rank, instance)\n");
+}
+
+static int env_rank(void)
+{
+    static const char *const names[] = {"PADDLE_TRAINER_ID", "PADDLE_GLOBAL_RANK", "RANK", "OMPI_COMM_WORLD_RANK",
+                                        "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v)
+            return atoi(v);
+    }
+    return 0;
+}
+
+static int number(const char *name, const char *arg, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(arg, &end);
+    if (errno || end == arg || *end || !(v >= 0)) {
+        fprintf(stderr, "trainwatch run: --%s needs a non-negative number, not '%s'\n", name, arg);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse(int argc, char **argv, run_options *o)
+{
+    static const struct option longopts[] = {
+        {"log-file", 1, 0, 'L'},  {"log-max-bytes", 1, 0, 'M'}, {"log-backups", 1, 0, 'B'},
+        {"job", 1, 0, 'j'},       {"rank", 1, 0, 'r'},          {"format", 1, 0, 'F'},
+        {"web.listen-address", 1, 0, 'l'}, {"web.config.file", 1, 0, 'c'}, {"stall-after", 1, 0, 'S'},
+        {"kill-after", 1, 0, 'K'}, {"report", 1, 0, 'R'},       {"pushgateway", 1, 0, 'P'},
+        {"help", 0, 0, 'h'},      {0, 0, 0, 0}};
+    optind = 1;
+    opterr = 0;
+    int c;
+    double v;
+    while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'L': o->log_file = optarg; break;
+        case 'M':
+            if (number("log-max-bytes", optarg, &v))
+                return -1;
+            o->log_max_bytes = (unsigned long long)v;
+            break;
+        case 'B':
+            if (number("log-backups", optarg, &v))
+                return -1;
+            o->log_backups = (unsigned)v;
+            break;
+        case 'j': o->job = optarg; break;
+        case 'r':
+            if (number("rank", optarg, &v))
+                return -1;
+            o->rank = (int)v;
+            break;
+        case 'F':
+            if (!(o->format = tw_format_find(optarg))) {
+                fprintf(stderr, "trainwatch run: unknown format '%s' (see trainwatch formats)\n", optarg);
+                return -1;
+            }
+            break;
+        case 'l':
+            o->serve = strcmp(optarg, "none") != 0;
+            o->http.listen_address = optarg;
+            break;
+        case 'c': o->http.web_config_file = optarg; break;
+        case 'S':
+            if (number("stall-after", optarg, &o->stall_after))
+                return -1;
+            break;
+        case 'K':
+            if (number("kill-after", optarg, &o->kill_after))
+                return -1;
+            break;
+        case 'R': o->report_file = optarg; break;
+        case 'P': o->pushgateway = optarg; break;
+        case 'h': usage(stdout); exit(TW_EXIT_OK);
+        default:
+            fprintf(stderr, "trainwatch run: unknown or incomplete option '%s' (see trainwatch run --help)\n",
+                    argv[optind - 1]);
+            return -1;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "trainwatch run: no command (trainwatch run [OPTIONS] -- CMD ARGS...)\n");
+        return -1;
+    }
+    return optind;
+}
+
+static double now_wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double now_mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int tree_metrics_init(tw_registry *r, const char *job, int rank, tree_metrics *t)
+{
+    char rank_text[16];
+    snprintf(rank_text, sizeof rank_text, "%d", rank);
+    const char *labels[] = {"job", "rank"};
+    const char *values[] = {job, rank_text};
+    struct {
+        const char *name, *help;
+        tw_metric_type type;
+        tw_cell **cell;
+    } defs[] = {
+        {"trainwatch_process_tree_cpu_seconds_total", "CPU time of the command and all its descendants.", TW_METRIC_COUNTER, &t->cpu},
+        {"trainwatch_process_tree_read_bytes_total", "Storage bytes read by the command's process tree.", TW_METRIC_COUNTER, &t->read},
+        {"trainwatch_process_tree_write_bytes_total", "Storage bytes written by the command's process tree.", TW_METRIC_COUNTER, &t->write},
+        {"trainwatch_process_tree_resident_memory_bytes", "Resident memory of the command's process tree.", TW_METRIC_GAUGE, &t->rss},
+        {"trainwatch_process_tree_threads", "Threads in the command's process tree.", TW_METRIC_GAUGE, &t->threads},
+        {"trainwatch_process_tree_processes", "Processes in the command's process tree.", TW_METRIC_GAUGE, &t->processes},
+        {"trainwatch_process_tree_workers", "Child processes of the command (data-loader workers and others).", TW_METRIC_GAUGE, &t->workers},
+    };
+    for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
+        tw_family *f;
+        tw_family_options o = {.name = defs[i].name, .help = defs[i].help, .type = defs[i].type, .label_count = 2,
+                               .label_names = labels};
+        int rc = tw_family_register(r, &o, &f);
+        if (rc == TW_OK)
+            rc = tw_family_series(f, values, defs[i].cell);
+        if (rc != TW_OK)
+            return rc;
+    }
+    return TW_OK;
+}
+
+static void sample_tree(pid_t child, tree_metrics *t, double interval)
+{
+    tw_tree_sample s;
+    if (tw_tree_sample_take(child, &s) != TW_OK)
+        return;
+    /* counters only move forward: a worker that exits takes its CPU time with it */
+    if (s.cpu_seconds > t->last.cpu_seconds) {
+        double delta = s.cpu_seconds - t->last.cpu_seconds;
+        tw_counter_add(t->cpu, delta);
+        if (interval > 0) {
+            double rate = delta / interval;
+            t->cpu_rate_sum += rate;
+            t->samples++;
+            if (rate > t->cpu_max_rate)
+                t->cpu_max_rate = rate;
+        }
+    }
+    if (s.read_bytes > t->last.read_bytes)
+        tw_counter_add(t->read, (double)(s.read_bytes - t->last.read_bytes));
+    if (s.write_bytes > t->last.write_bytes)
+        tw_counter_add(t->write, (double)(s.write_bytes - t->last.write_bytes));
+    tw_gauge_set(t->rss, (double)s.rss_bytes);
+    tw_gauge_set(t->threads, (double)s.threads);
+    tw_gauge_set(t->processes, s.processes);
+    tw_gauge_set(t->workers, s.processes - 1);
+    if (s.rss_bytes > t->rss_peak)
+        t->rss_peak = s.rss_bytes;
+    if (s.processes - 1 > t->workers_peak)
+        t->workers_peak = s.processes - 1;
+    t->last = s;
+}
+
+typedef struct stream {
+    int fd;
+    FILE *out;
+    tw_parser *parser;
+} stream;
+
+typedef struct sinks {
+    tw_run *run;
+    tw_live *live;
+} sinks;
+
+static void to_all(void *arg, const tw_record *r)
+{
+    sinks *s = arg;
+    tw_run_add(s->run, r);
+    tw_live_record(s->live, r);
+}
+
+/* Moves what the command printed to our terminal, the log file and the
+ * parser; returns false at end of stream. */
+static bool pump(stream *st, tw_rotating_file *log, sinks *s)
+{
+    char buf[65536];
+    ssize_t n = read(st->fd, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return true;
+    if (n <= 0)
+        return false;
+    fwrite(buf, 1, (size_t)n, st->out);
+    fflush(st->out);
+    if (log)
+        tw_rotating_write(log, buf, (size_t)n);
+    tw_parser_push(st->parser, buf, (size_t)n, to_all, s);
+    return true;
+}
+
+static pid_t start_child(char **cmd, int out[2], int err[2])
+{
+    int status_pipe[2];
+    if (pipe2(status_pipe, O_CLOEXEC) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        setpgid(0, 0);
+        signal(SIGPIPE, SIG_DFL);
+        dup2(out[1], STDOUT_FILENO);
+        dup2(err[1], STDERR_FILENO);
+        execvp(cmd[0], cmd);
+        int e = errno;
+        if (write(status_pipe[1], &e, sizeof e) < 0) {
+        }
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    close(status_pipe[1]);
+    int e = 0;
+    ssize_t got = read(status_pipe[0], &e, sizeof e);
+    close(status_pipe[0]);
+    if (got == (ssize_t)sizeof e) {
+        waitpid(pid, NULL, 0);
+        errno = e;
+        return 0; /* exec failed */
+    }
+    return pid;
+}
+
+static void write_summary(const run_options *o, const tw_report *report, const tree_metrics *t, bool json)
+{
+    if (o->report_file) {
+        FILE *f = fopen(o->report_file, "w");
+        if (!f) {
+            fprintf(stderr, "trainwatch run: %s: %s\n", o->report_file, strerror(errno));
+        } else {
+            tw_report_write_json(f, report);
+            fclose(f);
+        }
+    }
+    (void)json;
+    fprintf(stderr, "\n== trainwatch: %s\n", o->job);
+    tw_report_write_text(stderr, report, isatty(STDERR_FILENO));
+    fprintf(stderr, "process tree: %.2f CPU cores on average (peak %.2f), peak resident memory %.1f MiB, "
+                    "up to %d worker processes\n",
+            t->samples ? t->cpu_rate_sum / t->samples : 0, t->cpu_max_rate, (double)t->rss_peak / (1024 * 1024),
+            t->workers_peak);
+}
+
+static void push_final(const run_options *o, tw_registry *reg)
+{
+    char host[256] = "", rank[16], err[512];
+    gethostname(host, sizeof host - 1);
+    snprintf(rank, sizeof rank, "%d", o->rank);
+    tw_push_options p = {.url = o->pushgateway, .job = o->job, .grouping_count = 2,
+                         .grouping_names = {"rank", "instance"}, .grouping_values = {rank, host}};
+    if (tw_push(&p, reg, TW_PUSH_REPLACE, err, sizeof err) != TW_OK)
+        fprintf(stderr, "trainwatch run: pushing to the Pushgateway failed: %s\n", err);
+}
+
+static int run(int argc, char **argv)
+{
+    run_options o = {.serve = true, .rank = env_rank()};
+    int first = parse(argc, argv, &o);
+    if (first < 0)
+        return TW_EXIT_USAGE;
+    char **cmd = argv + first;
+    if (!o.job) {
+        const char *slash = strrchr(cmd[0], '/');
+        o.job = slash ? slash + 1 : cmd[0];
+    }
+    int status = TW_EXIT_USAGE;
+    char err[512];
+    tw_registry *reg = NULL;
+    tw_http_server *server = NULL;
+    tw_rotating_file *log = NULL;
+    sinks s = {0};
+    stream streams[2] = {{-1, stdout, NULL}, {-1, stderr, NULL}};
+    tree_metrics tree = {0};
+    if (tw_registry_new(&reg) != TW_OK || tw_run_new(&s.run, NULL) != TW_OK)
+        goto done;
+    tw_process_collector_register(reg);
+    tw_live_options lo = {.registry = reg, .job = o.job, .stall_after = o.stall_after, .warnings = stderr};
+    if (tw_live_new(&lo, &s.live) != TW_OK || tree_metrics_init(reg, o.job, o.rank, &tree) != TW_OK)
+        goto done;
+    /* everything that can fail before the command starts, fails here */
+    if (o.log_file && tw_rotating_open(o.log_file, o.log_max_bytes, o.log_backups, &log) != TW_OK) {
+        fprintf(stderr, "trainwatch run: %s: %s\n", o.log_file, strerror(errno));
+        goto done;
+    }
+    if (o.serve) {
+        o.http.registry = reg;
+        if (tw_http_start(&o.http, &server, err, sizeof err) != TW_OK) {
+            fprintf(stderr, "trainwatch run: %s (not starting %s)\n", err, cmd[0]);
+            goto done;
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        const char *name = o.log_file ? o.log_file : (i == 0 ? "<stdout>" : "<stderr>");
+        if (tw_parser_new(&streams[i].parser, name, o.format, o.rank) != TW_OK)
+            goto done;
+    }
+    int out[2], errp[2];
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(errp, O_CLOEXEC) != 0 || pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        fprintf(stderr, "trainwatch run: %s\n", strerror(errno));
+        goto done;
+    }
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    pid_t child = start_child(cmd, out, errp);
+    close(out[1]);
+    close(errp[1]);
+    if (child <= 0) {
+        fprintf(stderr, "trainwatch run: %s: %s\n", cmd[0], strerror(errno));
+        close(out[0]);
+        close(errp[0]);
+        status = 127;
+        goto done;
+    }
+    streams[0].fd = out[0];
+    streams[1].fd = errp[0];
+    int child_status = 0;
+    bool exited = false;
+    double last_sample = now_mono(), forwarded_at = 0, exited_at = 0;
+    for (;;) {
+        struct pollfd p[3] = {{streams[0].fd, POLLIN, 0}, {streams[1].fd, POLLIN, 0}, {signal_pipe[0], POLLIN, 0}};
+        poll(p, 3, 250);
+        for (int i = 0; i < 2; i++) {
+            if (streams[i].fd >= 0 && (p[i].revents & (POLLIN | POLLHUP | POLLERR)) && !pump(&streams[i], log, &s)) {
+                close(streams[i].fd);
+                streams[i].fd = -1;
+            }
+        }
+        unsigned char sig;
+        while (read(signal_pipe[0], &sig, 1) == 1) {
+            kill(-child, sig);
+            if (!forwarded_at)
+                forwarded_at = now_mono();
+        }
+        if (!exited && waitpid(child, &child_status, WNOHANG) == child) {
+            exited = true;
+            exited_at = now_mono();
+        }
+        double t = now_mono();
+        if (!exited && o.kill_after > 0 && forwarded_at > 0 && t - forwarded_at >= o.kill_after) {
+            fprintf(stderr, "trainwatch run: %s still running %.0f s after the signal: killing it\n", cmd[0], o.kill_after);
+            kill(-child, SIGKILL);
+            forwarded_at = -1e18;
+        }
+        if (t - last_sample >= 1) {
+            if (!exited)
+                sample_tree(child, &tree, t - last_sample);
+            tw_live_tick(s.live, now_wall());
+            last_sample = t;
+        }
+        bool drained = streams[0].fd < 0 && streams[1].fd < 0;
+        /* workers that outlive the command may hold the pipes: do not wait for them long */
+        if (exited && (drained || t - exited_at > 2))
+            break;
+    }
+    for (int i = 0; i < 2; i++) {
+        if (streams[i].fd >= 0)
+            close(streams[i].fd);
+        if (tw_parser_pending(streams[i].parser))
+            tw_parser_push(streams[i].parser, "\n", 1, to_all, &s);
+    }
+    status = WIFSIGNALED(child_status) ? 128 + WTERMSIG(child_status) : WEXITSTATUS(child_status);
+    tw_record ev;
+    tw_record_init(&ev);
+    ev.kind = TW_REC_EVENT;
+    ev.rank = o.rank;
+    ev.source.file = o.log_file ? o.log_file : "<stdout>";
+    if (WIFSIGNALED(child_status)) {
+        ev.event = TW_EV_SIGNAL;
+        ev.exit_code = WTERMSIG(child_status);
+        snprintf(ev.message, sizeof ev.message, "%s was killed by signal %d (%s)", cmd[0], ev.exit_code,
+                 strsignal(ev.exit_code));
+    } else {
+        ev.event = TW_EV_EXIT;
+        ev.exit_code = status;
+        snprintf(ev.message, sizeof ev.message, "%s exited with code %d", cmd[0], status);
+    }
+    to_all(&s, &ev);
+    tw_thresholds th;
+    tw_thresholds_default(&th);
+    tw_report *report;
+    if (tw_diagnose(s.run, &th, &report) == TW_OK) {
+        write_summary(&o, report, &tree, false);
+        tw_report_free(report);
+    }
+    if (o.pushgateway)
+        push_final(&o, reg);
+done:
+    for (int i = 0; i < 2; i++)
+        tw_parser_close(streams[i].parser);
+    tw_http_stop(server);
+    tw_rotating_close(log);
+    tw_live_free(s.live);
+    tw_run_free(s.run);
+    tw_registry_free(reg);
+    return status;
+}
+
+const tw_command tw_cmd_run = {
+    .name = "run",
+    .summary = "run a training command under supervision: live metrics, warnings, diagnosis",
+    .usage = "usage: trainwatch run [OPTIONS] -- CMD [ARGS...]   (trainwatch run --help for options)\n",
+    .run = run,
+};

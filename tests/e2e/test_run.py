@@ -1,0 +1,144 @@
+"""`trainwatch run -- CMD`: the demo trainer supervised for real (its metrics
+read back through a real Prometheus and a real Pushgateway), output passed
+through and logged with rotation, signals forwarded, exit statuses kept."""
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import binary
+from servers import Prometheus, Process, Pushgateway, free_port, http, wait_until
+
+
+@pytest.fixture
+def procs():
+    started = []
+
+    def start(cls, *args, **kwargs):
+        p = cls(*args, **kwargs)
+        started.append(p)
+        return p
+
+    yield start
+    for p in reversed(started):
+        p.stop()
+
+
+def tw_run(*args, timeout=300, **kwargs):
+    return subprocess.run([binary("trainwatch"), "run", *[str(a) for a in args]], capture_output=True, text=True,
+                          timeout=timeout, **kwargs)
+
+
+def demo(*flags):
+    return ["--", binary("demo-train"), "--batch", "8", *flags]
+
+
+def test_prometheus_scrapes_a_supervised_run(procs, tmp_path):
+    port = free_port()
+    # our series carry their own job label: honor it, as for a Pushgateway
+    prom = procs(Prometheus, str(tmp_path), [{"job_name": "tw", "honor_labels": True,
+                                              "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}])
+    log = tmp_path / "train.log"
+    proc = subprocess.Popen([binary("trainwatch"), "run", "--web.listen-address", f"127.0.0.1:{port}", "--log-file",
+                             str(log), *demo("--epochs", "3", "--steps-per-epoch", "40", "--log-interval", "5",
+                                             "--slow-reader", "60")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # while it runs, Prometheus scrapes it; read the progress back as it goes
+    seen = wait_until(lambda: prom.query('trainwatch_train_step{job="demo-train"} > 0'), timeout=60,
+                      what="a training step in Prometheus")
+    assert seen[0]["metric"]["rank"] == "0"
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    lines = [l for l in log.read_text().splitlines() if "global_step:" in l]
+    by_step = {int(m.group(1)): float(m.group(2)) for m in
+               (re.search(r"global_step: (\d+), lr: [0-9.]+, loss: ([0-9.]+)", l) for l in lines)}
+    count = len(lines)
+    # what Prometheus scraped matches the trainer's own log: the last step it saw
+    # is a step of the log, and the loss beside it is that step's (or, if the
+    # scrape fell between the two updates, the next one's)
+    step = int(float(prom.query('max_over_time(trainwatch_train_step{job="demo-train"}[1m])')[0]["value"][1]))
+    loss = float(prom.query('last_over_time(trainwatch_train_loss{job="demo-train"}[1m])')[0]["value"][1])
+    assert step in by_step
+    steps = sorted(by_step)
+    nxt = steps[min(steps.index(step) + 1, len(steps) - 1)]
+    assert abs(loss - by_step[step]) < 1e-6 or abs(loss - by_step[nxt]) < 1e-6
+    assert step >= steps[len(steps) // 2]  # it scraped well into the run
+    counted = float(prom.query('max_over_time(trainwatch_step_duration_seconds_count{job="demo-train"}[1m])')[0]["value"][1])
+    assert 0 < counted <= count
+    assert float(prom.query('max_over_time(trainwatch_process_tree_resident_memory_bytes{job="demo-train"}[1m])')[0]["value"][1]) > 1e5
+    # stdout passed through unchanged and logged
+    assert out == log.read_text()
+    assert "== trainwatch: demo-train" in err and "Summary" in err
+
+
+def test_output_log_rotation(tmp_path):
+    log = tmp_path / "train.log"
+    result = tw_run("--web.listen-address", "none", "--log-file", log, "--log-max-bytes", "1500", "--log-backups", "3",
+                    *demo("--epochs", "2", "--steps-per-epoch", "50", "--log-interval", "2"))
+    assert result.returncode == 0
+    files = [log] + [tmp_path / f"train.log.{i}" for i in (1, 2, 3)]
+    assert all(f.exists() for f in files) and not (tmp_path / "train.log.4").exists()
+    assert all(f.stat().st_size <= 1500 for f in files)
+    kept = "".join(f.read_text() for f in reversed(files))
+    assert result.stdout.endswith(kept)  # the newest lines, in order, none split
+
+
+def test_exit_status_is_the_commands(tmp_path):
+    assert tw_run("--web.listen-address", "none", "--", "sh", "-c", "exit 3").returncode == 3
+    assert tw_run("--web.listen-address", "none", "--", "sh", "-c", "kill -9 $$").returncode == 137
+    missing = tw_run("--web.listen-address", "none", "--", str(tmp_path / "no-such-command"))
+    assert missing.returncode == 127 and "No such file or directory" in missing.stderr
+
+
+def test_sigterm_is_forwarded_to_the_group(tmp_path):
+    marker = tmp_path / "got-term"
+    script = f"trap 'touch {marker}; exit 143' TERM; sleep 30 & wait"
+    proc = subprocess.Popen([binary("trainwatch"), "run", "--web.listen-address", "none", "--", "sh", "-c", script],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143
+    assert marker.exists()
+
+
+def test_child_that_ignores_sigterm_is_killed_after_grace(tmp_path):
+    proc = subprocess.Popen([binary("trainwatch"), "run", "--web.listen-address", "none", "--kill-after", "1", "--",
+                             "sh", "-c", "trap '' TERM; sleep 30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    time.sleep(1)
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 137
+    assert "killing it" in err
+    assert time.monotonic() - start < 10
+
+
+def test_port_in_use_does_not_start_the_command(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        marker = tmp_path / "started"
+        result = tw_run("--web.listen-address", f"127.0.0.1:{port}", "--", "touch", marker)
+    assert result.returncode == 2
+    assert "Address already in use" in result.stderr and "not starting touch" in result.stderr
+    assert not marker.exists()
+    bad = tw_run("--bogus", "--", "true")
+    assert bad.returncode == 2
+
+
+def test_final_metrics_reach_the_pushgateway(procs, tmp_path):
+    gw = procs(Pushgateway, str(tmp_path))
+    result = tw_run("--web.listen-address", "none", "--pushgateway", gw.url, "--rank", "3",
+                    *demo("--epochs", "1", "--steps-per-epoch", "20", "--log-interval", "5"))
+    assert result.returncode == 0, result.stderr
+    text = gw.metrics()
+    host = socket.gethostname()
+    want = f'trainwatch_train_step{{instance="{host}",job="demo-train",rank="3"}} 20'
+    assert want in text, text[-2000:]
