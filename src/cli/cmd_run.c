@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../core/clock.h"
 #include "../supervise/proctree.h"
 #include "../supervise/rotate.h"
 #include "cli.h"
@@ -180,19 +181,7 @@ static int parse(int argc, char **argv, run_options *o)
     return optind;
 }
 
-static double now_wall(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
-static double now_mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static int tree_metrics_init(tw_registry *r, const char *job, int rank, tree_metrics *t)
 {
@@ -424,7 +413,7 @@ static int run(int argc, char **argv)
     streams[1].fd = errp[0];
     int child_status = 0;
     bool exited = false;
-    double last_sample = now_mono(), forwarded_at = 0, exited_at = 0;
+    double last_sample = tw_monotonic_clock(), forwarded_at = 0, exited_at = 0;
     for (;;) {
         struct pollfd p[3] = {{streams[0].fd, POLLIN, 0}, {streams[1].fd, POLLIN, 0}, {signal_pipe[0], POLLIN, 0}};
         poll(p, 3, 250);
@@ -438,13 +427,13 @@ static int run(int argc, char **argv)
         while (read(signal_pipe[0], &sig, 1) == 1) {
             kill(-child, sig);
             if (!forwarded_at)
-                forwarded_at = now_mono();
+                forwarded_at = tw_monotonic_clock();
         }
         if (!exited && waitpid(child, &child_status, WNOHANG) == child) {
             exited = true;
-            exited_at = now_mono();
+            exited_at = tw_monotonic_clock();
         }
-        double t = now_mono();
+        double t = tw_monotonic_clock();
         if (!exited && o.kill_after > 0 && forwarded_at > 0 && t - forwarded_at >= o.kill_after) {
             fprintf(stderr, "trainwatch run: %s still running %.0f s after the signal: killing it\n", cmd[0], o.kill_after);
             kill(-child, SIGKILL);
@@ -453,7 +442,7 @@ static int run(int argc, char **argv)
         if (t - last_sample >= 1) {
             if (!exited)
                 sample_tree(child, &tree, t - last_sample);
-            tw_live_tick(s.live, now_wall());
+            tw_live_tick(s.live, tw_wall_clock());
             last_sample = t;
         }
         bool drained = streams[0].fd < 0 && streams[1].fd < 0;

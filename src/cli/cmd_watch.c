@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../core/clock.h"
 #include "cli.h"
 #include "trainwatch/analyze.h"
 #include "trainwatch/error.h"
@@ -154,19 +155,7 @@ static int parse(int argc, char **argv, watch_options *o)
     return optind;
 }
 
-static double monotonic(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
-static double wall(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static int finish(sinks *s, const watch_options *o, const tw_follow_stats *st)
 {
@@ -230,12 +219,12 @@ static int run(int argc, char **argv)
     }
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
-    double start = monotonic();
-    while (!stop_requested && (o.duration <= 0 || monotonic() - start < o.duration)) {
+    double start = tw_monotonic_clock();
+    while (!stop_requested && (o.duration <= 0 || tw_monotonic_clock() - start < o.duration)) {
         int rc = tw_follower_poll(follower, 0.5);
         if (rc != TW_OK)
             fprintf(stderr, "trainwatch watch: saving %s: %s\n", o.follow.state_file, tw_strerror(rc));
-        tw_live_tick(s.live, wall());
+        tw_live_tick(s.live, tw_wall_clock());
     }
     tw_follow_stats stats = *tw_follower_stats(follower);
     tw_follower_close(follower);

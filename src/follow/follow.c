@@ -9,6 +9,7 @@
  * or rewritten (copy-truncate: read the missing tail from the copy whose
  * first bytes hash the same, then start again at 0).
  */
+#include "../core/clock.h"
 #include "trainwatch/follow.h"
 
 #include <dirent.h>
@@ -83,12 +84,6 @@ struct tw_follower {
     size_t done_count, done_head;
 };
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static uint64_t fnv(const unsigned char *p, size_t n)
 {
@@ -657,7 +652,7 @@ int tw_follower_open(const tw_follow_options *o, tw_follower **out, char *err, s
         tw_follower_close(f);
         return rc;
     }
-    f->last_glob = f->last_save = now_seconds();
+    f->last_glob = f->last_save = tw_monotonic_clock();
     *out = f;
     return TW_OK;
 }
@@ -675,7 +670,7 @@ int tw_follower_poll(tw_follower *f, double timeout)
         struct timespec ts = {(time_t)timeout, (long)((timeout - (double)(time_t)timeout) * 1e9)};
         nanosleep(&ts, NULL);
     }
-    double now = now_seconds();
+    double now = tw_monotonic_clock();
     if (now - f->last_glob >= 1 || f->inotify >= 0) {
         scan_patterns(f);
         f->last_glob = now;

@@ -6,6 +6,7 @@
  * last 32 intervals between new steps per rank and compares the time since
  * the last step with ten times their median.
  */
+#include "../core/clock.h"
 #include "trainwatch/live.h"
 
 #include <math.h>
@@ -46,12 +47,6 @@ struct tw_live {
     live_rank *ranks[RANKS_MAX];
 };
 
-static double wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static int family(tw_live *l, const char *name, const char *help, tw_metric_type type, size_t extra_label,
                   const char *extra, tw_family **out)
@@ -253,7 +248,7 @@ void tw_live_record(void *arg, const tw_record *r)
     live_rank *s = rank_state(l, r->rank);
     if (!s)
         return;
-    double now = wall_now();
+    double now = tw_wall_clock();
     tw_counter_inc(s->records[r->kind]);
     switch (r->kind) {
     case TW_REC_STEP:

@@ -78,6 +78,5 @@ double tw_bits_to_double(uint64_t bits);
 uint64_t tw_double_to_bits(double v);
 uint64_t tw_histogram_bucket(const tw_cell *c, size_t i);  /* summed over stripes */
 double tw_histogram_sum(const tw_cell *c);
-double tw_wall_seconds(void);
 
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../core/clock.h"
 #include "internal.h"
 #include "trainwatch/error.h"
 
@@ -30,13 +31,6 @@ uint64_t tw_double_to_bits(double v)
     uint64_t bits;
     memcpy(&bits, &v, sizeof bits);
     return bits;
-}
-
-double tw_wall_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 /* ---- names ---------------------------------------------------------- */
@@ -343,7 +337,7 @@ static tw_cell *new_cell(tw_family *f, const char *const *values, uint64_t hash)
         return NULL;
     c->family = f;
     c->hash = hash;
-    c->created = tw_wall_seconds();
+    c->created = tw_wall_clock();
     bool ok = true;
     for (size_t i = 0; i < f->label_count && ok; i++)
         ok = (c->labels[i] = strdup(values[i])) != NULL;
