@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "../core/clock.h"
+#include "../supervise/gpu.h"
 #include "../supervise/proctree.h"
 #include "../supervise/rotate.h"
 #include "cli.h"
@@ -46,6 +47,18 @@ typedef struct run_options {
     const char *pushgateway;
     const tw_format *format;
 } run_options;
+
+#define GPUS_MAX 16
+
+/* GPU series, named as NVIDIA's DCGM exporter names them where they overlap. */
+typedef struct gpu_metrics {
+    tw_gpu *gpu;
+    unsigned count;
+    tw_gauge *util[GPUS_MAX], *copy_util[GPUS_MAX], *fb_used[GPUS_MAX], *fb_free[GPUS_MAX], *power[GPUS_MAX],
+        *temp[GPUS_MAX], *sm_clock[GPUS_MAX], *throttle[GPUS_MAX], *ours[GPUS_MAX];
+    double util_sum, samples;
+    uint64_t memory_peak, memory_total;
+} gpu_metrics;
 
 typedef struct tree_metrics {
     tw_counter *cpu, *read, *write;
@@ -215,6 +228,83 @@ static int tree_metrics_init(tw_registry *r, const char *job, int rank, tree_met
     return TW_OK;
 }
 
+static int gpu_metrics_init(tw_registry *r, const char *job, int rank, gpu_metrics *g)
+{
+    char why[512];
+    if (tw_gpu_open(NULL, &g->gpu, why, sizeof why) != TW_OK) {
+        fprintf(stderr, "trainwatch run: no GPU metrics: %s\n", why);
+        return TW_OK; /* no GPU is not an error */
+    }
+    g->count = tw_gpu_count(g->gpu) < GPUS_MAX ? tw_gpu_count(g->gpu) : GPUS_MAX;
+    const char *labels[] = {"job", "rank", "gpu", "UUID", "modelName"};
+    struct {
+        const char *name, *help;
+        tw_gauge **cells;
+    } defs[] = {
+        {"DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", g->util},
+        {"DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", g->copy_util},
+        {"DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", g->fb_used},
+        {"DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", g->fb_free},
+        {"DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", g->power},
+        {"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", g->temp},
+        {"DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", g->sm_clock},
+        {"trainwatch_gpu_clock_event_reasons", "NVML clock event (throttle) reason bits; 0 when not throttled.", g->throttle},
+        {"trainwatch_gpu_process_memory_bytes", "GPU memory used by the command's processes.", g->ours},
+    };
+    char rank_text[16];
+    snprintf(rank_text, sizeof rank_text, "%d", rank);
+    for (size_t k = 0; k < sizeof defs / sizeof defs[0]; k++) {
+        tw_family *f;
+        tw_family_options o = {.name = defs[k].name, .help = defs[k].help, .type = TW_METRIC_GAUGE, .label_count = 5,
+                               .label_names = labels};
+        int rc = tw_family_register(r, &o, &f);
+        for (unsigned i = 0; i < g->count && rc == TW_OK; i++) {
+            tw_gpu_reading reading;
+            tw_gpu_read(g->gpu, i, &reading);
+            char index[16];
+            snprintf(index, sizeof index, "%u", i);
+            const char *values[] = {job, rank_text, index, reading.uuid, reading.name};
+            rc = tw_family_series(f, values, &defs[k].cells[i]);
+        }
+        if (rc != TW_OK)
+            return rc;
+    }
+    fprintf(stderr, "trainwatch run: sampling %u GPU(s) through NVML\n", g->count);
+    return TW_OK;
+}
+
+static void sample_gpus(gpu_metrics *g, const tw_tree_sample *tree)
+{
+    for (unsigned i = 0; g->gpu && i < g->count; i++) {
+        tw_gpu_reading r;
+        if (tw_gpu_read(g->gpu, i, &r) != TW_OK)
+            continue;
+        if (r.has_util) {
+            tw_gauge_set(g->util[i], r.util_gpu);
+            tw_gauge_set(g->copy_util[i], r.util_memory);
+            g->util_sum += r.util_gpu;
+            g->samples++;
+        }
+        if (r.has_memory) {
+            tw_gauge_set(g->fb_used[i], (double)r.memory_used / (1024 * 1024));
+            tw_gauge_set(g->fb_free[i], (double)(r.memory_total - r.memory_used) / (1024 * 1024));
+            if (r.memory_used > g->memory_peak)
+                g->memory_peak = r.memory_used;
+            g->memory_total = r.memory_total;
+        }
+        if (r.has_power)
+            tw_gauge_set(g->power[i], r.power_watts);
+        if (r.has_temp)
+            tw_gauge_set(g->temp[i], r.temp_c);
+        if (r.has_clock)
+            tw_gauge_set(g->sm_clock[i], r.sm_clock_mhz);
+        if (r.has_throttle)
+            tw_gauge_set(g->throttle[i], (double)r.throttle_reasons);
+        if (tree)
+            tw_gauge_set(g->ours[i], (double)tw_gpu_memory_of(g->gpu, i, tree->pids, (size_t)tree->pid_count));
+    }
+}
+
 static void sample_tree(pid_t child, tree_metrics *t, double interval)
 {
     tw_tree_sample s;
@@ -315,7 +405,8 @@ static pid_t start_child(char **cmd, int out[2], int err[2])
     return pid;
 }
 
-static void write_summary(const run_options *o, const tw_report *report, const tree_metrics *t, bool json)
+static void write_summary(const run_options *o, const tw_report *report, const tree_metrics *t,
+                          const gpu_metrics *g, bool json)
 {
     if (o->report_file) {
         FILE *f = fopen(o->report_file, "w");
@@ -333,6 +424,15 @@ static void write_summary(const run_options *o, const tw_report *report, const t
                     "up to %d worker processes\n",
             t->samples ? t->cpu_rate_sum / t->samples : 0, t->cpu_max_rate, (double)t->rss_peak / (1024 * 1024),
             t->workers_peak);
+    if (g->gpu && g->samples > 0) {
+        double util = g->util_sum / g->samples;
+        fprintf(stderr, "GPU: utilization averaged %.0f%% over %u GPU(s), memory peak %.1f of %.1f GiB", util,
+                g->count, (double)g->memory_peak / (1 << 30), (double)g->memory_total / (1 << 30));
+        double share = report->summary.data_share;
+        if (share == share && share > 0)
+            fprintf(stderr, ", while data wait was %.0f%% of step time", share * 100);
+        fputc('\n', stderr);
+    }
 }
 
 static void push_final(const run_options *o, tw_registry *reg)
@@ -365,11 +465,13 @@ static int run(int argc, char **argv)
     sinks s = {0};
     stream streams[2] = {{-1, stdout, NULL}, {-1, stderr, NULL}};
     tree_metrics tree = {0};
+    gpu_metrics gpu = {0};
     if (tw_registry_new(&reg) != TW_OK || tw_run_new(&s.run, NULL) != TW_OK)
         goto done;
     tw_process_collector_register(reg);
     tw_live_options lo = {.registry = reg, .job = o.job, .stall_after = o.stall_after, .warnings = stderr};
-    if (tw_live_new(&lo, &s.live) != TW_OK || tree_metrics_init(reg, o.job, o.rank, &tree) != TW_OK)
+    if (tw_live_new(&lo, &s.live) != TW_OK || tree_metrics_init(reg, o.job, o.rank, &tree) != TW_OK ||
+        gpu_metrics_init(reg, o.job, o.rank, &gpu) != TW_OK)
         goto done;
     /* everything that can fail before the command starts, fails here */
     if (o.log_file && tw_rotating_open(o.log_file, o.log_max_bytes, o.log_backups, &log) != TW_OK) {
@@ -440,8 +542,10 @@ static int run(int argc, char **argv)
             forwarded_at = -1e18;
         }
         if (t - last_sample >= 1) {
-            if (!exited)
+            if (!exited) {
                 sample_tree(child, &tree, t - last_sample);
+                sample_gpus(&gpu, &tree.last);
+            }
             tw_live_tick(s.live, tw_wall_clock());
             last_sample = t;
         }
@@ -477,12 +581,13 @@ static int run(int argc, char **argv)
     tw_thresholds_default(&th);
     tw_report *report;
     if (tw_diagnose(s.run, &th, &report) == TW_OK) {
-        write_summary(&o, report, &tree, false);
+        write_summary(&o, report, &tree, &gpu, false);
         tw_report_free(report);
     }
     if (o.pushgateway)
         push_final(&o, reg);
 done:
+    tw_gpu_close(gpu.gpu);
     for (int i = 0; i < 2; i++)
         tw_parser_close(streams[i].parser);
     tw_http_stop(server);

@@ -9,12 +9,16 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#define TW_TREE_PIDS 256
+
 typedef struct tw_tree_sample {
     int processes;            /* the root and its descendants alive now */
     double cpu_seconds;       /* user + system, of the live processes */
     uint64_t rss_bytes;
     uint64_t read_bytes, write_bytes;  /* storage I/O (/proc/PID/io) */
     uint64_t threads;
+    int pid_count;            /* the first TW_TREE_PIDS of them */
+    pid_t pids[TW_TREE_PIDS];
 } tw_tree_sample;
 
 /* Samples root's tree; returns 0, or TW_ENOENT when root is gone. */

@@ -142,3 +142,54 @@ def test_final_metrics_reach_the_pushgateway(procs, tmp_path):
     host = socket.gethostname()
     want = f'trainwatch_train_step{{instance="{host}",job="demo-train",rank="3"}} 20'
     assert want in text, text[-2000:]
+
+
+def test_gpu_metrics_through_nvml(tmp_path):
+    """The fake NVML library (the one allowed stand-in: no GPU here) reports two
+    GPUs with fixed values and 1 GiB used by each child of the caller."""
+    import os
+    fake = os.path.join(os.path.dirname(binary("trainwatch")), "fake-nvml", "libnvidia-ml.so.1")
+    port = free_port()
+    env = dict(os.environ, TW_NVML_LIBRARY=fake)
+    proc = subprocess.Popen([binary("trainwatch"), "run", "--web.listen-address", f"127.0.0.1:{port}",
+                             *demo("--epochs", "2", "--steps-per-epoch", "40", "--log-interval", "5",
+                                   "--slow-reader", "50")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+
+    def gpu_series():
+        body = http(f"http://127.0.0.1:{port}/metrics")[2].decode()
+        series = {}
+        for line in body.splitlines():
+            if line.startswith(("DCGM_", "trainwatch_gpu_")):
+                name, value = line.rsplit(" ", 1)
+                series[name] = float(value)
+        sampled = any(k.startswith("trainwatch_gpu_process_memory_bytes") and v > 0 for k, v in series.items())
+        return series if sampled else None
+
+    series = wait_until(gpu_series, timeout=30, what="GPU series")
+    labels = 'job="demo-train",rank="0",gpu="0",UUID="GPU-fake-0",modelName="Fake H100 0"'
+    assert series[f"DCGM_FI_DEV_GPU_UTIL{{{labels}}}"] == 37
+    assert series[f"DCGM_FI_DEV_FB_USED{{{labels}}}"] == 10240
+    assert series[f"DCGM_FI_DEV_FB_FREE{{{labels}}}"] == 71680
+    assert series[f"DCGM_FI_DEV_POWER_USAGE{{{labels}}}"] == 250.5
+    assert series[f"DCGM_FI_DEV_GPU_TEMP{{{labels}}}"] == 65
+    assert series[f"DCGM_FI_DEV_SM_CLOCK{{{labels}}}"] == 1755
+    assert series[f"trainwatch_gpu_clock_event_reasons{{{labels}}}"] == 4
+    assert series[f"trainwatch_gpu_process_memory_bytes{{{labels}}}"] == 1 << 30
+    gpu1 = 'job="demo-train",rank="0",gpu="1",UUID="GPU-fake-1",modelName="Fake H100 1"'
+    assert series[f"DCGM_FI_DEV_GPU_UTIL{{{gpu1}}}"] == 81
+    assert series[f"trainwatch_gpu_process_memory_bytes{{{gpu1}}}"] == 0
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0
+    assert "sampling 2 GPU(s) through NVML" in err
+    assert "GPU: utilization averaged 59% over 2 GPU(s)" in err
+
+
+def test_no_nvml_means_no_gpu_metrics_and_no_failure(tmp_path):
+    import os
+    env = dict(os.environ, TW_NVML_LIBRARY=str(tmp_path / "libnvidia-ml.so.1"))
+    result = subprocess.run([binary("trainwatch"), "run", "--web.listen-address", "none", "--", "true"],
+                            capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0
+    lines = [l for l in result.stderr.splitlines() if "GPU" in l]
+    assert lines[0].startswith("trainwatch run: no GPU metrics: ") and "libnvidia-ml.so.1" in lines[0]
