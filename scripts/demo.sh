@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# demo.sh: train the bundled demo model with a slow data loader (the most
-# common way a real run wastes its GPU), then let trainwatch analyze its log.
+# demo.sh: train the bundled demo model under `trainwatch run` with a fault
+# injected (a slow data loader, the most common way a real run wastes its
+# GPU), with /metrics served on 127.0.0.1; trainwatch prints the diagnosis at
+# the end. Then `trainwatch analyze` reads the same log again, offline.
 set -euo pipefail
 build=${1:-build}
 out=demo-run
 mkdir -p "$out"
-echo "== training examples/demo-train with a slow data loader (--slow-reader 10: 10 ms of decoding per batch)"
-"$build/demo-train" --epochs 3 --steps-per-epoch 40 --log-interval 5 --slow-reader 10 --log "$out/train.log"
-echo "== trainwatch analyze $out/train.log"
+rm -f "$out"/train.log*
+port=${TW_DEMO_PORT:-9464}
+echo "== trainwatch run -- demo-train --slow-reader 10   (10 ms of decoding per batch; /metrics on 127.0.0.1:$port)"
 status=0
-"$build/trainwatch" analyze "$out/train.log" || status=$?
+"$build/trainwatch" run --web.listen-address "127.0.0.1:$port" --log-file "$out/train.log" --report "$out/report.json" -- \
+  "$build/demo-train" --epochs 3 --steps-per-epoch 40 --log-interval 5 --slow-reader 10 || status=$?
+[ "$status" -eq 0 ] || exit "$status"
+echo
+echo "== the same log, offline: trainwatch analyze $out/train.log"
+status=0
+"$build/trainwatch" analyze "$out/train.log" >/dev/null || status=$?
 # 0: healthy or warnings only, 1: errors found; both are a finished analysis.
 [ "$status" -le 1 ] || exit "$status"
-echo
-echo "Try the other faults: $build/demo-train --help"
+echo "(report written to $out/report.json; try the other faults: $build/demo-train --help)"
