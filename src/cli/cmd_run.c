@@ -14,6 +14,9 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
+#include <pty.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -373,6 +376,40 @@ static bool pump(stream *st, tw_rotating_file *log, sinks *s)
     return true;
 }
 
+/* On a terminal the command gets one too: its stdout and stderr go to a
+ * pseudo-terminal (so progress bars redraw in place and colours stay on),
+ * sized like ours, with output post-processing off so its bytes reach us
+ * unchanged. Returns the master side, or -1 when stdout is not a terminal. */
+static int open_pty(int *slave)
+{
+    if (!isatty(STDOUT_FILENO))
+        return -1;
+    struct winsize ws;
+    bool sized = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0;
+    int master;
+    if (openpty(&master, slave, NULL, NULL, sized ? &ws : NULL) != 0)
+        return -1;
+    struct termios t;
+    if (tcgetattr(*slave, &t) == 0) {
+        t.c_oflag &= ~(tcflag_t)OPOST;
+        tcsetattr(*slave, TCSANOW, &t);
+    }
+    fcntl(master, F_SETFD, FD_CLOEXEC);
+    fcntl(*slave, F_SETFD, FD_CLOEXEC);
+    return master;
+}
+
+/* With a terminal on stdin, the command's group becomes the foreground group
+ * so it can read the terminal and Ctrl-C reaches it directly. */
+static void foreground(pid_t pgid)
+{
+    if (!isatty(STDIN_FILENO))
+        return;
+    void (*old)(int) = signal(SIGTTOU, SIG_IGN);
+    tcsetpgrp(STDIN_FILENO, pgid);
+    signal(SIGTTOU, old);
+}
+
 static pid_t start_child(char **cmd, int out[2], int err[2])
 {
     int status_pipe[2];
@@ -383,6 +420,7 @@ static pid_t start_child(char **cmd, int out[2], int err[2])
         return -1;
     if (pid == 0) {
         setpgid(0, 0);
+        foreground(getpid());
         signal(SIGPIPE, SIG_DFL);
         dup2(out[1], STDOUT_FILENO);
         dup2(err[1], STDERR_FILENO);
@@ -491,7 +529,18 @@ static int run(int argc, char **argv)
             goto done;
     }
     int out[2], errp[2];
-    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(errp, O_CLOEXEC) != 0 || pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    int slave = -1, master = open_pty(&slave);
+    if (master >= 0) {
+        /* one terminal for both streams, as the user would see them */
+        out[0] = master, out[1] = slave;
+        errp[1] = dup(slave);
+        errp[0] = -1;
+        fcntl(errp[1], F_SETFD, FD_CLOEXEC);
+    } else if (pipe2(out, O_CLOEXEC) != 0 || pipe2(errp, O_CLOEXEC) != 0) {
+        fprintf(stderr, "trainwatch run: %s\n", strerror(errno));
+        goto done;
+    }
+    if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
         fprintf(stderr, "trainwatch run: %s\n", strerror(errno));
         goto done;
     }
@@ -500,14 +549,19 @@ static int run(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    if (master >= 0)
+        sigaction(SIGWINCH, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGTTOU, SIG_IGN); /* writing to the terminal from the background group */
     pid_t child = start_child(cmd, out, errp);
+    int start_errno = errno;
     close(out[1]);
     close(errp[1]);
     if (child <= 0) {
-        fprintf(stderr, "trainwatch run: %s: %s\n", cmd[0], strerror(errno));
+        fprintf(stderr, "trainwatch run: %s: %s\n", cmd[0], strerror(start_errno));
         close(out[0]);
-        close(errp[0]);
+        if (errp[0] >= 0)
+            close(errp[0]);
         status = 127;
         goto done;
     }
@@ -527,6 +581,12 @@ static int run(int argc, char **argv)
         }
         unsigned char sig;
         while (read(signal_pipe[0], &sig, 1) == 1) {
+            if (sig == SIGWINCH) {
+                struct winsize ws;
+                if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0)
+                    ioctl(streams[0].fd, TIOCSWINSZ, &ws); /* the kernel tells the command */
+                continue;
+            }
             kill(-child, sig);
             if (!forwarded_at)
                 forwarded_at = tw_monotonic_clock();
@@ -560,6 +620,7 @@ static int run(int argc, char **argv)
         if (tw_parser_pending(streams[i].parser))
             tw_parser_push(streams[i].parser, "\n", 1, to_all, &s);
     }
+    foreground(getpgrp()); /* the terminal is ours again */
     status = WIFSIGNALED(child_status) ? 128 + WTERMSIG(child_status) : WEXITSTATUS(child_status);
     tw_record ev;
     tw_record_init(&ev);

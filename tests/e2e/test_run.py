@@ -193,3 +193,40 @@ def test_no_nvml_means_no_gpu_metrics_and_no_failure(tmp_path):
     assert result.returncode == 0
     lines = [l for l in result.stderr.splitlines() if "GPU" in l]
     assert lines[0].startswith("trainwatch run: no GPU metrics: ") and "libnvidia-ml.so.1" in lines[0]
+
+
+def run_under_terminal(args):
+    """Runs a command with a pseudo-terminal as its stdin, stdout and stderr,
+    as a person at a terminal would; returns (status, everything shown)."""
+    import pty
+    import select
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, close_fds=True, start_new_session=True)
+    os.close(slave)
+    shown = b""
+    while True:
+        ready, _, _ = select.select([master], [], [], 30)
+        if not ready:
+            break
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(master)
+    return proc.wait(timeout=30), shown
+
+
+def test_on_a_terminal_the_command_gets_a_terminal(tmp_path):
+    log = tmp_path / "out.log"
+    script = "test -t 1 && test -t 2 && echo BOTH-TTY; printf 'step 1\\rstep 2\\n'; echo on-stderr >&2"
+    status, shown = run_under_terminal([binary("trainwatch"), "run", "--web.listen-address", "none", "--log-file",
+                                        str(log), "--", "sh", "-c", script])
+    assert status == 0
+    assert b"BOTH-TTY" in shown
+    # the command's bytes reach the log unchanged: no \r\n translation, the \r of a redraw kept
+    assert log.read_bytes() == b"BOTH-TTY\nstep 1\rstep 2\non-stderr\n"
+    plain = tw_run("--web.listen-address", "none", "--", "sh", "-c", "test -t 1 && echo TTY || echo NOT-A-TTY")
+    assert plain.stdout == "NOT-A-TTY\n"
