@@ -2,7 +2,7 @@
 """bench/supervise.py: what supervision costs a training run.
 
 1. Overhead: the demo trainer's wall time alone against under
-   `trainwatch run` (median of 3 runs each, same session).
+   `trainwatch run` (median of 5 interleaved runs each, same session).
 2. CPU per log rate: `trainwatch watch` following a file written at a fixed
    rate; its CPU seconds per second of wall time, per 1,000 lines/s.
 3. Memory: `watch` peak RSS after following GB of log (rotated by rename
@@ -33,11 +33,11 @@ def timed(cmd):
 def overhead(build):
     demo = [str(build / "demo-train"), "--epochs", "10", "--steps-per-epoch", "800", "--log-interval", "10"]
     alone, under = [], []
-    for _ in range(3):
+    for _ in range(5):
         alone.append(timed(demo))
         under.append(timed([str(build / "trainwatch"), "run", "--web.listen-address", "none", "--"] + demo))
     a, u = statistics.median(alone), statistics.median(under)
-    print(f"overhead: demo-train alone {a:.3f} s, under trainwatch run {u:.3f} s: {100 * (u - a) / a:+.2f}% (median of 3)")
+    print(f"overhead: demo-train alone {a:.3f} s, under trainwatch run {u:.3f} s: {100 * (u - a) / a:+.2f}% (median of 5, interleaved)")
 
 
 def own_usage(pid):
