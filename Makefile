@@ -38,6 +38,7 @@ check: build asan fuzz-build
 bench: build
 	@/usr/bin/python3 bench/metrics.py $(BUILD)
 	@bash bench/ingest.sh $(BUILD)
+	@/usr/bin/python3 bench/supervise.py $(BUILD)
 
 format:
 	@clang-format -i $$(git ls-files '*.c' '*.h')

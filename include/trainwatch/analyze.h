@@ -122,6 +122,9 @@ typedef struct tw_report {
 } tw_report;
 
 int tw_diagnose(const tw_run *run, const tw_thresholds *t, tw_report **out);
+/* Adds a finding made outside the log rules (what `run` sampled), keeping
+ * the order (errors first) and the healthy flag right. f is copied. */
+int tw_report_append(tw_report *report, const tw_finding *f);
 void tw_report_free(tw_report *report);
 
 /* Human text; colour adds ANSI colours (use only on a terminal). */

@@ -443,6 +443,36 @@ static pid_t start_child(char **cmd, int out[2], int err[2])
     return pid;
 }
 
+#define GPU_UNDERUSED_PERCENT 30.0
+
+/* What the sampling saw, as a finding beside the log's: GPUs mostly idle
+ * while the command ran, with the data wait the log reports when it has one. */
+static void gpu_finding(tw_report *report, const gpu_metrics *g)
+{
+    if (!g->gpu || g->samples < 3)
+        return;
+    double util = g->util_sum / g->samples;
+    if (util >= GPU_UNDERUSED_PERCENT)
+        return;
+    tw_finding f = {.rule = "gpu_underused", .severity = TW_SEV_WARNING, .rank = -1, .step = -1, .value = util / 100};
+    double share = report->summary.data_share;
+    snprintf(f.title, sizeof f.title, "GPU utilization averaged %.0f%%%s", util,
+             share == share && share > 0 ? " while steps waited for data" : "");
+    snprintf(f.evidence, sizeof f.evidence,
+             "%u GPU(s) sampled every second through NVML: %.0f%% utilization on average (%.0f samples)", g->count, util,
+             g->samples);
+    if (share == share && share > 0) {
+        size_t n = strlen(f.evidence);
+        snprintf(f.evidence + n, sizeof f.evidence - n, "\nthe log's data wait was %.0f%% of step time", share * 100);
+    }
+    snprintf(f.recommendation, sizeof f.recommendation, "%s",
+             share == share && share >= 0.3
+                 ? "The GPU waits for input: see data_loading_bound (more DataLoader workers, cheaper decoding)."
+                 : "Look for work outside the GPU in each step: host-side preprocessing, synchronisation (.item(), "
+                   ".numpy() in the loop), small batches, or a slow collective.");
+    tw_report_append(report, &f);
+}
+
 static void write_summary(const run_options *o, const tw_report *report, const tree_metrics *t,
                           const gpu_metrics *g, bool json)
 {
@@ -642,6 +672,7 @@ static int run(int argc, char **argv)
     tw_thresholds_default(&th);
     tw_report *report;
     if (tw_diagnose(s.run, &th, &report) == TW_OK) {
+        gpu_finding(report, &gpu);
         write_summary(&o, report, &tree, &gpu, false);
         tw_report_free(report);
     }

@@ -225,6 +225,8 @@ static int run(int argc, char **argv)
         if (rc != TW_OK)
             fprintf(stderr, "trainwatch watch: saving %s: %s\n", o.follow.state_file, tw_strerror(rc));
         tw_live_tick(s.live, tw_wall_clock());
+        if (s.records)
+            fflush(s.records); /* readers see whole records soon, state file or not */
     }
     tw_follow_stats stats = *tw_follower_stats(follower);
     tw_follower_close(follower);

@@ -348,6 +348,23 @@ int tw_diagnose(const tw_run *run, const tw_thresholds *t, tw_report **out)
     return TW_OK;
 }
 
+int tw_report_append(tw_report *report, const tw_finding *f)
+{
+    tw_finding *items = realloc(report->findings, sizeof *items * (size_t)(report->finding_count + 1));
+    if (!items)
+        return TW_ENOMEM;
+    report->findings = items;
+    int at = report->finding_count;
+    while (at > 0 && items[at - 1].severity < f->severity)
+        at--;
+    memmove(&items[at + 1], &items[at], sizeof *items * (size_t)(report->finding_count - at));
+    items[at] = *f;
+    report->finding_count++;
+    if (f->severity >= TW_SEV_WARNING)
+        report->healthy = false;
+    return TW_OK;
+}
+
 void tw_report_free(tw_report *report)
 {
     if (!report)

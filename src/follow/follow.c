@@ -509,6 +509,9 @@ static void scan_patterns(tw_follower *f)
 
 static void watch_directories(tw_follower *f)
 {
+    const char *poll_only = getenv("TW_FOLLOW_POLL");
+    if (poll_only && *poll_only && strcmp(poll_only, "0") != 0)
+        return; /* asked to poll (filesystems where inotify says nothing: NFS, some FUSE) */
     f->inotify = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (f->inotify < 0)
         return;

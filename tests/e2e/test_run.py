@@ -230,3 +230,20 @@ def test_on_a_terminal_the_command_gets_a_terminal(tmp_path):
     assert log.read_bytes() == b"BOTH-TTY\nstep 1\rstep 2\non-stderr\n"
     plain = tw_run("--web.listen-address", "none", "--", "sh", "-c", "test -t 1 && echo TTY || echo NOT-A-TTY")
     assert plain.stdout == "NOT-A-TTY\n"
+
+
+def test_idle_gpus_while_waiting_for_data_is_a_finding(tmp_path):
+    import json
+    fake = os.path.join(os.path.dirname(binary("trainwatch")), "fake-nvml", "libnvidia-ml.so.1")
+    env = dict(os.environ, TW_NVML_LIBRARY=fake, FAKE_NVML_UTIL="12")
+    report = tmp_path / "report.json"
+    result = subprocess.run([binary("trainwatch"), "run", "--web.listen-address", "none", "--report", str(report),
+                             *demo("--epochs", "1", "--steps-per-epoch", "60", "--log-interval", "5",
+                                   "--slow-reader", "60")], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0
+    findings = {f["rule"]: f for f in json.loads(report.read_text())["findings"]}
+    gpu = findings["gpu_underused"]
+    assert gpu["title"] == "GPU utilization averaged 12% while steps waited for data"
+    assert "data wait was" in gpu["evidence"] and "data_loading_bound" in gpu["recommendation"]
+    assert "data_loading_bound" in findings
+    assert "GPU utilization averaged 12%" in result.stderr

@@ -4,7 +4,8 @@
  * trainwatch calls with fixed, recognisable values: two devices, GPU 0 at
  * 37% utilisation, 10 of 80 GiB used, 250.5 W, 65 C, SM clock 1755 MHz,
  * throttled by the software power cap (0x4); GPU 1 at 81%. Each direct child
- * of the calling process is reported using 1 GiB on GPU 0.
+ * of the calling process is reported using 1 GiB on GPU 0. FAKE_NVML_UTIL=N
+ * sets every GPU's utilization to N%.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -35,7 +36,8 @@ int nvmlDeviceGetUUID(void *d, char *out, unsigned len) { snprintf(out, len, "GP
 
 int nvmlDeviceGetUtilizationRates(void *d, nvml_utilization *u)
 {
-    u->gpu = dev_index(d) == 0 ? 37 : 81;
+    const char *forced = getenv("FAKE_NVML_UTIL"); /* an idle GPU, for the underuse finding */
+    u->gpu = forced ? (unsigned)atoi(forced) : dev_index(d) == 0 ? 37 : 81;
     u->memory = 12;
     return 0;
 }
