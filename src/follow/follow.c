@@ -248,14 +248,10 @@ static size_t siblings(const followed *fl, sibling *out, size_t max)
 
 #define SIBLINGS_MAX 64
 
-/* Everything that happened beside a followed name since we last looked,
- * oldest first: the copy of content we had read part of (it starts like
- * `head` did: read it from `offset`), and whole generations we never saw
- * (renamed away, copied and truncated between two polls). Files we consumed
- * before, and the ones `skip_a`/`skip_b` (the name's old and new inodes),
- * are left alone. */
-static void catch_up(tw_follower *f, followed *fl, uint64_t offset, uint32_t head_len, uint64_t head_hash,
-                     ino_t skip_a, ino_t skip_b)
+typedef void (*sibling_fn)(tw_follower *f, followed *fl, int fd, const struct stat *st, void *ctx);
+
+/* Opens each file beside fl, oldest first, and hands it to fn. */
+static void each_sibling(tw_follower *f, followed *fl, sibling_fn fn, void *ctx)
 {
     sibling *list = malloc(sizeof *list * SIBLINGS_MAX);
     if (!list)
@@ -266,39 +262,55 @@ static void catch_up(tw_follower *f, followed *fl, uint64_t offset, uint32_t hea
         if (fd < 0)
             continue;
         struct stat st;
-        if (fstat(fd, &st) != 0 || st.st_ino == skip_a || st.st_ino == skip_b || is_consumed(f, &st, fd)) {
-            close(fd);
-            continue;
-        }
-        uint64_t h;
-        bool ours = head_len > 0 && head_of(fd, head_len, &h) && h == head_hash;
-        uint64_t from = ours ? offset : 0;
-        if ((uint64_t)st.st_size > from)
-            read_range(f, fl, fd, from);
-        end_of_file(f, fl);
-        mark_consumed(f, st.st_dev, st.st_ino, fd);
+        if (fstat(fd, &st) == 0)
+            fn(f, fl, fd, &st, ctx);
         close(fd);
     }
     free(list);
 }
 
-/* At the start: rotated generations already there are history, not news. */
-static void consume_existing_siblings(tw_follower *f, followed *fl)
+typedef struct catch_up_ctx {
+    uint64_t offset, head_hash;
+    uint32_t head_len;
+    ino_t skip_a, skip_b;
+} catch_up_ctx;
+
+static void catch_up_one(tw_follower *f, followed *fl, int fd, const struct stat *st, void *arg)
 {
-    sibling *list = malloc(sizeof *list * SIBLINGS_MAX);
-    if (!list)
+    const catch_up_ctx *c = arg;
+    if (st->st_ino == c->skip_a || st->st_ino == c->skip_b || is_consumed(f, st, fd))
         return;
-    size_t n = siblings(fl, list, SIBLINGS_MAX);
-    for (size_t i = 0; i < n; i++) {
-        int fd = open(list[i].path, O_RDONLY | O_CLOEXEC);
-        struct stat st;
-        if (fd >= 0 && fstat(fd, &st) == 0)
-            mark_consumed(f, st.st_dev, st.st_ino, fd);
-        if (fd >= 0)
-            close(fd);
-    }
-    free(list);
+    uint64_t h;
+    bool ours = c->head_len > 0 && head_of(fd, c->head_len, &h) && h == c->head_hash;
+    uint64_t from = ours ? c->offset : 0;
+    if ((uint64_t)st->st_size > from)
+        read_range(f, fl, fd, from);
+    end_of_file(f, fl);
+    mark_consumed(f, st->st_dev, st->st_ino, fd);
 }
+
+/* Everything that happened beside a followed name since we last looked,
+ * oldest first: the copy of content we had read part of (it starts like
+ * `head` did: read it from `offset`), and whole generations we never saw
+ * (renamed away, copied and truncated between two polls). Files we consumed
+ * before, and the ones `skip_a`/`skip_b` (the name's old and new inodes),
+ * are left alone. */
+static void catch_up(tw_follower *f, followed *fl, uint64_t offset, uint32_t head_len, uint64_t head_hash,
+                     ino_t skip_a, ino_t skip_b)
+{
+    catch_up_ctx c = {offset, head_hash, head_len, skip_a, skip_b};
+    each_sibling(f, fl, catch_up_one, &c);
+}
+
+static void consume_one(tw_follower *f, followed *fl, int fd, const struct stat *st, void *ctx)
+{
+    (void)fl;
+    (void)ctx;
+    mark_consumed(f, st->st_dev, st->st_ino, fd);
+}
+
+/* At the start: rotated generations already there are history, not news. */
+static void consume_existing_siblings(tw_follower *f, followed *fl) { each_sibling(f, fl, consume_one, NULL); }
 
 static int open_file(followed *fl)
 {

@@ -42,3 +42,19 @@ def corpus():
     if not CORPUS.is_dir():
         pytest.skip(f"shared corpus not found at {CORPUS}: the corpus tests need ../shared/corpus")
     return CORPUS
+
+
+@pytest.fixture
+def procs():
+    """Starts server processes (servers.Process and subclasses) for a test and
+    stops them all, newest first, when it ends."""
+    started = []
+
+    def start(cls, *args, **kwargs):
+        p = cls(*args, **kwargs)
+        started.append(p)
+        return p
+
+    yield start
+    for p in reversed(started):
+        p.stop()

@@ -18,20 +18,6 @@ from conftest import binary
 from servers import Prometheus, Process, Pushgateway, free_port, http, wait_until
 
 
-@pytest.fixture
-def procs(tmp_path):
-    started = []
-
-    def start(cls, *args, **kwargs):
-        p = cls(*args, **kwargs)
-        started.append(p)
-        return p
-
-    yield start
-    for p in reversed(started):
-        p.stop()
-
-
 def exporter(procs, tmp_path, *flags, name="exporter"):
     port = free_port()
     p = procs(Process, [binary("metrics-demo"), f"--web.listen-address=127.0.0.1:{port}", *flags], str(tmp_path), name)

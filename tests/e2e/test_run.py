@@ -14,20 +14,6 @@ from conftest import binary
 from servers import Prometheus, Process, Pushgateway, free_port, http, wait_until
 
 
-@pytest.fixture
-def procs():
-    started = []
-
-    def start(cls, *args, **kwargs):
-        p = cls(*args, **kwargs)
-        started.append(p)
-        return p
-
-    yield start
-    for p in reversed(started):
-        p.stop()
-
-
 def tw_run(*args, timeout=300, **kwargs):
     return subprocess.run([binary("trainwatch"), "run", *[str(a) for a in args]], capture_output=True, text=True,
                           timeout=timeout, **kwargs)
