@@ -118,19 +118,6 @@ static int env_rank(void)
     return 0;
 }
 
-static int number(const char *name, const char *arg, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(arg, &end);
-    if (errno || end == arg || *end || !(v >= 0)) {
-        fprintf(stderr, "trainwatch run: --%s needs a non-negative number, not '%s'\n", name, arg);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 static int parse(int argc, char **argv, run_options *o)
 {
     static const struct option longopts[] = {
@@ -147,18 +134,18 @@ static int parse(int argc, char **argv, run_options *o)
         switch (c) {
         case 'L': o->log_file = optarg; break;
         case 'M':
-            if (number("log-max-bytes", optarg, &v))
+            if (tw_cli_number("run", "log-max-bytes", optarg, &v))
                 return -1;
             o->log_max_bytes = (unsigned long long)v;
             break;
         case 'B':
-            if (number("log-backups", optarg, &v))
+            if (tw_cli_number("run", "log-backups", optarg, &v))
                 return -1;
             o->log_backups = (unsigned)v;
             break;
         case 'j': o->job = optarg; break;
         case 'r':
-            if (number("rank", optarg, &v))
+            if (tw_cli_number("run", "rank", optarg, &v))
                 return -1;
             o->rank = (int)v;
             break;
@@ -174,11 +161,11 @@ static int parse(int argc, char **argv, run_options *o)
             break;
         case 'c': o->http.web_config_file = optarg; break;
         case 'S':
-            if (number("stall-after", optarg, &o->stall_after))
+            if (tw_cli_number("run", "stall-after", optarg, &o->stall_after))
                 return -1;
             break;
         case 'K':
-            if (number("kill-after", optarg, &o->kill_after))
+            if (tw_cli_number("run", "kill-after", optarg, &o->kill_after))
                 return -1;
             break;
         case 'R': o->report_file = optarg; break;

@@ -109,7 +109,6 @@ static int parse(int argc, char **argv, watch_options *o)
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        char *end;
         switch (c) {
         case 'f': o->follow.from_start = true; break;
         case 's': o->follow.state_file = optarg; break;
@@ -127,18 +126,12 @@ static int parse(int argc, char **argv, watch_options *o)
             break;
         case 'c': o->http.web_config_file = optarg; break;
         case 'S':
-        case 'd':
-            errno = 0;
-            double v = strtod(optarg, &end);
-            if (errno || end == optarg || *end || !(v >= 0)) {
-                fprintf(stderr, "trainwatch watch: --%s needs a number of seconds, not '%s'\n",
-                        c == 'S' ? "stall-after" : "duration", optarg);
+            if (tw_cli_number("watch", "stall-after", optarg, &o->stall_after))
                 return -1;
-            }
-            if (c == 'S')
-                o->stall_after = v;
-            else
-                o->duration = v;
+            break;
+        case 'd':
+            if (tw_cli_number("watch", "duration", optarg, &o->duration))
+                return -1;
             break;
         case 'J': o->json = true; break;
         case 'h': usage(stdout); exit(TW_EXIT_OK);

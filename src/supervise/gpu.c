@@ -11,21 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nvml_abi.h"
 #include "trainwatch/error.h"
 
-typedef int nvml_return;
-typedef void *nvml_device;
-typedef struct {
-    unsigned gpu, memory;
-} nvml_utilization;
-typedef struct {
-    unsigned long long total, free, used;
-} nvml_memory;
-typedef struct {
-    unsigned pid;
-    unsigned long long used_memory;
-    unsigned gpu_instance, compute_instance;
-} nvml_process_v3;
 
 #define DEVICES_MAX 64
 
@@ -135,9 +123,9 @@ int tw_gpu_read(tw_gpu *g, unsigned i, tw_gpu_reading *r)
     unsigned mw;
     if (g->power && g->power(d, &mw) == 0)
         r->has_power = true, r->power_watts = mw / 1000.0;
-    if (g->temperature && g->temperature(d, 0 /* NVML_TEMPERATURE_GPU */, &r->temp_c) == 0)
+    if (g->temperature && g->temperature(d, NVML_TEMPERATURE_GPU, &r->temp_c) == 0)
         r->has_temp = true;
-    if (g->clock && g->clock(d, 1 /* NVML_CLOCK_SM */, &r->sm_clock_mhz) == 0)
+    if (g->clock && g->clock(d, NVML_CLOCK_SM, &r->sm_clock_mhz) == 0)
         r->has_clock = true;
     unsigned long long reasons;
     if (g->throttle && g->throttle(d, &reasons) == 0)
@@ -151,15 +139,15 @@ uint64_t tw_gpu_memory_of(tw_gpu *g, unsigned i, const pid_t *pids, size_t count
         return 0;
     unsigned n = 64;
     nvml_process_v3 *procs = NULL;
-    int rc = 7;
-    for (int attempt = 0; attempt < 4 && rc == 7 /* INSUFFICIENT_SIZE */; attempt++) {
+    int rc = NVML_ERROR_INSUFFICIENT_SIZE;
+    for (int attempt = 0; attempt < 4 && rc == NVML_ERROR_INSUFFICIENT_SIZE; attempt++) {
         free(procs);
         procs = calloc(n, sizeof *procs);
         if (!procs)
             return 0;
         unsigned got = n;
         rc = g->processes(g->devices[i], &got, procs);
-        if (rc == 7)
+        if (rc == NVML_ERROR_INSUFFICIENT_SIZE)
             n = got > n ? got + 8 : n * 2;
         else
             n = got;

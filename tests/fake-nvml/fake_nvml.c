@@ -13,17 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef struct {
-    unsigned gpu, memory;
-} nvml_utilization;
-typedef struct {
-    unsigned long long total, free, used;
-} nvml_memory;
-typedef struct {
-    unsigned pid;
-    unsigned long long used_memory;
-    unsigned gpu_instance, compute_instance;
-} nvml_process_v3;
+#include "supervise/nvml_abi.h"
 
 static long dev_index(void *d) { return (long)(size_t)d - 1; }
 
@@ -85,7 +75,7 @@ int nvmlDeviceGetComputeRunningProcesses_v3(void *d, unsigned *count, nvml_proce
     }
     if (n > *count) {
         *count = n;
-        return 7;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
     }
     *count = n;
     return 0;
