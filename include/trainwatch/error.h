@@ -28,7 +28,8 @@
     X(TW_ENET, -16, "network error")                                           \
     X(TW_EHTTP, -17, "the server answered with an error")                      \
     X(TW_EBUSY, -18, "address already in use")                                 \
-    X(TW_ETLS, -19, "TLS error")
+    X(TW_ETLS, -19, "TLS error")                                               \
+    X(TW_EUNSUPPORTED, -20, "not supported")
 
 enum tw_status {
 #define TW_ERROR_ENUM(name, value, text) name = value,
