@@ -131,4 +131,20 @@ const char *tw_expose_content_type(tw_expose_format f);
  * caller frees). Runs collectors first. Returns 0 or TW_ENOMEM. */
 int tw_registry_expose(tw_registry *r, tw_expose_format f, char **out, size_t *len);
 
+/* One sample as the text format names it: counters with _total, histograms
+ * as _bucket (with le), _sum and _count, info with _info. */
+typedef struct tw_sample_view {
+    const char *name;
+    size_t label_count;
+    const char *const *label_names;
+    const char *const *label_values;
+    double value;
+} tw_sample_view;
+
+/* Runs the collectors, then calls fn for every sample of every family whose
+ * sample names want() accepts (want gets the family's base name and type;
+ * NULL: all). The registry is locked during the walk: fn must not update it. */
+int tw_registry_visit(tw_registry *r, bool (*want)(const char *family, tw_metric_type type, void *arg),
+                      void (*fn)(const tw_sample_view *s, void *arg), void *arg);
+
 #endif

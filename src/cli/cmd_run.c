@@ -29,6 +29,7 @@
 #include "../supervise/gpu.h"
 #include "../supervise/proctree.h"
 #include "../supervise/rotate.h"
+#include "alerts.h"
 #include "cli.h"
 #include "trainwatch/analyze.h"
 #include "trainwatch/error.h"
@@ -49,6 +50,7 @@ typedef struct run_options {
     const char *report_file;
     const char *pushgateway;
     const tw_format *format;
+    tw_cli_alerts alerts;
 } run_options;
 
 #define GPUS_MAX 16
@@ -103,7 +105,8 @@ static void usage(FILE *out)
             "  --kill-after SECONDS        after forwarding SIGINT/SIGTERM/SIGHUP, SIGKILL the group if it is\n"
             "                              still there this long after (default: never)\n"
             "  --report FILE               write the final diagnosis as JSON\n"
-            "  --pushgateway URL           push the final metrics (grouping job, rank, instance)\n");
+            "  --pushgateway URL           push the final metrics (grouping job, rank, instance)\n\n%s",
+            tw_cli_alerts_usage);
 }
 
 static int env_rank(void)
@@ -125,7 +128,7 @@ static int parse(int argc, char **argv, run_options *o)
         {"job", 1, 0, 'j'},       {"rank", 1, 0, 'r'},          {"format", 1, 0, 'F'},
         {"web.listen-address", 1, 0, 'l'}, {"web.config.file", 1, 0, 'c'}, {"stall-after", 1, 0, 'S'},
         {"kill-after", 1, 0, 'K'}, {"report", 1, 0, 'R'},       {"pushgateway", 1, 0, 'P'},
-        {"help", 0, 0, 'h'},      {0, 0, 0, 0}};
+        {"help", 0, 0, 'h'},      TW_CLI_ALERT_LONGOPTS,    {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int c;
@@ -172,6 +175,11 @@ static int parse(int argc, char **argv, run_options *o)
         case 'P': o->pushgateway = optarg; break;
         case 'h': usage(stdout); exit(TW_EXIT_OK);
         default:
+            if (c >= TW_CLI_ALERT_OPT) {
+                if (tw_cli_alerts_option(&o->alerts, "run", c, optarg) < 0)
+                    return -1;
+                break;
+            }
             fprintf(stderr, "trainwatch run: unknown or incomplete option '%s' (see trainwatch run --help)\n",
                     argv[optind - 1]);
             return -1;
@@ -529,6 +537,8 @@ static int run(int argc, char **argv)
         gpu_metrics_init(reg, o.job, o.rank, &gpu) != TW_OK)
         goto done;
     /* everything that can fail before the command starts, fails here */
+    if (tw_cli_alerts_start(&o.alerts, "run", reg) != TW_OK)
+        goto done;
     if (o.log_file && tw_rotating_open(o.log_file, o.log_max_bytes, o.log_backups, &log) != TW_OK) {
         fprintf(stderr, "trainwatch run: %s: %s\n", o.log_file, strerror(errno));
         goto done;
@@ -626,6 +636,7 @@ static int run(int argc, char **argv)
             tw_live_tick(s.live, tw_wall_clock());
             last_sample = t;
         }
+        tw_cli_alerts_tick(&o.alerts, tw_wall_clock());
         bool drained = streams[0].fd < 0 && streams[1].fd < 0;
         /* workers that outlive the command may hold the pipes: do not wait for them long */
         if (exited && (drained || t - exited_at > 2))
@@ -663,9 +674,11 @@ static int run(int argc, char **argv)
         write_summary(&o, report, &tree, &gpu, false);
         tw_report_free(report);
     }
+    tw_cli_alerts_finish(&o.alerts, "run", tw_wall_clock());
     if (o.pushgateway)
         push_final(&o, reg);
 done:
+    tw_cli_alerts_free(&o.alerts);
     tw_gpu_close(gpu.gpu);
     for (int i = 0; i < 2; i++)
         tw_parser_close(streams[i].parser);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../core/clock.h"
+#include "alerts.h"
 #include "cli.h"
 #include "trainwatch/analyze.h"
 #include "trainwatch/error.h"
@@ -35,6 +36,7 @@ typedef struct watch_options {
     double stall_after;
     double duration;
     bool json;
+    tw_cli_alerts alerts;
 } watch_options;
 
 typedef struct sinks {
@@ -95,7 +97,8 @@ static void usage(FILE *out)
             "  --stall-after SECONDS       warn when no step arrives for this long (default: 10x the\n"
             "                              usual step interval, at least 60)\n"
             "  --duration SECONDS          stop after this long (default: until a signal)\n"
-            "  --json                      print the final diagnosis as JSON\n");
+            "  --json                      print the final diagnosis as JSON\n\n%s",
+            tw_cli_alerts_usage);
 }
 
 static int parse(int argc, char **argv, watch_options *o)
@@ -104,7 +107,7 @@ static int parse(int argc, char **argv, watch_options *o)
         {"from-start", 0, 0, 'f'}, {"state", 1, 0, 's'},      {"records", 1, 0, 'r'},
         {"format", 1, 0, 'F'},     {"job", 1, 0, 'j'},        {"web.listen-address", 1, 0, 'l'},
         {"web.config.file", 1, 0, 'c'}, {"stall-after", 1, 0, 'S'}, {"duration", 1, 0, 'd'},
-        {"json", 0, 0, 'J'},       {"help", 0, 0, 'h'},       {0, 0, 0, 0}};
+        {"json", 0, 0, 'J'},       {"help", 0, 0, 'h'},       TW_CLI_ALERT_LONGOPTS, {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int c;
@@ -136,6 +139,11 @@ static int parse(int argc, char **argv, watch_options *o)
         case 'J': o->json = true; break;
         case 'h': usage(stdout); exit(TW_EXIT_OK);
         default:
+            if (c >= TW_CLI_ALERT_OPT) {
+                if (tw_cli_alerts_option(&o->alerts, "watch", c, optarg) < 0)
+                    return -1;
+                break;
+            }
             fprintf(stderr, "trainwatch watch: unknown or incomplete option '%s' (see trainwatch watch --help)\n",
                     argv[optind - 1]);
             return -1;
@@ -191,6 +199,8 @@ static int run(int argc, char **argv)
     tw_live_options lo = {.registry = reg, .job = o.job, .stall_after = o.stall_after, .warnings = stderr};
     if (tw_live_new(&lo, &s.live) != TW_OK)
         goto done;
+    if (tw_cli_alerts_start(&o.alerts, "watch", reg) != TW_OK)
+        goto done;
     if (o.records_path && !(s.records = fopen(o.records_path, "a"))) {
         fprintf(stderr, "trainwatch watch: %s: %s\n", o.records_path, strerror(errno));
         goto done;
@@ -218,6 +228,7 @@ static int run(int argc, char **argv)
         if (rc != TW_OK)
             fprintf(stderr, "trainwatch watch: saving %s: %s\n", o.follow.state_file, tw_strerror(rc));
         tw_live_tick(s.live, tw_wall_clock());
+        tw_cli_alerts_tick(&o.alerts, tw_wall_clock());
         if (s.records)
             fflush(s.records); /* readers see whole records soon, state file or not */
     }
@@ -226,8 +237,10 @@ static int run(int argc, char **argv)
     follower = NULL;
     if (s.records)
         fflush(s.records);
+    tw_cli_alerts_finish(&o.alerts, "watch", tw_wall_clock());
     status = finish(&s, &o, &stats);
 done:
+    tw_cli_alerts_free(&o.alerts);
     tw_follower_close(follower);
     tw_http_stop(server);
     if (s.records)

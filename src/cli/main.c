@@ -16,6 +16,7 @@ static const tw_command *const commands[] = {
     &tw_cmd_formats,
     &tw_cmd_watch,
     &tw_cmd_run,
+    &tw_cmd_rules,
 };
 
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])

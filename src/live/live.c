@@ -22,7 +22,7 @@
 
 typedef struct live_rank {
     bool ready;
-    tw_gauge *loss, *step, *epoch, *lr, *ips, *last_progress, *stalled;
+    tw_gauge *loss, *step, *epoch, *lr, *ips, *last_progress, *stalled, *nan_streak, *interval;
     tw_histogram *step_time, *data_wait;
     tw_counter *nan, *stalls;
     tw_counter *events[TW_EV_COUNT];
@@ -34,6 +34,7 @@ typedef struct live_rank {
     int interval_count, interval_head;
     bool is_stalled;
     bool nan_reported;
+    double streak;
 } live_rank;
 
 struct tw_live {
@@ -43,7 +44,7 @@ struct tw_live {
     FILE *warnings;
     unsigned long warning_count;
     tw_family *f_loss, *f_step, *f_epoch, *f_lr, *f_ips, *f_last, *f_stalled, *f_step_time, *f_data_wait, *f_nan,
-        *f_stalls, *f_events, *f_records, *f_eval;
+        *f_stalls, *f_events, *f_records, *f_eval, *f_nan_streak, *f_interval;
     live_rank *ranks[RANKS_MAX];
 };
 
@@ -84,6 +85,8 @@ int tw_live_new(const tw_live_options *o, tw_live **out)
     FAM(f_events, "trainwatch_log_events_total", "Events found in the log, by kind.", TW_METRIC_COUNTER, 1, "event");
     FAM(f_records, "trainwatch_records_total", "Records parsed from the log, by kind.", TW_METRIC_COUNTER, 1, "kind");
     FAM(f_eval, "trainwatch_eval_metric", "Last value of each evaluation metric.", TW_METRIC_GAUGE, 1, "name");
+    FAM(f_nan_streak, "trainwatch_nan_loss_streak", "Consecutive step records whose loss was NaN or Inf (0 after a finite loss).", TW_METRIC_GAUGE, 0, NULL);
+    FAM(f_interval, "trainwatch_step_interval_seconds", "Usual wall time between new steps: the median of the last 32.", TW_METRIC_GAUGE, 0, NULL);
 #undef FAM
     if (rc != TW_OK) {
         tw_live_free(l);
@@ -100,7 +103,8 @@ void tw_live_free(tw_live *l)
     for (int i = 0; i < RANKS_MAX; i++)
         free(l->ranks[i]);
     tw_family *all[] = {l->f_loss, l->f_step,      l->f_epoch,     l->f_lr,  l->f_ips,    l->f_last,    l->f_stalled,
-                        l->f_step_time, l->f_data_wait, l->f_nan, l->f_stalls, l->f_events, l->f_records, l->f_eval};
+                        l->f_step_time, l->f_data_wait, l->f_nan, l->f_stalls, l->f_events, l->f_records, l->f_eval,
+                        l->f_nan_streak, l->f_interval};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (all[i])
             tw_family_unregister(all[i]);
@@ -161,13 +165,15 @@ static live_rank *rank_state(tw_live *l, int rank)
     s->data_wait = series(l->f_data_wait, l->job, r, NULL);
     s->nan = series(l->f_nan, l->job, r, NULL);
     s->stalls = series(l->f_stalls, l->job, r, NULL);
+    s->nan_streak = series(l->f_nan_streak, l->job, r, NULL);
+    s->interval = series(l->f_interval, l->job, r, NULL);
     static const tw_event_kind shown[] = {TW_EV_OOM, TW_EV_EXCEPTION, TW_EV_NAN, TW_EV_WARNING, TW_EV_CHECKPOINT};
     for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++)
         s->events[shown[i]] = series(l->f_events, l->job, r, tw_event_name(shown[i]));
     for (int k = 0; k < 3; k++)
         s->records[k] = series(l->f_records, l->job, r, tw_record_kind_name((tw_record_kind)k));
     s->ready = s->loss && s->step && s->epoch && s->lr && s->ips && s->last_progress && s->stalled &&
-               s->step_time && s->data_wait && s->nan && s->stalls;
+               s->step_time && s->data_wait && s->nan && s->stalls && s->nan_streak && s->interval;
     return s->ready ? s : NULL;
 }
 
@@ -200,6 +206,8 @@ static void on_step(tw_live *l, live_rank *s, const tw_record *r, double now)
 {
     if (tw_has(r, TW_F_LOSS)) {
         tw_gauge_set(s->loss, r->loss);
+        s->streak = isfinite(r->loss) ? 0 : s->streak + 1;
+        tw_gauge_set(s->nan_streak, s->streak);
         if (!isfinite(r->loss)) {
             tw_counter_inc(s->nan);
             if (!s->nan_reported) {
@@ -232,6 +240,7 @@ static void on_step(tw_live *l, live_rank *s, const tw_record *r, double now)
         s->interval_head = (s->interval_head + 1) % INTERVALS;
         if (s->interval_count < INTERVALS)
             s->interval_count++;
+        tw_gauge_set(s->interval, median(s->intervals, s->interval_count));
     }
     s->last_step_wall = now;
     tw_gauge_set(s->last_progress, now);
@@ -267,6 +276,11 @@ void tw_live_record(void *arg, const tw_record *r)
         break;
     }
     case TW_REC_EVENT:
+        if ((unsigned)r->event < TW_EV_COUNT && !s->events[r->event]) {
+            char rank[16];
+            snprintf(rank, sizeof rank, "%d", r->rank < 0 ? 0 : r->rank);
+            s->events[r->event] = series(l->f_events, l->job, rank, tw_event_name(r->event));
+        }
         if ((unsigned)r->event < TW_EV_COUNT && s->events[r->event])
             tw_counter_inc(s->events[r->event]);
         if (r->event == TW_EV_OOM || r->event == TW_EV_EXCEPTION || r->event == TW_EV_NAN || r->event == TW_EV_SIGNAL)

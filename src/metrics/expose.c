@@ -8,6 +8,7 @@
  * (\\, \", \n) and write +Inf, -Inf and NaN. Histograms write cumulative
  * buckets whose +Inf bucket equals _count by construction.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -295,5 +296,89 @@ int tw_registry_expose(tw_registry *r, tw_expose_format fmt, char **out, size_t 
     }
     *out = b.data;
     *len = b.len;
+    return TW_OK;
+}
+
+/* ---- visiting samples (for the rule evaluator) ------------------------ */
+
+static void visit_cell(const tw_family *f, const tw_cell *c, void (*fn)(const tw_sample_view *s, void *arg),
+                       void *arg)
+{
+    const char *names[TW_LABELS_MAX + 1], *values[TW_LABELS_MAX + 1];
+    char sample_name[256];
+    for (size_t i = 0; i < f->label_count; i++) {
+        names[i] = f->label_names[i];
+        values[i] = c->labels[i];
+    }
+    tw_sample_view s = {.name = sample_name, .label_count = f->label_count, .label_names = names,
+                        .label_values = values};
+    switch (f->type) {
+    case TW_METRIC_COUNTER:
+        snprintf(sample_name, sizeof sample_name, "%s_total", f->name);
+        s.value = tw_cell_value(c);
+        fn(&s, arg);
+        break;
+    case TW_METRIC_GAUGE:
+        snprintf(sample_name, sizeof sample_name, "%s", f->name);
+        s.value = tw_cell_value(c);
+        fn(&s, arg);
+        break;
+    case TW_METRIC_INFO:
+        snprintf(sample_name, sizeof sample_name, "%s_info", f->name);
+        s.value = 1;
+        fn(&s, arg);
+        break;
+    case TW_METRIC_HISTOGRAM: {
+        uint64_t cumulative = 0;
+        char le[TW_DOUBLE_CHARS + 2];
+        names[f->label_count] = "le";
+        values[f->label_count] = le;
+        snprintf(sample_name, sizeof sample_name, "%s_bucket", f->name);
+        for (size_t i = 0; i <= f->bound_count; i++) {
+            cumulative += tw_histogram_bucket(c, i);
+            if (i < f->bound_count) {
+                size_t n = tw_format_double(le, f->bounds[i]);
+                if (!strpbrk(le, ".eEIN"))
+                    memcpy(le + n, ".0", 3);
+            } else {
+                strcpy(le, "+Inf");
+            }
+            s.label_count = f->label_count + 1;
+            s.value = (double)cumulative;
+            fn(&s, arg);
+        }
+        s.label_count = f->label_count;
+        snprintf(sample_name, sizeof sample_name, "%s_sum", f->name);
+        s.value = tw_histogram_sum(c);
+        fn(&s, arg);
+        snprintf(sample_name, sizeof sample_name, "%s_count", f->name);
+        s.value = (double)cumulative;
+        fn(&s, arg);
+        break;
+    }
+    }
+}
+
+int tw_registry_visit(tw_registry *r, bool (*want)(const char *family, tw_metric_type type, void *arg),
+                      void (*fn)(const tw_sample_view *s, void *arg), void *arg)
+{
+    pthread_mutex_lock(&r->collect_lock);
+    pthread_mutex_lock(&r->lock);
+    size_t n = r->collector_count;
+    pthread_mutex_unlock(&r->lock);
+    for (size_t i = 0; i < n; i++)
+        r->collectors[i].fn(r, r->collectors[i].arg);
+    pthread_mutex_lock(&r->lock);
+    for (size_t i = 0; i < r->family_count; i++) {
+        tw_family *f = r->families[i];
+        if (want && !want(f->name, f->type, arg))
+            continue;
+        pthread_mutex_lock(&f->lock);
+        for (size_t k = 0; k < f->count; k++)
+            visit_cell(f, f->order[k], fn, arg);
+        pthread_mutex_unlock(&f->lock);
+    }
+    pthread_mutex_unlock(&r->lock);
+    pthread_mutex_unlock(&r->collect_lock);
     return TW_OK;
 }

@@ -1,0 +1,170 @@
+/*
+ * cmd_rules.c: `trainwatch rules check|export|defaults`.
+ *
+ * check validates rule files the way `promtool check rules` does and also
+ * names what trainwatch's evaluator would refuse; export writes the built-in
+ * rules plus the user's as one file for a central Prometheus; defaults prints
+ * the built-in rules. The three actions are a table, like the subcommands.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "trainwatch/error.h"
+#include "trainwatch/rules.h"
+
+typedef struct check_counts {
+    size_t invalid, unsupported;
+} check_counts;
+
+static void print_problem(void *arg, const char *text, bool unsupported)
+{
+    check_counts *c = arg;
+    if (unsupported)
+        c->unsupported++;
+    else
+        c->invalid++;
+    printf("  %s: %s\n", unsupported ? "UNSUPPORTED" : "FAILED", text);
+}
+
+static int rules_check(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "trainwatch rules check: no rule files (trainwatch rules check FILE...)\n");
+        return TW_EXIT_USAGE;
+    }
+    int status = TW_EXIT_OK;
+    for (int i = 1; i < argc; i++) {
+        tw_ruleset *rs;
+        if (tw_ruleset_new(&rs) != TW_OK)
+            return TW_EXIT_USAGE;
+        printf("Checking %s\n", argv[i]);
+        check_counts c = {0};
+        int rc = tw_ruleset_load_file(rs, argv[i], print_problem, &c);
+        if (rc == TW_OK) {
+            printf("  SUCCESS: %zu rules found\n", tw_ruleset_rule_count(rs));
+        } else if (c.invalid == 0 && c.unsupported > 0) {
+            printf("  valid for Prometheus, but %zu construct%s not evaluated by trainwatch\n", c.unsupported,
+                   c.unsupported == 1 ? " is" : "s are");
+            if (status == TW_EXIT_OK)
+                status = TW_EXIT_PROBLEMS;
+        } else {
+            if (c.invalid == 0) /* an I/O error, already printed by the loader */
+                printf("  FAILED: %s\n", tw_strerror(rc));
+            status = TW_EXIT_USAGE;
+        }
+        printf("\n");
+        tw_ruleset_free(rs);
+    }
+    return status;
+}
+
+static void to_stderr(void *arg, const char *text, bool unsupported)
+{
+    (void)arg;
+    fprintf(stderr, "trainwatch rules export: %s%s\n", text, unsupported ? " (not evaluated by trainwatch)" : "");
+}
+
+static int rules_export(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"rules", 1, 0, 'r'}, {"no-default-rules", 0, 0, 'n'}, {"output", 1, 0, 'o'}, {0, 0, 0, 0}};
+    const char *files[64], *output = NULL;
+    size_t count = 0;
+    bool defaults = true;
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "o:", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'r':
+            if (count == 64) {
+                fprintf(stderr, "trainwatch rules export: at most 64 rule files\n");
+                return TW_EXIT_USAGE;
+            }
+            files[count++] = optarg;
+            break;
+        case 'n': defaults = false; break;
+        case 'o': output = optarg; break;
+        default:
+            fprintf(stderr, "trainwatch rules export: unknown or incomplete option '%s'\n", argv[optind - 1]);
+            return TW_EXIT_USAGE;
+        }
+    }
+    for (int i = optind; i < argc && count < 64; i++)
+        files[count++] = argv[i];
+    tw_ruleset *rs;
+    if (tw_ruleset_new(&rs) != TW_OK)
+        return TW_EXIT_USAGE;
+    int rc = TW_OK;
+    if (defaults)
+        rc = tw_ruleset_load_text(rs, "<default rules>", tw_default_rules(), strlen(tw_default_rules()), to_stderr, NULL);
+    for (size_t i = 0; i < count; i++) {
+        int r = tw_ruleset_load_file(rs, files[i], to_stderr, NULL);
+        /* exported for Prometheus: constructs only we cannot run are fine there */
+        if (r != TW_OK && r != TW_EUNSUPPORTED)
+            rc = r;
+    }
+    int status = TW_EXIT_USAGE;
+    if (rc == TW_OK) {
+        FILE *out = output ? fopen(output, "w") : stdout;
+        if (!out) {
+            perror(output);
+        } else {
+            fprintf(out, "# Rules for Prometheus, written by trainwatch rules export.\n"
+                        "# Scrape trainwatch with honor_labels: true so job and rank stay as trainwatch sets them.\n");
+            if (tw_ruleset_export(rs, out) == TW_OK)
+                status = TW_EXIT_OK;
+            else
+                fprintf(stderr, "trainwatch rules export: %s: write error\n", output ? output : "<stdout>");
+            if (output && fclose(out) != 0)
+                status = TW_EXIT_USAGE;
+        }
+    }
+    tw_ruleset_free(rs);
+    return status;
+}
+
+static int rules_defaults(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    fputs(tw_default_rules(), stdout);
+    return fflush(stdout) == 0 ? TW_EXIT_OK : TW_EXIT_USAGE;
+}
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} actions[] = {{"check", rules_check}, {"export", rules_export}, {"defaults", rules_defaults}};
+
+static const char usage_text[] =
+    "usage: trainwatch rules check FILE...\n"
+    "       trainwatch rules export [--rules FILE]... [--no-default-rules] [-o FILE]\n"
+    "       trainwatch rules defaults\n\n"
+    "check     validate Prometheus rule files (as promtool check rules) and name what\n"
+    "          trainwatch's evaluator does not support; exit 0 ok, 1 unsupported, 2 invalid\n"
+    "export    write the built-in rules and FILEs as one rule file for Prometheus\n"
+    "defaults  print the built-in rules\n";
+
+static int run(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        fputs(usage_text, argc < 2 ? stderr : stdout);
+        return argc < 2 ? TW_EXIT_USAGE : TW_EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof actions / sizeof actions[0]; i++) {
+        if (!strcmp(argv[1], actions[i].name))
+            return actions[i].run(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "trainwatch rules: unknown action '%s'\n%s", argv[1], usage_text);
+    return TW_EXIT_USAGE;
+}
+
+const tw_command tw_cmd_rules = {
+    .name = "rules",
+    .summary = "check, export or print Prometheus alerting rules",
+    .usage = usage_text,
+    .run = run,
+};

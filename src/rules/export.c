@@ -1,0 +1,157 @@
+/*
+ * export.c: writes a tw_ruleset back as one Prometheus rule file, and holds
+ * trainwatch's built-in rules.
+ *
+ * Every string is written double-quoted with YAML escapes, so any expression
+ * or template text survives the round trip through promtool and Prometheus.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ruleset.h"
+#include "trainwatch/error.h"
+
+static void quoted(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"': fputs("\\\"", out); break;
+        case '\\': fputs("\\\\", out); break;
+        case '\n': fputs("\\n", out); break;
+        case '\t': fputs("\\t", out); break;
+        case '\r': fputs("\\r", out); break;
+        default:
+            if (*p < 0x20)
+                fprintf(out, "\\x%02x", *p);
+            else
+                fputc(*p, out);
+        }
+    }
+    fputc('"', out);
+}
+
+static void pairs(FILE *out, const char *what, const tw_rule_pair *p, size_t n)
+{
+    if (!n)
+        return;
+    fprintf(out, "        %s:\n", what);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(out, "          %s: ", p[i].name);
+        quoted(out, p[i].text);
+        fputc('\n', out);
+    }
+}
+
+int tw_ruleset_export(const tw_ruleset *rs, FILE *out)
+{
+    char d[64];
+    fputs("groups:\n", out);
+    if (rs->group_count == 0)
+        fputs("  []\n", out);
+    for (size_t i = 0; i < rs->group_count; i++) {
+        const tw_rule_group *g = &rs->groups[i];
+        fputs("  - name: ", out);
+        quoted(out, g->name);
+        fputc('\n', out);
+        if (g->has_interval) {
+            tw_format_duration(g->interval_ms, d, sizeof d);
+            fprintf(out, "    interval: %s\n", d);
+        }
+        if (g->limit > 0)
+            fprintf(out, "    limit: %ld\n", g->limit);
+        fputs(g->rule_count ? "    rules:\n" : "    rules: []\n", out);
+        for (size_t k = 0; k < g->rule_count; k++) {
+            const tw_rule *r = &g->rules[k];
+            fprintf(out, "      - %s: ", r->alert ? "alert" : "record");
+            quoted(out, r->alert ? r->alert : r->record);
+            fputs("\n        expr: ", out);
+            quoted(out, r->expr_text);
+            fputc('\n', out);
+            if (r->has_for) {
+                tw_format_duration(r->for_ms, d, sizeof d);
+                fprintf(out, "        for: %s\n", d);
+            }
+            if (r->has_keep_firing) {
+                tw_format_duration(r->keep_firing_ms, d, sizeof d);
+                fprintf(out, "        keep_firing_for: %s\n", d);
+            }
+            pairs(out, "labels", r->labels, r->label_count);
+            pairs(out, "annotations", r->annotations, r->annotation_count);
+        }
+    }
+    return fflush(out) == 0 && !ferror(out) ? TW_OK : TW_EIO;
+}
+
+/* The built-in rules. Metric names are the ones `trainwatch run` and
+ * `trainwatch watch` export, so the file also works in a central Prometheus
+ * that scrapes them (with honor_labels: true). */
+static const char default_rules[] =
+    "# trainwatch's built-in alerting rules (trainwatch rules defaults).\n"
+    "# They read the metrics trainwatch run/watch export; load the same file into\n"
+    "# Prometheus (honor_labels: true on the scrape) to alert centrally.\n"
+    "groups:\n"
+    "  - name: trainwatch-defaults\n"
+    "    rules:\n"
+    "      - alert: TrainingLossNaN\n"
+    "        expr: trainwatch_nan_loss_streak >= 5\n"
+    "        labels:\n"
+    "          severity: critical\n"
+    "        annotations:\n"
+    "          summary: \"Loss is NaN/Inf for {{ $value }} consecutive steps\"\n"
+    "          description: \"Job {{ $labels.job }} rank {{ $labels.rank }} logged a NaN or Inf loss in the last {{ $value }} step records in a row.\"\n"
+    "      - alert: TrainingNoProgress\n"
+    "        expr: (time() - max by (job) (trainwatch_last_progress_timestamp_seconds) > clamp_min(2 * max by (job) (trainwatch_step_interval_seconds), 60)) unless on(job) (max by (job) (trainwatch_log_events_total{event=~\"finished|exit|signal\"}) > 0)\n"
+    "        labels:\n"
+    "          severity: critical\n"
+    "        annotations:\n"
+    "          summary: \"No training progress for {{ $value | humanizeDuration }}\"\n"
+    "          description: \"Job {{ $labels.job }} has logged no new step for {{ $value | humanizeDuration }}, more than twice its usual step time (and at least a minute).\"\n"
+    "      - alert: TrainingRankLost\n"
+    "        expr: (time() - trainwatch_last_progress_timestamp_seconds > clamp_min(5 * trainwatch_step_interval_seconds, 120)) and on(job) (time() - max by (job) (trainwatch_last_progress_timestamp_seconds) < 60) unless on(job, rank) (trainwatch_log_events_total{event=~\"finished|exit|signal\"} > 0)\n"
+    "        labels:\n"
+    "          severity: critical\n"
+    "        annotations:\n"
+    "          summary: \"Rank {{ $labels.rank }} stopped reporting\"\n"
+    "          description: \"Rank {{ $labels.rank }} of job {{ $labels.job }} has logged no step for {{ $value | humanizeDuration }} while other ranks go on.\"\n"
+    "      - alert: TrainingDataLoaderBound\n"
+    "        expr: rate(trainwatch_data_wait_seconds_sum[5m]) / rate(trainwatch_step_duration_seconds_sum[5m]) > 0.5\n"
+    "        for: 5m\n"
+    "        labels:\n"
+    "          severity: warning\n"
+    "        annotations:\n"
+    "          summary: \"Data loading takes {{ $value | humanizePercentage }} of step time\"\n"
+    "          description: \"Rank {{ $labels.rank }} of job {{ $labels.job }} waits for data {{ $value | humanizePercentage }} of each step (over 50% for 5 minutes): the input pipeline is the bottleneck.\"\n"
+    "      - alert: TrainingGPUUnderused\n"
+    "        expr: avg by (job, rank) (DCGM_FI_DEV_GPU_UTIL) < 30 and on(job, rank) changes(trainwatch_train_step[2m]) > 0\n"
+    "        for: 10m\n"
+    "        labels:\n"
+    "          severity: warning\n"
+    "        annotations:\n"
+    "          summary: \"GPU utilization {{ $value }}% while training\"\n"
+    "          description: \"The GPUs of rank {{ $labels.rank }} (job {{ $labels.job }}) average {{ $value }}% utilization for 10 minutes while steps are running.\"\n"
+    "      - alert: TrainingGPUMemoryFull\n"
+    "        expr: DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) > 0.95\n"
+    "        for: 1m\n"
+    "        labels:\n"
+    "          severity: warning\n"
+    "        annotations:\n"
+    "          summary: \"GPU {{ $labels.gpu }} memory {{ $value | humanizePercentage }} full\"\n"
+    "          description: \"GPU {{ $labels.gpu }} of rank {{ $labels.rank }} (job {{ $labels.job }}) uses {{ $value | humanizePercentage }} of its memory: close to an out-of-memory error.\"\n"
+    "      - alert: TrainingFailed\n"
+    "        expr: increase(trainwatch_log_events_total{event=~\"oom|exception\"}[5m]) > 0\n"
+    "        labels:\n"
+    "          severity: critical\n"
+    "        annotations:\n"
+    "          summary: \"Training logged an error: {{ $labels.event }}\"\n"
+    "          description: \"Rank {{ $labels.rank }} of job {{ $labels.job }} logged an {{ $labels.event }} event in the last 5 minutes.\"\n"
+    "      - alert: TrainingLossDiverging\n"
+    "        expr: avg_over_time(trainwatch_train_loss[5m]) > 2 * avg_over_time(trainwatch_train_loss[15m] offset 5m)\n"
+    "        for: 2m\n"
+    "        labels:\n"
+    "          severity: warning\n"
+    "        annotations:\n"
+    "          summary: \"Loss average {{ $value }} is over twice its earlier baseline\"\n"
+    "          description: \"The 5-minute average loss of rank {{ $labels.rank }} (job {{ $labels.job }}) is {{ $value }}, more than twice its average over the 15 minutes before: the run is diverging.\"\n";
+
+const char *tw_default_rules(void) { return default_rules; }
