@@ -476,8 +476,8 @@ int tw_ruleset_load_text(tw_ruleset *rs, const char *name, const char *text, siz
     }
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
-    if (l.status != TW_OK) {
-        /* all or nothing per file */
+    if (l.status != TW_OK && l.status != TW_EUNSUPPORTED) {
+        /* all or nothing per file; rules only we cannot evaluate stay (for export) */
         for (size_t i = before; i < rs->group_count; i++)
             free_group(&rs->groups[i]);
         rs->group_count = before;

@@ -56,7 +56,8 @@ class Process:
                                      stdin=subprocess.DEVNULL, cwd=workdir)
 
     def stderr(self):
-        self.err.flush()
+        if not self.err.closed:
+            self.err.flush()
         return open(self.err_path).read()
 
     def stop(self):
@@ -109,3 +110,74 @@ class Pushgateway(Process):
 def tls_context(ca_file):
     ctx = ssl.create_default_context(cafile=ca_file)
     return ctx
+
+
+class Alertmanager(Process):
+    """A real Alertmanager on 127.0.0.1, without clustering. webhook: a URL it
+    notifies (firing and resolved), or None for a receiver that drops all."""
+
+    def __init__(self, workdir, webhook=None):
+        self.port = free_port()
+        config = os.path.join(workdir, "alertmanager.yml")
+        receiver = {"name": "test"}
+        if webhook:
+            receiver["webhook_configs"] = [{"url": webhook, "send_resolved": True}]
+        with open(config, "w") as f:
+            json.dump({"route": {"receiver": "test", "group_wait": "1s", "group_interval": "1s",
+                                 "repeat_interval": "1h", "group_by": ["alertname"]},
+                       "receivers": [receiver]}, f)
+        super().__init__(["prometheus-alertmanager", f"--config.file={config}", f"--storage.path={workdir}/am-data",
+                          f"--web.listen-address=127.0.0.1:{self.port}", "--cluster.listen-address=",
+                          "--log.level=warn"], workdir, "alertmanager")
+        self.url = f"http://127.0.0.1:{self.port}"
+        wait_until(lambda: http(self.url + "/-/ready")[0] == 200, what="Alertmanager to be ready")
+
+    def alerts(self):
+        """The active alerts, as GET /api/v2/alerts lists them."""
+        status, _, body = http(self.url + "/api/v2/alerts")
+        assert status == 200, body
+        return json.loads(body)
+
+
+class WebhookReceiver:
+    """An HTTP server on 127.0.0.1 (in a thread) that records every request.
+    fail_first: answer 500 to that many requests first."""
+
+    def __init__(self, port=None, fail_first=0):
+        import http.server
+        import threading
+        self.requests = []
+        self.fail_first = fail_first
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with receiver.lock:
+                    failing = receiver.fail_first > 0
+                    if failing:
+                        receiver.fail_first -= 1
+                    receiver.requests.append({"path": self.path, "headers": dict(self.headers),
+                                              "body": body, "answered": 500 if failing else 200})
+                self.send_response(500 if failing else 200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b'{"errcode":1,"errmsg":"test failure"}' if failing else b'{"errcode":0}')
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port or 0), Handler)
+        self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def received(self, path_prefix="/", answered=200):
+        with self.lock:
+            return [r for r in self.requests if r["path"].startswith(path_prefix) and r["answered"] == answered]
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,0 +1,297 @@
+"""Alerts end to end, against real components: promtool checks the rule files
+trainwatch writes, a real Prometheus loads the exported rules and fires the
+same alert on the same metrics, a real Alertmanager receives ours (firing,
+then resolved), and a recording HTTP receiver checks every webhook format,
+the DingTalk and Feishu signatures, retries and recovery."""
+import base64
+import hashlib
+import hmac
+import json
+import os
+import re
+import subprocess
+import time
+import urllib.parse
+
+import pytest
+
+from conftest import binary, run
+from servers import Alertmanager, Process, Prometheus, WebhookReceiver, free_port, http, wait_until
+
+
+def step_line(step, loss):
+    return (f"[2026/12/02 10:00:{step % 60:02d}] ppocr INFO: epoch: [1/1], global_step: {step}, lr: 0.100000, "
+            f"loss: {loss}, acc: 0.5, avg_reader_cost: 0.01000 s, avg_batch_cost: 0.10000 s, avg_samples: 128.0, "
+            f"ips: 1280.0 samples/s, eta: 0:00:10, max_mem_reserved: 10 MB\n")
+
+
+def append(path, lines):
+    with open(path, "a") as f:
+        f.writelines(lines)
+
+
+class Watch(Process):
+    """trainwatch watch on one log file, serving /metrics on a free port."""
+
+    def __init__(self, workdir, log, *extra, env=None):
+        self.port = free_port()
+        args = [binary("trainwatch"), "watch", "--from-start", "--job", "train", "--eval-interval", "0.5",
+                "--web.listen-address", f"127.0.0.1:{self.port}", *extra, log]
+        if env:
+            old = dict(os.environ)
+            os.environ.update(env)
+        try:
+            super().__init__(args, workdir, "watch")
+        finally:
+            if env:
+                os.environ.clear()
+                os.environ.update(old)
+        self.url = f"http://127.0.0.1:{self.port}"
+        wait_until(lambda: http(self.url + "/metrics")[0] == 200, what="trainwatch watch to serve")
+
+    def metrics(self):
+        return http(self.url + "/metrics")[2].decode()
+
+
+# ---- rule files ---------------------------------------------------------------
+
+def test_defaults_and_export_pass_promtool(tmp_path):
+    defaults = tmp_path / "defaults.yml"
+    r = run(["trainwatch", "rules", "defaults"])
+    assert r.returncode == 0
+    defaults.write_text(r.stdout)
+    user = tmp_path / "user.yml"
+    user.write_text("groups:\n  - name: mine\n    interval: 30s\n    rules:\n"
+                    "      - record: job:loss:avg5m\n        expr: avg by (job) (avg_over_time(trainwatch_train_loss[5m]))\n"
+                    "      - alert: SlowSteps\n        expr: histogram_quantile(0.9, rate(trainwatch_step_duration_seconds_bucket[5m])) > 2\n"
+                    "        for: 5m\n        labels:\n          team: \"ml \\\"infra\\\"\"\n"
+                    "        annotations:\n          summary: 'p90 step time {{ $value | humanizeDuration }}'\n")
+    exported = tmp_path / "exported.yml"
+    r = run(["trainwatch", "rules", "export", "--rules", user, "-o", exported])
+    assert r.returncode == 0, r.stderr
+    assert "histogram_quantile" in r.stderr  # said not evaluated here, still exported
+    for f in (defaults, exported):
+        check = subprocess.run(["promtool", "check", "rules", str(f)], capture_output=True, text=True)
+        assert check.returncode == 0, check.stdout + check.stderr
+    assert "SUCCESS: 8 rules found" in subprocess.run(["promtool", "check", "rules", str(defaults)],
+                                                      capture_output=True, text=True).stdout
+    assert "SUCCESS: 10 rules found" in subprocess.run(["promtool", "check", "rules", str(exported)],
+                                                       capture_output=True, text=True).stdout
+    # check: 0 for our own, 1 for valid-but-unsupported, 2 for invalid
+    assert run(["trainwatch", "rules", "check", defaults]).returncode == 0
+    r = run(["trainwatch", "rules", "check", user])
+    assert r.returncode == 1 and "function 'histogram_quantile' is not supported" in r.stdout
+    bad = tmp_path / "bad.yml"
+    bad.write_text("groups:\n  - name: g\n    rules:\n      - alert: X\n        expr: rate(x[5m]\n")
+    r = run(["trainwatch", "rules", "check", bad])
+    assert r.returncode == 2 and "bad.yml:5:" in r.stdout
+    assert subprocess.run(["promtool", "check", "rules", str(bad)], capture_output=True).returncode != 0
+    r = run(["trainwatch", "rules", "check", tmp_path / "missing.yml"])
+    assert r.returncode == 2 and "missing.yml: No such file or directory" in r.stdout
+
+
+def test_bad_rule_file_stops_run_before_the_command(tmp_path):
+    bad = tmp_path / "bad.yml"
+    bad.write_text("groups:\n  - name: g\n    rules:\n      - alert: X\n        expr: topk(3, x)\n")
+    marker = tmp_path / "ran"
+    r = run(["trainwatch", "run", "--web.listen-address", "none", "--rules", bad, "--", "touch", marker])
+    assert r.returncode == 2
+    assert "bad.yml:5: alert X: expr: not evaluated by trainwatch" in r.stderr
+    assert not marker.exists()
+    r = run(["trainwatch", "run", "--web.listen-address", "none", "--webhook", "ftp://x", "--", "touch", marker])
+    assert r.returncode == 2 and "http:// or https://" in r.stderr and not marker.exists()
+    r = run(["trainwatch", "run", "--web.listen-address", "none", "--webhook", "http://127.0.0.1:1/x",
+             "--webhook-format", "pager", "--", "touch", marker])
+    assert r.returncode == 2 and "unknown notification format 'pager'" in r.stderr and not marker.exists()
+
+
+# ---- Prometheus fires the same alert from the exported rules ------------------
+
+def test_prometheus_fires_the_same_alert(tmp_path, procs):
+    log = tmp_path / "train.log"
+    append(log, [step_line(s, "2.5") for s in range(1, 4)] + [step_line(s, "nan") for s in range(4, 11)])
+    watch = procs(Watch, str(tmp_path), str(log))
+    exported = tmp_path / "exported.yml"
+    assert run(["trainwatch", "rules", "export", "-o", exported]).returncode == 0
+    prom = procs(Prometheus, str(tmp_path), [{"job_name": "trainwatch", "honor_labels": True,
+                                             "static_configs": [{"targets": [f"127.0.0.1:{watch.port}"]}]}])
+    # Prometheus with the rule file: restart it with rule_files and a 1s evaluation
+    prom.stop()
+    config = json.load(open(tmp_path / "prometheus.yml"))
+    config["global"]["evaluation_interval"] = "1s"
+    config["rule_files"] = [str(exported)]
+    json.dump(config, open(tmp_path / "prometheus.yml", "w"))
+    port = free_port()
+    p = procs(Process, ["prometheus", f"--config.file={tmp_path}/prometheus.yml", f"--storage.tsdb.path={tmp_path}/tsdb2",
+                        f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"], str(tmp_path), "prometheus2")
+
+    def prom_alert():
+        status, _, body = http(f"http://127.0.0.1:{port}/api/v1/alerts")
+        alerts = json.loads(body)["data"]["alerts"] if status == 200 else []
+        return [a for a in alerts if a["labels"]["alertname"] == "TrainingLossNaN" and a["state"] == "firing"]
+
+    theirs = wait_until(prom_alert, timeout=60, what="Prometheus to fire TrainingLossNaN")[0]
+    ours = wait_until(lambda: re.search(r"alert firing: (\{[^}]*alertname=\"TrainingLossNaN\"[^}]*\})", watch.stderr()),
+                      timeout=30, what="trainwatch to fire TrainingLossNaN")
+    labels = dict(re.findall(r'(\w+)="([^"]*)"', ours.group(1)))
+    # the same labels, plus the target label a scrape adds
+    theirs_labels = dict(theirs["labels"])
+    assert theirs_labels.pop("instance") == f"127.0.0.1:{watch.port}"
+    assert labels == theirs_labels, (labels, theirs["labels"])
+    assert float(theirs["value"]) == 7  # seven NaN steps in a row, in both
+    assert 'trainwatch_alerts{alertname="TrainingLossNaN",alertstate="firing"} 1' in watch.metrics()
+    assert theirs["annotations"]["summary"] == "Loss is NaN/Inf for 7 consecutive steps"
+    p.stop()
+
+
+# ---- Alertmanager: firing, then resolved --------------------------------------
+
+def test_alertmanager_sees_firing_then_resolved(tmp_path, procs):
+    hook = WebhookReceiver()
+    try:
+        am = procs(Alertmanager, str(tmp_path), webhook=hook.url + "/am")
+        log = tmp_path / "train.log"
+        append(log, [step_line(s, "2.0") for s in range(1, 4)])
+        watch = procs(Watch, str(tmp_path), str(log), "--alertmanager", am.url, "--external-url", "http://prom:9090")
+        append(log, [step_line(s, "nan") for s in range(4, 10)])
+
+        def active():
+            return [a for a in am.alerts() if a["labels"].get("alertname") == "TrainingLossNaN"]
+
+        alert = wait_until(active, timeout=30, what="the alert in Alertmanager")[0]
+        assert alert["status"]["state"] == "active"
+        assert alert["labels"] == {"alertname": "TrainingLossNaN", "job": "train", "rank": "0", "severity": "critical"}
+        assert alert["generatorURL"].startswith("http://prom:9090/graph?g0.expr=trainwatch_nan_loss_streak")
+        assert "NaN or Inf loss" in alert["annotations"]["description"]
+        # Alertmanager routes it: its webhook says firing
+        wait_until(lambda: any(json.loads(r["body"])["status"] == "firing" for r in hook.received("/am")),
+                   timeout=30, what="Alertmanager's firing notification")
+        # the loss recovers: trainwatch resolves, Alertmanager drops it and notifies resolved
+        append(log, [step_line(s, "1.5") for s in range(10, 13)])
+        wait_until(lambda: not active(), timeout=30, what="the alert to resolve in Alertmanager")
+        resolved = wait_until(lambda: [json.loads(r["body"]) for r in hook.received("/am")
+                                       if json.loads(r["body"])["status"] == "resolved"],
+                              timeout=30, what="Alertmanager's resolved notification")[0]
+        assert resolved["alerts"][0]["labels"]["alertname"] == "TrainingLossNaN"
+        assert "alert resolved" in watch.stderr()
+    finally:
+        hook.stop()
+
+
+def test_demo_nan_fires_within_five_steps(tmp_path, procs):
+    """The demo trainer with its learning-rate fault under `trainwatch run`:
+    the NaN alert reaches Alertmanager by the sixth NaN step record, i.e.
+    within five steps of the first."""
+    am = procs(Alertmanager, str(tmp_path))
+    # a step record every ~0.5 s (5 steps of 100 ms), evaluation every 0.25 s
+    r = run(["trainwatch", "run", "--web.listen-address", "none", "--eval-interval", "0.25", "--alertmanager", am.url,
+             "--", binary("demo-train"), "--epochs", "1", "--steps-per-epoch", "80", "--log-interval", "5",
+             "--slow-reader", "100", "--lr-spike-at", "21"], timeout=120)
+    assert r.returncode == 0, r.stderr
+    fired = re.search(r"alert firing: \{alertname=\"TrainingLossNaN\"[^}]*\} value=(\d+)", r.stderr)
+    assert fired, r.stderr
+    streak = int(fired.group(1))
+    assert 5 <= streak <= 6, f"fired after {streak} NaN step records"
+    nan_steps = [int(m) for m in re.findall(r"global_step: (\d+), lr: [0-9.]+, loss: nan", r.stdout)]
+    assert len(nan_steps) >= streak
+    alerts = wait_until(lambda: [a for a in am.alerts() if a["labels"]["alertname"] == "TrainingLossNaN"],
+                        timeout=10, what="the alert in Alertmanager")
+    assert alerts[0]["labels"]["job"] == "demo-train"
+    assert f"for {streak} consecutive steps" in alerts[0]["annotations"]["summary"]
+
+
+# ---- webhook formats, signatures, secrets --------------------------------------
+
+def test_webhook_formats_and_signatures(tmp_path, procs):
+    hook = WebhookReceiver()
+    try:
+        secret_file = tmp_path / "ding.secret"
+        secret_file.write_text("SECdingtalk-secret-123\n")
+        log = tmp_path / "train.log"
+        append(log, [step_line(s, "2.0") for s in range(1, 3)])
+        watch = procs(Watch, str(tmp_path), str(log),
+                      "--webhook", hook.url + "/am",
+                      "--webhook", "env:DING_URL", "--webhook-format", "dingtalk", "--webhook-secret-file", secret_file,
+                      "--webhook", hook.url + "/slack", "--webhook-format", "slack",
+                      "--webhook", hook.url + "/feishu", "--webhook-format", "feishu",
+                      "--webhook-secret-env", "FEISHU_SECRET",
+                      "--webhook", hook.url + "/wecom", "--webhook-format", "wecom",
+                      env={"DING_URL": hook.url + "/ding?access_token=tok-abc", "FEISHU_SECRET": "feishu-s3cret"})
+        append(log, [step_line(s, "nan") for s in range(3, 9)])
+        paths = ["/am", "/ding", "/slack", "/feishu", "/wecom"]
+        wait_until(lambda: all(hook.received(p) for p in paths), timeout=30, what="a firing message on every webhook")
+        append(log, [step_line(s, "1.0") for s in range(9, 12)])
+        wait_until(lambda: all(len(hook.received(p)) >= 2 for p in paths), timeout=30,
+                   what="a resolved message on every webhook")
+
+        am = [json.loads(r["body"]) for r in hook.received("/am")]
+        assert [m["status"] for m in am] == ["firing", "resolved"]
+        assert am[0]["version"] == "4" and am[0]["receiver"] == "trainwatch"
+        assert am[0]["groupLabels"] == {"alertname": "TrainingLossNaN"}
+        assert am[0]["commonLabels"]["job"] == "train" and am[0]["commonLabels"]["rank"] == "0"
+        assert am[0]["alerts"][0]["endsAt"] == "0001-01-01T00:00:00Z"
+        assert am[1]["alerts"][0]["endsAt"] > am[1]["alerts"][0]["startsAt"]
+        assert re.fullmatch(r"[0-9a-f]{16}", am[0]["alerts"][0]["fingerprint"])
+
+        for r in hook.received("/ding"):
+            query = urllib.parse.parse_qs(urllib.parse.urlparse(r["path"]).query)
+            assert query["access_token"] == ["tok-abc"]
+            ts = query["timestamp"][0]
+            assert abs(int(ts) / 1000 - time.time()) < 120
+            want = base64.b64encode(hmac.new(b"SECdingtalk-secret-123", f"{ts}\nSECdingtalk-secret-123".encode(),
+                                             hashlib.sha256).digest()).decode()
+            assert query["sign"] == [want]
+        ding = [json.loads(r["body"]) for r in hook.received("/ding")]
+        assert ding[0]["msgtype"] == "markdown"
+        assert ding[0]["markdown"]["title"] == "[FIRING] TrainingLossNaN"
+        text = ding[0]["markdown"]["text"]
+        assert "- job: train" in text and "- rank: 0" in text and "- host: " in text and "- value: " in text
+        assert "consecutive steps" in text
+        assert ding[1]["markdown"]["title"] == "[RESOLVED] TrainingLossNaN"
+
+        slack = [json.loads(r["body"]) for r in hook.received("/slack")]
+        assert slack[0]["text"].startswith("*[FIRING] TrainingLossNaN*")
+        feishu = [json.loads(r["body"]) for r in hook.received("/feishu")]
+        for m in feishu:
+            key = f"{m['timestamp']}\nfeishu-s3cret".encode()
+            assert m["sign"] == base64.b64encode(hmac.new(key, b"", hashlib.sha256).digest()).decode()
+            assert m["msg_type"] == "text"
+        assert "[FIRING] TrainingLossNaN" in feishu[0]["content"]["text"]
+        wecom = [json.loads(r["body"]) for r in hook.received("/wecom")]
+        assert wecom[0]["msgtype"] == "markdown" and "[RESOLVED]" in wecom[1]["markdown"]["content"]
+        for r in hook.received("/"):
+            assert r["headers"]["Content-Type"] == "application/json"
+
+        # secrets and URL tokens are never printed
+        watch.stop()
+        err = watch.stderr()
+        for secret in ("SECdingtalk-secret-123", "feishu-s3cret", "tok-abc"):
+            assert secret not in err
+    finally:
+        hook.stop()
+
+
+def test_receiver_down_then_failing_then_back(tmp_path, procs):
+    port = free_port()
+    log = tmp_path / "train.log"
+    append(log, [step_line(s, "2.0") for s in range(1, 3)])
+    watch = procs(Watch, str(tmp_path), str(log), "--webhook", f"http://127.0.0.1:{port}/hook?token=zzz")
+    append(log, [step_line(s, "nan") for s in range(3, 9)])
+    wait_until(lambda: "alert firing" in watch.stderr(), timeout=30, what="the alert to fire")
+    err = wait_until(lambda: (lambda e: e if "notifying alertmanager-1" in e else None)(watch.stderr()),
+                     timeout=30, what="the delivery failure to be logged")
+    assert f"notifying alertmanager-1 (http://127.0.0.1:{port}/hook) failed" in err
+    assert "zzz" not in err
+    wait_until(lambda: re.search(r'trainwatch_notifications_errors_total\{receiver="alertmanager-1"\} [1-9]',
+                                 watch.metrics()), timeout=30, what="the error counter")
+    # the receiver comes up, answering 500 twice before it accepts
+    hook = WebhookReceiver(port=port, fail_first=2)
+    try:
+        got = wait_until(lambda: hook.received("/hook"), timeout=90, what="the alert after the receiver came back")
+        assert len(hook.received("/hook", answered=500)) == 2
+        assert json.loads(got[0]["body"])["alerts"][0]["labels"]["alertname"] == "TrainingLossNaN"
+        wait_until(lambda: "delivered again" in watch.stderr(), timeout=10, what="the recovery line")
+        assert watch.proc.poll() is None
+        assert re.search(r'trainwatch_notifications_sent_total\{receiver="alertmanager-1"\} 1', watch.metrics())
+    finally:
+        hook.stop()

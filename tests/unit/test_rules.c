@@ -1,0 +1,474 @@
+/*
+ * test_rules.c: rule files, templates and the alert state machine.
+ *
+ * The evaluator's numbers are compared with Prometheus itself in
+ * tests/e2e/test_promql.py; here are the parts promtool cannot judge for us:
+ * what loading reports (and where), how templates render, and how alerts move
+ * through pending, firing and resolved (with for and keep_firing_for) and
+ * when they are handed to the sink, on a registry driven by the test.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "notify/payload.h"
+#include "notify/sign.h"
+#include "rules/ruleset.h"
+#include "rules/template.h"
+#include "trainwatch/error.h"
+#include "trainwatch/metrics.h"
+#include "trainwatch/rules.h"
+
+/* ---- durations ---------------------------------------------------------- */
+
+static void test_durations(void **state)
+{
+    (void)state;
+    int64_t ms;
+    assert_true(tw_parse_duration("1h30m", &ms));
+    assert_int_equal(ms, 5400000);
+    assert_true(tw_parse_duration("250ms", &ms));
+    assert_int_equal(ms, 250);
+    assert_true(tw_parse_duration("0", &ms));
+    assert_int_equal(ms, 0);
+    assert_true(tw_parse_duration("1w2d", &ms));
+    assert_int_equal(ms, 9 * 86400000LL);
+    assert_false(tw_parse_duration("30m1h", &ms)); /* units must decrease */
+    assert_false(tw_parse_duration("5", &ms));
+    assert_false(tw_parse_duration("5 m", &ms));
+    assert_false(tw_parse_duration("", &ms));
+    assert_false(tw_parse_duration("-5m", &ms));
+    char text[32];
+    tw_format_duration(5400000, text, sizeof text);
+    assert_string_equal(text, "1h30m");
+    tw_format_duration(0, text, sizeof text);
+    assert_string_equal(text, "0s");
+    tw_format_duration(61500, text, sizeof text);
+    assert_string_equal(text, "1m1s500ms");
+}
+
+/* ---- templates ---------------------------------------------------------- */
+
+static char *render(const char *text, double value)
+{
+    tw_template *t;
+    char err[256];
+    assert_int_equal(tw_template_compile(text, &t, err, sizeof err), TW_OK);
+    tw_lset labels = {0};
+    tw_lset_set(&labels, "job", "train");
+    tw_lset_set(&labels, "rank", "3");
+    tw_template_data d = {.labels = &labels, .value = value, .external_url = "http://prom:9090"};
+    char *out = tw_template_render(t, &d);
+    tw_template_free(t);
+    tw_lset_free(&labels);
+    return out;
+}
+
+static void expect_render(const char *text, double value, const char *want)
+{
+    char *got = render(text, value);
+    assert_string_equal(got, want);
+    free(got);
+}
+
+static void test_templates(void **state)
+{
+    (void)state;
+    expect_render("rank {{ $labels.rank }} of {{$labels.job}}", 0, "rank 3 of train");
+    expect_render("{{ .Labels.job }} {{ .Value }}", 2.5, "train 2.5");
+    expect_render("missing: [{{ $labels.nope }}]", 0, "missing: []");
+    expect_render("{{ $value }}", 1e6, "1e+06");
+    expect_render("{{ $value }}", 123456, "123456");
+    expect_render("{{ $value }}", 0.1, "0.1");
+    expect_render("{{ $value }}", 0.00001, "1e-05");
+    expect_render("{{ $value }}", NAN, "NaN");
+    expect_render("{{ $value | humanize }}", 1234567, "1.235M");
+    expect_render("{{ humanize $value }}", 0.0123, "12.3m");
+    expect_render("{{ $value | humanize1024 }}", 2048, "2ki");
+    expect_render("{{ $value | humanizeDuration }}", 3725, "1h 2m 5s");
+    expect_render("{{ $value | humanizeDuration }}", 90061, "1d 1h 1m 1s");
+    expect_render("{{ $value | humanizeDuration }}", 1.5, "1.5s");
+    expect_render("{{ $value | humanizeDuration }}", 0.25, "250ms");
+    expect_render("{{ $value | humanizePercentage }}", 0.5678, "56.78%");
+    expect_render("{{ printf \"%.2f\" $value }} and {{ $value | printf \"%d\" }}", 3.14159, "3.14 and 3");
+    expect_render("{{ $labels.job | toUpper }}", 0, "TRAIN");
+    expect_render("a {{- \" b \" -}} c", 0, "a b c");
+    expect_render("x {{/* a comment */}}y", 0, "x y");
+    expect_render("{{ $externalURL }}/graph", 0, "http://prom:9090/graph");
+    expect_render("no actions at all", 0, "no actions at all");
+
+    tw_template *t;
+    char err[256];
+    assert_int_equal(tw_template_compile("{{ if $value }}x{{ end }}", &t, err, sizeof err), TW_EUNSUPPORTED);
+    assert_non_null(strstr(err, "'if'"));
+    assert_int_equal(tw_template_compile("{{ $value ", &t, err, sizeof err), TW_ECONFIG);
+    assert_int_equal(tw_template_compile("{{ $labels }}", &t, err, sizeof err), TW_EUNSUPPORTED);
+}
+
+/* ---- rule files --------------------------------------------------------- */
+
+typedef struct problems {
+    char text[16][512];
+    bool unsupported[16];
+    int count;
+} problems;
+
+static void collect(void *arg, const char *text, bool unsupported)
+{
+    problems *p = arg;
+    if (p->count < 16) {
+        snprintf(p->text[p->count], sizeof p->text[0], "%s", text);
+        p->unsupported[p->count++] = unsupported;
+    }
+}
+
+static int load(const char *yaml, problems *p, tw_ruleset **out)
+{
+    tw_ruleset *rs;
+    assert_int_equal(tw_ruleset_new(&rs), TW_OK);
+    memset(p, 0, sizeof *p);
+    int rc = tw_ruleset_load_text(rs, "r.yml", yaml, strlen(yaml), collect, p);
+    if (out)
+        *out = rs;
+    else
+        tw_ruleset_free(rs);
+    return rc;
+}
+
+static bool reported(const problems *p, const char *needle)
+{
+    for (int i = 0; i < p->count; i++) {
+        if (strstr(p->text[i], needle))
+            return true;
+    }
+    return false;
+}
+
+static void test_default_rules_load(void **state)
+{
+    (void)state;
+    problems p;
+    tw_ruleset *rs;
+    assert_int_equal(load(tw_default_rules(), &p, &rs), TW_OK);
+    assert_int_equal(p.count, 0);
+    assert_int_equal(tw_ruleset_rule_count(rs), 8);
+    /* export, and the export loads back to the same rules */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_int_equal(tw_ruleset_export(rs, f), TW_OK);
+    fclose(f);
+    tw_ruleset *again;
+    assert_int_equal(tw_ruleset_new(&again), TW_OK);
+    assert_int_equal(tw_ruleset_load_text(again, "export", text, len, collect, &p), TW_OK);
+    assert_int_equal(tw_ruleset_rule_count(again), 8);
+    assert_string_equal(again->groups[0].rules[3].expr_text, rs->groups[0].rules[3].expr_text);
+    assert_string_equal(again->groups[0].rules[0].annotations[0].text, rs->groups[0].rules[0].annotations[0].text);
+    free(text);
+    tw_ruleset_free(again);
+    tw_ruleset_free(rs);
+}
+
+static void test_rule_file_problems(void **state)
+{
+    (void)state;
+    problems p;
+    const char *bad = "groups:\n"
+                      "  - name: g\n"
+                      "    interval: 10x\n"
+                      "    rules:\n"
+                      "      - alert: A\n"
+                      "        expr: rate(x[5m] > 1\n"
+                      "      - record: bad name\n"
+                      "        expr: x\n"
+                      "        for: 5m\n"
+                      "      - alert: B\n"
+                      "        record: b\n"
+                      "        expr: x\n"
+                      "      - alert: C\n"
+                      "        expr: x\n"
+                      "        unknown: 1\n"
+                      "        labels:\n"
+                      "          __name__: y\n"
+                      "  - name: g\n"
+                      "    rules: []\n";
+    assert_int_equal(load(bad, &p, NULL), TW_ECONFIG);
+    assert_true(reported(&p, "r.yml:3: interval: not a valid duration"));
+    assert_true(reported(&p, "r.yml:6: alert A: expr: could not parse expression"));
+    assert_true(reported(&p, "r.yml:9: invalid field 'for' in recording rule"));
+    assert_true(reported(&p, "invalid recording rule name: bad name"));
+    assert_true(reported(&p, "only one of 'record' and 'alert' must be set"));
+    assert_true(reported(&p, "r.yml:15: field unknown not found"));
+    assert_true(reported(&p, "invalid label name: __name__"));
+    assert_true(reported(&p, "groupname: \"g\" is repeated"));
+
+    /* valid Prometheus, outside the subset: reported as unsupported, not invalid */
+    const char *unsupported = "groups:\n"
+                              "  - name: g\n"
+                              "    rules:\n"
+                              "      - alert: A\n"
+                              "        expr: predict_linear(x[1h], 3600) < 0\n"
+                              "        annotations:\n"
+                              "          summary: '{{ range $i := .Labels }}{{ end }}'\n";
+    assert_int_equal(load(unsupported, &p, NULL), TW_EUNSUPPORTED);
+    assert_int_equal(p.count, 2);
+    assert_true(p.unsupported[0] && p.unsupported[1]);
+    assert_true(reported(&p, "function 'predict_linear' is not supported"));
+
+    assert_int_equal(load("groups: [", &p, NULL), TW_ECONFIG);
+    assert_true(reported(&p, "r.yml:2:1: YAML: "));
+    assert_int_equal(load("just a string", &p, NULL), TW_ECONFIG);
+    assert_int_equal(load("", &p, NULL), TW_OK);
+    assert_int_equal(load("groups:\n", &p, NULL), TW_OK);
+}
+
+/* ---- the alert state machine ------------------------------------------- */
+
+typedef struct sent {
+    char name[64];
+    bool resolved, changed;
+    double starts_at, ends_at, value;
+    char summary[128];
+} sent;
+
+typedef struct capture {
+    sent items[64];
+    int count;
+} capture;
+
+static void sink(void *arg, const tw_alert_notice *alerts, size_t n)
+{
+    capture *c = arg;
+    for (size_t i = 0; i < n && c->count < 64; i++) {
+        sent *s = &c->items[c->count++];
+        memset(s, 0, sizeof *s);
+        for (size_t k = 0; k < alerts[i].label_count; k++) {
+            if (!strcmp(alerts[i].labels[k].name, "alertname"))
+                snprintf(s->name, sizeof s->name, "%s", alerts[i].labels[k].value);
+        }
+        for (size_t k = 0; k < alerts[i].annotation_count; k++) {
+            if (!strcmp(alerts[i].annotations[k].name, "summary"))
+                snprintf(s->summary, sizeof s->summary, "%s", alerts[i].annotations[k].value);
+        }
+        s->resolved = alerts[i].resolved;
+        s->changed = alerts[i].changed;
+        s->starts_at = alerts[i].starts_at;
+        s->ends_at = alerts[i].ends_at;
+        s->value = alerts[i].value;
+    }
+}
+
+static void test_alert_states(void **state)
+{
+    (void)state;
+    tw_registry *reg;
+    assert_int_equal(tw_registry_new(&reg), TW_OK);
+    tw_family *f;
+    const char *names[] = {"job"}, *values[] = {"train"};
+    tw_family_options fo = {.name = "x", .help = "x", .type = TW_METRIC_GAUGE, .label_count = 1, .label_names = names};
+    assert_int_equal(tw_family_register(reg, &fo, &f), TW_OK);
+    tw_gauge *x;
+    assert_int_equal(tw_family_series(f, values, &x), TW_OK);
+    const char *rules = "groups:\n"
+                        "  - name: g\n"
+                        "    rules:\n"
+                        "      - record: x2\n"
+                        "        expr: x * 2\n"
+                        "      - alert: High\n"
+                        "        expr: x2 > 3\n"
+                        "        for: 10s\n"
+                        "        keep_firing_for: 5s\n"
+                        "        annotations:\n"
+                        "          summary: 'x2 is {{ $value }} on {{ $labels.job }}'\n";
+    problems p;
+    tw_ruleset *rs;
+    assert_int_equal(load(rules, &p, &rs), TW_OK);
+    capture c = {.count = 0};
+    tw_alerting_options o = {.registry = reg, .default_interval = 1, .resend_delay = 60, .sink = sink, .sink_arg = &c};
+    tw_alerting *a;
+    assert_int_equal(tw_alerting_new(rs, &o, &a), TW_OK);
+    double t0 = 1000000;
+    tw_gauge_set(x, 0);
+    tw_alerting_tick(a, t0);
+    assert_int_equal(c.count, 0);
+    tw_gauge_set(x, 2); /* x2 = 4 > 3: pending from t0+1 */
+    for (int s = 1; s <= 10; s++)
+        tw_alerting_tick(a, t0 + s);
+    assert_int_equal(c.count, 0); /* pending alerts are not sent */
+    assert_int_equal(tw_alerting_firing(a), 0);
+    tw_alerting_tick(a, t0 + 11); /* held 10 s: firing */
+    assert_int_equal(c.count, 1);
+    assert_string_equal(c.items[0].name, "High");
+    assert_false(c.items[0].resolved);
+    assert_true(c.items[0].changed);
+    assert_true(c.items[0].starts_at == t0 + 1);
+    assert_true(c.items[0].ends_at == t0 + 11 + 4 * 60);
+    assert_string_equal(c.items[0].summary, "x2 is 4 on train");
+    assert_int_equal(tw_alerting_firing(a), 1);
+    tw_alerting_tick(a, t0 + 12);
+    assert_int_equal(c.count, 1); /* no re-send before the resend delay */
+    tw_gauge_set(x, 0);
+    tw_alerting_tick(a, t0 + 13); /* gone, but kept firing for 5 s */
+    tw_alerting_tick(a, t0 + 17);
+    assert_int_equal(tw_alerting_firing(a), 1);
+    assert_int_equal(c.count, 1);
+    tw_alerting_tick(a, t0 + 18); /* 5 s after it went: resolved */
+    assert_int_equal(tw_alerting_firing(a), 0);
+    assert_int_equal(c.count, 2);
+    assert_true(c.items[1].resolved);
+    assert_true(c.items[1].changed);
+    assert_true(c.items[1].ends_at == t0 + 18);
+    tw_alerting_tick(a, t0 + 19);
+    assert_int_equal(c.count, 2);
+    tw_alerting_tick(a, t0 + 78); /* resolved alerts are re-sent too, for 15 minutes */
+    assert_int_equal(c.count, 3);
+    assert_true(c.items[2].resolved);
+    assert_false(c.items[2].changed);
+    tw_gauge_set(x, 5); /* back: a new alert, pending again */
+    tw_alerting_tick(a, t0 + 79);
+    assert_int_equal(tw_alerting_firing(a), 0);
+    tw_alerting_tick(a, t0 + 89);
+    assert_int_equal(tw_alerting_firing(a), 1);
+    assert_int_equal(c.count, 4);
+    assert_true(c.items[3].starts_at == t0 + 79);
+    assert_true(c.items[3].value == 10);
+    assert_int_equal(tw_alerting_fired_total(a), 2);
+    /* the engine's own metrics are in the registry */
+    char *text;
+    size_t len;
+    assert_int_equal(tw_registry_expose(reg, TW_EXPOSE_TEXT, &text, &len), TW_OK);
+    assert_non_null(strstr(text, "trainwatch_alerts{alertname=\"High\",alertstate=\"firing\"} 1"));
+    assert_non_null(strstr(text, "trainwatch_rule_group_evaluations_total{rule_group=\"g\"}"));
+    free(text);
+    tw_alerting_free(a);
+    tw_registry_free(reg);
+}
+
+static void test_failing_rule_keeps_alerts(void **state)
+{
+    (void)state;
+    tw_registry *reg;
+    assert_int_equal(tw_registry_new(&reg), TW_OK);
+    tw_family *f;
+    const char *names[] = {"rank"};
+    tw_family_options fo = {.name = "y", .help = "y", .type = TW_METRIC_GAUGE, .label_count = 1, .label_names = names};
+    assert_int_equal(tw_family_register(reg, &fo, &f), TW_OK);
+    tw_gauge *y0, *y1;
+    const char *r0[] = {"0"}, *r1[] = {"1"};
+    assert_int_equal(tw_family_series(f, r0, &y0), TW_OK);
+    assert_int_equal(tw_family_series(f, r1, &y1), TW_OK);
+    /* many-to-many on the right side is an evaluation error once both ranks exist */
+    const char *rules = "groups:\n  - name: g\n    rules:\n      - alert: M\n        expr: y > ignoring(rank) y\n";
+    problems p;
+    tw_ruleset *rs;
+    assert_int_equal(load(rules, &p, &rs), TW_OK);
+    char *log = NULL;
+    size_t len = 0;
+    FILE *lf = open_memstream(&log, &len);
+    tw_alerting_options o = {.registry = reg, .default_interval = 1, .log = lf};
+    tw_alerting *a;
+    assert_int_equal(tw_alerting_new(rs, &o, &a), TW_OK);
+    tw_alerting_tick(a, 2000000);
+    tw_alerting_tick(a, 2000001);
+    fclose(lf);
+    assert_non_null(strstr(log, "rule M in group g (r.yml:4) failed: found duplicate series"));
+    assert_null(strstr(strstr(log, "failed") + 1, "failed")); /* said once, not every evaluation */
+    free(log);
+    char *text;
+    assert_int_equal(tw_registry_expose(reg, TW_EXPOSE_TEXT, &text, &len), TW_OK);
+    assert_non_null(strstr(text, "trainwatch_rule_evaluation_failures_total{rule_group=\"g\"} 2"));
+    free(text);
+    tw_alerting_free(a);
+    tw_registry_free(reg);
+}
+
+/* ---- signing and payloads ----------------------------------------------- */
+
+static void hex(const uint8_t *d, size_t n, char *out)
+{
+    for (size_t i = 0; i < n; i++)
+        sprintf(out + 2 * i, "%02x", d[i]);
+}
+
+static void test_hmac_sha256(void **state)
+{
+    (void)state;
+    uint8_t mac[32];
+    char text[65];
+    tw_sha256("abc", 3, mac);
+    hex(mac, 32, text);
+    assert_string_equal(text, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    /* RFC 4231 test cases 2 and 6 (a key longer than the block) */
+    tw_hmac_sha256("Jefe", 4, "what do ya want for nothing?", 28, mac);
+    hex(mac, 32, text);
+    assert_string_equal(text, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+    uint8_t key[131];
+    memset(key, 0xaa, sizeof key);
+    const char *msg = "Test Using Larger Than Block-Size Key - Hash Key First";
+    tw_hmac_sha256(key, sizeof key, msg, strlen(msg), mac);
+    hex(mac, 32, text);
+    assert_string_equal(text, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+    char b64[64];
+    tw_base64((const uint8_t *)"foob", 4, b64);
+    assert_string_equal(b64, "Zm9vYg==");
+    tw_base64((const uint8_t *)"fooba", 5, b64);
+    assert_string_equal(b64, "Zm9vYmE=");
+}
+
+static void test_payloads(void **state)
+{
+    (void)state;
+    char *ln[] = {"alertname", "job", "rank"}, *lv[] = {"TrainingLossNaN", "demo \"x\"", "0"};
+    char *an[] = {"summary"}, *av[] = {"Loss is NaN"};
+    tw_queued_alert a = {.label_names = ln, .label_values = lv, .label_count = 3, .annotation_names = an,
+                         .annotation_values = av, .annotation_count = 1, .starts_at = 1700000000.25,
+                         .ends_at = 1700000240, .value = 5, .fingerprint = 0xabc};
+    tw_payload_context c = {.host = "node1", .external_url = "http://x", .now = 1700000000};
+    char *body, *url;
+    size_t len;
+    const tw_payload_format *api = tw_payload_format_find("alertmanager-api");
+    assert_int_equal(api->build(&c, &a, 1, "http://am/api/v2/alerts", &body, &len, &url), TW_OK);
+    assert_null(url);
+    assert_non_null(strstr(body, "\"labels\":{\"alertname\":\"TrainingLossNaN\",\"job\":\"demo \\\"x\\\"\",\"rank\":\"0\"}"));
+    assert_non_null(strstr(body, "\"startsAt\":\"2023-11-14T22:13:20.250Z\""));
+    assert_non_null(strstr(body, "\"endsAt\":\"2023-11-14T22:17:20.000Z\""));
+    free(body);
+    const tw_payload_format *ding = tw_payload_format_find("dingtalk");
+    c.secret = "SECabc";
+    assert_int_equal(ding->build(&c, &a, 1, "https://oapi.dingtalk.com/robot/send?access_token=t", &body, &len, &url),
+                     TW_OK);
+    /* the signature the DingTalk docs describe, computed here independently */
+    char to_sign[64], sig[64];
+    uint8_t mac[32];
+    int n = snprintf(to_sign, sizeof to_sign, "%lld\n%s", 1700000000000LL, "SECabc");
+    tw_hmac_sha256("SECabc", 6, to_sign, (size_t)n, mac);
+    tw_base64(mac, 32, sig);
+    assert_non_null(strstr(url, "access_token=t&timestamp=1700000000000&sign="));
+    assert_non_null(strstr(body, "\"msgtype\":\"markdown\""));
+    assert_non_null(strstr(body, "[FIRING] TrainingLossNaN"));
+    assert_non_null(strstr(body, "host: node1"));
+    free(body);
+    free(url);
+    assert_null(tw_payload_format_find("telegram"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_durations),
+        cmocka_unit_test(test_templates),
+        cmocka_unit_test(test_default_rules_load),
+        cmocka_unit_test(test_rule_file_problems),
+        cmocka_unit_test(test_alert_states),
+        cmocka_unit_test(test_failing_rule_keeps_alerts),
+        cmocka_unit_test(test_hmac_sha256),
+        cmocka_unit_test(test_payloads),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
