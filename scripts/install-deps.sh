@@ -11,7 +11,7 @@ PACKAGES=(
   valgrind
   mtail
   libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev libcrypt-dev openssl
-  prometheus prometheus-pushgateway
+  prometheus prometheus-pushgateway prometheus-alertmanager
   wrk python3-prometheus-client
 )
 

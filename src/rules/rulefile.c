@@ -130,6 +130,20 @@ static bool expect_type(loader *l, const yaml_node_t *n, yaml_node_type_t type, 
     return false;
 }
 
+/* YAML allows a key twice; Prometheus's parser does not, and neither do we. */
+static bool repeated_key(loader *l, const yaml_node_t *map, const yaml_node_pair_t *at)
+{
+    const char *key = scalar(node_at(l, at->key));
+    for (const yaml_node_pair_t *p = map->data.mapping.pairs.start; key && p < at; p++) {
+        const char *other = scalar(node_at(l, p->key));
+        if (other && !strcmp(other, key)) {
+            problem(l, node_at(l, at->key), TW_ECONFIG, "mapping key \"%s\" already defined", key);
+            return true;
+        }
+    }
+    return false;
+}
+
 static char *dup_scalar(loader *l, const yaml_node_t *n, const char *what)
 {
     if (!expect_type(l, n, YAML_SCALAR_NODE, what))
@@ -168,6 +182,8 @@ static void load_pairs(loader *l, const yaml_node_t *map, const char *what, tw_r
     for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
         yaml_node_t *k = node_at(l, p->key), *v = node_at(l, p->value);
         const char *name = scalar(k), *text = scalar(v);
+        if (repeated_key(l, map, p))
+            continue;
         if (!name || !text) {
             problem(l, k, TW_ECONFIG, "%s: names and values must be strings", what);
             continue;
@@ -250,6 +266,8 @@ static bool load_rule(loader *l, const yaml_node_t *map, tw_rule *r)
     for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
         yaml_node_t *k = node_at(l, p->key), *v = node_at(l, p->value);
         const char *key = scalar(k);
+        if (repeated_key(l, map, p))
+            continue;
         if (!key) {
             problem(l, k, TW_ECONFIG, "rule field names must be strings");
         } else if (!strcmp(key, "alert")) {
@@ -317,6 +335,8 @@ static bool load_group(loader *l, const yaml_node_t *map, tw_rule_group *g)
     for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
         yaml_node_t *k = node_at(l, p->key), *v = node_at(l, p->value);
         const char *key = scalar(k);
+        if (repeated_key(l, map, p))
+            continue;
         if (!key) {
             problem(l, k, TW_ECONFIG, "group field names must be strings");
         } else if (!strcmp(key, "name")) {
@@ -377,6 +397,8 @@ static void load_document(loader *l, tw_ruleset *rs, size_t first_group)
     const yaml_node_t *groups = NULL;
     for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
         const char *key = scalar(node_at(l, p->key));
+        if (repeated_key(l, root, p))
+            continue;
         if (key && !strcmp(key, "groups"))
             groups = node_at(l, p->value);
         else

@@ -57,9 +57,11 @@ def test_rotation_torture(tmp_path):
     log.write_text("")
     w = watcher(tmp_path, "--from-start", str(log))
     time.sleep(0.3)
+    # eight generations kept, as logrotate commonly does: a watcher more than
+    # eight rotations behind (a few ms at this pace) would lose lines by design
     total, every = 24000, 20
-    writer = subprocess.run([sys.executable, os.path.join(HERE, "rotate_writer.py"), str(log), str(total), str(every)],
-                            capture_output=True, text=True, timeout=600)
+    writer = subprocess.run([sys.executable, os.path.join(HERE, "rotate_writer.py"), str(log), str(total), str(every),
+                             "1", "0.001", "8"], capture_output=True, text=True, timeout=600)
     assert writer.returncode == 0, writer.stderr
     assert int(writer.stdout) >= 1000
     wait_until(lambda: len(steps_seen(tmp_path)) >= total, timeout=60, what="the watcher to catch up")
@@ -72,11 +74,12 @@ def test_rotation_torture(tmp_path):
 def test_rotation_torture_with_kill_9(tmp_path):
     log = tmp_path / "train.log"
     log.write_text("")
-    # The writer keeps eight rotated generations (0.2 s of log): long enough
-    # for a watcher killed at random to come back and find every line.
+    # The writer keeps sixteen rotated generations (0.4 s of log): long enough
+    # for a watcher killed at random to come back (even an ASan build on a
+    # busy machine) and find every line.
     total, every = 12000, 10
     writer = subprocess.Popen([sys.executable, os.path.join(HERE, "rotate_writer.py"), str(log), str(total),
-                               str(every), "7", "0.025", "8"], stdout=subprocess.PIPE, text=True)
+                               str(every), "7", "0.025", "16"], stdout=subprocess.PIPE, text=True)
     rng = random.Random(3)
     kills = 0
     w = watcher(tmp_path, "--from-start", str(log))
