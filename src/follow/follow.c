@@ -614,9 +614,13 @@ int tw_follower_save(tw_follower *f)
         return TW_ENOMEM;
     }
     fprintf(out, "%s\nsink %" PRIu64 "\n", STATE_MAGIC, sink_size);
-    for (size_t i = 0; i < f->done_count; i++)
-        fprintf(out, "done %llu %llu %u %llx\n", (unsigned long long)f->done[i].dev, (unsigned long long)f->done[i].ino,
-                f->done[i].head_len, (unsigned long long)f->done[i].head_hash);
+    /* oldest first, so a restarted follower's ring continues in the same
+     * order and evicts the oldest entries, not the newest */
+    for (size_t i = 0; i < f->done_count; i++) {
+        const consumed *c = &f->done[(f->done_head + CONSUMED_MAX - f->done_count + i) % CONSUMED_MAX];
+        fprintf(out, "done %llu %llu %u %llx\n", (unsigned long long)c->dev, (unsigned long long)c->ino, c->head_len,
+                (unsigned long long)c->head_hash);
+    }
     for (size_t i = 0; i < f->count; i++) {
         followed *fl = &f->files[i];
         if (fl->fd < 0)

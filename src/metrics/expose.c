@@ -205,22 +205,28 @@ static void header(tw_buffer *b, const tw_family *f, tw_expose_format fmt)
     tw_buffer_putc(b, '\n');
 }
 
+/* The le label of bucket i (the last is +Inf). OpenMetrics wants le as a
+ * float ("1.0"). The text format would take "1", but Prometheus stores le as
+ * written: the same spelling in both formats keeps one series whichever
+ * format a scrape negotiates. */
+static void bucket_label(char le[TW_DOUBLE_CHARS + 2], const tw_family *f, size_t i)
+{
+    if (i == f->bound_count) {
+        strcpy(le, "+Inf");
+        return;
+    }
+    size_t n = tw_format_double(le, f->bounds[i]);
+    if (!strpbrk(le, ".eEIN"))
+        memcpy(le + n, ".0", 3);
+}
+
 static void write_histogram(tw_buffer *b, const tw_family *f, const tw_cell *c)
 {
     uint64_t cumulative = 0;
     char le[TW_DOUBLE_CHARS + 2];
     for (size_t i = 0; i <= f->bound_count; i++) {
         cumulative += tw_histogram_bucket(c, i);
-        if (i < f->bound_count) {
-            size_t n = tw_format_double(le, f->bounds[i]);
-            /* OpenMetrics wants le as a float ("1.0"). The text format would take
-             * "1", but Prometheus stores le as written: the same spelling in both
-             * formats keeps one series whichever format a scrape negotiates. */
-            if (!strpbrk(le, ".eEIN"))
-                memcpy(le + n, ".0", 3);
-        } else {
-            strcpy(le, "+Inf");
-        }
+        bucket_label(le, f, i);
         sample_start(b, f, c, "_bucket", "le", le);
         tw_buffer_uint(b, cumulative);
         tw_buffer_putc(b, '\n');
@@ -336,13 +342,7 @@ static void visit_cell(const tw_family *f, const tw_cell *c, void (*fn)(const tw
         snprintf(sample_name, sizeof sample_name, "%s_bucket", f->name);
         for (size_t i = 0; i <= f->bound_count; i++) {
             cumulative += tw_histogram_bucket(c, i);
-            if (i < f->bound_count) {
-                size_t n = tw_format_double(le, f->bounds[i]);
-                if (!strpbrk(le, ".eEIN"))
-                    memcpy(le + n, ".0", 3);
-            } else {
-                strcpy(le, "+Inf");
-            }
+            bucket_label(le, f, i);
             s.label_count = f->label_count + 1;
             s.value = (double)cumulative;
             fn(&s, arg);

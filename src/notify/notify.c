@@ -210,7 +210,7 @@ static bool post(receiver *r, const tw_queued_alert *batch, size_t n, char *why,
                             .now = tw_wall_clock()};
     char *body = NULL, *signed_url = NULL;
     size_t len = 0;
-    if (r->format->build(&c, batch, n, r->url, &body, &len, &signed_url) != TW_OK) {
+    if (r->format->build(r->format, &c, batch, n, r->url, &body, &len, &signed_url) != TW_OK) {
         snprintf(why, cap, "could not build the request");
         return false;
     }

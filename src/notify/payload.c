@@ -85,10 +85,10 @@ static int finish(FILE *f, char **body)
 
 /* ---- Alertmanager API v2 ---------------------------------------------- */
 
-static int build_am_api(const tw_payload_context *c, const tw_queued_alert *a, size_t n, const char *url,
+static int build_am_api(const tw_payload_format *self, const tw_payload_context *c, const tw_queued_alert *a, size_t n, const char *url,
                         char **body, size_t *len, char **url_out)
 {
-    (void)c, (void)url;
+    (void)self, (void)c, (void)url;
     *url_out = NULL;
     FILE *f = open_memstream(body, len);
     if (!f)
@@ -141,10 +141,10 @@ static void common_map(FILE *f, const tw_queued_alert *a, size_t n, bool annotat
     fputc('}', f);
 }
 
-static int build_am_webhook(const tw_payload_context *c, const tw_queued_alert *a, size_t n, const char *url,
+static int build_am_webhook(const tw_payload_format *self, const tw_payload_context *c, const tw_queued_alert *a, size_t n, const char *url,
                             char **body, size_t *len, char **url_out)
 {
-    (void)url;
+    (void)self, (void)url;
     *url_out = NULL;
     FILE *f = open_memstream(body, len);
     if (!f)
@@ -260,118 +260,91 @@ static void hmac_base64(const char *key, size_t key_len, const char *msg, size_t
     tw_base64(mac, sizeof mac, out);
 }
 
-static int build_dingtalk(const tw_payload_context *c, const tw_queued_alert *a, size_t n, const char *url,
-                          char **body, size_t *len, char **url_out)
+/* DingTalk: timestamp (ms) and sign = base64(HMAC(secret, "timestamp\nsecret")), in the URL. */
+static int dingtalk_sign(const tw_payload_context *c, const char *url, char **url_out)
 {
+    long long ms = (long long)(c->now * 1000);
+    char to_sign[1024], sig[48], query[256];
+    int k = snprintf(to_sign, sizeof to_sign, "%lld\n%s", ms, c->secret);
+    if (k < 0 || (size_t)k >= sizeof to_sign)
+        return TW_EINVAL;
+    hmac_base64(c->secret, strlen(c->secret), to_sign, (size_t)k, sig);
+    char *escaped = curl_easy_escape(NULL, sig, 0);
+    snprintf(query, sizeof query, "timestamp=%lld&sign=%s", ms, escaped ? escaped : "");
+    curl_free(escaped);
+    return (*url_out = url_with(url, query)) ? TW_OK : TW_ENOMEM;
+}
+
+/* Feishu: timestamp (s) and sign = base64(HMAC("timestamp\nsecret", "")), in the body. */
+static void feishu_sign(FILE *f, const tw_payload_context *c)
+{
+    long long secs = (long long)c->now;
+    char key[1024], sig[48];
+    int k = snprintf(key, sizeof key, "%lld\n%s", secs, c->secret);
+    hmac_base64(key, k > 0 && (size_t)k < sizeof key ? (size_t)k : 0, "", 0, sig);
+    fprintf(f, "\"timestamp\":\"%lld\",\"sign\":\"%s\",", secs, sig);
+}
+
+/* How a chat service wants its message: the JSON around the title and text. */
+typedef struct chat_style {
+    markup markup;
+    const char *open;       /* after '{' (and signature fields) */
+    const char *title_key;  /* NULL: no title */
+    const char *text_key;
+    const char *close;
+    int (*sign_url)(const tw_payload_context *c, const char *url, char **url_out);
+    void (*sign_body)(FILE *f, const tw_payload_context *c);
+} chat_style;
+
+static int build_chat(const tw_payload_format *self, const tw_payload_context *c, const tw_queued_alert *a, size_t n,
+                      const char *url, char **body, size_t *len, char **url_out)
+{
+    const chat_style *style = self->style;
     *url_out = NULL;
-    char *title = NULL, *text = message(c, a, n, MARKDOWN, &title);
+    char *title = NULL, *text = message(c, a, n, style->markup, &title);
     if (!text)
         return TW_ENOMEM;
     FILE *f = open_memstream(body, len);
     if (f) {
-        fputs("{\"msgtype\":\"markdown\",\"markdown\":{\"title\":", f);
-        tw_json_cstring(f, title);
-        fputs(",\"text\":", f);
+        fputc('{', f);
+        if (c->secret && style->sign_body)
+            style->sign_body(f, c);
+        fputs(style->open, f);
+        if (style->title_key) {
+            fprintf(f, "\"%s\":", style->title_key);
+            tw_json_cstring(f, title);
+            fputc(',', f);
+        }
+        fprintf(f, "\"%s\":", style->text_key);
         tw_json_cstring(f, text);
-        fputs("}}", f);
+        fputs(style->close, f);
     }
     free(text);
     free(title);
     if (!f)
         return TW_ENOMEM;
-    if (c->secret) {
-        long long ms = (long long)(c->now * 1000);
-        char to_sign[1024], sig[48], query[256];
-        int k = snprintf(to_sign, sizeof to_sign, "%lld\n%s", ms, c->secret);
-        if (k < 0 || (size_t)k >= sizeof to_sign) {
-            fclose(f);
-            free(*body);
-            return TW_EINVAL;
-        }
-        hmac_base64(c->secret, strlen(c->secret), to_sign, (size_t)k, sig);
-        char *escaped = curl_easy_escape(NULL, sig, 0);
-        snprintf(query, sizeof query, "timestamp=%lld&sign=%s", ms, escaped ? escaped : "");
-        curl_free(escaped);
-        if (!(*url_out = url_with(url, query))) {
-            fclose(f);
-            free(*body);
-            return TW_ENOMEM;
-        }
+    int rc = finish(f, body);
+    if (rc == TW_OK && c->secret && style->sign_url && (rc = style->sign_url(c, url, url_out)) != TW_OK) {
+        free(*body);
+        *body = NULL;
     }
-    return finish(f, body);
+    return rc;
 }
 
-static int build_slack(const tw_payload_context *c, const tw_queued_alert *a, size_t n, const char *url,
-                       char **body, size_t *len, char **url_out)
-{
-    (void)url;
-    *url_out = NULL;
-    char *title = NULL, *text = message(c, a, n, SLACK_MRKDWN, &title);
-    if (!text)
-        return TW_ENOMEM;
-    FILE *f = open_memstream(body, len);
-    if (f) {
-        fputs("{\"text\":", f);
-        tw_json_cstring(f, text);
-        fputs("}", f);
-    }
-    free(text);
-    free(title);
-    return f ? finish(f, body) : TW_ENOMEM;
-}
+static const chat_style dingtalk_style = {MARKDOWN, "\"msgtype\":\"markdown\",\"markdown\":{", "title", "text", "}}",
+                                          dingtalk_sign, NULL};
+static const chat_style slack_style = {SLACK_MRKDWN, "", NULL, "text", "}", NULL, NULL};
+static const chat_style feishu_style = {PLAIN, "\"msg_type\":\"text\",\"content\":{", NULL, "text", "}}", NULL,
+                                        feishu_sign};
+static const chat_style wecom_style = {MARKDOWN, "\"msgtype\":\"markdown\",\"markdown\":{", NULL, "content", "}}",
+                                       NULL, NULL};
 
-static int build_feishu(const tw_payload_context *c, const tw_queued_alert *a, size_t n, const char *url,
-                        char **body, size_t *len, char **url_out)
-{
-    (void)url;
-    *url_out = NULL;
-    char *title = NULL, *text = message(c, a, n, PLAIN, &title);
-    if (!text)
-        return TW_ENOMEM;
-    FILE *f = open_memstream(body, len);
-    if (f) {
-        fputs("{", f);
-        if (c->secret) {
-            long long secs = (long long)c->now;
-            char key[1024], sig[48];
-            int k = snprintf(key, sizeof key, "%lld\n%s", secs, c->secret);
-            hmac_base64(key, k > 0 && (size_t)k < sizeof key ? (size_t)k : 0, "", 0, sig);
-            fprintf(f, "\"timestamp\":\"%lld\",\"sign\":\"%s\",", secs, sig);
-        }
-        fputs("\"msg_type\":\"text\",\"content\":{\"text\":", f);
-        tw_json_cstring(f, text);
-        fputs("}}", f);
-    }
-    free(text);
-    free(title);
-    return f ? finish(f, body) : TW_ENOMEM;
-}
-
-static int build_wecom(const tw_payload_context *c, const tw_queued_alert *a, size_t n, const char *url,
-                       char **body, size_t *len, char **url_out)
-{
-    (void)url;
-    *url_out = NULL;
-    char *title = NULL, *text = message(c, a, n, MARKDOWN, &title);
-    if (!text)
-        return TW_ENOMEM;
-    FILE *f = open_memstream(body, len);
-    if (f) {
-        fputs("{\"msgtype\":\"markdown\",\"markdown\":{\"content\":", f);
-        tw_json_cstring(f, text);
-        fputs("}}", f);
-    }
-    free(text);
-    free(title);
-    return f ? finish(f, body) : TW_ENOMEM;
-}
-
-static const tw_payload_format am_api = {"alertmanager-api", true, 64, false, build_am_api};
-static const tw_payload_format am_webhook = {"alertmanager", false, 64, false, build_am_webhook};
-static const tw_payload_format dingtalk = {"dingtalk", false, 10, true, build_dingtalk};
-static const tw_payload_format slack = {"slack", false, 10, false, build_slack};
-static const tw_payload_format feishu = {"feishu", false, 10, true, build_feishu};
-static const tw_payload_format wecom = {"wecom", false, 10, false, build_wecom};
+static const tw_payload_format am_api = {"alertmanager-api", true, 64, false, build_am_api, NULL};
+static const tw_payload_format am_webhook = {"alertmanager", false, 64, false, build_am_webhook, NULL};
+static const tw_payload_format dingtalk = {"dingtalk", false, 10, true, build_chat, &dingtalk_style};
+static const tw_payload_format slack = {"slack", false, 10, false, build_chat, &slack_style};
+static const tw_payload_format feishu = {"feishu", false, 10, true, build_chat, &feishu_style};
+static const tw_payload_format wecom = {"wecom", false, 10, false, build_chat, &wecom_style};
 
 const tw_payload_format *const tw_payload_formats[] = {&am_api, &am_webhook, &dingtalk, &slack, &feishu, &wecom, NULL};
 

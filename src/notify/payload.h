@@ -29,16 +29,19 @@ typedef struct tw_payload_context {
     double now;              /* unix seconds, for signatures */
 } tw_payload_context;
 
-typedef struct tw_payload_format {
+typedef struct tw_payload_format tw_payload_format;
+
+struct tw_payload_format {
     const char *name;
     bool every_send;         /* true: re-sends too (Alertmanager API); false: state changes only */
     size_t batch_max;        /* alerts per request */
     bool can_sign;
     /* Builds the body (malloc'd, *len set) and, if the format signs requests
      * in the URL, a new URL in *url_out (malloc'd; else NULL). */
-    int (*build)(const tw_payload_context *c, const tw_queued_alert *a, size_t n, const char *url, char **body,
-                 size_t *len, char **url_out);
-} tw_payload_format;
+    int (*build)(const tw_payload_format *self, const tw_payload_context *c, const tw_queued_alert *a, size_t n,
+                 const char *url, char **body, size_t *len, char **url_out);
+    const void *style;       /* the format's own data (chat formats: where title and text go) */
+};
 
 const tw_payload_format *tw_payload_format_find(const char *name);
 extern const tw_payload_format *const tw_payload_formats[];

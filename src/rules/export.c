@@ -43,9 +43,15 @@ static void pairs(FILE *out, const char *what, const tw_rule_pair *p, size_t n)
     }
 }
 
-int tw_ruleset_export(const tw_ruleset *rs, FILE *out)
+static void duration(FILE *out, const char *indent, const char *key, int64_t ms)
 {
     char d[64];
+    tw_format_duration(ms, d, sizeof d);
+    fprintf(out, "%s%s: %s\n", indent, key, d);
+}
+
+int tw_ruleset_export(const tw_ruleset *rs, FILE *out)
+{
     fputs("groups:\n", out);
     if (rs->group_count == 0)
         fputs("  []\n", out);
@@ -54,10 +60,8 @@ int tw_ruleset_export(const tw_ruleset *rs, FILE *out)
         fputs("  - name: ", out);
         quoted(out, g->name);
         fputc('\n', out);
-        if (g->has_interval) {
-            tw_format_duration(g->interval_ms, d, sizeof d);
-            fprintf(out, "    interval: %s\n", d);
-        }
+        if (g->has_interval)
+            duration(out, "    ", "interval", g->interval_ms);
         if (g->limit > 0)
             fprintf(out, "    limit: %ld\n", g->limit);
         fputs(g->rule_count ? "    rules:\n" : "    rules: []\n", out);
@@ -68,14 +72,10 @@ int tw_ruleset_export(const tw_ruleset *rs, FILE *out)
             fputs("\n        expr: ", out);
             quoted(out, r->expr_text);
             fputc('\n', out);
-            if (r->has_for) {
-                tw_format_duration(r->for_ms, d, sizeof d);
-                fprintf(out, "        for: %s\n", d);
-            }
-            if (r->has_keep_firing) {
-                tw_format_duration(r->keep_firing_ms, d, sizeof d);
-                fprintf(out, "        keep_firing_for: %s\n", d);
-            }
+            if (r->has_for)
+                duration(out, "        ", "for", r->for_ms);
+            if (r->has_keep_firing)
+                duration(out, "        ", "keep_firing_for", r->keep_firing_ms);
             pairs(out, "labels", r->labels, r->label_count);
             pairs(out, "annotations", r->annotations, r->annotation_count);
         }

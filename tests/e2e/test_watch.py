@@ -115,7 +115,9 @@ def test_glob_picks_up_new_rank_files_and_serves_metrics(tmp_path):
         return {line.split("}")[0] + "}": line.split()[-1] for line in body.splitlines()
                 if line.startswith("trainwatch_train_step{")}
 
-    got = wait_until(lambda: (lambda s: s if len(s) == 3 else None)(steps()), timeout=20, what="three ranks")
+    # the files may be read in more than one poll: wait for all three at their last step
+    got = wait_until(lambda: (lambda s: s if len(s) == 3 and set(s.values()) == {"50"} else None)(steps()),
+                     timeout=20, what="three ranks at step 50")
     assert got == {f'trainwatch_train_step{{job="fleet",rank="{r}"}}': "50" for r in range(3)}
     out, err = stop(w)
     assert "3 with training steps" in out

@@ -433,7 +433,7 @@ static void test_payloads(void **state)
     char *body, *url;
     size_t len;
     const tw_payload_format *api = tw_payload_format_find("alertmanager-api");
-    assert_int_equal(api->build(&c, &a, 1, "http://am/api/v2/alerts", &body, &len, &url), TW_OK);
+    assert_int_equal(api->build(api, &c, &a, 1, "http://am/api/v2/alerts", &body, &len, &url), TW_OK);
     assert_null(url);
     assert_non_null(strstr(body, "\"labels\":{\"alertname\":\"TrainingLossNaN\",\"job\":\"demo \\\"x\\\"\",\"rank\":\"0\"}"));
     assert_non_null(strstr(body, "\"startsAt\":\"2023-11-14T22:13:20.250Z\""));
@@ -441,7 +441,7 @@ static void test_payloads(void **state)
     free(body);
     const tw_payload_format *ding = tw_payload_format_find("dingtalk");
     c.secret = "SECabc";
-    assert_int_equal(ding->build(&c, &a, 1, "https://oapi.dingtalk.com/robot/send?access_token=t", &body, &len, &url),
+    assert_int_equal(ding->build(ding, &c, &a, 1, "https://oapi.dingtalk.com/robot/send?access_token=t", &body, &len, &url),
                      TW_OK);
     /* the signature the DingTalk docs describe, computed here independently */
     char to_sign[64], sig[64];
