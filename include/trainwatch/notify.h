@@ -36,6 +36,7 @@ typedef struct tw_notifier_options {
     FILE *log;                /* failures and recoveries; NULL: quiet */
     size_t queue_limit;       /* per receiver; 0: 1000 */
     double timeout;           /* seconds per request; 0: 10 */
+    double backoff_initial;   /* seconds before the first retry, doubling each time; 0: 0.5 */
     double backoff_max;       /* seconds; 0: 60 */
 } tw_notifier_options;
 

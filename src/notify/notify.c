@@ -47,7 +47,7 @@ struct tw_notifier {
     FILE *log;
     pthread_mutex_t log_lock;
     size_t queue_limit;
-    double timeout, backoff_max;
+    double timeout, backoff_initial, backoff_max;
     tw_registry *registry;
     tw_family *f_sent, *f_errors, *f_dropped, *f_queued;
 };
@@ -267,7 +267,7 @@ static void timed_wait(receiver *r, double seconds)
 static void *deliver(void *arg)
 {
     receiver *r = arg;
-    double backoff = 0.5;
+    double backoff = r->owner->backoff_initial;
     pthread_mutex_lock(&r->lock);
     while (!r->stopping) {
         if (r->count == 0) {
@@ -297,7 +297,7 @@ static void *deliver(void *arg)
             if (r->failing)
                 note(r->owner, "notifications to %s (%s) delivered again", r->name, r->shown);
             r->failing = false;
-            backoff = 0.5;
+            backoff = r->owner->backoff_initial;
             for (size_t i = 0; i < n; i++)
                 free_queued(&batch[i]);
         } else {
@@ -329,7 +329,12 @@ static void *deliver(void *arg)
                 r->queue[0] = batch[i];
                 r->count++;
             }
-            timed_wait(r, backoff);
+            /* nothing in flight while backing off; new alerts do not cut the wait short */
+            r->busy = false;
+            pthread_cond_broadcast(&r->idle_cond);
+            double until = tw_monotonic_clock() + backoff;
+            while (!r->stopping && tw_monotonic_clock() < until)
+                timed_wait(r, until - tw_monotonic_clock());
             backoff = backoff * 2 < r->owner->backoff_max ? backoff * 2 : r->owner->backoff_max;
         }
         free(batch);
@@ -359,6 +364,9 @@ int tw_notifier_new(const tw_notifier_options *o, tw_notifier **out)
     n->queue_limit = o->queue_limit ? o->queue_limit : 1000;
     n->timeout = o->timeout > 0 ? o->timeout : 10;
     n->backoff_max = o->backoff_max > 0 ? o->backoff_max : 60;
+    n->backoff_initial = o->backoff_initial > 0 ? o->backoff_initial : 0.5;
+    if (n->backoff_initial > n->backoff_max)
+        n->backoff_initial = n->backoff_max;
     n->registry = o->registry;
     pthread_mutex_init(&n->log_lock, NULL);
     int rc = n->host && n->external_url ? TW_OK : TW_ENOMEM;

@@ -9,6 +9,7 @@
  * given the same samples.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -346,6 +347,134 @@ static int fn_scalar(const tw_pq_context *c, tw_pq_node *const *args, tw_vector 
     return rc;
 }
 
+/* ---- histogram_quantile ------------------------------------------------ */
+
+typedef struct bucket {
+    double upper, count;
+} bucket;
+
+typedef struct histogram {
+    uint64_t sig;
+    tw_lset labels; /* without le and __name__ */
+    bucket *buckets;
+    size_t count, cap;
+} histogram;
+
+static int by_upper(const void *a, const void *b)
+{
+    double x = ((const bucket *)a)->upper, y = ((const bucket *)b)->upper;
+    return (x > y) - (x < y);
+}
+
+/* Prometheus's bucketQuantile: linear interpolation inside the bucket that
+ * holds the rank, after merging equal bounds and forcing counts monotonic. */
+static double bucket_quantile(double q, bucket *b, size_t n)
+{
+    if (isnan(q))
+        return NAN;
+    if (q < 0)
+        return -INFINITY;
+    if (q > 1)
+        return INFINITY;
+    qsort(b, n, sizeof *b, by_upper);
+    if (n == 0 || !isinf(b[n - 1].upper) || b[n - 1].upper < 0)
+        return NAN;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m && b[m - 1].upper == b[i].upper)
+            b[m - 1].count += b[i].count;
+        else
+            b[m++] = b[i];
+    }
+    n = m;
+    double max = NAN;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(max) || b[i].count > max)
+            max = b[i].count;
+        else if (b[i].count < max)
+            b[i].count = max;
+    }
+    if (n < 2 || b[n - 1].count == 0)
+        return NAN;
+    double rank = q * b[n - 1].count;
+    size_t k = 0;
+    while (k < n - 1 && !(b[k].count >= rank))
+        k++;
+    if (k == n - 1)
+        return b[n - 2].upper;
+    if (k == 0 && b[0].upper <= 0)
+        return b[0].upper;
+    double start = 0, end = b[k].upper, count = b[k].count;
+    if (k > 0) {
+        start = b[k - 1].upper;
+        count -= b[k - 1].count;
+        rank -= b[k - 1].count;
+    }
+    return start + (end - start) * (rank / count);
+}
+
+static int fn_histogram_quantile(const tw_pq_context *c, tw_pq_node *const *args, tw_vector *out, double *scalar)
+{
+    (void)scalar;
+    double q, ignored;
+    tw_vector none = {0}, in = {0};
+    int rc = tw_pq_eval(c, args[0], &none, &q);
+    tw_vector_free(&none);
+    if (rc == TW_OK)
+        rc = tw_pq_eval(c, args[1], &in, &ignored);
+    histogram *h = NULL;
+    size_t count = 0;
+    if (rc == TW_OK && in.count && !(h = calloc(in.count, sizeof *h)))
+        rc = TW_ENOMEM;
+    tw_name_list le = {1, (char *[]){"le"}};
+    for (size_t i = 0; i < in.count && rc == TW_OK; i++) {
+        tw_sample *s = &in.items[i];
+        const char *bound = tw_lset_get(&s->labels, "le");
+        char *end;
+        double upper = bound ? strtod(bound, &end) : 0;
+        if (!bound || end == bound || *end)
+            continue; /* no or malformed le: skipped, as Prometheus does */
+        /* the metric name is part of the group, so two histograms never merge */
+        uint64_t sig = tw_lset_signature(&s->labels, &le, false);
+        const char *name = tw_lset_get(&s->labels, TW_NAME_LABEL);
+        for (const char *p = name ? name : ""; *p; p++)
+            sig = (sig ^ (unsigned char)*p) * 1099511628211ULL;
+        histogram *g = NULL;
+        for (size_t k = 0; k < count && !g; k++) {
+            if (h[k].sig == sig)
+                g = &h[k];
+        }
+        if (!g) {
+            g = &h[count++];
+            g->sig = sig;
+            if ((rc = tw_lset_copy(&s->labels, &g->labels)) != TW_OK)
+                break;
+            tw_lset_del(&g->labels, "le");
+            tw_lset_del(&g->labels, TW_NAME_LABEL);
+        }
+        if (g->count == g->cap) {
+            size_t cap = g->cap ? 2 * g->cap : 16;
+            bucket *grown = realloc(g->buckets, cap * sizeof *grown);
+            if (!grown) {
+                rc = TW_ENOMEM;
+                break;
+            }
+            g->buckets = grown;
+            g->cap = cap;
+        }
+        g->buckets[g->count++] = (bucket){upper, s->v};
+    }
+    for (size_t k = 0; k < count; k++) {
+        if (rc == TW_OK)
+            rc = tw_vector_push(out, &h[k].labels, bucket_quantile(q, h[k].buckets, h[k].count));
+        tw_lset_free(&h[k].labels);
+        free(h[k].buckets);
+    }
+    free(h);
+    tw_vector_free(&in);
+    return rc;
+}
+
 #define S TW_PQ_SCALAR
 #define V TW_PQ_VECTOR
 #define M TW_PQ_MATRIX
@@ -370,6 +499,7 @@ static const tw_pq_function functions[] = {
     {"clamp", V, 3, 3, {V, S, S}, fn_clamp},
     {"vector", V, 1, 1, {S}, fn_vector},
     {"scalar", S, 1, 1, {V}, fn_scalar},
+    {"histogram_quantile", V, 2, 2, {S, V}, fn_histogram_quantile},
 };
 
 const tw_pq_function *tw_pq_function_find(const char *name)
@@ -387,7 +517,7 @@ bool tw_pq_function_unsupported(const char *name)
     static const char *const known[] = {
         "absent_over_time", "acos", "acosh", "asin", "asinh", "atan", "atanh", "ceil", "cos", "cosh", "day_of_month",
         "day_of_week", "day_of_year", "days_in_month", "deg", "exp", "floor", "histogram_count", "histogram_fraction",
-        "histogram_quantile", "histogram_sum", "holt_winters", "hour", "idelta", "irate", "label_join", "label_replace",
+        "histogram_sum", "holt_winters", "hour", "idelta", "irate", "label_join", "label_replace",
         "ln", "log10", "log2", "minute", "month", "pi", "predict_linear", "present_over_time", "quantile_over_time",
         "rad", "resets", "round", "sgn", "sin", "sinh", "sort", "sort_desc", "sqrt", "stddev_over_time",
         "stdvar_over_time", "tan", "tanh", "timestamp", "year"};

@@ -63,13 +63,13 @@ def test_defaults_and_export_pass_promtool(tmp_path):
     user = tmp_path / "user.yml"
     user.write_text("groups:\n  - name: mine\n    interval: 30s\n    rules:\n"
                     "      - record: job:loss:avg5m\n        expr: avg by (job) (avg_over_time(trainwatch_train_loss[5m]))\n"
-                    "      - alert: SlowSteps\n        expr: histogram_quantile(0.9, rate(trainwatch_step_duration_seconds_bucket[5m])) > 2\n"
+                    "      - alert: SlowSteps\n        expr: quantile_over_time(0.9, trainwatch_train_loss[5m]) > 2\n"
                     "        for: 5m\n        labels:\n          team: \"ml \\\"infra\\\"\"\n"
                     "        annotations:\n          summary: 'p90 step time {{ $value | humanizeDuration }}'\n")
     exported = tmp_path / "exported.yml"
     r = run(["trainwatch", "rules", "export", "--rules", user, "-o", exported])
     assert r.returncode == 0, r.stderr
-    assert "histogram_quantile" in r.stderr  # said not evaluated here, still exported
+    assert "quantile_over_time" in r.stderr  # said not evaluated here, still exported
     for f in (defaults, exported):
         check = subprocess.run(["promtool", "check", "rules", str(f)], capture_output=True, text=True)
         assert check.returncode == 0, check.stdout + check.stderr
@@ -80,7 +80,7 @@ def test_defaults_and_export_pass_promtool(tmp_path):
     # check: 0 for our own, 1 for valid-but-unsupported, 2 for invalid
     assert run(["trainwatch", "rules", "check", defaults]).returncode == 0
     r = run(["trainwatch", "rules", "check", user])
-    assert r.returncode == 1 and "function 'histogram_quantile' is not supported" in r.stdout
+    assert r.returncode == 1 and "function 'quantile_over_time' is not supported" in r.stdout
     bad = tmp_path / "bad.yml"
     bad.write_text("groups:\n  - name: g\n    rules:\n      - alert: X\n        expr: rate(x[5m]\n")
     r = run(["trainwatch", "rules", "check", bad])

@@ -29,6 +29,16 @@ SERIES = {
     'step{job="a",rank="1"}': "100 200 300 400 500 600 700 800 900 1000 1100 1200 1300",
     'last_progress{job="a",rank="0"}': "60 120 180 240 240 240 240 240 540 600 660 720 780",
     'last_progress{job="a",rank="1"}': "60 120 180 240 300 360 420 480 540 600 660 720 780",
+    # a histogram per rank (cumulative buckets), and one with a bucket missing its +Inf
+    'step_seconds_bucket{rank="0",le="0.1"}': "0 1 2 4 6 6 8 10 10 12 12 14 15",
+    'step_seconds_bucket{rank="0",le="0.5"}': "0 3 6 9 12 14 18 20 24 27 30 33 35",
+    'step_seconds_bucket{rank="0",le="1"}': "0 4 8 12 16 20 24 28 32 36 40 44 48",
+    'step_seconds_bucket{rank="0",le="+Inf"}': "0 4 9 13 18 22 27 31 36 40 45 49 54",
+    'step_seconds_bucket{rank="1",le="0.25"}': "0 0 0 1 1 1 2 2 2 3 3 3 4",
+    'step_seconds_bucket{rank="1",le="2.5"}': "0 2 4 6 8 10 12 14 16 18 20 22 24",
+    'step_seconds_bucket{rank="1",le="+Inf"}': "0 2 4 6 8 10 12 14 16 18 20 22 24",
+    'odd_bucket{le="1"}': "1 2 3 4 5 6 7 8 9 10 11 12 13",
+    'odd_bucket{le="2"}': "1 2 3 4 5 6 7 8 9 10 11 12 13",
 }
 
 RANGE_FUNCTIONS = ["avg_over_time", "min_over_time", "max_over_time", "sum_over_time", "count_over_time",
@@ -65,6 +75,12 @@ CASES += [
     ("abs(1 - loss)", 300), ("clamp_min(loss, 2)", 300), ("clamp_max(util, 50)", 600),
     ("clamp(util, 20, 60)", 600), ("absent(nothing)", 600), ('absent(nothing{job="a",rank="3"})', 600),
     ("absent(loss)", 600), ("vector(3)", 0), ("scalar(sum(util))", 600),
+    # histogram_quantile over rates and raw buckets, edge quantiles, no +Inf bucket
+    ("histogram_quantile(0.9, rate(step_seconds_bucket[5m]))", 600),
+    ("histogram_quantile(0.5, sum by (le) (rate(step_seconds_bucket[5m])))", 720),
+    ("histogram_quantile(0.99, step_seconds_bucket)", 480), ("histogram_quantile(0, step_seconds_bucket)", 480),
+    ("histogram_quantile(1, step_seconds_bucket)", 480), ("histogram_quantile(0.5, odd_bucket)", 480),
+    ("histogram_quantile(0.75, step_seconds_bucket offset 5m)", 720),
     # the shapes of trainwatch's default rules
     ("time() - max by (job) (last_progress) > clamp_min(2 * max by (job) (rate(step[5m])), 60)", 720),
     ("(time() - last_progress > 120) and on(job) (time() - max by (job) (last_progress) < 60)", 480),
@@ -172,6 +188,7 @@ def test_evaluator_matches_promtool(tmp_path):
 
 def test_unsupported_constructs_are_named():
     cases = [("holt_winters(loss[5m], 0.5, 0.5)", "function 'holt_winters' is not supported"),
+             ("quantile_over_time(0.9, loss[5m])", "function 'quantile_over_time' is not supported"),
              ("topk(2, loss)", "aggregation 'topk' is not supported"),
              ("rate(loss[5m:1m])", "subqueries are not supported"),
              ("loss @ 100", "the @ modifier is not supported"),

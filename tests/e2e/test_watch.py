@@ -56,7 +56,7 @@ def test_rotation_torture(tmp_path):
     log = tmp_path / "train.log"
     log.write_text("")
     w = watcher(tmp_path, "--from-start", str(log))
-    time.sleep(0.3)
+    wait_until(lambda: "train.log" in (tmp_path / "state").read_text(), timeout=30, what="the watcher to start")
     # eight generations kept, as logrotate commonly does: a watcher more than
     # eight rotations behind (a few ms at this pace) would lose lines by design
     total, every = 24000, 20
@@ -78,11 +78,14 @@ def test_rotation_torture_with_kill_9(tmp_path):
     # for a watcher killed at random to come back (even an ASan build on a
     # busy machine) and find every line.
     total, every = 12000, 10
+    # the watcher first: rotated generations already there when it starts
+    # are history, not news, so it must be following before the first rotation
+    w = watcher(tmp_path, "--from-start", str(log))
+    wait_until(lambda: "train.log" in (tmp_path / "state").read_text(), timeout=30, what="the watcher to start")
     writer = subprocess.Popen([sys.executable, os.path.join(HERE, "rotate_writer.py"), str(log), str(total),
                                str(every), "7", "0.025", "16"], stdout=subprocess.PIPE, text=True)
     rng = random.Random(3)
     kills = 0
-    w = watcher(tmp_path, "--from-start", str(log))
     while writer.poll() is None:
         time.sleep(rng.uniform(0.2, 2.0))
         w.kill()  # SIGKILL: no chance to save anything
