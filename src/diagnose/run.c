@@ -9,8 +9,10 @@
  */
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "run.h"
 #include "trainwatch/error.h"
@@ -386,12 +388,64 @@ static bool lower_is_better(const char *name)
     return false;
 }
 
+/* The k of a top-k style name ("Top_5", "acc_top1", "recall@10", "hits@3"),
+ * with the rest of the name (without the number) in family; 0 if none. */
+static int topk(const char *name, char *family, size_t cap)
+{
+    static const char *const markers[] = {"top", "recall@", "hit@", "hits@"};
+    for (size_t m = 0; m < sizeof markers / sizeof markers[0]; m++) {
+        size_t n = strlen(markers[m]);
+        for (const char *p = name; *p; p++) {
+            if (strncasecmp(p, markers[m], n) != 0)
+                continue;
+            const char *d = p + n;
+            if (*d == '_' || *d == '-' || *d == '@')
+                d++;
+            if (*d < '1' || *d > '9')
+                continue;
+            int k = 0;
+            const char *e = d;
+            while (*e >= '0' && *e <= '9' && k < 100000)
+                k = k * 10 + (*e++ - '0');
+            snprintf(family, cap, "%.*s#%s", (int)(d - name), name, e);
+            return k;
+        }
+    }
+    return 0;
+}
+
+/* Top-1 above top-5 in one result: a swapped or mislabeled metric. */
+static void check_topk(tw_run *run, const tw_record *r, uint32_t file)
+{
+    char fa[TW_NAME_MAX + 8], fb[TW_NAME_MAX + 8];
+    for (int i = 0; i < r->metric_count; i++) {
+        int ka = topk(r->metrics[i].name, fa, sizeof fa);
+        for (int j = 0; ka && j < r->metric_count; j++) {
+            int kb = topk(r->metrics[j].name, fb, sizeof fb);
+            if (!kb || kb <= ka || strcmp(fa, fb) != 0 || !(r->metrics[i].value > r->metrics[j].value))
+                continue;
+            tw_contradiction *c = &run->contradiction;
+            if (c->count++ == 0) {
+                snprintf(c->low_name, sizeof c->low_name, "%s", r->metrics[i].name);
+                snprintf(c->high_name, sizeof c->high_name, "%s", r->metrics[j].name);
+                c->low = r->metrics[i].value;
+                c->high = r->metrics[j].value;
+                c->rank = r->rank < 0 ? 0 : r->rank;
+                c->file = file;
+                c->line = r->source.line;
+            }
+            return;
+        }
+    }
+}
+
 static void add_eval(tw_run *run, const tw_record *r)
 {
     tw_rank *rk = rank_of(run, r->rank);
     if (rk)
         rk->event_since_last = true;
     uint32_t file = intern_file(run, r->source.file);
+    check_topk(run, r, file);
     int64_t step = rk && rk->have_last ? (int64_t)rk->last.pos : (r->global_step >= 0 ? r->global_step : r->epoch);
     for (int i = 0; i < r->metric_count; i++) {
         const tw_metric *m = &r->metrics[i];

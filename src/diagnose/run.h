@@ -110,6 +110,17 @@ typedef struct tw_eval_note {
     uint64_t count;
 } tw_eval_note;
 
+/* An evaluation result that cannot be true: a top-k accuracy (or recall@k)
+ * above the same metric at a larger k, in one record. The first is kept. */
+typedef struct tw_contradiction {
+    char low_name[TW_NAME_MAX], high_name[TW_NAME_MAX]; /* smaller k, larger k */
+    double low, high;                                   /* low > high: the contradiction */
+    int rank;
+    uint32_t file;
+    uint64_t line;
+    uint64_t count;                                     /* records with one */
+} tw_contradiction;
+
 typedef struct tw_input_note {
     char *path;
     char *format;
@@ -131,6 +142,7 @@ struct tw_run {
     bool have_last_exception;
     tw_eval_note evals_kept[TW_SUMMARY_METRICS];
     int eval_count;
+    tw_contradiction contradiction;
     tw_input_note inputs[256];
     int input_count;
 };

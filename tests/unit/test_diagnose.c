@@ -329,6 +329,42 @@ static void test_crash_after_last_step_is_an_error(void **state)
     tw_run_free(run);
 }
 
+static void add_eval(tw_run *run, int rank, uint64_t line, const char *a, double va, const char *b, double vb)
+{
+    tw_record r;
+    tw_record_init(&r);
+    r.kind = TW_REC_EVAL;
+    r.rank = rank;
+    r.source.file = "synthetic.log";
+    r.source.line = line;
+    tw_record_set_metric(&r, a, strlen(a), va);
+    tw_record_set_metric(&r, b, strlen(b), vb);
+    tw_run_add(run, &r);
+}
+
+static void test_top1_above_top5_is_a_contradiction(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    add_eval(run, 0, 10, "acc_top1", 0.7, "acc_top5", 0.9);      /* fine */
+    add_eval(run, 0, 11, "precision@1", 0.9, "precision@5", 0.5); /* not monotone in k: fine */
+    add_eval(run, 0, 12, "top1", 0.4, "top10", 0.6);              /* fine: 1 < 10 compared as numbers */
+    tw_report *r = diagnose(run);
+    assert_null(finding(r, "eval_contradiction"));
+    tw_report_free(r);
+    add_eval(run, 3, 20, "Top_1", 0.48, "Top_5", 0.18);
+    add_eval(run, 3, 21, "recall@1", 0.8, "recall@10", 0.3);
+    r = diagnose(run);
+    const tw_finding *f = finding(r, "eval_contradiction");
+    assert_non_null(f);
+    assert_int_equal(f->rank, 3);
+    assert_int_equal(f->where.line, 20);
+    assert_non_null(strstr(f->title, "Top_1 0.48 above Top_5 0.18"));
+    assert_non_null(strstr(f->evidence, "2 evaluation records like this"));
+    tw_report_free(r);
+    tw_run_free(run);
+}
+
 static void test_bounded_memory_for_long_runs(void **state)
 {
     (void)state;
@@ -362,6 +398,7 @@ int main(void)
         cmocka_unit_test(test_straggler_and_rank_stopped),
         cmocka_unit_test(test_crash_after_last_step_is_an_error),
         cmocka_unit_test(test_bounded_memory_for_long_runs),
+        cmocka_unit_test(test_top1_above_top5_is_a_contradiction),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
