@@ -31,6 +31,7 @@
 #include "../supervise/rotate.h"
 #include "alerts.h"
 #include "cli.h"
+#include "sinks.h"
 #include "trainwatch/analyze.h"
 #include "trainwatch/error.h"
 #include "trainwatch/http.h"
@@ -341,21 +342,9 @@ typedef struct stream {
     tw_parser *parser;
 } stream;
 
-typedef struct sinks {
-    tw_run *run;
-    tw_live *live;
-} sinks;
-
-static void to_all(void *arg, const tw_record *r)
-{
-    sinks *s = arg;
-    tw_run_add(s->run, r);
-    tw_live_record(s->live, r);
-}
-
 /* Moves what the command printed to our terminal, the log file and the
  * parser; returns false at end of stream. */
-static bool pump(stream *st, tw_rotating_file *log, sinks *s)
+static bool pump(stream *st, tw_rotating_file *log, tw_cli_sinks *s)
 {
     char buf[65536];
     ssize_t n = read(st->fd, buf, sizeof buf);
@@ -367,7 +356,7 @@ static bool pump(stream *st, tw_rotating_file *log, sinks *s)
     fflush(st->out);
     if (log)
         tw_rotating_write(log, buf, (size_t)n);
-    tw_parser_push(st->parser, buf, (size_t)n, to_all, s);
+    tw_parser_push(st->parser, buf, (size_t)n, tw_cli_sinks_record, s);
     return true;
 }
 
@@ -525,7 +514,7 @@ static int run(int argc, char **argv)
     tw_registry *reg = NULL;
     tw_http_server *server = NULL;
     tw_rotating_file *log = NULL;
-    sinks s = {0};
+    tw_cli_sinks s = {0};
     stream streams[2] = {{-1, stdout, NULL}, {-1, stderr, NULL}};
     tree_metrics tree = {0};
     gpu_metrics gpu = {0};
@@ -646,7 +635,7 @@ static int run(int argc, char **argv)
         if (streams[i].fd >= 0)
             close(streams[i].fd);
         if (tw_parser_pending(streams[i].parser))
-            tw_parser_push(streams[i].parser, "\n", 1, to_all, &s);
+            tw_parser_push(streams[i].parser, "\n", 1, tw_cli_sinks_record, &s);
     }
     foreground(getpgrp()); /* the terminal is ours again */
     status = WIFSIGNALED(child_status) ? 128 + WTERMSIG(child_status) : WEXITSTATUS(child_status);
@@ -665,7 +654,7 @@ static int run(int argc, char **argv)
         ev.exit_code = status;
         snprintf(ev.message, sizeof ev.message, "%s exited with code %d", cmd[0], status);
     }
-    to_all(&s, &ev);
+    tw_cli_sinks_record(&s, &ev);
     tw_thresholds th;
     tw_thresholds_default(&th);
     tw_report *report;

@@ -17,6 +17,7 @@
 #include "../core/clock.h"
 #include "alerts.h"
 #include "cli.h"
+#include "sinks.h"
 #include "trainwatch/analyze.h"
 #include "trainwatch/error.h"
 #include "trainwatch/follow.h"
@@ -38,46 +39,6 @@ typedef struct watch_options {
     bool json;
     tw_cli_alerts alerts;
 } watch_options;
-
-typedef struct sinks {
-    tw_run *run;
-    tw_live *live;
-    FILE *records;
-} sinks;
-
-static void to_all(void *arg, const tw_record *r)
-{
-    sinks *s = arg;
-    tw_run_add(s->run, r);
-    tw_live_record(s->live, r);
-    if (s->records)
-        tw_record_write_json(s->records, r);
-}
-
-static uint64_t records_commit(void *arg)
-{
-    sinks *s = arg;
-    if (!s->records)
-        return 0;
-    fflush(s->records);
-    fsync(fileno(s->records));
-    long pos = ftell(s->records);
-    return pos < 0 ? 0 : (uint64_t)pos;
-}
-
-static int records_restore(void *arg, uint64_t size)
-{
-    sinks *s = arg;
-    if (!s->records)
-        return 0;
-    fflush(s->records);
-    struct stat st;
-    if (fstat(fileno(s->records), &st) != 0)
-        return -1;
-    if ((uint64_t)st.st_size > size && ftruncate(fileno(s->records), (off_t)size) != 0)
-        return -1;
-    return fseek(s->records, 0, SEEK_END);
-}
 
 static void usage(FILE *out)
 {
@@ -158,7 +119,7 @@ static int parse(int argc, char **argv, watch_options *o)
 
 
 
-static int finish(sinks *s, const watch_options *o, const tw_follow_stats *st)
+static int finish(tw_cli_sinks *s, const watch_options *o, const tw_follow_stats *st)
 {
     fprintf(stderr, "trainwatch watch: %llu lines from %llu files (%llu rotations, %llu truncations%s)\n",
             (unsigned long long)st->lines, (unsigned long long)st->files, (unsigned long long)st->rotations,
@@ -187,7 +148,7 @@ static int run(int argc, char **argv)
     int first = parse(argc, argv, &o);
     if (first < 0)
         return TW_EXIT_USAGE;
-    sinks s = {0};
+    tw_cli_sinks s = {0};
     int status = TW_EXIT_USAGE;
     tw_registry *reg = NULL;
     tw_http_server *server = NULL;
@@ -215,7 +176,7 @@ static int run(int argc, char **argv)
     }
     o.follow.patterns = (const char *const *)(argv + first);
     o.follow.pattern_count = (size_t)(argc - first);
-    o.follow.sink = (tw_record_sink){to_all, &s, records_commit, records_restore};
+    o.follow.sink = (tw_record_sink){tw_cli_sinks_record, &s, tw_cli_sinks_commit, tw_cli_sinks_restore};
     if (tw_follower_open(&o.follow, &follower, err, sizeof err) != TW_OK) {
         fprintf(stderr, "trainwatch watch: %s\n", err);
         goto done;
