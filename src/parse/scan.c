@@ -7,6 +7,10 @@
  */
 #include "scan.h"
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -464,15 +468,32 @@ static bool scan_value(const char *v, const char *end, tw_kv *kv)
     return true;
 }
 
+/* The next ':' or '=' in [p, end), or end: sixteen bytes at a time where
+ * SSE2 is there (every x86-64), a byte at a time elsewhere and at the tail. */
+static const char *next_separator(const char *p, const char *end)
+{
+#ifdef __SSE2__
+    const __m128i colon = _mm_set1_epi8(':'), equals = _mm_set1_epi8('=');
+    while (end - p >= 16) {
+        __m128i chunk = _mm_loadu_si128((const __m128i *)(const void *)p);
+        int mask = _mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(chunk, colon), _mm_cmpeq_epi8(chunk, equals)));
+        if (mask)
+            return p + __builtin_ctz((unsigned)mask);
+        p += 16;
+    }
+#endif
+    while (p < end && !(char_class[(unsigned char)*p] & CLASS_SEPARATOR))
+        p++;
+    return p;
+}
+
 int tw_kv_scan(const char *s, size_t len, tw_kv_fn fn, void *arg)
 {
     const char *end = s + len;
     int count = 0;
     const char *p = s;
     while (p < end) {
-        const char *sep = p;
-        while (sep < end && !(char_class[(unsigned char)*sep] & CLASS_SEPARATOR))
-            sep++;
+        const char *sep = next_separator(p, end);
         if (sep >= end)
             break;
         const char *kend = sep;
@@ -623,7 +644,12 @@ static const synonym *find_synonym(const char *key, size_t len)
     while (candidates) {
         int i = __builtin_ctzll(candidates);
         candidates &= candidates - 1;
-        if (strncasecmp(synonyms[i].key, key, len) == 0)
+        /* the table is lower case: fold the key's letters only */
+        const char *k = synonyms[i].key;
+        size_t j = 1;
+        while (j < len && lower(key[j]) == k[j])
+            j++;
+        if (j == len)
             return &synonyms[i];
     }
     return NULL;
