@@ -29,6 +29,7 @@
 #include "../supervise/gpu.h"
 #include "../supervise/proctree.h"
 #include "../supervise/rotate.h"
+#include "../core/http_client.h"
 #include "alerts.h"
 #include "cli.h"
 #include "sinks.h"
@@ -528,6 +529,10 @@ static int run(int argc, char **argv)
     /* everything that can fail before the command starts, fails here */
     if (tw_cli_alerts_start(&o.alerts, "run", reg) != TW_OK)
         goto done;
+    if (o.pushgateway && tw_http_client_load(err, sizeof err) != TW_OK) {
+        fprintf(stderr, "trainwatch run: --pushgateway: %s (not starting %s)\n", err, cmd[0]);
+        goto done;
+    }
     if (o.log_file && tw_rotating_open(o.log_file, o.log_max_bytes, o.log_backups, &log) != TW_OK) {
         fprintf(stderr, "trainwatch run: %s: %s\n", o.log_file, strerror(errno));
         goto done;

@@ -1,9 +1,8 @@
 /*
- * push.c: the Pushgateway client (see push.h), on libcurl's easy interface.
+ * push.c: the Pushgateway client (see push.h), over core/http_client.
  */
 #include "trainwatch/push.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -12,10 +11,8 @@
 #include <time.h>
 
 #include "../core/buffer.h"
+#include "../core/http_client.h"
 #include "trainwatch/error.h"
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static void init_curl(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 static void base64url(tw_buffer *b, const char *s)
 {
@@ -93,58 +90,27 @@ int tw_push_url(const tw_push_options *o, char *out, size_t cap)
     return rc;
 }
 
-static size_t collect_body(char *data, size_t size, size_t n, void *arg)
-{
-    tw_buffer_append(arg, data, size * n);
-    return size * n;
-}
-
 static int attempt(const char *url, tw_push_method m, const char *body, size_t len, double timeout, char *err,
                    size_t errlen)
 {
-    CURL *c = curl_easy_init();
-    if (!c) {
-        snprintf(err, errlen, "could not start an HTTP client");
-        return TW_ENOMEM;
+    static const char *const methods[] = {[TW_PUSH_REPLACE] = "PUT", [TW_PUSH_ADD] = "POST", [TW_PUSH_DELETE] = "DELETE"};
+    bool del = m == TW_PUSH_DELETE;
+    tw_http_request rq = {.method = methods[m], .url = url, .timeout = timeout,
+                          .content_type = del ? NULL : "text/plain; version=0.0.4; charset=utf-8",
+                          .body = del ? NULL : body, .body_len = del ? 0 : len};
+    tw_http_answer answer;
+    char why[256];
+    int rc = tw_http_send(&rq, &answer, why, sizeof why);
+    if (rc != TW_OK) {
+        snprintf(err, errlen, "%s: %s", url, why);
+        return rc == TW_EUNSUPPORTED ? rc : TW_ENET;
     }
-    tw_buffer answer;
-    tw_buffer_init(&answer);
-    struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: text/plain; version=0.0.4; charset=utf-8");
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(timeout * 1000));
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(timeout * 1000));
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &answer);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-    if (m == TW_PUSH_DELETE) {
-        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "DELETE");
-    } else {
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-        if (m == TW_PUSH_REPLACE)
-            curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "PUT");
+    if (answer.status < 200 || answer.status >= 300) {
+        /* the gateway says why in its body, already one line */
+        snprintf(err, errlen, "%s: HTTP %ld: %.300s", url, answer.status, answer.text);
+        return TW_EHTTP;
     }
-    CURLcode cc = curl_easy_perform(c);
-    long status = 0;
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    int rc = TW_OK;
-    if (cc != CURLE_OK) {
-        snprintf(err, errlen, "%s: %s", url, curl_easy_strerror(cc));
-        rc = TW_ENET;
-    } else if (status < 200 || status >= 300) {
-        /* the gateway says why in its body: keep it to one line */
-        for (size_t i = 0; i < answer.len; i++) {
-            if (answer.data[i] == '\n' || answer.data[i] == '\r')
-                answer.data[i] = ' ';
-        }
-        snprintf(err, errlen, "%s: HTTP %ld: %.300s", url, status, answer.data ? answer.data : "");
-        rc = TW_EHTTP;
-    }
-    tw_buffer_free(&answer);
-    curl_slist_free_all(headers);
-    curl_easy_cleanup(c);
-    return rc;
+    return TW_OK;
 }
 
 static void sleep_seconds(double s)
@@ -156,7 +122,6 @@ static void sleep_seconds(double s)
 
 int tw_push(const tw_push_options *o, tw_registry *r, tw_push_method m, char *err, size_t errlen)
 {
-    pthread_once(&curl_once, init_curl);
     char url[4096];
     if (tw_push_url(o, url, sizeof url) != TW_OK) {
         snprintf(err, errlen, "invalid Pushgateway URL, job or grouping labels");

@@ -4,13 +4,12 @@
  * The evaluating thread calls tw_notifier_sink, which copies alerts into
  * each receiver's queue under its mutex and signals its thread. The thread
  * takes a batch, builds the body with the receiver's format (payload.c),
- * POSTs it with libcurl and, on failure, puts the batch back (unless newer
+ * POSTs it (core/http_client) and, on failure, puts the batch back (unless newer
  * states of the same alerts arrived meanwhile) and sleeps with exponential
  * backoff. Nothing here ever blocks the caller on the network.
  */
 #include "trainwatch/notify.h"
 
-#include <curl/curl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -19,6 +18,7 @@
 #include <unistd.h>
 
 #include "../core/clock.h"
+#include "../core/http_client.h"
 #include "payload.h"
 #include "trainwatch/error.h"
 
@@ -188,21 +188,6 @@ void tw_notifier_sink(void *notifier, const tw_alert_notice *alerts, size_t coun
 
 /* ---- delivery --------------------------------------------------------- */
 
-typedef struct answer {
-    char text[512];
-    size_t len;
-} answer;
-
-static size_t keep_answer(char *data, size_t size, size_t nmemb, void *arg)
-{
-    answer *a = arg;
-    size_t n = size * nmemb, room = sizeof a->text - 1 - a->len;
-    memcpy(a->text + a->len, data, n < room ? n : room);
-    a->len += n < room ? n : room;
-    a->text[a->len] = '\0';
-    return size * nmemb;
-}
-
 /* POSTs one batch; returns true on a 2xx answer, else fills why. */
 static bool post(receiver *r, const tw_queued_alert *batch, size_t n, char *why, size_t cap)
 {
@@ -214,41 +199,14 @@ static bool post(receiver *r, const tw_queued_alert *batch, size_t n, char *why,
         snprintf(why, cap, "could not build the request");
         return false;
     }
-    CURL *curl = curl_easy_init();
-    struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
-    answer ans = {.len = 0};
-    bool ok = false;
-    if (curl && headers) {
-        curl_easy_setopt(curl, CURLOPT_URL, signed_url ? signed_url : r->url);
-        curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, (long)(r->owner->timeout * 1000));
-        curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, (long)(r->owner->timeout * 1000));
-        curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-        curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, keep_answer);
-        curl_easy_setopt(curl, CURLOPT_WRITEDATA, &ans);
-        curl_easy_setopt(curl, CURLOPT_USERAGENT, "trainwatch");
-        CURLcode rc = curl_easy_perform(curl);
-        long status = 0;
-        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-        if (rc != CURLE_OK) {
-            snprintf(why, cap, "%s", curl_easy_strerror(rc));
-        } else if (status < 200 || status > 299) {
-            for (char *p = ans.text; *p; p++) {
-                if (*p == '\n' || *p == '\r')
-                    *p = ' ';
-            }
-            snprintf(why, cap, "HTTP %ld: %.200s", status, ans.text);
-        } else {
-            ok = true;
-        }
-    } else {
-        snprintf(why, cap, "out of memory");
+    tw_http_request rq = {.method = "POST", .url = signed_url ? signed_url : r->url, .content_type = "application/json",
+                          .body = body, .body_len = len, .timeout = r->owner->timeout};
+    tw_http_answer answer;
+    bool ok = tw_http_send(&rq, &answer, why, cap) == TW_OK;
+    if (ok && (answer.status < 200 || answer.status > 299)) {
+        snprintf(why, cap, "HTTP %ld: %.200s", answer.status, answer.text);
+        ok = false;
     }
-    curl_slist_free_all(headers);
-    if (curl)
-        curl_easy_cleanup(curl);
     free(body);
     free(signed_url);
     return ok;
@@ -424,6 +382,8 @@ int tw_notifier_add(tw_notifier *n, const tw_receiver_options *o, char *err, siz
         snprintf(err, cap, "receiver URL must start with http:// or https://");
         return TW_EUSAGE;
     }
+    if (tw_http_client_load(err, cap) != TW_OK)
+        return TW_EUNSUPPORTED;
     if (o->secret && !format->can_sign) {
         snprintf(err, cap, "format '%s' does not sign requests: no secret is used", format->name);
         return TW_EUSAGE;

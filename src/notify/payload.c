@@ -11,7 +11,6 @@
  */
 #include "payload.h"
 
-#include <curl/curl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -253,6 +252,23 @@ static char *url_with(const char *url, const char *query)
     return out;
 }
 
+/* Percent-encodes everything but RFC 3986's unreserved characters. */
+static void url_escape(const char *s, char *out)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("-._~", c)) {
+            *out++ = (char)c;
+        } else {
+            *out++ = '%';
+            *out++ = hex[c >> 4];
+            *out++ = hex[c & 15];
+        }
+    }
+    *out = '\0';
+}
+
 static void hmac_base64(const char *key, size_t key_len, const char *msg, size_t msg_len, char out[48])
 {
     uint8_t mac[32];
@@ -269,9 +285,9 @@ static int dingtalk_sign(const tw_payload_context *c, const char *url, char **ur
     if (k < 0 || (size_t)k >= sizeof to_sign)
         return TW_EINVAL;
     hmac_base64(c->secret, strlen(c->secret), to_sign, (size_t)k, sig);
-    char *escaped = curl_easy_escape(NULL, sig, 0);
-    snprintf(query, sizeof query, "timestamp=%lld&sign=%s", ms, escaped ? escaped : "");
-    curl_free(escaped);
+    char escaped[3 * sizeof sig];
+    url_escape(sig, escaped);
+    snprintf(query, sizeof query, "timestamp=%lld&sign=%s", ms, escaped);
     return (*url_out = url_with(url, query)) ? TW_OK : TW_ENOMEM;
 }
 

@@ -105,6 +105,21 @@ def test_bad_rule_file_stops_run_before_the_command(tmp_path):
     assert r.returncode == 2 and "unknown notification format 'pager'" in r.stderr and not marker.exists()
 
 
+def test_missing_libcurl_stops_run_before_the_command(tmp_path):
+    """libcurl is loaded only when something is sent; without it a receiver
+    or a Pushgateway is refused up front, and the rest still works."""
+    marker = tmp_path / "ran"
+    env = dict(os.environ, TW_CURL_LIBRARY=str(tmp_path / "no-libcurl.so"))
+    for flags in (["--webhook", "http://127.0.0.1:1/x"], ["--alertmanager", "http://127.0.0.1:1"],
+                  ["--pushgateway", "http://127.0.0.1:1"]):
+        r = run(["trainwatch", "run", "--web.listen-address", "none", *flags, "--", "touch", marker], env=env)
+        assert r.returncode == 2, r.stderr
+        assert "cannot load libcurl (Debian package libcurl4)" in r.stderr
+        assert not marker.exists()
+    r = run(["trainwatch", "run", "--web.listen-address", "none", "--", "touch", marker], env=env)
+    assert r.returncode == 0 and marker.exists()
+
+
 # ---- Prometheus fires the same alert from the exported rules ------------------
 
 def test_prometheus_fires_the_same_alert(tmp_path, procs):
