@@ -526,6 +526,7 @@ static int run(int argc, char **argv)
     if (tw_live_new(&lo, &s.live) != TW_OK || tree_metrics_init(reg, o.job, o.rank, &tree) != TW_OK ||
         gpu_metrics_init(reg, o.job, o.rank, &gpu) != TW_OK)
         goto done;
+    sample_gpus(&gpu, NULL); /* no GPU gauge reads 0 before the first sample (alerts see them) */
     /* everything that can fail before the command starts, fails here */
     if (tw_cli_alerts_start(&o.alerts, "run", reg) != TW_OK)
         goto done;

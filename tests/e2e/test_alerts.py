@@ -159,6 +159,85 @@ def test_prometheus_fires_the_same_alert(tmp_path, procs):
     p.stop()
 
 
+# ---- the built-in rules fire on what they describe ------------------------------
+
+def fast_defaults(tmp_path):
+    """The built-in rules with their waits shortened (for: 0s, minutes to
+    seconds), so a test sees each fire on the metrics trainwatch exports."""
+    text = run(["trainwatch", "rules", "defaults"]).stdout
+    text = re.sub(r"for: \d+m", "for: 0s", text)
+    text = text.replace(", 60)", ", 2)").replace(", 120)", ", 3)")
+    text = text.replace("trainwatch_train_loss[5m]) > 2 * avg_over_time(trainwatch_train_loss[15m] offset 5m)",
+                        "trainwatch_train_loss[2s]) > 2 * avg_over_time(trainwatch_train_loss[4s] offset 2s)")
+    path = tmp_path / "fast.yml"
+    path.write_text(text)
+    return path
+
+
+def fired(stderr):
+    """{alertname: [labels...]} from trainwatch's 'alert firing' lines."""
+    out = {}
+    for labels in re.findall(r"alert firing: \{([^}]*)\}", stderr):
+        d = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+        out.setdefault(d["alertname"], []).append(d)
+    return out
+
+
+def demo_under_fake_gpus(tmp_path, util, used_gib):
+    fake = os.path.join(os.path.dirname(binary("trainwatch")), "fake-nvml", "libnvidia-ml.so.1")
+    env = dict(os.environ, TW_NVML_LIBRARY=fake, FAKE_NVML_UTIL=str(util), FAKE_NVML_USED_GIB=str(used_gib))
+    r = run(["trainwatch", "run", "--web.listen-address", "none", "--no-default-rules", "--rules", fast_defaults(tmp_path),
+             "--eval-interval", "0.25", "--", binary("demo-train"), "--epochs", "1", "--steps-per-epoch", "100",
+             "--log-interval", "5", "--slow-reader", "20", "--crash-at", "90"], env=env, timeout=120)
+    assert r.returncode == 1, r.stderr
+    return fired(r.stderr)
+
+
+def test_built_in_gpu_data_and_failure_rules_fire(tmp_path):
+    got = demo_under_fake_gpus(tmp_path, util=10, used_gib=78)
+    assert {"TrainingGPUUnderused", "TrainingGPUMemoryFull", "TrainingDataLoaderBound", "TrainingFailed"} <= set(got), got
+    assert got["TrainingGPUUnderused"][0] == {"alertname": "TrainingGPUUnderused", "job": "demo-train", "rank": "0",
+                                              "severity": "warning"}
+    assert {a["gpu"] for a in got["TrainingGPUMemoryFull"]} == {"0", "1"}  # 78 of 80 GiB on both
+    assert got["TrainingFailed"][0]["event"] == "exception"
+    # and the ones whose conditions did not happen stay quiet
+    assert not {"TrainingLossNaN", "TrainingRankLost", "TrainingLossDiverging"} & set(got), got
+    # busy GPUs with room to spare: no GPU alert (not even from a gauge read before the first sample)
+    got = demo_under_fake_gpus(tmp_path, util=50, used_gib=10)
+    assert not {"TrainingGPUUnderused", "TrainingGPUMemoryFull"} & set(got), got
+    assert "TrainingDataLoaderBound" in got
+
+
+def test_built_in_progress_rank_and_divergence_rules_fire(tmp_path, procs):
+    logs = [tmp_path / f"workerlog.{r}" for r in range(2)]
+    for log in logs:
+        log.write_text("")
+    watch = procs(Watch, str(tmp_path), str(tmp_path / "workerlog.*"), "--no-default-rules", "--rules",
+                  fast_defaults(tmp_path))
+    step = 0
+    # both ranks train for 3 s with a flat loss, then rank 0 stops and rank 1's loss climbs
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        step += 10
+        for log in logs:
+            append(log, [step_line(step, "1.000")])
+        time.sleep(0.2)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        step += 10
+        append(logs[1], [step_line(step, f"{5 + step / 1000:.3f}")])
+        time.sleep(0.2)
+    got = wait_until(lambda: (lambda f: f if {"TrainingRankLost", "TrainingLossDiverging"} <= set(f) else None)(
+        fired(watch.stderr())), timeout=30, what="RankLost and LossDiverging")
+    assert [a["rank"] for a in got["TrainingRankLost"]] == ["0"]
+    assert [a["rank"] for a in got["TrainingLossDiverging"]] == ["1"]
+    assert "TrainingNoProgress" not in got  # rank 1 still goes on
+    # now nobody logs: the job makes no progress
+    got = wait_until(lambda: (lambda f: f if "TrainingNoProgress" in f else None)(fired(watch.stderr())), timeout=30,
+                     what="NoProgress")
+    assert got["TrainingNoProgress"][0]["job"] == "train" and "rank" not in got["TrainingNoProgress"][0]
+
+
 # ---- Alertmanager: firing, then resolved --------------------------------------
 
 def test_alertmanager_sees_firing_then_resolved(tmp_path, procs):

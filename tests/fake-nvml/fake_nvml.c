@@ -5,7 +5,7 @@
  * 37% utilisation, 10 of 80 GiB used, 250.5 W, 65 C, SM clock 1755 MHz,
  * throttled by the software power cap (0x4); GPU 1 at 81%. Each direct child
  * of the calling process is reported using 1 GiB on GPU 0. FAKE_NVML_UTIL=N
- * sets every GPU's utilization to N%.
+ * sets every GPU's utilization to N%, FAKE_NVML_USED_GIB=N its memory used.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -35,8 +35,9 @@ int nvmlDeviceGetUtilizationRates(void *d, nvml_utilization *u)
 int nvmlDeviceGetMemoryInfo(void *d, nvml_memory *m)
 {
     (void)d;
+    const char *used = getenv("FAKE_NVML_USED_GIB"); /* a nearly full GPU, for the memory alert */
     m->total = 80ull << 30;
-    m->used = 10ull << 30;
+    m->used = (used ? strtoull(used, NULL, 10) : 10ull) << 30;
     m->free = m->total - m->used;
     return 0;
 }
