@@ -35,6 +35,7 @@ typedef struct live_rank {
     bool is_stalled;
     bool nan_reported;
     double streak;
+    char rank_text[16];
 } live_rank;
 
 struct tw_live {
@@ -154,27 +155,31 @@ static live_rank *rank_state(tw_live *l, int rank)
         return NULL;
     char r[16];
     snprintf(r, sizeof r, "%d", rank);
-    s->loss = series(l->f_loss, l->job, r, NULL);
-    s->step = series(l->f_step, l->job, r, NULL);
-    s->epoch = series(l->f_epoch, l->job, r, NULL);
-    s->lr = series(l->f_lr, l->job, r, NULL);
-    s->ips = series(l->f_ips, l->job, r, NULL);
-    s->last_progress = series(l->f_last, l->job, r, NULL);
+    /* the gauges of values appear with their first value (set_gauge): a
+     * rank that has only printed warnings has no step 0 and no "last
+     * progress" in 1970 for an alert rule to take at its word */
+    snprintf(s->rank_text, sizeof s->rank_text, "%s", r);
     s->stalled = series(l->f_stalled, l->job, r, NULL);
     s->step_time = series(l->f_step_time, l->job, r, NULL);
     s->data_wait = series(l->f_data_wait, l->job, r, NULL);
     s->nan = series(l->f_nan, l->job, r, NULL);
     s->stalls = series(l->f_stalls, l->job, r, NULL);
-    s->nan_streak = series(l->f_nan_streak, l->job, r, NULL);
-    s->interval = series(l->f_interval, l->job, r, NULL);
     static const tw_event_kind shown[] = {TW_EV_OOM, TW_EV_EXCEPTION, TW_EV_NAN, TW_EV_WARNING, TW_EV_CHECKPOINT};
     for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++)
         s->events[shown[i]] = series(l->f_events, l->job, r, tw_event_name(shown[i]));
     for (int k = 0; k < 3; k++)
         s->records[k] = series(l->f_records, l->job, r, tw_record_kind_name((tw_record_kind)k));
-    s->ready = s->loss && s->step && s->epoch && s->lr && s->ips && s->last_progress && s->stalled &&
-               s->step_time && s->data_wait && s->nan && s->stalls && s->nan_streak && s->interval;
+    s->ready = s->stalled && s->step_time && s->data_wait && s->nan && s->stalls;
     return s->ready ? s : NULL;
+}
+
+/* Sets one of a rank's gauges, creating its series at the first value. */
+static void set_gauge(const tw_live *l, live_rank *s, tw_gauge **g, tw_family *f, double v)
+{
+    if (!*g)
+        *g = series(f, l->job, s->rank_text, NULL);
+    if (*g)
+        tw_gauge_set(*g, v);
 }
 
 static double median(const double *v, int n)
@@ -205,9 +210,9 @@ static double position(const tw_record *r)
 static void on_step(tw_live *l, live_rank *s, const tw_record *r, double now)
 {
     if (tw_has(r, TW_F_LOSS)) {
-        tw_gauge_set(s->loss, r->loss);
+        set_gauge(l, s, &s->loss, l->f_loss, r->loss);
         s->streak = isfinite(r->loss) ? 0 : s->streak + 1;
-        tw_gauge_set(s->nan_streak, s->streak);
+        set_gauge(l, s, &s->nan_streak, l->f_nan_streak, s->streak);
         if (!isfinite(r->loss)) {
             tw_counter_inc(s->nan);
             if (!s->nan_reported) {
@@ -217,19 +222,19 @@ static void on_step(tw_live *l, live_rank *s, const tw_record *r, double now)
         }
     }
     if (tw_has(r, TW_F_LR))
-        tw_gauge_set(s->lr, r->lr);
+        set_gauge(l, s, &s->lr, l->f_lr, r->lr);
     if (tw_has(r, TW_F_SAMPLES_PER_SEC))
-        tw_gauge_set(s->ips, r->samples_per_sec);
+        set_gauge(l, s, &s->ips, l->f_ips, r->samples_per_sec);
     if (tw_has(r, TW_F_BATCH_TIME))
         tw_histogram_observe(s->step_time, r->batch_time);
     if (tw_has(r, TW_F_DATA_TIME))
         tw_histogram_observe(s->data_wait, r->data_time);
     if (r->epoch >= 0)
-        tw_gauge_set(s->epoch, (double)r->epoch);
+        set_gauge(l, s, &s->epoch, l->f_epoch, (double)r->epoch);
     double pos = position(r);
     bool progress = !isnan(pos) && (!s->have_pos || pos != s->last_pos);
     if (!isnan(pos)) {
-        tw_gauge_set(s->step, pos);
+        set_gauge(l, s, &s->step, l->f_step, pos);
         s->last_pos = pos;
         s->have_pos = true;
     }
@@ -240,10 +245,10 @@ static void on_step(tw_live *l, live_rank *s, const tw_record *r, double now)
         s->interval_head = (s->interval_head + 1) % INTERVALS;
         if (s->interval_count < INTERVALS)
             s->interval_count++;
-        tw_gauge_set(s->interval, median(s->intervals, s->interval_count));
+        set_gauge(l, s, &s->interval, l->f_interval, median(s->intervals, s->interval_count));
     }
     s->last_step_wall = now;
-    tw_gauge_set(s->last_progress, now);
+    set_gauge(l, s, &s->last_progress, l->f_last, now);
     if (s->is_stalled) {
         s->is_stalled = false;
         tw_gauge_set(s->stalled, 0);

@@ -166,7 +166,7 @@ def fast_defaults(tmp_path):
     seconds), so a test sees each fire on the metrics trainwatch exports."""
     text = run(["trainwatch", "rules", "defaults"]).stdout
     text = re.sub(r"for: \d+m", "for: 0s", text)
-    text = text.replace(", 60)", ", 2)").replace(", 120)", ", 3)")
+    text = text.replace(", 60)", ", 2)").replace("+ 60)", "+ 2)").replace(", 120)", ", 3)").replace("+ 120)", "+ 3)")
     text = text.replace("trainwatch_train_loss[5m]) > 2 * avg_over_time(trainwatch_train_loss[15m] offset 5m)",
                         "trainwatch_train_loss[2s]) > 2 * avg_over_time(trainwatch_train_loss[4s] offset 2s)")
     path = tmp_path / "fast.yml"
@@ -236,6 +236,27 @@ def test_built_in_progress_rank_and_divergence_rules_fire(tmp_path, procs):
     got = wait_until(lambda: (lambda f: f if "TrainingNoProgress" in f else None)(fired(watch.stderr())), timeout=30,
                      what="NoProgress")
     assert got["TrainingNoProgress"][0]["job"] == "train" and "rank" not in got["TrainingNoProgress"][0]
+
+
+def test_no_progress_waits_for_a_first_step(tmp_path, procs):
+    """A job that has only printed warnings has made no progress to measure
+    from: no alert (and no step or progress series); after one step and
+    silence, the rule falls back to its minimum wait."""
+    log = tmp_path / "train.log"
+    log.write_text("/usr/lib/python3.8/site-packages/paddle/nn/layer/norm.py:654: UserWarning: When training, "
+                   "we now always track global mean and variance.\n")
+    watch = procs(Watch, str(tmp_path), str(log), "--no-default-rules", "--rules", fast_defaults(tmp_path))
+    wait_until(lambda: 'event="warning"} 1' in watch.metrics(), timeout=10, what="the warning")
+    time.sleep(3)
+    metrics = watch.metrics()
+    assert "trainwatch_last_progress_timestamp_seconds{" not in metrics
+    assert "trainwatch_train_step{" not in metrics
+    assert "TrainingNoProgress" not in fired(watch.stderr())
+    append(log, [step_line(10, "2.0")])
+    got = wait_until(lambda: (lambda f: f if "TrainingNoProgress" in f else None)(fired(watch.stderr())), timeout=30,
+                     what="NoProgress after one step")
+    value = float(re.search(r'alertname="TrainingNoProgress"[^}]*\} value=([0-9.e+]+)', watch.stderr()).group(1))
+    assert 2 < value < 30, value  # seconds since the step, not since 1970
 
 
 # ---- Alertmanager: firing, then resolved --------------------------------------
