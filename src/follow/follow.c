@@ -273,15 +273,18 @@ typedef struct catch_up_ctx {
     uint64_t offset, head_hash;
     uint32_t head_len;
     ino_t skip_a, skip_b;
+    bool found_ours;    /* a copy of what we were reading was there */
 } catch_up_ctx;
 
 static void catch_up_one(tw_follower *f, followed *fl, int fd, const struct stat *st, void *arg)
 {
-    const catch_up_ctx *c = arg;
-    if (st->st_ino == c->skip_a || st->st_ino == c->skip_b || is_consumed(f, st, fd))
-        return;
+    catch_up_ctx *c = arg;
     uint64_t h;
     bool ours = c->head_len > 0 && head_of(fd, c->head_len, &h) && h == c->head_hash;
+    if (st->st_ino != c->skip_a && st->st_ino != c->skip_b)
+        c->found_ours |= ours;
+    if (st->st_ino == c->skip_a || st->st_ino == c->skip_b || is_consumed(f, st, fd))
+        return;
     uint64_t from = ours ? c->offset : 0;
     if ((uint64_t)st->st_size > from)
         read_range(f, fl, fd, from);
@@ -295,11 +298,12 @@ static void catch_up_one(tw_follower *f, followed *fl, int fd, const struct stat
  * (renamed away, copied and truncated between two polls). Files we consumed
  * before, and the ones `skip_a`/`skip_b` (the name's old and new inodes),
  * are left alone. */
-static void catch_up(tw_follower *f, followed *fl, uint64_t offset, uint32_t head_len, uint64_t head_hash,
+static bool catch_up(tw_follower *f, followed *fl, uint64_t offset, uint32_t head_len, uint64_t head_hash,
                      ino_t skip_a, ino_t skip_b)
 {
-    catch_up_ctx c = {offset, head_hash, head_len, skip_a, skip_b};
+    catch_up_ctx c = {offset, head_hash, head_len, skip_a, skip_b, false};
     each_sibling(f, fl, catch_up_one, &c);
+    return c.found_ours;
 }
 
 static void consume_one(tw_follower *f, followed *fl, int fd, const struct stat *st, void *ctx)
@@ -359,8 +363,17 @@ static void switch_file(tw_follower *f, followed *fl, ino_t next)
 static void truncated(tw_follower *f, followed *fl)
 {
     f->stats.truncations++;
-    /* a partial last line stays pending: the copy continues it */
-    catch_up(f, fl, fl->offset, fl->head_len, fl->head_hash, fl->ino, fl->ino);
+    /* a partial last line stays pending: the copy continues it. A listing
+     * taken while the writer renames the generations can miss the copy
+     * (readdir does not promise entries renamed during it): look again a
+     * few times before deciding there is none, or the copy would be taken
+     * for news later and read a second time. */
+    for (int tries = 0; !catch_up(f, fl, fl->offset, fl->head_len, fl->head_hash, fl->ino, fl->ino) &&
+                        fl->offset > 0 && fl->head_len > 0 && tries < 3;
+         tries++) {
+        struct timespec pause = {0, 2 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
     end_of_file(f, fl);
     tw_parser_set_line(fl->parser, 0);
     fl->offset = 0;

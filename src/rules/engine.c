@@ -45,6 +45,7 @@ struct tw_alerting {
     void *sink_arg;
     FILE *log;
     size_t firing, fired_total;
+    int64_t last_t;       /* the newest sample's time: the ring only moves forward */
     tw_family *f_alerts, *f_evals, *f_failures;
 };
 
@@ -573,12 +574,15 @@ static void count_firing(tw_alerting *a)
 static void evaluate(tw_alerting *a, double now, bool all)
 {
     int64_t t = (int64_t)llround(now * 1000);
+    if (t <= a->last_t)
+        t = a->last_t + 1; /* the wall clock stepped back: keep the ring in order */
     bool due = false;
     for (size_t i = 0; i < a->rs->group_count; i++)
         due |= all || a->rs->groups[i].next_ms <= t;
     if (!due)
         return;
     sample(a, t);
+    a->last_t = t;
     for (size_t i = 0; i < a->rs->group_count; i++) {
         tw_rule_group *g = &a->rs->groups[i];
         if (!all && g->next_ms > t)
