@@ -354,6 +354,10 @@ static void switch_file(tw_follower *f, followed *fl, ino_t next)
     tw_parser_set_line(fl->parser, 0);
     if (open_file(fl) == 0) {
         f->stats.rotations++;
+        /* the name moved on again between our stat and our open: the file we
+         * meant to start (`next`) is a rotated generation now, read it whole */
+        if (fl->ino != next)
+            catch_up(f, fl, 0, 0, 0, old, fl->ino);
         read_all(f, fl);
     }
 }
