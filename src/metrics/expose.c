@@ -278,7 +278,9 @@ static void write_family(tw_buffer *b, tw_family *f, tw_expose_format fmt)
     pthread_mutex_unlock(&f->lock);
 }
 
-int tw_registry_expose(tw_registry *r, tw_expose_format fmt, char **out, size_t *len)
+/* Takes collect_lock (the caller releases it) and lets every collector
+ * update its series, so what follows reads fresh values. */
+static void run_collectors(tw_registry *r)
 {
     pthread_mutex_lock(&r->collect_lock);
     pthread_mutex_lock(&r->lock);
@@ -286,6 +288,11 @@ int tw_registry_expose(tw_registry *r, tw_expose_format fmt, char **out, size_t 
     pthread_mutex_unlock(&r->lock);
     for (size_t i = 0; i < n; i++)
         r->collectors[i].fn(r, r->collectors[i].arg);
+}
+
+int tw_registry_expose(tw_registry *r, tw_expose_format fmt, char **out, size_t *len)
+{
+    run_collectors(r);
     tw_buffer b;
     tw_buffer_init(&b);
     tw_buffer_reserve(&b, 16384);
@@ -362,12 +369,7 @@ static void visit_cell(const tw_family *f, const tw_cell *c, void (*fn)(const tw
 int tw_registry_visit(tw_registry *r, bool (*want)(const char *family, tw_metric_type type, void *arg),
                       void (*fn)(const tw_sample_view *s, void *arg), void *arg)
 {
-    pthread_mutex_lock(&r->collect_lock);
-    pthread_mutex_lock(&r->lock);
-    size_t n = r->collector_count;
-    pthread_mutex_unlock(&r->lock);
-    for (size_t i = 0; i < n; i++)
-        r->collectors[i].fn(r, r->collectors[i].arg);
+    run_collectors(r);
     pthread_mutex_lock(&r->lock);
     for (size_t i = 0; i < r->family_count; i++) {
         tw_family *f = r->families[i];
