@@ -44,6 +44,7 @@ typedef struct followed {
     uint64_t head_hash;
     bool head_known;           /* head[] holds the file's first head_len bytes as we read them */
     unsigned char head[HEAD_MAX];
+    struct timespec mtime;     /* as last seen: a change with nothing to read is a rewrite */
     tw_parser *parser;
 } followed;
 
@@ -332,6 +333,7 @@ static int open_file(followed *fl)
     fl->offset = 0;
     fl->head_len = 0;
     fl->head_known = true;
+    fl->mtime = st.st_mtim;
     return 0;
 }
 
@@ -398,10 +400,18 @@ static void check_file(tw_follower *f, followed *fl)
      * would take the wrong lines */
     struct stat by_name, by_fd;
     uint64_t h;
-    if (fstat(fl->fd, &by_fd) == 0 &&
+    bool have_fd_stat = fstat(fl->fd, &by_fd) == 0;
+    if (have_fd_stat &&
         ((uint64_t)by_fd.st_size < fl->offset ||
          (fl->head_len > 0 && (!head_of(fl->fd, fl->head_len, &h) || h != fl->head_hash))))
         truncated(f, fl);
+    else if (have_fd_stat && fl->offset == 0 && by_fd.st_size == 0 &&
+             (by_fd.st_mtim.tv_sec != fl->mtime.tv_sec || by_fd.st_mtim.tv_nsec != fl->mtime.tv_nsec))
+        /* written and copy-truncated between two looks, before we read a
+         * byte of it: neither size nor head tells, the copy is news */
+        catch_up(f, fl, 0, 0, 0, fl->ino, fl->ino);
+    if (have_fd_stat)
+        fl->mtime = by_fd.st_mtim;
     read_all(f, fl);
     if (stat(fl->path, &by_name) != 0)
         return; /* gone for now: the open descriptor still reads its last lines */
