@@ -1,8 +1,8 @@
 #!/bin/bash
-# rotation_race.sh: the watch rotation torture outside pytest, to chase the
-# rare races it shows on a slow (ASan) build: one generation read twice, or
-# the last generation never read. Prints records, duplicates and missing
-# steps; run it in a loop (about 1 failure in 10-20 runs under ASan).
+# rotation_race.sh: the watch rotation torture outside pytest, to chase
+# rare races on a slow (ASan) build, where the watcher lags the writer (it
+# found a generation read twice and a last generation never read, both
+# fixed). Prints records, duplicates and missing steps; run it in a loop.
 # usage: tests/tools/rotation_race.sh BUILD_DIR KEEP_GENERATIONS
 B=$1; K=$2
 rm -rf /tmp/tw-rotation-race && mkdir /tmp/tw-rotation-race && cd /tmp/tw-rotation-race && : > train.log
