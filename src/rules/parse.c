@@ -212,45 +212,57 @@ static char *unquote(parser *ps, const token *t)
     return out;
 }
 
-/* A Prometheus duration (1h30m, 5m, 90s, 250ms, 1d, 1w, 1y) at ps->p. */
+size_t tw_pq_scan_duration(const char *s, int64_t *ms)
+{
+    static const struct {
+        const char *unit;
+        int64_t ms;
+    } units[] = {{"y", 31536000000LL}, {"w", 604800000}, {"d", 86400000}, {"h", 3600000},
+                 {"m", 60000},         {"s", 1000},      {"ms", 1}};
+    const char *p = s;
+    int64_t total = 0;
+    size_t last_unit = 0;
+    while (isdigit((unsigned char)*p)) {
+        char *end;
+        long long n = strtoll(p, &end, 10);
+        size_t best = SIZE_MAX, best_len = 0;
+        for (size_t u = 0; u < sizeof units / sizeof units[0]; u++) {
+            size_t len = strlen(units[u].unit);
+            if (!strncmp(end, units[u].unit, len) && len > best_len)
+                best = u, best_len = len;
+        }
+        /* units must decrease (1h30m, not 30m1h) and appear once */
+        if (best == SIZE_MAX || best + 1 <= last_unit || n > INT64_MAX / units[best].ms / 4)
+            return 0;
+        last_unit = best + 1;
+        total += n * units[best].ms;
+        p = end + best_len;
+    }
+    *ms = total;
+    return (size_t)(p - s);
+}
+
+/* A duration at ps->p (after '[' or offset), then the next token. */
 static int64_t lex_duration(parser *ps)
 {
     while (isspace((unsigned char)*ps->p))
         ps->p++;
     int pos = (int)(ps->p - ps->text);
-    static const struct {
-        const char *unit;
-        int64_t ms;
-    } units[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}, {"w", 604800000},
-                 {"y", 31536000000LL}};
-    int64_t total = 0;
-    bool any = false;
-    while (isdigit((unsigned char)*ps->p)) {
-        char *end;
-        long long n = strtoll(ps->p, &end, 10);
-        ps->p = end;
-        size_t u = 0, best = 0, best_len = 0;
-        for (; u < sizeof units / sizeof units[0]; u++) {
-            size_t l = strlen(units[u].unit);
-            if (!strncmp(ps->p, units[u].unit, l) && l > best_len)
-                best = u, best_len = l;
-        }
-        if (!best_len || n > INT64_MAX / units[best].ms / 2) {
-            fail(ps, pos, TW_ECONFIG, "bad duration: a number needs a unit (ms, s, m, h, d, w, y)");
-            return -1;
-        }
-        ps->p += best_len;
-        total += n * units[best].ms;
-        any = true;
-    }
-    if (!any) {
+    if (!isdigit((unsigned char)*ps->p)) {
         fail(ps, pos, TW_ECONFIG, "expected a duration such as 5m");
+        return -1;
+    }
+    int64_t total;
+    size_t n = tw_pq_scan_duration(ps->p, &total);
+    if (n == 0) {
+        fail(ps, pos, TW_ECONFIG, "bad duration: a number needs a unit (ms, s, m, h, d, w, y), largest first");
         return -1;
     }
     if (total == 0) {
         fail(ps, pos, TW_ECONFIG, "duration must be greater than 0");
         return -1;
     }
+    ps->p += n;
     next(ps);
     return total;
 }

@@ -122,6 +122,10 @@ struct tw_pq_function {
     tw_pq_impl impl;
 };
 
+/* Reads a Prometheus duration (1h30m, 5m, 250ms; units largest first) at s:
+ * the characters used, 0 when there is none. */
+size_t tw_pq_scan_duration(const char *s, int64_t *ms);
+
 /* Parses text; on error returns TW_ECONFIG with "col N: what" in err. */
 int tw_pq_parse(const char *text, tw_pq_node **out, char *err, size_t cap);
 void tw_pq_free(tw_pq_node *n);

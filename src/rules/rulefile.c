@@ -51,41 +51,12 @@ static void problem(loader *l, const yaml_node_t *at, int status, const char *fm
 
 bool tw_parse_duration(const char *s, int64_t *ms)
 {
-    static const struct {
-        const char *unit;
-        int64_t ms;
-    } units[] = {{"y", 31536000000LL}, {"w", 604800000}, {"d", 86400000}, {"h", 3600000},
-                 {"m", 60000},         {"s", 1000},      {"ms", 1}};
     if (!strcmp(s, "0")) {
         *ms = 0;
         return true;
     }
-    int64_t total = 0;
-    size_t last_unit = 0;
-    const char *p = s;
-    if (!*p)
-        return false;
-    while (*p) {
-        if (!isdigit((unsigned char)*p))
-            return false;
-        char *end;
-        long long n = strtoll(p, &end, 10);
-        p = end;
-        size_t best = SIZE_MAX, best_len = 0;
-        for (size_t u = 0; u < sizeof units / sizeof units[0]; u++) {
-            size_t len = strlen(units[u].unit);
-            if (!strncmp(p, units[u].unit, len) && len > best_len)
-                best = u, best_len = len;
-        }
-        /* units must decrease (1h30m, not 30m1h) and appear once */
-        if (best == SIZE_MAX || (p != s && best + 1 <= last_unit) || n > INT64_MAX / units[best].ms / 4)
-            return false;
-        last_unit = best + 1;
-        total += n * units[best].ms;
-        p += best_len;
-    }
-    *ms = total;
-    return true;
+    size_t n = tw_pq_scan_duration(s, ms);
+    return n > 0 && s[n] == '\0';
 }
 
 void tw_format_duration(int64_t ms, char *out, size_t cap)
