@@ -51,6 +51,12 @@ typedef struct tw_format {
     int (*parse)(tw_parser *p, void *state, const tw_line *line);
     /* Optional: flush what a multi-line block still holds at end of input. */
     void (*finish)(tw_parser *p, void *state);
+    /* Optional: would two states parse the same lines alike? (Without it the
+     * states' bytes are compared; a state with unused bytes that may differ,
+     * such as the rest of a string buffer, should say.) A block read ahead on
+     * another thread is only kept when its starting state is the same as the
+     * state the block before it ended in; "not the same" is always safe. */
+    bool (*same_state)(const void *a, const void *b);
 } tw_format;
 
 typedef void (*tw_record_fn)(void *arg, const tw_record *record);
@@ -61,6 +67,8 @@ typedef struct tw_parse_stats {
     uint64_t steps, evals, events;
     uint64_t lines_cut;        /* lines longer than TW_LINE_MAX, cut there */
     uint64_t binary_lines;     /* lines with NUL bytes, skipped */
+    uint64_t blocks;           /* read in blocks on threads (tw_parser_set_jobs): how many */
+    uint64_t blocks_reparsed;  /* of those, parsed again in order (their start state differed) */
     const char *format;        /* the format locked in, or NULL */
 } tw_parse_stats;
 
@@ -76,6 +84,15 @@ const tw_format *tw_format_find(const char *name);
  * to give records that do not say theirs (-1: guess from the file name).
  * Returns 0 or a negative TW_E* code; *out is set only on success. */
 int tw_parser_open(tw_parser **out, const char *path, const tw_format *forced, int rank);
+
+/* Threads for tw_parser_run() on a large plain file (not stdin, not .gz):
+ * with jobs > 1 a file of at least 4 blocks is read in blocks of block_size
+ * bytes (0: the default) on that many threads, in file order, records as
+ * if read by one. */
+#define TW_PARSE_JOBS_MAX 64
+#define TW_PARSE_BLOCK_DEFAULT (2u << 20)
+#define TW_PARSE_BLOCK_MIN 4096u
+void tw_parser_set_jobs(tw_parser *p, int jobs, size_t block_size);
 
 /* Parses the whole input, calling fn for each record. Returns 0, or a
  * negative TW_E* code on a read error (records before it were delivered). */

@@ -43,12 +43,14 @@ static const threshold_option thresholds[] = {
 
 #define THRESHOLD_COUNT (sizeof thresholds / sizeof thresholds[0])
 
-enum { OPT_FORMAT = 1000, OPT_JSON, OPT_RECORDS, OPT_COLOR, OPT_NO_COLOR, OPT_HELP, OPT_THRESHOLD };
+enum { OPT_FORMAT = 1000, OPT_JSON, OPT_RECORDS, OPT_COLOR, OPT_NO_COLOR, OPT_JOBS, OPT_BLOCK_SIZE, OPT_HELP, OPT_THRESHOLD };
 
 typedef struct analyze_options {
     const tw_format *format;
     bool json, records;
     int colour;              /* -1 auto, 0 never, 1 always */
+    int jobs;                /* threads per large plain file */
+    size_t block_size;       /* their block size, 0: the default */
     tw_thresholds th;
 } analyze_options;
 
@@ -61,6 +63,8 @@ static void print_usage(FILE *out)
                  "  --json                 print the report as JSON (schema " TW_ANALYSIS_SCHEMA ")\n"
                  "  --records              print the parsed records as JSON lines (schema " TW_RECORD_SCHEMA ")\n"
                  "  --color=auto|always|never, --no-color\n"
+                 "  --jobs N               threads reading one large plain file (default: one per core)\n"
+                 "  --block-size BYTES     bytes each thread reads at a time (default 2 MiB, at least 4096)\n"
                  "thresholds:\n");
     for (size_t i = 0; i < THRESHOLD_COUNT; i++)
         fprintf(out, "  --%-20s %s\n", thresholds[i].name, thresholds[i].help);
@@ -80,16 +84,26 @@ static int parse_threshold(analyze_options *o, size_t index, const char *arg)
     return 0;
 }
 
+static bool parse_count(const char *arg, long long *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtoll(arg, &end, 10);
+    return errno == 0 && end != arg && *end == '\0';
+}
+
 /* Returns the index of the first file argument, or -1 on a usage error. */
 static int parse_options(int argc, char **argv, analyze_options *o)
 {
-    struct option longopts[THRESHOLD_COUNT + 7];
+    struct option longopts[THRESHOLD_COUNT + 9];
     size_t n = 0;
     longopts[n++] = (struct option){"format", required_argument, NULL, OPT_FORMAT};
     longopts[n++] = (struct option){"json", no_argument, NULL, OPT_JSON};
     longopts[n++] = (struct option){"records", no_argument, NULL, OPT_RECORDS};
     longopts[n++] = (struct option){"color", required_argument, NULL, OPT_COLOR};
     longopts[n++] = (struct option){"no-color", no_argument, NULL, OPT_NO_COLOR};
+    longopts[n++] = (struct option){"jobs", required_argument, NULL, OPT_JOBS};
+    longopts[n++] = (struct option){"block-size", required_argument, NULL, OPT_BLOCK_SIZE};
     longopts[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
     for (size_t i = 0; i < THRESHOLD_COUNT; i++)
         longopts[n++] = (struct option){thresholds[i].name, required_argument, NULL, OPT_THRESHOLD + (int)i};
@@ -127,6 +141,22 @@ static int parse_options(int argc, char **argv, analyze_options *o)
         case OPT_NO_COLOR:
             o->colour = 0;
             break;
+        case OPT_JOBS:
+        case OPT_BLOCK_SIZE: {
+            long long v;
+            if (!parse_count(optarg, &v) || (c == OPT_JOBS && (v < 1 || v > TW_PARSE_JOBS_MAX)) ||
+                (c == OPT_BLOCK_SIZE && v < TW_PARSE_BLOCK_MIN)) {
+                fprintf(stderr, "trainwatch analyze: --%s takes a whole number %s, not '%s'\n",
+                        c == OPT_JOBS ? "jobs" : "block-size",
+                        c == OPT_JOBS ? "from 1 to 64" : "of at least 4096", optarg);
+                return -1;
+            }
+            if (c == OPT_JOBS)
+                o->jobs = (int)v;
+            else
+                o->block_size = (size_t)v;
+            break;
+        }
         case 'h':
         case OPT_HELP:
             print_usage(stdout);
@@ -160,6 +190,7 @@ static int analyze_input(const char *path, int rank, const analyze_options *o, t
         tw_run_note_input(run, path, NULL, 0, 0, tw_strerror(rc));
         return -1;
     }
+    tw_parser_set_jobs(p, o->jobs, o->block_size);
     rc = o->records ? tw_parser_run(p, write_record, stdout) : tw_parser_run(p, tw_run_add, run);
     const tw_parse_stats *st = tw_parser_stats(p);
     uint64_t records = st->steps + st->evals + st->events;
@@ -196,7 +227,8 @@ static bool use_colour(const analyze_options *o)
 
 static int run(int argc, char **argv)
 {
-    analyze_options o = {.colour = -1};
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    analyze_options o = {.colour = -1, .jobs = cores < 1 ? 1 : cores > TW_PARSE_JOBS_MAX ? TW_PARSE_JOBS_MAX : (int)cores};
     tw_thresholds_default(&o.th);
     int first = parse_options(argc, argv, &o);
     if (first < 0)

@@ -330,6 +330,15 @@ static void finish(tw_parser *p, void *state)
     st->block = BLOCK_NONE;
 }
 
+/* The text buffers hold old bytes past their strings: compare what is used. */
+static bool same_state(const void *a, const void *b)
+{
+    const events_state *x = a, *y = b;
+    return x->block == y->block && x->signal_pending == y->signal_pending &&
+           (x->block == BLOCK_NONE || strcmp(x->frame, y->frame) == 0) &&
+           (!x->signal_pending || strcmp(x->signal_message, y->signal_message) == 0);
+}
+
 const tw_format tw_format_events = {
     .name = "events",
     .summary = "tracebacks, Paddle error blocks, OOM, NaN/Inf checks, checkpoints, exits",
@@ -337,4 +346,5 @@ const tw_format tw_format_events = {
     .detect = detect,
     .parse = parse,
     .finish = finish,
+    .same_state = same_state,
 };

@@ -91,6 +91,14 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
 
 static const char *const anchors[] = {"\"log_history\"", NULL};
 
+/* Inside an entry the record in the making differs in unused bytes: only
+ * states between entries compare. */
+static bool same_state(const void *a, const void *b)
+{
+    const hf_state *x = a, *y = b;
+    return x->in_history == y->in_history && x->depth == 0 && y->depth == 0;
+}
+
 const tw_format tw_format_hf_state = {
     .name = "hf-trainer-state",
     .summary = "HuggingFace trainer_state.json (log_history entries)",
@@ -98,4 +106,5 @@ const tw_format tw_format_hf_state = {
     .anchors = anchors,
     .detect = detect,
     .parse = parse,
+    .same_state = same_state,
 };

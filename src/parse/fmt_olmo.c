@@ -100,6 +100,13 @@ static void finish(tw_parser *p, void *state) { flush(p, state); }
 
 static const char *const anchors[] = {"[step=", NULL};
 
+/* Records in the making hold old metric slots: only idle states compare. */
+static bool same_state(const void *a, const void *b)
+{
+    const olmo_state *x = a, *y = b;
+    return !x->pending && !y->pending;
+}
+
 const tw_format tw_format_olmo = {
     .name = "olmo",
     .summary = "OLMo trainer logs ([step=N/M,epoch=E] then indented key=value metrics)",
@@ -108,4 +115,5 @@ const tw_format tw_format_olmo = {
     .detect = detect,
     .parse = parse,
     .finish = finish,
+    .same_state = same_state,
 };

@@ -163,10 +163,17 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     return 1;
 }
 
+static bool same_state(const void *a, const void *b)
+{
+    const file_name *x = a, *y = b;
+    return strcmp(x->path, y->path) == 0;
+}
+
 const tw_format tw_format_trainwatch = {
     .name = "trainwatch",
     .summary = "trainwatch's own JSON lines (schema trainwatch.record/1)",
     .state_size = sizeof(file_name),
     .detect = detect,
     .parse = parse,
+    .same_state = same_state,
 };

@@ -185,10 +185,24 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     return parse_row(p, st, line);
 }
 
+/* Column names are strings in fixed buffers: compare the ones in use. */
+static bool same_state(const void *a, const void *b)
+{
+    const yolo_state *x = a, *y = b;
+    if (x->ncols != y->ncols || x->csv != y->csv)
+        return false;
+    for (int i = 0; i < x->ncols && i < YOLO_COLUMNS; i++) {
+        if (strcmp(x->names[i], y->names[i]) != 0)
+            return false;
+    }
+    return true;
+}
+
 const tw_format tw_format_yolo = {
     .name = "yolo",
     .summary = "Ultralytics YOLO results.csv and console epoch tables",
     .state_size = sizeof(yolo_state),
     .detect = detect,
     .parse = parse,
+    .same_state = same_state,
 };

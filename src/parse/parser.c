@@ -21,32 +21,9 @@
 #include <zlib.h>
 
 #include "keywords.h"
+#include "parser.h"
 #include "scan.h"
 #include "trainwatch/error.h"
-
-#define READ_CHUNK (256u * 1024u)
-#define BUFFER_SIZE (TW_LINE_MAX + READ_CHUNK)
-#define RECENT_FORMATS 3
-
-struct tw_parser {
-    char *path;
-    gzFile gz;
-    int forced;               /* index in the format table, -1: detect */
-    int locked;               /* format detected for this input, -1: none yet */
-    int continuing;           /* format inside a multi-line block (returned -1 last line), -1: none */
-    int recent[RECENT_FORMATS]; /* other formats that produced data lately, most recent first */
-    char *buf;                /* read buffer: one partial line plus a chunk */
-    size_t have;
-    bool skipping;            /* dropping the rest of a line cut at TW_LINE_MAX */
-    int rank;
-    void **states;            /* one private state per format, same order as the table */
-    tw_record_fn fn;
-    void *arg;
-    tw_parse_stats stats;
-    uint64_t line_no;
-    char *scratch;            /* ANSI-stripped copy of the current segment */
-    bool emitted_data;        /* the current line produced a step or eval record */
-};
 
 const char *tw_parser_path(const tw_parser *p) { return p->path; }
 const tw_parse_stats *tw_parser_stats(const tw_parser *p) { return &p->stats; }
@@ -95,6 +72,9 @@ int tw_parser_new(tw_parser **out, const char *name, const tw_format *forced, in
             return TW_ENOMEM;
         }
     }
+    p->fd = -1;
+    p->jobs = 1;
+    p->block_size = TW_PARSE_BLOCK_DEFAULT;
     p->forced = p->locked = p->continuing = -1;
     for (int i = 0; i < RECENT_FORMATS; i++)
         p->recent[i] = -1;
@@ -116,10 +96,11 @@ int tw_parser_new(tw_parser **out, const char *name, const tw_format *forced, in
 int tw_parser_open(tw_parser **out, const char *path, const tw_format *forced, int rank)
 {
     int fd;
-    if (strcmp(path, "-") == 0) {
+    struct stat st;
+    bool is_stdin = strcmp(path, "-") == 0;
+    if (is_stdin) {
         fd = dup(STDIN_FILENO);
     } else {
-        struct stat st;
         if (stat(path, &st) != 0)
             return tw_status_from_errno(errno);
         if (S_ISDIR(st.st_mode))
@@ -129,10 +110,16 @@ int tw_parser_open(tw_parser **out, const char *path, const tw_format *forced, i
     if (fd < 0)
         return tw_status_from_errno(errno);
     tw_parser *p;
-    int rc = tw_parser_new(&p, strcmp(path, "-") == 0 ? "<stdin>" : path, forced, rank);
+    int rc = tw_parser_new(&p, is_stdin ? "<stdin>" : path, forced, rank);
     if (rc != TW_OK) {
         close(fd);
         return rc;
+    }
+    /* A plain file may later be read in blocks (parallel.c): keep a
+     * descriptor of our own, since gzclose() closes the one zlib has. */
+    if (!is_stdin && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        p->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        p->size = (uint64_t)st.st_size;
     }
     p->gz = gzdopen(fd, "rb");
     if (!p->gz) {
@@ -145,12 +132,21 @@ int tw_parser_open(tw_parser **out, const char *path, const tw_format *forced, i
     return TW_OK;
 }
 
+void tw_parser_set_jobs(tw_parser *p, int jobs, size_t block_size)
+{
+    p->jobs = jobs < 1 ? 1 : jobs > TW_PARSE_JOBS_MAX ? TW_PARSE_JOBS_MAX : jobs;
+    if (block_size > 0)
+        p->block_size = block_size < TW_PARSE_BLOCK_MIN ? TW_PARSE_BLOCK_MIN : block_size;
+}
+
 void tw_parser_close(tw_parser *p)
 {
     if (!p)
         return;
     if (p->gz)
         gzclose(p->gz);
+    if (p->fd >= 0)
+        close(p->fd);
     if (p->states) {
         size_t count;
         tw_formats(&count);
@@ -160,7 +156,8 @@ void tw_parser_close(tw_parser *p)
     }
     free(p->scratch);
     free(p->buf);
-    free(p->path);
+    if (!p->borrowed_path)
+        free(p->path);
     free(p);
 }
 
@@ -371,7 +368,7 @@ static void process_line(tw_parser *p, const char *s, size_t len)
     process_segment(p, s + start, len - start);
 }
 
-static bool looks_binary(const char *s, size_t len)
+bool tw_parser_looks_binary(const char *s, size_t len)
 {
     size_t n = len < 4096 ? len : 4096, odd = 0, nul = 0;
     for (size_t i = 0; i < n; i++) {
@@ -385,7 +382,7 @@ static bool looks_binary(const char *s, size_t len)
     return nul > 0 && odd * 100 > 3 * n;
 }
 
-static void finish_formats(tw_parser *p)
+void tw_parser_finish_formats(tw_parser *p)
 {
     size_t count;
     const tw_format *const *table = tw_formats(&count);
@@ -428,7 +425,7 @@ static void split_lines(tw_parser *p, bool final)
     p->have -= start;
 }
 
-static void ingest(tw_parser *p, const char *data, size_t n)
+void tw_parser_ingest(tw_parser *p, const char *data, size_t n)
 {
     while (n > 0) {
         size_t take = n < READ_CHUNK ? n : READ_CHUNK;
@@ -441,18 +438,23 @@ static void ingest(tw_parser *p, const char *data, size_t n)
     }
 }
 
-static void finish_input(tw_parser *p)
+void tw_parser_flush_line(tw_parser *p)
 {
     split_lines(p, true);
     p->skipping = false;
-    finish_formats(p);
+}
+
+static void finish_input(tw_parser *p)
+{
+    tw_parser_flush_line(p);
+    tw_parser_finish_formats(p);
 }
 
 void tw_parser_push(tw_parser *p, const char *data, size_t len, tw_record_fn fn, void *arg)
 {
     p->fn = fn;
     p->arg = arg;
-    ingest(p, data, len);
+    tw_parser_ingest(p, data, len);
 }
 
 size_t tw_parser_pending(const tw_parser *p) { return p->skipping ? 0 : p->have; }
@@ -469,7 +471,7 @@ int tw_parser_feed(tw_parser *p, const char *data, size_t len, tw_record_fn fn, 
 {
     p->fn = fn;
     p->arg = arg;
-    ingest(p, data, len);
+    tw_parser_ingest(p, data, len);
     finish_input(p);
     return TW_OK;
 }
@@ -478,6 +480,11 @@ int tw_parser_run(tw_parser *p, tw_record_fn fn, void *arg)
 {
     p->fn = fn;
     p->arg = arg;
+    if (p->fd >= 0 && p->jobs > 1 && p->size >= 4 * (uint64_t)p->block_size) {
+        int rc = tw_parser_run_parallel(p, p->fd, p->size, fn, arg);
+        if (rc != TW_PARSE_SEQUENTIAL)
+            return rc;
+    }
     bool first = true;
     int rc = TW_OK;
     for (;;) {
@@ -490,7 +497,7 @@ int tw_parser_run(tw_parser *p, tw_record_fn fn, void *arg)
         }
         if (n == 0)
             break;
-        if (first && looks_binary(p->buf + p->have, (size_t)n))
+        if (first && tw_parser_looks_binary(p->buf + p->have, (size_t)n))
             return TW_EBINARY;
         first = false;
         p->have += (size_t)n;
@@ -506,4 +513,44 @@ int tw_parser_run(tw_parser *p, tw_record_fn fn, void *arg)
     }
     finish_input(p);
     return rc;
+}
+
+void tw_parser_copy_state(tw_parser *dst, const tw_parser *src)
+{
+    size_t count;
+    const tw_format *const *table = tw_formats(&count);
+    dst->forced = src->forced;
+    dst->locked = src->locked;
+    dst->continuing = src->continuing;
+    memcpy(dst->recent, src->recent, sizeof dst->recent);
+    dst->rank = src->rank;
+    for (size_t i = 0; i < count; i++) {
+        if (table[i]->state_size)
+            memcpy(dst->states[i], src->states[i], table[i]->state_size);
+    }
+    dst->have = 0;
+    dst->skipping = false;
+    dst->line_no = 0;
+    memset(&dst->stats, 0, sizeof dst->stats);
+    dst->stats.format = src->stats.format;
+}
+
+bool tw_parser_same_state(const tw_parser *a, const tw_parser *b)
+{
+    if (a->forced != b->forced || a->locked != b->locked || a->continuing != b->continuing ||
+        a->rank != b->rank || memcmp(a->recent, b->recent, sizeof a->recent) != 0 ||
+        a->have != 0 || b->have != 0 || a->skipping || b->skipping)
+        return false;
+    size_t count;
+    const tw_format *const *table = tw_formats(&count);
+    for (size_t i = 0; i < count; i++) {
+        const tw_format *f = table[i];
+        if (!f->state_size)
+            continue;
+        bool same = f->same_state ? f->same_state(a->states[i], b->states[i])
+                                  : memcmp(a->states[i], b->states[i], f->state_size) == 0;
+        if (!same)
+            return false;
+    }
+    return true;
 }

@@ -88,3 +88,44 @@ def test_gzipped_trace_is_not_a_log(corpus):
     result = run(["trainwatch", "analyze", corpus / "traces/hta-mi250-rocm-minitoy-train.kineto.json.gz"])
     assert result.returncode == 2
     assert "no training records recognised" in result.stderr
+
+
+BIG_ENOUGH = 4 * 4096  # four blocks of the smallest size: the file is read on threads
+
+
+def same_lines(got, want):
+    """None when equal, else the first line that differs (a short message:
+    pytest's own diff of megabytes of text takes minutes)."""
+    a, b = got.splitlines(), want.splitlines()
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return f"line {i + 1}: {x[:300]!r} != {y[:300]!r}"
+    return None if len(a) == len(b) else f"{len(a)} lines != {len(b)} lines"
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_corpus_file_read_in_blocks_is_read_alike(corpus, name):
+    """Read on three threads in 4 KiB blocks, every corpus log gives the
+    records and the report that one reader gives, line numbers included."""
+    path = corpus / name
+    if path.stat().st_size < BIG_ENOUGH:
+        pytest.skip(f"{name} is under {BIG_ENOUGH} bytes: always read in order")
+    for mode in ("--records", "--json"):
+        one = run(["trainwatch", "analyze", mode, "--jobs", "1", path])
+        many = run(["trainwatch", "analyze", mode, "--jobs", "3", "--block-size", "4096", path])
+        assert (many.returncode, many.stderr) == (one.returncode, one.stderr)
+        assert same_lines(many.stdout, one.stdout) is None, (mode, same_lines(many.stdout, one.stdout))
+
+
+def test_whole_corpus_as_one_file_read_in_blocks(corpus, tmp_path):
+    """All the logs one after another: formats change mid-file and blocks
+    start inside tracebacks, JSON documents and tables."""
+    mixed = tmp_path / "mixed.log"
+    with open(mixed, "wb") as out:
+        for name in FILES:
+            out.write((corpus / name).read_bytes())
+    one = run(["trainwatch", "analyze", "--records", "--jobs", "1", mixed])
+    assert one.returncode == 0 and one.stdout.count("\n") > 1000
+    for block in ("4096", "10000", "65536"):
+        many = run(["trainwatch", "analyze", "--records", "--jobs", "3", "--block-size", block, mixed])
+        assert same_lines(many.stdout, one.stdout) is None, (block, same_lines(many.stdout, one.stdout))

@@ -13,6 +13,7 @@
 
 #include "collect.h"
 #include "trainwatch/error.h"
+#include "trainwatch/record_json.h"
 
 static const char step_line[] =
     "[2024/03/09 15:15:33] ppocr INFO: epoch: [1/2], global_step: %d, lr: 0.1, loss: 0.5, avg_reader_cost: 0.1 s, avg_batch_cost: 0.5 s\n";
@@ -215,6 +216,123 @@ static void test_stdin_is_read(void **state)
     free(c);
 }
 
+/* ---- reading one file in blocks on threads (parallel.c) ---- */
+
+typedef struct json_lines {
+    char *text;
+    size_t len;
+    FILE *out;
+} json_lines;
+
+static void write_json_line(void *arg, const tw_record *r)
+{
+    json_lines *j = arg;
+    tw_record_write_json(j->out, r);
+}
+
+/* Every record of path as JSON lines, read with jobs threads in blocks of
+ * block bytes (jobs 1: in order); stats into *st. */
+static char *records_as_json(const char *path, int jobs, size_t block, tw_parse_stats *st)
+{
+    json_lines j = {0};
+    j.out = open_memstream(&j.text, &j.len);
+    tw_parser *p;
+    assert_int_equal(tw_parser_open(&p, path, NULL, -1), TW_OK);
+    tw_parser_set_jobs(p, jobs, block);
+    assert_int_equal(tw_parser_run(p, write_json_line, &j), TW_OK);
+    *st = *tw_parser_stats(p);
+    tw_parser_close(p);
+    fclose(j.out);
+    return j.text;
+}
+
+static void assert_same_as_in_order(const char *path, size_t block, tw_parse_stats *blocks)
+{
+    tw_parse_stats one, many;
+    char *in_order = records_as_json(path, 1, 0, &one);
+    char *threaded = records_as_json(path, 3, block, &many);
+    assert_int_equal(one.blocks, 0);
+    assert_true(many.blocks >= 4);
+    assert_string_equal(in_order, threaded);
+    assert_int_equal(one.lines, many.lines);
+    assert_int_equal(one.bytes, many.bytes);
+    assert_int_equal(one.steps, many.steps);
+    assert_int_equal(one.evals, many.evals);
+    assert_int_equal(one.events, many.events);
+    assert_int_equal(one.lines_cut, many.lines_cut);
+    assert_string_equal(one.format, many.format);
+    *blocks = many;
+    free(in_order);
+    free(threaded);
+}
+
+/* A PaddleOCR log with tracebacks, a Paddle error block, evaluations and a
+ * 70 KB line every so often: blocks begin inside all of them. */
+static void test_blocks_give_the_records_of_one_reader(void **state)
+{
+    (void)state;
+    char *path = temp_path(".blocks.log");
+    FILE *f = fopen(path, "w");
+    for (int i = 1; i <= 6000; i++) {
+        fprintf(f, step_line, i * 10);
+        if (i % 97 == 0)
+            fprintf(f, "Traceback (most recent call last):\n  File \"tools/train.py\", line %d, in <module>\n"
+                       "    main()\nValueError: bad sample %d\n", i, i);
+        if (i % 131 == 0)
+            fprintf(f, "C++ Traceback (most recent call last):\n------\n0   paddle::Run%d\n1   paddle::Op\n"
+                       "------\nError Message Summary:\n------\nResourceExhaustedError: Out of memory %d\n", i, i);
+        if (i % 50 == 0)
+            fprintf(f, "[2024/03/09 15:15:33] ppocr INFO: cur metric, precision: 0.%d, recall: 0.7, hmean: 0.75\n", i % 10);
+        if (i % 1000 == 0) {
+            for (int k = 0; k < 70000; k++)
+                fputc('x', f);
+            fputc('\n', f);
+        }
+    }
+    fclose(f);
+    tw_parse_stats st;
+    assert_same_as_in_order(path, 4096, &st);
+    assert_true(st.blocks_reparsed < st.blocks / 2); /* most blocks were kept as read ahead */
+    assert_same_as_in_order(path, 65536, &st);
+    unlink(path);
+}
+
+/* hapi's epoch header is state: a block whose warm-up does not reach back to
+ * it is parsed again, and the records still come out as one reader's. */
+static void test_blocks_whose_start_differs_are_parsed_again(void **state)
+{
+    (void)state;
+    char *path = temp_path(".hapi.log");
+    FILE *f = fopen(path, "w");
+    for (int e = 1; e <= 3; e++) {
+        fprintf(f, "Epoch %d/3\n", e);
+        for (int i = 1; i <= 6000; i++)
+            fprintf(f, "step %d/6000 - loss: %.4f - acc: 0.91 - 12ms/step\n", i, 2.0 / (i + e));
+    }
+    fclose(f);
+    tw_parse_stats st;
+    assert_same_as_in_order(path, 100000, &st);
+    assert_true(st.blocks_reparsed > 0);
+    unlink(path);
+}
+
+/* A gzip file is one stream: read in order whatever the jobs. */
+static void test_gzip_is_read_in_order_with_jobs(void **state)
+{
+    (void)state;
+    char *path = temp_path(".jobs.log.gz");
+    gzFile gz = gzopen(path, "wb");
+    for (int i = 1; i <= 3000; i++)
+        gzprintf(gz, step_line, i * 10);
+    gzclose(gz);
+    tw_parse_stats st;
+    char *text = records_as_json(path, 4, 4096, &st);
+    assert_int_equal(st.steps, 3000);
+    assert_int_equal(st.blocks, 0);
+    free(text);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -229,6 +347,9 @@ int main(void)
         cmocka_unit_test(test_mixed_formats_in_one_file),
         cmocka_unit_test(test_invalid_utf8_survives),
         cmocka_unit_test(test_stdin_is_read),
+        cmocka_unit_test(test_blocks_give_the_records_of_one_reader),
+        cmocka_unit_test(test_blocks_whose_start_differs_are_parsed_again),
+        cmocka_unit_test(test_gzip_is_read_in_order_with_jobs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

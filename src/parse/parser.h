@@ -1,0 +1,67 @@
+/*
+ * parser.h: the parser's insides, shared by parser.c (one input read in
+ * order) and parallel.c (one large file read in blocks on several threads,
+ * each block by its own tw_parser whose state is then compared with the
+ * state the previous block ended in). Not part of the public API.
+ */
+#ifndef TW_PARSE_PARSER_H
+#define TW_PARSE_PARSER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <zlib.h>
+
+#include "trainwatch/parse.h"
+
+#define READ_CHUNK (256u * 1024u)
+#define BUFFER_SIZE (TW_LINE_MAX + READ_CHUNK)
+#define RECENT_FORMATS 3
+
+struct tw_parser {
+    char *path;
+    bool borrowed_path;       /* path belongs to another parser (parallel.c's block parsers) */
+    gzFile gz;
+    int fd;                   /* the plain file under gz when it can be read in blocks, else -1 */
+    uint64_t size;            /* its size at open */
+    int jobs;                 /* threads for tw_parser_run on a large plain file */
+    size_t block_size;        /* bytes per block for them */
+    int forced;               /* index in the format table, -1: detect */
+    int locked;               /* format detected for this input, -1: none yet */
+    int continuing;           /* format inside a multi-line block (returned -1 last line), -1: none */
+    int recent[RECENT_FORMATS]; /* other formats that produced data lately, most recent first */
+    char *buf;                /* read buffer: one partial line plus a chunk */
+    size_t have;
+    bool skipping;            /* dropping the rest of a line cut at TW_LINE_MAX */
+    int rank;
+    void **states;            /* one private state per format, same order as the table */
+    tw_record_fn fn;
+    void *arg;
+    tw_parse_stats stats;
+    uint64_t line_no;
+    char *scratch;            /* ANSI-stripped copy of the current segment */
+    bool emitted_data;        /* the current line produced a step or eval record */
+};
+
+/* Parses complete lines of data (a partial last line is held back). */
+void tw_parser_ingest(tw_parser *p, const char *data, size_t n);
+/* Parses a held partial line as the last line of the input. */
+void tw_parser_flush_line(tw_parser *p);
+/* Calls every format's finish() (end of input). */
+void tw_parser_finish_formats(tw_parser *p);
+/* True when the first bytes of an input are not text. */
+bool tw_parser_looks_binary(const char *s, size_t len);
+
+/* Makes dst continue where src stands: format lock, blocks in progress,
+ * rank and every format's state; nothing read, nothing counted. */
+void tw_parser_copy_state(tw_parser *dst, const tw_parser *src);
+/* True when a and b would parse the same bytes into the same records. */
+bool tw_parser_same_state(const tw_parser *a, const tw_parser *b);
+
+/* Reads p's input (a plain file of size bytes on fd) in blocks on p->jobs
+ * threads, delivering records in file order; see parallel.c. Returns what
+ * tw_parser_run() does, or TW_PARSE_SEQUENTIAL when the input is better read
+ * in order (gzip) or no thread could be started, before reading any line. */
+#define TW_PARSE_SEQUENTIAL 1
+int tw_parser_run_parallel(tw_parser *p, int fd, uint64_t size, tw_record_fn fn, void *arg);
+
+#endif
