@@ -6,6 +6,8 @@ fields, and mtail (Debian package) with an equivalent program.
 
 Usage: bench/ingest.py BUILD_DIR [SIZE_MB]   (default 1024 MB)
 Prints MB/s, ratios and peak RSS for each; nothing here is a test.
+trainwatch is timed twice: with its default (one thread per core reading
+the file in blocks) and with --jobs 1 (one core, like every peer here).
 """
 import os
 import pathlib
@@ -128,7 +130,10 @@ def main():
         results = {}
         results["wc"] = measure("wc -l", ["wc", "-l", str(log)], size)
         results["grep"] = measure("grep -c loss", ["grep", "-c", "loss", str(log)], size)
-        results["trainwatch"] = measure("trainwatch analyze", [trainwatch, "analyze", "--no-color", str(log)], size)
+        results["trainwatch"] = measure(f"trainwatch analyze ({os.cpu_count()} jobs)",
+                                        [trainwatch, "analyze", "--no-color", str(log)], size)
+        results["trainwatch1"] = measure("trainwatch analyze --jobs 1",
+                                         [trainwatch, "analyze", "--no-color", "--jobs", "1", str(log)], size)
         results["python"] = measure("python3 re script", ["/usr/bin/python3", str(work / "extract.py"), str(log)], size)
         if shutil.which("mtail"):
             results["mtail"] = measure("mtail --one_shot", ["mtail", "--one_shot", "--one_shot_format=prometheus",
@@ -136,11 +141,12 @@ def main():
                                                             "--logtostderr"], size)
         small_size = small.stat().st_size
         small_res = measure("trainwatch analyze (1/10 size)", [trainwatch, "analyze", "--no-color", str(small)], small_size)
-        tw = results["trainwatch"][0]
+        tw, tw1 = results["trainwatch"][0], results["trainwatch1"][0]
         print("ratios (time of the other / time of trainwatch; above 1 means trainwatch is faster):")
+        print(f"  {'':<13} {'all cores':>9} {'one core':>9}")
         for key, label in [("wc", "wc -l"), ("grep", "grep -c"), ("python", "python re"), ("mtail", "mtail")]:
             if key in results:
-                print(f"  vs {label:<10} {results[key][0] / tw:8.2f}x")
+                print(f"  vs {label:<10} {results[key][0] / tw:8.2f}x {results[key][0] / tw1:8.2f}x")
         print(f"memory: {small_res[1]:.1f} MiB at {small_size / 1e6:.0f} MB, {results['trainwatch'][1]:.1f} MiB "
               f"at {size / 1e6:.0f} MB")
     finally:

@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "trainwatch/record.h"
 
@@ -75,9 +76,18 @@ bool tw_record_is_step_like(const tw_record *r);
 
 /* Case-insensitive search for a literal needle in text. */
 const char *tw_find_ci(const char *s, size_t len, const char *needle);
-/* Case-sensitive literal search. */
-const char *tw_find(const char *s, size_t len, const char *needle);
-bool tw_starts_with(const char *s, size_t len, const char *prefix);
+/* Case-sensitive search for needle (n bytes) in text. */
+const char *tw_find_n(const char *s, size_t len, const char *needle, size_t n);
+/* The same for a string; inline, so a literal's length is known at compile time. */
+static inline const char *tw_find(const char *s, size_t len, const char *needle)
+{
+    return tw_find_n(s, len, needle, strlen(needle));
+}
+static inline bool tw_starts_with(const char *s, size_t len, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return len >= n && memcmp(s, prefix, n) == 0;
+}
 
 static inline bool tw_is_digit(char c) { return c >= '0' && c <= '9'; }
 static inline bool tw_is_alpha(char c)

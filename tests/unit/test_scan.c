@@ -241,9 +241,38 @@ static void test_epoch_alone_is_not_a_step(void **state)
     assert_false(tw_record_is_step_like(&r));
 }
 
+/* tw_find_n against glibc's memmem on every offset, length and needle
+ * length around the sixteen-byte steps, matches placed at the very end. */
+static void test_find_agrees_with_memmem(void **state)
+{
+    (void)state;
+    char text[80];
+    const char *needles[] = {"ab", "aab", "epoch: [", "abcabcabcabcabcabcab", "b"};
+    unsigned seed = 7;
+    for (int round = 0; round < 200; round++) {
+        for (size_t i = 0; i < sizeof text; i++) {
+            seed = seed * 1103515245u + 12345u;
+            text[i] = "abc :[ehopx"[(seed >> 16) % 11];
+        }
+        for (size_t k = 0; k < sizeof needles / sizeof needles[0]; k++) {
+            size_t n = strlen(needles[k]);
+            if (round % 3 == 0 && n <= sizeof text)
+                memcpy(text + sizeof text - n, needles[k], n); /* a match that ends the text */
+            for (size_t len = 0; len <= sizeof text; len++) {
+                for (size_t off = 0; off < 3 && off <= len; off++) {
+                    const char *want = memmem(text + off, len - off, needles[k], n);
+                    assert_ptr_equal(tw_find_n(text + off, len - off, needles[k], n), want);
+                }
+            }
+        }
+    }
+    assert_null(tw_find("abc", 3, ""));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_find_agrees_with_memmem),
         cmocka_unit_test(test_number_plain_and_exponent),
         cmocka_unit_test(test_number_units_stop_the_number),
         cmocka_unit_test(test_number_nan_and_inf),
