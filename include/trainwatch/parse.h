@@ -73,6 +73,9 @@ typedef struct tw_parse_stats {
 } tw_parse_stats;
 
 #define TW_LINE_MAX (1u << 20)  /* longer lines are cut (and counted) */
+/* Line numbers a record's content may give (trainwatch JSON lines) stay
+ * below this; the parser's own numbering may use the range above. */
+#define TW_LINE_NUMBER_MAX (1ull << 39)
 
 /* The table of formats, in detection order; *count receives its length. */
 const tw_format *const *tw_formats(size_t *count);
@@ -91,7 +94,7 @@ int tw_parser_open(tw_parser **out, const char *path, const tw_format *forced, i
  * if read by one. */
 #define TW_PARSE_JOBS_MAX 64
 #define TW_PARSE_BLOCK_DEFAULT (2u << 20)
-#define TW_PARSE_BLOCK_MIN 4096u
+#define TW_PARSE_BLOCK_MIN 256u
 void tw_parser_set_jobs(tw_parser *p, int jobs, size_t block_size);
 
 /* Parses the whole input, calling fn for each record. Returns 0, or a

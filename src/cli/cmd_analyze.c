@@ -64,7 +64,7 @@ static void print_usage(FILE *out)
                  "  --records              print the parsed records as JSON lines (schema " TW_RECORD_SCHEMA ")\n"
                  "  --color=auto|always|never, --no-color\n"
                  "  --jobs N               threads reading one large plain file (default: one per core)\n"
-                 "  --block-size BYTES     bytes each thread reads at a time (default 2 MiB, at least 4096)\n"
+                 "  --block-size BYTES     bytes each thread reads at a time (default 2 MiB, at least 256)\n"
                  "thresholds:\n");
     for (size_t i = 0; i < THRESHOLD_COUNT; i++)
         fprintf(out, "  --%-20s %s\n", thresholds[i].name, thresholds[i].help);
@@ -148,7 +148,7 @@ static int parse_options(int argc, char **argv, analyze_options *o)
                 (c == OPT_BLOCK_SIZE && v < TW_PARSE_BLOCK_MIN)) {
                 fprintf(stderr, "trainwatch analyze: --%s takes a whole number %s, not '%s'\n",
                         c == OPT_JOBS ? "jobs" : "block-size",
-                        c == OPT_JOBS ? "from 1 to 64" : "of at least 4096", optarg);
+                        c == OPT_JOBS ? "from 1 to 64" : "of at least 256", optarg);
                 return -1;
             }
             if (c == OPT_JOBS)

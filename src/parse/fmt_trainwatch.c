@@ -84,8 +84,20 @@ static const struct {
     {"global_step", offsetof(tw_record, global_step)},
 };
 
+/* A JSON number that fits the integer field it goes to (-1 stands for
+ * "unknown" in the record), else false: casting a double out of range is
+ * undefined behaviour. */
+static bool member_integer(const tw_json_member *m, double max, int64_t *out)
+{
+    if (m->type != TW_JSON_NUMBER || !(m->number >= -1 && m->number <= max))
+        return false;
+    *out = (int64_t)m->number;
+    return true;
+}
+
 static void apply_member(tw_record *r, file_name *file, const tw_json_member *m)
 {
+    int64_t v;
     for (size_t i = 0; i < sizeof double_keys / sizeof double_keys[0]; i++) {
         if (strcmp(m->key, double_keys[i].name) == 0) {
             *(double *)((char *)r + double_keys[i].offset) = member_number(m);
@@ -94,8 +106,9 @@ static void apply_member(tw_record *r, file_name *file, const tw_json_member *m)
         }
     }
     for (size_t i = 0; i < sizeof int_keys / sizeof int_keys[0]; i++) {
-        if (strcmp(m->key, int_keys[i].name) == 0 && m->type == TW_JSON_NUMBER) {
-            *(int64_t *)((char *)r + int_keys[i].offset) = (int64_t)m->number;
+        if (strcmp(m->key, int_keys[i].name) == 0) {
+            if (member_integer(m, 1e15, &v))
+                *(int64_t *)((char *)r + int_keys[i].offset) = v;
             return;
         }
     }
@@ -107,12 +120,13 @@ static void apply_member(tw_record *r, file_name *file, const tw_json_member *m)
         tw_record_set_text(r->message, m->string, m->string_len);
     else if (strcmp(m->key, "detail") == 0)
         tw_record_set_text(r->detail, m->string, m->string_len);
-    else if (strcmp(m->key, "rank") == 0 && m->type == TW_JSON_NUMBER)
-        r->rank = (int)m->number;
-    else if (strcmp(m->key, "code") == 0 && m->type == TW_JSON_NUMBER)
+    else if (strcmp(m->key, "rank") == 0 && member_integer(m, 1e6, &v))
+        r->rank = (int)v;
+    else if (strcmp(m->key, "code") == 0 && m->type == TW_JSON_NUMBER && m->number >= -1e6 && m->number <= 1e6)
         r->exit_code = (int)m->number;
-    else if (strcmp(m->key, "line") == 0 && m->type == TW_JSON_NUMBER && m->number >= 0)
-        r->source.line = (uint64_t)m->number;
+    else if (strcmp(m->key, "line") == 0 && m->type == TW_JSON_NUMBER && m->number >= 1 &&
+             m->number < (double)TW_LINE_NUMBER_MAX)
+        r->source.line = (uint64_t)m->number; /* beyond: no file has that many lines */
     else if (strcmp(m->key, "file") == 0 && m->type == TW_JSON_STRING) {
         size_t n = m->string_len < sizeof file->path - 1 ? m->string_len : sizeof file->path - 1;
         memcpy(file->path, m->string, n);

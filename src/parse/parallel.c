@@ -31,7 +31,8 @@
 
 #define WARMUP_BYTES (64u * 1024u)
 #define LINE_BASE (1ull << 40)          /* where a block's parser starts counting lines */
-#define IS_BLOCK_LINE(n) ((n) >= LINE_BASE / 2)
+#define IS_BLOCK_LINE(n) ((n) >= TW_LINE_NUMBER_MAX) /* content never gives these */
+_Static_assert(LINE_BASE - TW_LINE_NUMBER_MAX > (1ull << 32), "room for a warm-up's lines below LINE_BASE");
 
 /* ---- packed record lists ------------------------------------------------ */
 
@@ -183,7 +184,13 @@ static int warm_up(const pool *pl, slot *s)
     ssize_t got = read_at(pl->fd, s->chunk, n, from);
     if (got < 0)
         return tw_status_from_errno(errno);
-    const char *text = s->chunk, *end = s->chunk + got;
+    const char *text = s->chunk;
+    /* whole lines only: a block that starts at the end of a file without a
+     * final newline has part of a line before it */
+    const char *last_nl = memrchr(text, '\n', (size_t)got);
+    if (!last_nl)
+        return TW_OK;
+    const char *end = last_nl + 1;
     if (from > 0) {
         /* the window starts inside a line: skip to the next one */
         const char *nl = memchr(text, '\n', (size_t)(end - text));
@@ -361,7 +368,7 @@ typedef struct delivery {
 
 static void deliver(delivery *d, tw_record *r)
 {
-    if (r->source.file == d->path && IS_BLOCK_LINE(r->source.line))
+    if (IS_BLOCK_LINE(r->source.line))
         r->source.line = r->source.line - LINE_BASE + d->base;
     d->fn(d->arg, r);
 }
@@ -526,9 +533,11 @@ int tw_parser_run_parallel(tw_parser *p, int fd, uint64_t size, tw_record_fn fn,
     rc = run_blocks(&pl, &truth, &d, &total);
     stop_workers(&pl, threads, started);
     if (rc == TW_OK) {
+        tw_parse_stats before = truth->stats;
         truth->fn = deliver_direct;
         truth->arg = &d;
         tw_parser_finish_formats(truth);
+        add_stats(&total, &truth->stats, &before);
     }
     total.format = truth->stats.format;
     p->stats = total;

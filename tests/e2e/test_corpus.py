@@ -90,7 +90,7 @@ def test_gzipped_trace_is_not_a_log(corpus):
     assert "no training records recognised" in result.stderr
 
 
-BIG_ENOUGH = 4 * 4096  # four blocks of the smallest size: the file is read on threads
+BIG_ENOUGH = 4 * 1024  # four blocks of 1 KiB: the file is read on threads
 
 
 def same_lines(got, want):
@@ -105,14 +105,14 @@ def same_lines(got, want):
 
 @pytest.mark.parametrize("name", FILES)
 def test_corpus_file_read_in_blocks_is_read_alike(corpus, name):
-    """Read on three threads in 4 KiB blocks, every corpus log gives the
+    """Read on three threads in 1 KiB blocks, every corpus log gives the
     records and the report that one reader gives, line numbers included."""
     path = corpus / name
     if path.stat().st_size < BIG_ENOUGH:
         pytest.skip(f"{name} is under {BIG_ENOUGH} bytes: always read in order")
     for mode in ("--records", "--json"):
         one = run(["trainwatch", "analyze", mode, "--jobs", "1", path])
-        many = run(["trainwatch", "analyze", mode, "--jobs", "3", "--block-size", "4096", path])
+        many = run(["trainwatch", "analyze", mode, "--jobs", "3", "--block-size", "1024", path])
         assert (many.returncode, many.stderr) == (one.returncode, one.stderr)
         assert same_lines(many.stdout, one.stdout) is None, (mode, same_lines(many.stdout, one.stdout))
 
@@ -126,6 +126,6 @@ def test_whole_corpus_as_one_file_read_in_blocks(corpus, tmp_path):
             out.write((corpus / name).read_bytes())
     one = run(["trainwatch", "analyze", "--records", "--jobs", "1", mixed])
     assert one.returncode == 0 and one.stdout.count("\n") > 1000
-    for block in ("4096", "10000", "65536"):
+    for block in ("1024", "10000", "65536"):
         many = run(["trainwatch", "analyze", "--records", "--jobs", "3", "--block-size", block, mixed])
         assert same_lines(many.stdout, one.stdout) is None, (block, same_lines(many.stdout, one.stdout))
