@@ -11,6 +11,10 @@
  */
 #include "trainwatch/parse.h"
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -321,13 +325,13 @@ static size_t strip_ansi(tw_parser *p, const char *s, size_t len)
     return o;
 }
 
-static void process_segment(tw_parser *p, const char *s, size_t len)
+static void process_segment(tw_parser *p, const char *s, size_t len, bool maybe_escapes)
 {
     while (len > 0 && (s[len - 1] == ' ' || s[len - 1] == '\t'))
         len--;
     if (len == 0)
         return;
-    if (memchr(s, '\x1b', len)) {
+    if (maybe_escapes && memchr(s, '\x1b', len)) {
         len = strip_ansi(p, s, len);
         s = p->scratch;
     }
@@ -343,29 +347,57 @@ static void process_segment(tw_parser *p, const char *s, size_t len)
     dispatch(p, &line);
 }
 
+/* True when s has a byte below 0x0e (NUL, \b, \r or a rarer control
+ * byte) or an ESC; the exact one is looked for only then. Sixteen bytes a
+ * step with SSE2: one pass instead of one memchr for each. */
+static bool has_control(const char *s, size_t len)
+{
+    size_t i = 0;
+#ifdef __SSE2__
+    const __m128i bias = _mm_set1_epi8((char)0x80), limit = _mm_set1_epi8((char)(0x0e ^ 0x80));
+    const __m128i esc = _mm_set1_epi8(0x1b);
+    for (; i + 16 <= len; i += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+        /* unsigned v < 0x0e is a signed compare once the top bits are flipped */
+        __m128i low = _mm_cmplt_epi8(_mm_xor_si128(v, bias), limit);
+        if (_mm_movemask_epi8(_mm_or_si128(low, _mm_cmpeq_epi8(v, esc))))
+            return true;
+    }
+#endif
+    for (; i < len; i++) {
+        if ((unsigned char)s[i] < 0x0e || s[i] == 0x1b)
+            return true;
+    }
+    return false;
+}
+
 static void process_line(tw_parser *p, const char *s, size_t len)
 {
     p->line_no++;
     p->stats.lines++;
     if (len > 0 && s[len - 1] == '\r')
         len--;
+    if (!has_control(s, len)) {
+        process_segment(p, s, len, false);
+        return;
+    }
     if (memchr(s, '\0', len)) {
         p->stats.binary_lines++;
         return;
     }
     /* Progress bars rewrite the line with \r or \b: each rewrite is a segment. */
     if (!memchr(s, '\r', len) && !memchr(s, '\b', len)) {
-        process_segment(p, s, len);
+        process_segment(p, s, len, true);
         return;
     }
     size_t start = 0;
     for (size_t i = 0; i < len; i++) {
         if (s[i] == '\r' || s[i] == '\b') {
-            process_segment(p, s + start, i - start);
+            process_segment(p, s + start, i - start, true);
             start = i + 1;
         }
     }
-    process_segment(p, s + start, len - start);
+    process_segment(p, s + start, len - start, true);
 }
 
 bool tw_parser_looks_binary(const char *s, size_t len)
