@@ -10,26 +10,22 @@
 #include <string.h>
 #include <time.h>
 
+#include "../core/base64.h"
 #include "../core/buffer.h"
 #include "../core/http_client.h"
 #include "trainwatch/error.h"
 
+/* A label value as the Pushgateway's @base64 path segment expects it. */
 static void base64url(tw_buffer *b, const char *s)
 {
-    static const char table[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     size_t n = strlen(s);
     if (n == 0) {
         tw_buffer_putc(b, '='); /* the Pushgateway's spelling of an empty value */
         return;
     }
-    const unsigned char *u = (const unsigned char *)s;
-    for (size_t i = 0; i < n; i += 3) {
-        unsigned v = (unsigned)u[i] << 16 | (i + 1 < n ? (unsigned)u[i + 1] << 8 : 0) | (i + 2 < n ? u[i + 2] : 0);
-        tw_buffer_putc(b, table[(v >> 18) & 63]);
-        tw_buffer_putc(b, table[(v >> 12) & 63]);
-        tw_buffer_putc(b, i + 1 < n ? table[(v >> 6) & 63] : '=');
-        tw_buffer_putc(b, i + 2 < n ? table[v & 63] : '=');
-    }
+    if (!tw_buffer_reserve(b, tw_base64_length(n) + 1))
+        return;
+    b->len += tw_base64_encode(s, n, true, b->data + b->len);
 }
 
 static void url_escape(tw_buffer *b, const char *s)

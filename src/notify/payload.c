@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../core/base64.h"
 #include "../core/json.h"
 #include "sign.h"
 #include "trainwatch/error.h"
@@ -273,7 +274,7 @@ static void hmac_base64(const char *key, size_t key_len, const char *msg, size_t
 {
     uint8_t mac[32];
     tw_hmac_sha256(key, key_len, msg, msg_len, mac);
-    tw_base64(mac, sizeof mac, out);
+    tw_base64_encode(mac, sizeof mac, false, out);
 }
 
 /* DingTalk: timestamp (ms) and sign = base64(HMAC(secret, "timestamp\nsecret")), in the URL. */

@@ -1,5 +1,5 @@
 /*
- * sign.c: SHA-256 (FIPS 180-4), HMAC-SHA256 (RFC 2104) and base64, for
+ * sign.c: SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104), for
  * signing webhook requests (see sign.h).
  */
 #include "sign.h"
@@ -115,18 +115,4 @@ void tw_hmac_sha256(const void *key, size_t key_len, const void *msg, size_t msg
     sha_update(&c, pad, 64);
     sha_update(&c, inner, 32);
     sha_final(&c, out);
-}
-
-void tw_base64(const uint8_t *d, size_t len, char *out)
-{
-    static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t o = 0;
-    for (size_t i = 0; i < len; i += 3) {
-        uint32_t v = (uint32_t)d[i] << 16 | (i + 1 < len ? (uint32_t)d[i + 1] << 8 : 0) | (i + 2 < len ? d[i + 2] : 0);
-        out[o++] = alphabet[(v >> 18) & 63];
-        out[o++] = alphabet[(v >> 12) & 63];
-        out[o++] = i + 1 < len ? alphabet[(v >> 6) & 63] : '=';
-        out[o++] = i + 2 < len ? alphabet[v & 63] : '=';
-    }
-    out[o] = '\0';
 }

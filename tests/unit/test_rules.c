@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base64.h"
 #include "notify/payload.h"
 #include "notify/sign.h"
 #include "rules/ruleset.h"
@@ -414,11 +415,20 @@ static void test_hmac_sha256(void **state)
     tw_hmac_sha256(key, sizeof key, msg, strlen(msg), mac);
     hex(mac, 32, text);
     assert_string_equal(text, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+    /* RFC 4648 section 10, and the two alphabets */
     char b64[64];
-    tw_base64((const uint8_t *)"foob", 4, b64);
+    assert_int_equal(tw_base64_encode("foob", 4, false, b64), 8);
     assert_string_equal(b64, "Zm9vYg==");
-    tw_base64((const uint8_t *)"fooba", 5, b64);
+    tw_base64_encode("fooba", 5, false, b64);
     assert_string_equal(b64, "Zm9vYmE=");
+    tw_base64_encode("foobar", 6, false, b64);
+    assert_string_equal(b64, "Zm9vYmFy");
+    tw_base64_encode("", 0, false, b64);
+    assert_string_equal(b64, "");
+    tw_base64_encode("\xfb\xff", 2, false, b64);
+    assert_string_equal(b64, "+/8=");
+    tw_base64_encode("\xfb\xff", 2, true, b64);
+    assert_string_equal(b64, "-_8=");
 }
 
 static void test_payloads(void **state)
@@ -448,7 +458,7 @@ static void test_payloads(void **state)
     uint8_t mac[32];
     int n = snprintf(to_sign, sizeof to_sign, "%lld\n%s", 1700000000000LL, "SECabc");
     tw_hmac_sha256("SECabc", 6, to_sign, (size_t)n, mac);
-    tw_base64(mac, 32, sig);
+    tw_base64_encode(mac, 32, false, sig);
     assert_non_null(strstr(url, "access_token=t&timestamp=1700000000000&sign="));
     assert_non_null(strstr(body, "\"msgtype\":\"markdown\""));
     assert_non_null(strstr(body, "[FIRING] TrainingLossNaN"));
