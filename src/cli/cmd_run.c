@@ -30,7 +30,7 @@
 #include "../supervise/proctree.h"
 #include "../supervise/rotate.h"
 #include "../core/http_client.h"
-#include "alerts.h"
+#include "supervision.h"
 #include "cli.h"
 #include "sinks.h"
 #include "trainwatch/analyze.h"
@@ -41,18 +41,14 @@
 #include "trainwatch/push.h"
 
 typedef struct run_options {
-    tw_http_options http;
-    bool serve;
-    const char *job;
+    tw_cli_supervision sup;
     int rank;
     const char *log_file;
     unsigned long long log_max_bytes;
     unsigned log_backups;
-    double stall_after, kill_after;
+    double kill_after;
     const char *report_file;
     const char *pushgateway;
-    const tw_format *format;
-    tw_cli_alerts alerts;
 } run_options;
 
 #define GPUS_MAX 16
@@ -126,11 +122,10 @@ static int env_rank(void)
 static int parse(int argc, char **argv, run_options *o)
 {
     static const struct option longopts[] = {
-        {"log-file", 1, 0, 'L'},  {"log-max-bytes", 1, 0, 'M'}, {"log-backups", 1, 0, 'B'},
-        {"job", 1, 0, 'j'},       {"rank", 1, 0, 'r'},          {"format", 1, 0, 'F'},
-        {"web.listen-address", 1, 0, 'l'}, {"web.config.file", 1, 0, 'c'}, {"stall-after", 1, 0, 'S'},
-        {"kill-after", 1, 0, 'K'}, {"report", 1, 0, 'R'},       {"pushgateway", 1, 0, 'P'},
-        {"help", 0, 0, 'h'},      TW_CLI_ALERT_LONGOPTS,    {0, 0, 0, 0}};
+        {"log-file", 1, 0, 'L'},   {"log-max-bytes", 1, 0, 'M'}, {"log-backups", 1, 0, 'B'},
+        {"rank", 1, 0, 'r'},       {"kill-after", 1, 0, 'K'},    {"report", 1, 0, 'R'},
+        {"pushgateway", 1, 0, 'P'}, {"help", 0, 0, 'h'},         TW_CLI_SUPERVISION_LONGOPTS,
+        {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int c;
@@ -148,26 +143,10 @@ static int parse(int argc, char **argv, run_options *o)
                 return -1;
             o->log_backups = (unsigned)v;
             break;
-        case 'j': o->job = optarg; break;
         case 'r':
             if (tw_cli_number("run", "rank", optarg, &v))
                 return -1;
             o->rank = (int)v;
-            break;
-        case 'F':
-            if (!(o->format = tw_format_find(optarg))) {
-                fprintf(stderr, "trainwatch run: unknown format '%s' (see trainwatch formats)\n", optarg);
-                return -1;
-            }
-            break;
-        case 'l':
-            o->serve = strcmp(optarg, "none") != 0;
-            o->http.listen_address = optarg;
-            break;
-        case 'c': o->http.web_config_file = optarg; break;
-        case 'S':
-            if (tw_cli_number("run", "stall-after", optarg, &o->stall_after))
-                return -1;
             break;
         case 'K':
             if (tw_cli_number("run", "kill-after", optarg, &o->kill_after))
@@ -176,15 +155,16 @@ static int parse(int argc, char **argv, run_options *o)
         case 'R': o->report_file = optarg; break;
         case 'P': o->pushgateway = optarg; break;
         case 'h': usage(stdout); exit(TW_EXIT_OK);
-        default:
-            if (c >= TW_CLI_ALERT_OPT) {
-                if (tw_cli_alerts_option(&o->alerts, "run", c, optarg) < 0)
-                    return -1;
+        default: {
+            int ours = tw_cli_supervision_option(&o->sup, "run", c, optarg);
+            if (ours < 0)
+                return -1;
+            if (ours > 0)
                 break;
-            }
             fprintf(stderr, "trainwatch run: unknown or incomplete option '%s' (see trainwatch run --help)\n",
                     argv[optind - 1]);
             return -1;
+        }
         }
     }
     if (optind >= argc) {
@@ -471,7 +451,7 @@ static void write_summary(const run_options *o, const tw_report *report, const t
         }
     }
     (void)json;
-    fprintf(stderr, "\n== trainwatch: %s\n", o->job);
+    fprintf(stderr, "\n== trainwatch: %s\n", o->sup.job);
     tw_report_write_text(stderr, report, isatty(STDERR_FILENO));
     fprintf(stderr, "process tree: %.2f CPU cores on average (peak %.2f), peak resident memory %.1f MiB, "
                     "up to %d worker processes\n",
@@ -493,7 +473,7 @@ static void push_final(const run_options *o, tw_registry *reg)
     char host[256] = "", rank[16], err[512];
     gethostname(host, sizeof host - 1);
     snprintf(rank, sizeof rank, "%d", o->rank);
-    tw_push_options p = {.url = o->pushgateway, .job = o->job, .grouping_count = 2,
+    tw_push_options p = {.url = o->pushgateway, .job = o->sup.job, .grouping_count = 2,
                          .grouping_names = {"rank", "instance"}, .grouping_values = {rank, host}};
     if (tw_push(&p, reg, TW_PUSH_REPLACE, err, sizeof err) != TW_OK)
         fprintf(stderr, "trainwatch run: pushing to the Pushgateway failed: %s\n", err);
@@ -501,14 +481,14 @@ static void push_final(const run_options *o, tw_registry *reg)
 
 static int run(int argc, char **argv)
 {
-    run_options o = {.serve = true, .rank = env_rank()};
+    run_options o = {.sup.serve = true, .rank = env_rank()};
     int first = parse(argc, argv, &o);
     if (first < 0)
         return TW_EXIT_USAGE;
     char **cmd = argv + first;
-    if (!o.job) {
+    if (!o.sup.job) {
         const char *slash = strrchr(cmd[0], '/');
-        o.job = slash ? slash + 1 : cmd[0];
+        o.sup.job = slash ? slash + 1 : cmd[0];
     }
     int status = TW_EXIT_USAGE;
     char err[512];
@@ -522,13 +502,13 @@ static int run(int argc, char **argv)
     if (tw_registry_new(&reg) != TW_OK || tw_run_new(&s.run, NULL) != TW_OK)
         goto done;
     tw_process_collector_register(reg);
-    tw_live_options lo = {.registry = reg, .job = o.job, .stall_after = o.stall_after, .warnings = stderr};
-    if (tw_live_new(&lo, &s.live) != TW_OK || tree_metrics_init(reg, o.job, o.rank, &tree) != TW_OK ||
-        gpu_metrics_init(reg, o.job, o.rank, &gpu) != TW_OK)
+    tw_live_options lo = {.registry = reg, .job = o.sup.job, .stall_after = o.sup.stall_after, .warnings = stderr};
+    if (tw_live_new(&lo, &s.live) != TW_OK || tree_metrics_init(reg, o.sup.job, o.rank, &tree) != TW_OK ||
+        gpu_metrics_init(reg, o.sup.job, o.rank, &gpu) != TW_OK)
         goto done;
     sample_gpus(&gpu, NULL); /* no GPU gauge reads 0 before the first sample (alerts see them) */
     /* everything that can fail before the command starts, fails here */
-    if (tw_cli_alerts_start(&o.alerts, "run", reg) != TW_OK)
+    if (tw_cli_alerts_start(&o.sup.alerts, "run", reg) != TW_OK)
         goto done;
     if (o.pushgateway && tw_http_client_load(err, sizeof err) != TW_OK) {
         fprintf(stderr, "trainwatch run: --pushgateway: %s (not starting %s)\n", err, cmd[0]);
@@ -538,16 +518,16 @@ static int run(int argc, char **argv)
         fprintf(stderr, "trainwatch run: %s: %s\n", o.log_file, strerror(errno));
         goto done;
     }
-    if (o.serve) {
-        o.http.registry = reg;
-        if (tw_http_start(&o.http, &server, err, sizeof err) != TW_OK) {
+    if (o.sup.serve) {
+        o.sup.http.registry = reg;
+        if (tw_http_start(&o.sup.http, &server, err, sizeof err) != TW_OK) {
             fprintf(stderr, "trainwatch run: %s (not starting %s)\n", err, cmd[0]);
             goto done;
         }
     }
     for (int i = 0; i < 2; i++) {
         const char *name = o.log_file ? o.log_file : (i == 0 ? "<stdout>" : "<stderr>");
-        if (tw_parser_new(&streams[i].parser, name, o.format, o.rank) != TW_OK)
+        if (tw_parser_new(&streams[i].parser, name, o.sup.format, o.rank) != TW_OK)
             goto done;
     }
     int out[2], errp[2];
@@ -631,7 +611,7 @@ static int run(int argc, char **argv)
             tw_live_tick(s.live, tw_wall_clock());
             last_sample = t;
         }
-        tw_cli_alerts_tick(&o.alerts, tw_wall_clock());
+        tw_cli_alerts_tick(&o.sup.alerts, tw_wall_clock());
         bool drained = streams[0].fd < 0 && streams[1].fd < 0;
         /* workers that outlive the command may hold the pipes: do not wait for them long */
         if (exited && (drained || t - exited_at > 2))
@@ -669,11 +649,11 @@ static int run(int argc, char **argv)
         write_summary(&o, report, &tree, &gpu, false);
         tw_report_free(report);
     }
-    tw_cli_alerts_finish(&o.alerts, "run", tw_wall_clock());
+    tw_cli_alerts_finish(&o.sup.alerts, "run", tw_wall_clock());
     if (o.pushgateway)
         push_final(&o, reg);
 done:
-    tw_cli_alerts_free(&o.alerts);
+    tw_cli_alerts_free(&o.sup.alerts);
     tw_gpu_close(gpu.gpu);
     for (int i = 0; i < 2; i++)
         tw_parser_close(streams[i].parser);

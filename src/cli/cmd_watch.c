@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "../core/clock.h"
-#include "alerts.h"
+#include "supervision.h"
 #include "cli.h"
 #include "sinks.h"
 #include "trainwatch/analyze.h"
@@ -29,15 +29,11 @@ static volatile sig_atomic_t stop_requested;
 static void on_signal(int sig) { (void)sig; stop_requested = 1; }
 
 typedef struct watch_options {
+    tw_cli_supervision sup;
     tw_follow_options follow;
-    tw_http_options http;
-    bool serve;
-    const char *job;
     const char *records_path;
-    double stall_after;
     double duration;
     bool json;
-    tw_cli_alerts alerts;
 } watch_options;
 
 static void usage(FILE *out)
@@ -65,10 +61,9 @@ static void usage(FILE *out)
 static int parse(int argc, char **argv, watch_options *o)
 {
     static const struct option longopts[] = {
-        {"from-start", 0, 0, 'f'}, {"state", 1, 0, 's'},      {"records", 1, 0, 'r'},
-        {"format", 1, 0, 'F'},     {"job", 1, 0, 'j'},        {"web.listen-address", 1, 0, 'l'},
-        {"web.config.file", 1, 0, 'c'}, {"stall-after", 1, 0, 'S'}, {"duration", 1, 0, 'd'},
-        {"json", 0, 0, 'J'},       {"help", 0, 0, 'h'},       TW_CLI_ALERT_LONGOPTS, {0, 0, 0, 0}};
+        {"from-start", 0, 0, 'f'}, {"state", 1, 0, 's'}, {"records", 1, 0, 'r'},
+        {"duration", 1, 0, 'd'},   {"json", 0, 0, 'J'},  {"help", 0, 0, 'h'},
+        TW_CLI_SUPERVISION_LONGOPTS, {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int c;
@@ -77,39 +72,25 @@ static int parse(int argc, char **argv, watch_options *o)
         case 'f': o->follow.from_start = true; break;
         case 's': o->follow.state_file = optarg; break;
         case 'r': o->records_path = optarg; break;
-        case 'F':
-            if (!(o->follow.format = tw_format_find(optarg))) {
-                fprintf(stderr, "trainwatch watch: unknown format '%s' (see trainwatch formats)\n", optarg);
-                return -1;
-            }
-            break;
-        case 'j': o->job = optarg; break;
-        case 'l':
-            o->serve = strcmp(optarg, "none") != 0;
-            o->http.listen_address = optarg;
-            break;
-        case 'c': o->http.web_config_file = optarg; break;
-        case 'S':
-            if (tw_cli_number("watch", "stall-after", optarg, &o->stall_after))
-                return -1;
-            break;
         case 'd':
             if (tw_cli_number("watch", "duration", optarg, &o->duration))
                 return -1;
             break;
         case 'J': o->json = true; break;
         case 'h': usage(stdout); exit(TW_EXIT_OK);
-        default:
-            if (c >= TW_CLI_ALERT_OPT) {
-                if (tw_cli_alerts_option(&o->alerts, "watch", c, optarg) < 0)
-                    return -1;
+        default: {
+            int ours = tw_cli_supervision_option(&o->sup, "watch", c, optarg);
+            if (ours < 0)
+                return -1;
+            if (ours > 0)
                 break;
-            }
             fprintf(stderr, "trainwatch watch: unknown or incomplete option '%s' (see trainwatch watch --help)\n",
                     argv[optind - 1]);
             return -1;
         }
+        }
     }
+    o->follow.format = o->sup.format;
     if (optind >= argc) {
         fprintf(stderr, "trainwatch watch: no files to follow\n");
         return -1;
@@ -144,7 +125,7 @@ static int finish(tw_cli_sinks *s, const watch_options *o, const tw_follow_stats
 
 static int run(int argc, char **argv)
 {
-    watch_options o = {.serve = true, .job = "watch"};
+    watch_options o = {.sup = {.serve = true, .job = "watch"}};
     int first = parse(argc, argv, &o);
     if (first < 0)
         return TW_EXIT_USAGE;
@@ -157,18 +138,18 @@ static int run(int argc, char **argv)
     if (tw_registry_new(&reg) != TW_OK || tw_run_new(&s.run, NULL) != TW_OK)
         goto done;
     tw_process_collector_register(reg);
-    tw_live_options lo = {.registry = reg, .job = o.job, .stall_after = o.stall_after, .warnings = stderr};
+    tw_live_options lo = {.registry = reg, .job = o.sup.job, .stall_after = o.sup.stall_after, .warnings = stderr};
     if (tw_live_new(&lo, &s.live) != TW_OK)
         goto done;
-    if (tw_cli_alerts_start(&o.alerts, "watch", reg) != TW_OK)
+    if (tw_cli_alerts_start(&o.sup.alerts, "watch", reg) != TW_OK)
         goto done;
     if (o.records_path && !(s.records = fopen(o.records_path, "a"))) {
         fprintf(stderr, "trainwatch watch: %s: %s\n", o.records_path, strerror(errno));
         goto done;
     }
-    if (o.serve) {
-        o.http.registry = reg;
-        if (tw_http_start(&o.http, &server, err, sizeof err) != TW_OK) {
+    if (o.sup.serve) {
+        o.sup.http.registry = reg;
+        if (tw_http_start(&o.sup.http, &server, err, sizeof err) != TW_OK) {
             fprintf(stderr, "trainwatch watch: %s\n", err);
             goto done;
         }
@@ -189,7 +170,7 @@ static int run(int argc, char **argv)
         if (rc != TW_OK)
             fprintf(stderr, "trainwatch watch: saving %s: %s\n", o.follow.state_file, tw_strerror(rc));
         tw_live_tick(s.live, tw_wall_clock());
-        tw_cli_alerts_tick(&o.alerts, tw_wall_clock());
+        tw_cli_alerts_tick(&o.sup.alerts, tw_wall_clock());
         if (s.records)
             fflush(s.records); /* readers see whole records soon, state file or not */
     }
@@ -198,10 +179,10 @@ static int run(int argc, char **argv)
     follower = NULL;
     if (s.records)
         fflush(s.records);
-    tw_cli_alerts_finish(&o.alerts, "watch", tw_wall_clock());
+    tw_cli_alerts_finish(&o.sup.alerts, "watch", tw_wall_clock());
     status = finish(&s, &o, &stats);
 done:
-    tw_cli_alerts_free(&o.alerts);
+    tw_cli_alerts_free(&o.sup.alerts);
     tw_follower_close(follower);
     tw_http_stop(server);
     if (s.records)

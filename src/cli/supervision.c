@@ -1,0 +1,37 @@
+/*
+ * supervision.c: the options `run` and `watch` share (see supervision.h).
+ */
+#include "supervision.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+int tw_cli_supervision_option(tw_cli_supervision *s, const char *command, int code, const char *arg)
+{
+    if (code >= TW_CLI_ALERT_OPT)
+        return tw_cli_alerts_option(&s->alerts, command, code, arg);
+    switch (code - TW_CLI_SUPERVISION_OPT) {
+    case 0:
+        if (!(s->format = tw_format_find(arg))) {
+            fprintf(stderr, "trainwatch %s: unknown format '%s' (see trainwatch formats)\n", command, arg);
+            return -1;
+        }
+        return 1;
+    case 1:
+        s->job = arg;
+        return 1;
+    case 2:
+        s->serve = strcmp(arg, "none") != 0;
+        s->http.listen_address = arg;
+        return 1;
+    case 3:
+        s->http.web_config_file = arg;
+        return 1;
+    case 4:
+        return tw_cli_number(command, "stall-after", arg, &s->stall_after) ? -1 : 1;
+    default:
+        return 0;
+    }
+}

@@ -1,0 +1,38 @@
+/*
+ * supervision.h: the options `run` and `watch` share: the log format, the
+ * job label, where and how the metrics are served (--web.listen-address,
+ * --web.config.file), the stall threshold, and the alerting options of
+ * alerts.h. Each command reads its own options around them.
+ */
+#ifndef TW_CLI_SUPERVISION_H
+#define TW_CLI_SUPERVISION_H
+
+#include <stdbool.h>
+
+#include "alerts.h"
+#include "trainwatch/http.h"
+#include "trainwatch/parse.h"
+
+typedef struct tw_cli_supervision {
+    const tw_format *format;   /* NULL: detect */
+    const char *job;
+    tw_http_options http;
+    bool serve;                /* false after --web.listen-address none */
+    double stall_after;        /* 0: derived from the step interval */
+    tw_cli_alerts alerts;
+} tw_cli_supervision;
+
+/* getopt_long entries; their codes are TW_CLI_SUPERVISION_OPT and up, then
+ * the alerting options' (TW_CLI_ALERT_OPT and up). */
+#define TW_CLI_SUPERVISION_OPT 900
+#define TW_CLI_SUPERVISION_LONGOPTS                                                                       \
+    {"format", 1, 0, TW_CLI_SUPERVISION_OPT}, {"job", 1, 0, TW_CLI_SUPERVISION_OPT + 1},                  \
+        {"web.listen-address", 1, 0, TW_CLI_SUPERVISION_OPT + 2},                                         \
+        {"web.config.file", 1, 0, TW_CLI_SUPERVISION_OPT + 3},                                            \
+        {"stall-after", 1, 0, TW_CLI_SUPERVISION_OPT + 4}, TW_CLI_ALERT_LONGOPTS
+
+/* 1: the option was one of these and is stored; 0: not one of these;
+ * -1: a bad value (said why on stderr, naming the command). */
+int tw_cli_supervision_option(tw_cli_supervision *s, const char *command, int code, const char *arg);
+
+#endif
