@@ -13,6 +13,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "../core/yaml_load.h"
 #include "trainwatch/error.h"
 
 typedef struct parse_ctx {
@@ -205,16 +206,13 @@ int tw_web_config_parse(const char *text, size_t len, const char *base_dir, tw_w
                         size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    yaml_parser_t parser;
     yaml_document_t doc;
-    if (!yaml_parser_initialize(&parser))
-        return TW_ENOMEM;
-    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    if (!yaml_parser_load(&parser, &doc)) {
-        snprintf(err, errlen, "line %zu: %s", parser.problem_mark.line + 1,
-                 parser.problem ? parser.problem : "invalid YAML");
-        yaml_parser_delete(&parser);
-        return TW_ECONFIG;
+    tw_yaml_problem bad;
+    int loaded = tw_yaml_load(text, len, &doc, NULL, &bad);
+    if (loaded != TW_OK) {
+        if (loaded == TW_ECONFIG)
+            snprintf(err, errlen, "line %zu: %s", bad.line, bad.text);
+        return loaded;
     }
     parse_ctx c = {.doc = &doc, .base_dir = base_dir, .cfg = out, .err = err, .errlen = errlen};
     yaml_node_t *root = yaml_document_get_root_node(&doc);
@@ -222,7 +220,6 @@ int tw_web_config_parse(const char *text, size_t len, const char *base_dir, tw_w
     if (rc == TW_OK && (!out->cert_file) != (!out->key_file))
         rc = fail(&c, NULL, "tls_server_config needs both cert_file and key_file");
     yaml_document_delete(&doc);
-    yaml_parser_delete(&parser);
     if (rc != TW_OK)
         tw_web_config_free(out);
     return rc;

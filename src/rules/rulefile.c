@@ -15,6 +15,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "../core/yaml_load.h"
 #include "ruleset.h"
 #include "trainwatch/error.h"
 
@@ -30,21 +31,36 @@ typedef struct loader {
     size_t *rule_total;
 } loader;
 
-static void problem(loader *l, const yaml_node_t *at, int status, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static void problem(loader *l, const yaml_node_t *at, int status, const char *fmt, ...)
+static void report_problem(loader *l, size_t line, int status, const char *fmt, va_list ap)
 {
     char text[1024];
-    int n = snprintf(text, sizeof text, "%s:%zu: ", l->file, at ? at->start_mark.line + 1 : 0);
-    va_list ap;
-    va_start(ap, fmt);
+    int n = snprintf(text, sizeof text, "%s:%zu: ", l->file, line);
     vsnprintf(text + n, sizeof text - (size_t)n, fmt, ap);
-    va_end(ap);
     /* an invalid file outranks one that is only unsupported */
     if (l->status == TW_OK || (status == TW_ECONFIG && l->status == TW_EUNSUPPORTED))
         l->status = status;
     if (l->report)
         l->report(l->arg, text, status == TW_EUNSUPPORTED);
+}
+
+static void problem(loader *l, const yaml_node_t *at, int status, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void problem_at_line(loader *l, size_t line, int status, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Reports a problem at a node (NULL: line 0, the file as a whole). */
+static void problem(loader *l, const yaml_node_t *at, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    report_problem(l, at ? at->start_mark.line + 1 : 0, status, fmt, ap);
+    va_end(ap);
+}
+
+static void problem_at_line(loader *l, size_t line, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    report_problem(l, line, status, fmt, ap);
+    va_end(ap);
 }
 
 /* ---- durations ------------------------------------------------------ */
@@ -443,32 +459,23 @@ int tw_ruleset_load_text(tw_ruleset *rs, const char *name, const char *text, siz
         problem(&l, NULL, TW_ECONFIG, "not a YAML rule file (binary data)");
         return l.status;
     }
-    yaml_parser_t parser;
     yaml_document_t doc;
-    if (!yaml_parser_initialize(&parser))
-        return TW_ENOMEM;
-    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    if (!yaml_parser_load(&parser, &doc)) {
+    tw_yaml_problem bad;
+    size_t further;
+    int loaded = tw_yaml_load(text, len, &doc, &further, &bad);
+    if (loaded != TW_OK) {
         char msg[512];
-        snprintf(msg, sizeof msg, "%s:%zu:%zu: YAML: %s", name, parser.problem_mark.line + 1,
-                 parser.problem_mark.column + 1, parser.problem ? parser.problem : "malformed");
-        if (report)
+        snprintf(msg, sizeof msg, "%s:%zu:%zu: YAML: %s", name, bad.line, bad.column, bad.text);
+        if (report && loaded == TW_ECONFIG)
             report(arg, msg, false);
-        yaml_parser_delete(&parser);
-        return TW_ECONFIG;
+        return loaded;
     }
     l.doc = &doc;
     size_t before = rs->group_count;
     load_document(&l, rs, before);
-    /* a second document in the file is not a rule file either */
-    yaml_document_t extra;
-    if (yaml_parser_load(&parser, &extra)) {
-        if (yaml_document_get_root_node(&extra))
-            problem(&l, yaml_document_get_root_node(&extra), TW_ECONFIG, "more than one YAML document in a rule file");
-        yaml_document_delete(&extra);
-    }
+    if (further) /* a second document in the file is not a rule file either */
+        problem_at_line(&l, further, TW_ECONFIG, "more than one YAML document in a rule file");
     yaml_document_delete(&doc);
-    yaml_parser_delete(&parser);
     if (l.status != TW_OK && l.status != TW_EUNSUPPORTED) {
         /* all or nothing per file; rules only we cannot evaluate stay (for export) */
         for (size_t i = before; i < rs->group_count; i++)
