@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """bench/ingest.py: how fast `trainwatch analyze` reads a large training log,
 against what a user would otherwise run on the same file in the same session:
-wc -l and grep -c (the floor), a plain Python `re` script extracting the same
-fields, and mtail (Debian package) with an equivalent program.
+wc -l and grep -c (the floor), plain Python `re` scripts (one pulling ten
+fields with one pattern, one finding the same records trainwatch does), and
+mtail (Debian package) with an equivalent program.
 
 Usage: bench/ingest.py BUILD_DIR [SIZE_MB]   (default 1024 MB)
 Prints MB/s, ratios and peak RSS for each; nothing here is a test.
@@ -78,6 +79,45 @@ with open(sys.argv[1], "rb") as f:
 print(steps, total)
 '''
 
+# The same records trainwatch finds in this log (its step, eval and event
+# counts agree with `trainwatch analyze --json`): every numeric key: value
+# pair as a float, the leading timestamp, tracebacks and warnings.
+PYTHON_FULL_SCRIPT = r'''
+import re, sys, calendar
+# every numeric key: value / key=value pair as a float, the leading timestamp,
+# tracebacks with their last line, and warnings: what analyze reads from a line
+kv = re.compile(r"([A-Za-z_][\w./()@-]*)\s?[:=]\s*\[?\s*([-+]?(?:\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+)|nan|inf)")
+stamp = re.compile(r"^\[?(\d{4})[/-](\d\d)[/-](\d\d)[ T](\d\d):(\d\d):(\d\d(?:\.\d+)?)")
+steps = evals = events = 0; total = 0.0; last = {}; in_tb = False; t = None
+with open(sys.argv[1], "rb") as f:
+    for raw in f:
+        line = raw.decode("utf-8", "replace").rstrip("\n")
+        m = stamp.match(line)
+        if m:
+            y, mo, d, h, mi, s = m.groups()
+            t = calendar.timegm((int(y), int(mo), int(d), int(h), int(mi), 0)) + float(s)
+        if in_tb:
+            if line.startswith(" "):
+                continue
+            in_tb = False; events += 1
+            continue
+        if line.startswith("Traceback (most recent call last)"):
+            in_tb = True; continue
+        if "Warning" in line or "WARNING" in line:
+            events += 1; continue
+        fields = {}
+        for k, v in kv.findall(line):
+            try:
+                fields[k] = float(v.replace(",", ""))
+            except ValueError:
+                pass
+        if "loss" in fields and ("global_step" in fields or "step" in fields or "iter" in fields or "lr" in fields or "learning_rate" in fields or "ms/step" in line):
+            steps += 1; total += fields["loss"]; last.update(fields)
+        elif fields and ("metric" in line or "eval" in line.lower()):
+            evals += 1
+print(steps, evals, events, total, len(last))
+'''
+
 MTAIL_PROG = r'''
 counter train_steps
 gauge train_loss
@@ -123,6 +163,7 @@ def main():
         small = work / "small.log"
         make_log(small, max(1, size_mb // 10))
         (work / "extract.py").write_text(PYTHON_SCRIPT)
+        (work / "records.py").write_text(PYTHON_FULL_SCRIPT)
         (work / "progs").mkdir()
         (work / "progs" / "train.mtail").write_text(MTAIL_PROG)
         print(f"ingest benchmark: {size / 1e6:.0f} MB mixed Paddle-style log, {os.cpu_count()} cores")
@@ -134,7 +175,9 @@ def main():
                                         [trainwatch, "analyze", "--no-color", str(log)], size)
         results["trainwatch1"] = measure("trainwatch analyze --jobs 1",
                                          [trainwatch, "analyze", "--no-color", "--jobs", "1", str(log)], size)
-        results["python"] = measure("python3 re script", ["/usr/bin/python3", str(work / "extract.py"), str(log)], size)
+        results["python"] = measure("python3 re, 10 fields", ["/usr/bin/python3", str(work / "extract.py"), str(log)], size)
+        results["python_full"] = measure("python3 re, same records",
+                                         ["/usr/bin/python3", str(work / "records.py"), str(log)], size)
         if shutil.which("mtail"):
             results["mtail"] = measure("mtail --one_shot", ["mtail", "--one_shot", "--one_shot_format=prometheus",
                                                             "--progs", str(work / "progs"), "--logs", str(log),
@@ -144,7 +187,8 @@ def main():
         tw, tw1 = results["trainwatch"][0], results["trainwatch1"][0]
         print("ratios (time of the other / time of trainwatch; above 1 means trainwatch is faster):")
         print(f"  {'':<13} {'all cores':>9} {'one core':>9}")
-        for key, label in [("wc", "wc -l"), ("grep", "grep -c"), ("python", "python re"), ("mtail", "mtail")]:
+        for key, label in [("wc", "wc -l"), ("grep", "grep -c"), ("python", "python 10"), ("python_full", "python all"),
+                           ("mtail", "mtail")]:
             if key in results:
                 print(f"  vs {label:<10} {results[key][0] / tw:8.2f}x {results[key][0] / tw1:8.2f}x")
         print(f"memory: {small_res[1]:.1f} MiB at {small_size / 1e6:.0f} MB, {results['trainwatch'][1]:.1f} MiB "
