@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "trainwatch/error.h"
 #include "trainwatch/metrics.h"
@@ -16,6 +18,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void ignore(void *arg, const char *text, bool unsupported)
 {
     (void)arg, (void)text, (void)unsupported;
+}
+
+static void count_duplicate(void *arg, const char *name, const char *const *label_names,
+                            const char *const *label_values, size_t label_count)
+{
+    (void)arg;
+    /* touch every string handed out */
+    size_t n = strlen(name);
+    for (size_t i = 0; i < label_count; i++)
+        n += strlen(label_names[i]) + strlen(label_values[i]);
+    if (n == (size_t)-1)
+        abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -32,6 +46,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         tw_ruleset_export(rs, sink);
         fclose(sink);
     }
+    size_t duplicates;
+    tw_ruleset_duplicates(rs, count_duplicate, NULL, &duplicates);
     tw_registry *reg;
     if (tw_registry_new(&reg) != TW_OK) {
         tw_ruleset_free(rs);

@@ -38,6 +38,15 @@ int tw_ruleset_load_file(tw_ruleset *rs, const char *path, tw_rule_problem_fn re
 int tw_ruleset_load_text(tw_ruleset *rs, const char *name, const char *text, size_t len,
                          tw_rule_problem_fn report, void *arg);
 size_t tw_ruleset_rule_count(const tw_ruleset *rs);
+
+/* promtool's duplicate-rules lint: rules (alerting or recording, in any
+ * group) sharing a name and the same labels as written. fn (may be NULL) is
+ * called once per such name and label set, in promtool's order, with the
+ * labels sorted by name; *count receives how many. Returns TW_OK or
+ * TW_ENOMEM. */
+typedef void (*tw_rule_duplicate_fn)(void *arg, const char *name, const char *const *label_names,
+                                     const char *const *label_values, size_t label_count);
+int tw_ruleset_duplicates(const tw_ruleset *rs, tw_rule_duplicate_fn fn, void *arg, size_t *count);
 size_t tw_ruleset_group_count(const tw_ruleset *rs);
 /* Writes every group as one rule file Prometheus loads (YAML). */
 int tw_ruleset_export(const tw_ruleset *rs, FILE *out);

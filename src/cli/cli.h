@@ -27,6 +27,7 @@ enum {
     TW_EXIT_OK = 0,
     TW_EXIT_PROBLEMS = 1,   /* the job ran and found errors */
     TW_EXIT_USAGE = 2,      /* bad usage or unreadable input */
+    TW_EXIT_LINT = 3,       /* rules check: a lint found something, with --lint-fatal (as promtool) */
 };
 
 #endif

@@ -29,36 +29,84 @@ static void print_problem(void *arg, const char *text, bool unsupported)
     printf("  %s: %s\n", unsupported ? "UNSUPPORTED" : "FAILED", text);
 }
 
+static void print_duplicate(void *arg, const char *name, const char *const *label_names,
+                            const char *const *label_values, size_t label_count)
+{
+    FILE *out = arg;
+    fprintf(out, "Metric: %s\nLabel(s):\n", name);
+    for (size_t i = 0; i < label_count; i++)
+        fprintf(out, "\t%s: %s\n", label_names[i], label_values[i]);
+}
+
+/* promtool's duplicate-rules lint, worded as promtool words it (on stderr,
+ * instead of the SUCCESS line). Returns true when it found something. */
+static bool lint_duplicates(const tw_ruleset *rs)
+{
+    size_t count;
+    if (tw_ruleset_duplicates(rs, NULL, NULL, &count) != TW_OK || count == 0)
+        return false;
+    fprintf(stderr, "  FAILED:\nlint error %zu duplicate rule(s) found.\n", count);
+    tw_ruleset_duplicates(rs, print_duplicate, stderr, &count);
+    fprintf(stderr, "Might cause inconsistency while recording expressions\n");
+    return true;
+}
+
+/* Exit status: 2 invalid, else 3 a lint with --lint-fatal, else 1 a
+ * construct trainwatch does not evaluate, else 0. */
 static int rules_check(int argc, char **argv)
 {
-    if (argc < 2) {
+    static const struct option longopts[] = {{"lint", 1, 0, 'l'}, {"lint-fatal", 0, 0, 'f'}, {0, 0, 0, 0}};
+    bool lint = true, fatal = false;
+    optind = 1;
+    opterr = 0;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        if (opt == 'l' && (strcmp(optarg, "none") == 0 || strcmp(optarg, "duplicate-rules") == 0 ||
+                           strcmp(optarg, "all") == 0)) {
+            lint = strcmp(optarg, "none") != 0;
+        } else if (opt == 'f') {
+            fatal = true;
+        } else {
+            fprintf(stderr, "trainwatch rules check: unknown or incomplete option '%s' (--lint=all|duplicate-rules|none, "
+                            "--lint-fatal)\n", argv[optind - 1]);
+            return TW_EXIT_USAGE;
+        }
+    }
+    if (optind >= argc) {
         fprintf(stderr, "trainwatch rules check: no rule files (trainwatch rules check FILE...)\n");
         return TW_EXIT_USAGE;
     }
-    int status = TW_EXIT_OK;
-    for (int i = 1; i < argc; i++) {
+    bool invalid = false, unsupported = false, linted = false;
+    for (int i = optind; i < argc; i++) {
         tw_ruleset *rs;
         if (tw_ruleset_new(&rs) != TW_OK)
             return TW_EXIT_USAGE;
         printf("Checking %s\n", argv[i]);
+        fflush(stdout); /* promtool's order when stdout and stderr are one terminal */
         check_counts c = {0};
         int rc = tw_ruleset_load_file(rs, argv[i], print_problem, &c);
+        bool found = (rc == TW_OK || rc == TW_EUNSUPPORTED) && lint && lint_duplicates(rs);
+        linted |= found;
         if (rc == TW_OK) {
-            printf("  SUCCESS: %zu rules found\n", tw_ruleset_rule_count(rs));
+            if (!found)
+                printf("  SUCCESS: %zu rules found\n", tw_ruleset_rule_count(rs));
         } else if (c.invalid == 0 && c.unsupported > 0) {
             printf("  valid for Prometheus, but %zu construct%s not evaluated by trainwatch\n", c.unsupported,
                    c.unsupported == 1 ? " is" : "s are");
-            if (status == TW_EXIT_OK)
-                status = TW_EXIT_PROBLEMS;
+            unsupported = true;
         } else {
             if (c.invalid == 0) /* an I/O error, already printed by the loader */
                 printf("  FAILED: %s\n", tw_strerror(rc));
-            status = TW_EXIT_USAGE;
+            invalid = true;
         }
         printf("\n");
         tw_ruleset_free(rs);
     }
-    return status;
+    if (invalid)
+        return TW_EXIT_USAGE;
+    if (linted && fatal)
+        return TW_EXIT_LINT;
+    return unsupported ? TW_EXIT_PROBLEMS : TW_EXIT_OK;
 }
 
 static void to_stderr(void *arg, const char *text, bool unsupported)
@@ -140,11 +188,12 @@ static const struct {
 } actions[] = {{"check", rules_check}, {"export", rules_export}, {"defaults", rules_defaults}};
 
 static const char usage_text[] =
-    "usage: trainwatch rules check FILE...\n"
+    "usage: trainwatch rules check [--lint=all|duplicate-rules|none] [--lint-fatal] FILE...\n"
     "       trainwatch rules export [--rules FILE]... [--no-default-rules] [-o FILE]\n"
     "       trainwatch rules defaults\n\n"
-    "check     validate Prometheus rule files (as promtool check rules) and name what\n"
-    "          trainwatch's evaluator does not support; exit 0 ok, 1 unsupported, 2 invalid\n"
+    "check     validate Prometheus rule files (as promtool check rules, with its duplicate-rules\n"
+    "          lint) and name what trainwatch's evaluator does not support; exit 0 ok,\n"
+    "          1 unsupported, 2 invalid, 3 duplicates with --lint-fatal\n"
     "export    write the built-in rules and FILEs as one rule file for Prometheus\n"
     "defaults  print the built-in rules\n";
 

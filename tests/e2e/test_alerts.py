@@ -90,6 +90,47 @@ def test_defaults_and_export_pass_promtool(tmp_path):
     assert r.returncode == 2 and "missing.yml: No such file or directory" in r.stdout
 
 
+DUPLICATES = """groups:
+- name: a
+  rules:
+  - record: job:x:sum
+    expr: sum(up)
+  - record: job:x:sum
+    expr: sum(up) by (job)
+  - alert: Foo
+    expr: up == 0
+    labels: {severity: page, team: ml}
+  - alert: Foo
+    expr: up == 1
+    labels: {team: ml, severity: page}
+  - alert: Foo
+    expr: up == 2
+    labels: {severity: page}
+  - alert: Bar
+    expr: up == 2
+- name: b
+  rules:
+  - record: job:x:sum
+    expr: sum(up)
+  - alert: Bar
+    expr: up == 3
+"""
+
+
+@pytest.mark.parametrize("options", [[], ["--lint-fatal"], ["--lint=none"], ["--lint=duplicate-rules", "--lint-fatal"]])
+def test_duplicate_rules_lint_is_promtools(tmp_path, options):
+    """The same words, streams and exit status as promtool's duplicate-rules
+    lint, across groups and whatever the order the labels are written in."""
+    dup, ok = tmp_path / "dup.yml", tmp_path / "ok.yml"
+    dup.write_text(DUPLICATES)
+    ok.write_text("groups:\n- name: a\n  rules:\n  - record: x\n    expr: up\n")
+    ours = run(["trainwatch", "rules", "check", *options, ok, dup])
+    theirs = subprocess.run(["promtool", "check", "rules", *options, str(ok), str(dup)], capture_output=True, text=True)
+    assert (ours.returncode, ours.stdout, ours.stderr) == (theirs.returncode, theirs.stdout, theirs.stderr)
+    if "--lint=none" not in options:
+        assert "lint error 3 duplicate rule(s) found." in ours.stderr
+
+
 def test_bad_rule_file_stops_run_before_the_command(tmp_path):
     bad = tmp_path / "bad.yml"
     bad.write_text("groups:\n  - name: g\n    rules:\n      - alert: X\n        expr: topk(3, x)\n")
