@@ -106,13 +106,15 @@ def same_lines(got, want):
 @pytest.mark.parametrize("name", FILES)
 def test_corpus_file_read_in_blocks_is_read_alike(corpus, name):
     """Read on three threads in 1 KiB blocks, every corpus log gives the
-    records and the report that one reader gives, line numbers included."""
+    records and the report that one reader gives, line numbers included,
+    detecting its format or told it."""
     path = corpus / name
     if path.stat().st_size < BIG_ENOUGH:
         pytest.skip(f"{name} is under {BIG_ENOUGH} bytes: always read in order")
-    for mode in ("--records", "--json"):
-        one = run(["trainwatch", "analyze", mode, "--jobs", "1", path])
-        many = run(["trainwatch", "analyze", mode, "--jobs", "3", "--block-size", "1024", path])
+    forced = ["--format", EXPECTED[name]["format"]] if EXPECTED[name].get("format") else []
+    for mode in (["--records"], ["--json"], ["--records", *forced]):
+        one = run(["trainwatch", "analyze", *mode, "--jobs", "1", path])
+        many = run(["trainwatch", "analyze", *mode, "--jobs", "3", "--block-size", "1024", path])
         assert (many.returncode, many.stderr) == (one.returncode, one.stderr)
         assert same_lines(many.stdout, one.stdout) is None, (mode, same_lines(many.stdout, one.stdout))
 
