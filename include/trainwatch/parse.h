@@ -57,6 +57,11 @@ typedef struct tw_format {
      * another thread is only kept when its starting state is the same as the
      * state the block before it ended in; "not the same" is always safe. */
     bool (*same_state)(const void *a, const void *b);
+    /* Optional, NULL-terminated: lines starting with one of these (after a
+     * timestamp, if any) set state that lasts for many lines, such as an
+     * epoch header. Reading in blocks replays the last one before a block
+     * so the block can start in the right state. */
+    const char *const *state_lines;
 } tw_format;
 
 typedef void (*tw_record_fn)(void *arg, const tw_record *record);

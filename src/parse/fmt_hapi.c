@@ -136,10 +136,15 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     return total;
 }
 
+/* "Epoch e/n" resets all of the state: replaying the last one before a
+ * block read on another thread gives that block its epoch. */
+static const char *const state_lines[] = {"Epoch ", NULL};
+
 const tw_format tw_format_hapi = {
     .name = "hapi",
     .summary = "PaddlePaddle hapi Model.fit progress (ProgBarLogger, verbose 1 and 2)",
     .state_size = sizeof(hapi_state),
     .detect = detect,
     .parse = parse,
+    .state_lines = state_lines,
 };

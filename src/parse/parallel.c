@@ -6,9 +6,11 @@
  * list of records; the calling thread delivers the lists in file order.
  *
  * A block's parser starts from the state the input stood in when the block
- * was handed out, then reads the lines just before the block (the warm-up,
- * WARMUP_BYTES) without keeping their records, so that a format lock, an
- * epoch header or a traceback in progress is known where the block begins.
+ * was handed out, replays the last line that sets its format's lasting
+ * state (tw_format.state_lines: hapi's epoch header) and reads the lines
+ * just before the block (the warm-up, WARMUP_BYTES), all without keeping
+ * records, so that a format lock, the epoch or a traceback in progress is
+ * known where the block begins.
  * The block is kept only if that starting state is the same
  * (tw_parser_same_state) as the state the previous block really ended in;
  * otherwise the calling thread parses it again from the true state. The
@@ -27,9 +29,13 @@
 #include <unistd.h>
 
 #include "parser.h"
+#include "scan.h"
 #include "trainwatch/error.h"
 
 #define WARMUP_BYTES (64u * 1024u)
+#define STATE_SEARCH_BYTES (16u << 20)  /* how far back a state line is looked for */
+#define STATE_LINE_MAX 4096u
+#define STATE_PREFIXES_MAX 16
 #define LINE_BASE (1ull << 40)          /* where a block's parser starts counting lines */
 #define IS_BLOCK_LINE(n) ((n) >= TW_LINE_NUMBER_MAX) /* content never gives these */
 _Static_assert(LINE_BASE - TW_LINE_NUMBER_MAX > (1ull << 32), "room for a warm-up's lines below LINE_BASE");
@@ -140,6 +146,7 @@ typedef struct pool {
     uint64_t size;
     uint64_t block_size;
     const char *path;
+    const char *all_state_lines[STATE_PREFIXES_MAX + 1]; /* every format's, NULL-terminated */
 } pool;
 
 static ssize_t read_at(int fd, char *buf, size_t n, uint64_t at)
@@ -173,14 +180,96 @@ static int line_start_from(const pool *pl, char *buf, uint64_t at, uint64_t *out
     }
 }
 
+/* True when the line at s (n bytes of it at hand) starts, after a
+ * timestamp if it has one, with one of the prefixes. */
+static bool is_state_line(const char *s, size_t n, const char *const *prefixes)
+{
+    double t;
+    size_t ts = tw_scan_timestamp(s, n, &t);
+    for (const char *const *pre = prefixes; *pre; pre++) {
+        if (tw_starts_with(s, n, *pre) || (ts && tw_starts_with(s + ts, n - ts, *pre)))
+            return true;
+    }
+    return false;
+}
+
+/* The state lines to look for: the locked format's, or while none is
+ * locked (the first blocks), those of every format that has them. */
+static const char *const *state_prefixes(const pool *pl, const tw_parser *bp)
+{
+    size_t count;
+    const tw_format *const *table = tw_formats(&count);
+    int f = bp->forced >= 0 ? bp->forced : bp->locked;
+    if (f >= 0)
+        return table[f]->state_lines;
+    return pl->all_state_lines[0] ? pl->all_state_lines : NULL;
+}
+
+/* The start of the last state line (state_prefixes) in the
+ * STATE_SEARCH_BYTES before from, or -1 when there is none (or the format
+ * has no state lines). The prefixes are found sixteen bytes at a time, then
+ * checked to start a line; chunks overlap so none is cut at an edge. */
+static int64_t find_state_line(const pool *pl, const tw_parser *bp, char *buf, uint64_t from)
+{
+    enum { OVERLAP = 128 };     /* a timestamp and a prefix */
+    const char *const *prefixes = state_prefixes(pl, bp);
+    if (!prefixes)
+        return -1;
+    uint64_t floor = from > STATE_SEARCH_BYTES ? from - STATE_SEARCH_BYTES : 0;
+    for (uint64_t hi = from; hi > floor;) {
+        uint64_t lo = hi - floor > READ_CHUNK ? hi - READ_CHUNK : floor;
+        ssize_t got = read_at(pl->fd, buf, (size_t)(hi - lo), lo);
+        if (got <= 0)
+            return -1;
+        const char *end = buf + got;
+        int64_t found = -1;
+        for (const char *const *pre = prefixes; *pre; pre++) {
+            size_t plen = strlen(*pre);
+            for (const char *at = buf; (at = tw_find_n(at, (size_t)(end - at), *pre, plen)) != NULL; at++) {
+                const char *start = at; /* back to its line's start, over a timestamp at most */
+                while (start > buf && start[-1] != '\n' && at - start < OVERLAP / 2)
+                    start--;
+                bool line_start = start > buf ? start[-1] == '\n' : lo == 0;
+                int64_t pos = (int64_t)(lo + (uint64_t)(start - buf));
+                if (line_start && pos > found && is_state_line(start, (size_t)(end - start), prefixes))
+                    found = pos;
+            }
+        }
+        if (found >= 0)
+            return found;
+        if (lo == floor)
+            break;
+        hi = lo + OVERLAP;
+    }
+    return -1;
+}
+
+/* Replays the last line before from that sets the locked format's lasting
+ * state (hapi's "Epoch e/n"), without keeping records. */
+static void replay_state_line(const pool *pl, slot *s, uint64_t from)
+{
+    int64_t at = find_state_line(pl, s->parser, s->chunk, from);
+    if (at < 0)
+        return;
+    ssize_t got = read_at(pl->fd, s->chunk, STATE_LINE_MAX, (uint64_t)at);
+    const char *nl = got > 0 ? memchr(s->chunk, '\n', (size_t)got) : NULL;
+    if (!nl)
+        return;
+    s->parser->fn = NULL;
+    tw_parser_ingest(s->parser, s->chunk, (size_t)(nl - s->chunk) + 1);
+}
+
 /* Parses the lines of the WARMUP_BYTES before begin without keeping records,
- * numbered so that the block's first line is LINE_BASE. */
+ * numbered so that the block's first line is LINE_BASE, after replaying the
+ * last state line before them. */
 static int warm_up(const pool *pl, slot *s)
 {
     uint64_t from = s->begin > WARMUP_BYTES ? s->begin - WARMUP_BYTES : 0;
     size_t n = (size_t)(s->begin - from);
     if (n == 0)
         return TW_OK;
+    if (from > 0)
+        replay_state_line(pl, s, from);
     ssize_t got = read_at(pl->fd, s->chunk, n, from);
     if (got < 0)
         return tw_status_from_errno(errno);
@@ -341,6 +430,12 @@ static int pool_init(pool *pl, const tw_parser *p, int fd, uint64_t size)
     pl->block_size = p->block_size;
     pl->nblocks = (size + pl->block_size - 1) / pl->block_size;
     pl->path = p->path;
+    size_t count, n = 0;
+    const tw_format *const *table = tw_formats(&count);
+    for (size_t i = 0; i < count; i++) {
+        for (const char *const *pre = table[i]->state_lines; pre && *pre && n < STATE_PREFIXES_MAX; pre++)
+            pl->all_state_lines[n++] = *pre;
+    }
     pl->slots = calloc(2 * (size_t)p->jobs, sizeof *pl->slots);
     if (!pl->slots)
         return TW_ENOMEM;
