@@ -238,8 +238,8 @@ static int exit_code_after(const char *s, size_t len, const char *at)
     while (p < end && !tw_is_digit(*p) && *p != '-')
         p++;
     double v;
-    if (p < end && tw_scan_number(p, end, &v))
-        return (int)v;
+    if (p < end && tw_scan_number(p, end, &v) && v >= -1e6 && v <= 1e6)
+        return (int)v; /* beyond: not an exit status (and not convertible) */
     return -1;
 }
 

@@ -577,22 +577,61 @@ static void stop_workers(pool *pl, pthread_t *threads, int started)
         pthread_join(threads[i], NULL);
 }
 
+/* Parses from pos to the end of the file with the true-state parser on
+ * this thread: reading ahead stopped paying. */
+static int read_rest_in_order(pool *pl, tw_parser *truth, uint64_t pos, char *buf, delivery *d,
+                              tw_parse_stats *total)
+{
+    tw_parse_stats before = truth->stats;
+    truth->fn = deliver_direct;
+    truth->arg = d;
+    int rc = TW_OK;
+    for (;;) {
+        ssize_t n = read_at(pl->fd, buf, READ_CHUNK, pos);
+        if (n < 0) {
+            rc = tw_status_from_errno(errno);
+            break;
+        }
+        if (n == 0) {
+            tw_parser_flush_line(truth);
+            break;
+        }
+        tw_parser_ingest(truth, buf, (size_t)n);
+        pos += (uint64_t)n;
+    }
+    add_stats(total, &truth->stats, &before);
+    return rc;
+}
+
+/* Hands out blocks ahead and takes them in order. When most of the last
+ * RECENT_BLOCKS had to be parsed again (a state no warm-up recovers, such as
+ * a traceback longer than a block), it stops handing out, takes the blocks
+ * in flight and reads the rest of the file in order. */
+#define RECENT_BLOCKS 8
 static int run_blocks(pool *pl, tw_parser **truth, delivery *d, tw_parse_stats *total)
 {
     uint64_t handed = 0;
+    unsigned recent = 0; /* bit i: the block i takes ago was parsed again */
+    bool ahead = true;
     for (uint64_t next = 0; next < pl->nblocks; next++) {
-        while (handed < pl->nblocks && handed < next + pl->nslots) {
+        while (ahead && handed < pl->nblocks && handed < next + pl->nslots) {
             hand_out(pl, &pl->slots[handed % pl->nslots], handed, *truth);
             handed++;
         }
         slot *s = &pl->slots[next % pl->nslots];
         wait_done(pl, s);
+        uint64_t reparsed = total->blocks_reparsed;
         int rc = take_block(pl, s, truth, d, total);
         pthread_mutex_lock(&pl->lock);
         s->state = SLOT_FREE;
         pthread_mutex_unlock(&pl->lock);
         if (rc != TW_OK)
             return rc;
+        recent = ((recent << 1) | (total->blocks_reparsed != reparsed)) & ((1u << RECENT_BLOCKS) - 1);
+        if (next + 1 >= RECENT_BLOCKS && __builtin_popcount(recent) > RECENT_BLOCKS / 2)
+            ahead = false;
+        if (!ahead && next + 1 == handed && handed < pl->nblocks)
+            return read_rest_in_order(pl, *truth, s->end, s->chunk, d, total);
     }
     return TW_OK;
 }

@@ -697,6 +697,13 @@ static bool key_is_loss_part(const char *key, size_t len)
     return tw_find_ci(key, len, "loss") != NULL;
 }
 
+/* A total ("[3/500]") as a count, -1 when it is none: converting a double
+ * beyond int64_t is undefined behaviour. */
+static int64_t count_or_unknown(double v)
+{
+    return v >= 0 && v < 1e15 ? (int64_t)v : -1;
+}
+
 bool tw_fields_apply(tw_record *r, const tw_kv *kv)
 {
     const synonym *syn = find_synonym(kv->key, kv->key_len);
@@ -740,7 +747,7 @@ bool tw_fields_apply(tw_record *r, const tw_kv *kv)
         if (v >= 0 && v < 1e12) {
             r->epoch = (int64_t)v;
             if (kv->has_total)
-                r->epoch_total = (int64_t)kv->total;
+                r->epoch_total = count_or_unknown(kv->total);
             if (v != floor(v))
                 tw_record_set_metric(r, "epoch", 5, v);
         }
@@ -749,14 +756,14 @@ bool tw_fields_apply(tw_record *r, const tw_kv *kv)
         if (v >= 0 && v < 1e15) {
             r->step = (int64_t)v;
             if (kv->has_total)
-                r->step_total = (int64_t)kv->total;
+                r->step_total = count_or_unknown(kv->total);
         }
         break;
     case FIELD_GLOBAL:
         if (v >= 0 && v < 1e15) {
             r->global_step = (int64_t)v;
             if (kv->has_total)
-                r->step_total = (int64_t)kv->total;
+                r->step_total = count_or_unknown(kv->total);
         }
         break;
     }

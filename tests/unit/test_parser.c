@@ -335,6 +335,31 @@ static void test_blocks_whose_start_differs_are_parsed_again(void **state)
     unlink(path);
 }
 
+/* Tracebacks longer than a block: every block starts inside one and no
+ * warm-up sees its first line, so each would be parsed twice. Reading
+ * ahead stops after a few such blocks and the rest is read in order. */
+static void test_reading_ahead_stops_when_it_does_not_pay(void **state)
+{
+    (void)state;
+    char *path = temp_path(".traceback.log");
+    FILE *f = fopen(path, "w");
+    for (int t = 0; t < 10; t++) {
+        fprintf(f, "Traceback (most recent call last):\n");
+        for (int i = 0; i < 4000; i++)
+            fprintf(f, "  File \"/opt/lib/python3.8/site-packages/module_%d.py\", line %d, in call\n", i, t);
+        fprintf(f, "RuntimeError: deep recursion %d\n", t);
+        for (int i = 1; i <= 20; i++)
+            fprintf(f, step_line, t * 1000 + i);
+    }
+    fclose(f);
+    tw_parse_stats st;
+    assert_same_as_in_order(path, 100000, &st);
+    assert_int_equal(st.events, 10);
+    uint64_t blocks = (st.bytes + 99999) / 100000;
+    assert_true(st.blocks < blocks / 2); /* most of the file was not handed out */
+    unlink(path);
+}
+
 /* A gzip file is one stream: read in order whatever the jobs. */
 static void test_gzip_is_read_in_order_with_jobs(void **state)
 {
@@ -369,6 +394,7 @@ int main(void)
         cmocka_unit_test(test_blocks_give_the_records_of_one_reader),
         cmocka_unit_test(test_blocks_replay_the_epoch_header),
         cmocka_unit_test(test_blocks_whose_start_differs_are_parsed_again),
+        cmocka_unit_test(test_reading_ahead_stops_when_it_does_not_pay),
         cmocka_unit_test(test_gzip_is_read_in_order_with_jobs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
