@@ -478,8 +478,10 @@ static void deliver_direct(void *arg, const tw_record *r)
 
 static void deliver_packed(delivery *d, const packed *pk)
 {
-    for (size_t at = 0; at < pk->len;)
-        at += unpack_record(pk->data + at, d->path, &d->scratch), deliver(d, &d->scratch);
+    for (size_t at = 0; at < pk->len;) {
+        at += unpack_record(pk->data + at, d->path, &d->scratch);
+        deliver(d, &d->scratch);
+    }
 }
 
 static void add_stats(tw_parse_stats *to, const tw_parse_stats *now, const tw_parse_stats *before)
