@@ -48,9 +48,10 @@ typedef struct packed {
     bool failed;               /* out of memory: the block is parsed again */
 } packed;
 
-/* What a record is stored as: its fixed fields, then its metrics, exit code
- * and, for events, message and detail; then the source file's name when it
- * is not the input's own (trainwatch JSON lines may name another file). */
+/* What a record is stored as: its fixed fields, then its metrics (value and
+ * name), exit code and, for events, message and detail; then the source
+ * file's name when it is not the input's own (trainwatch JSON lines may
+ * name another file). */
 enum { FIXED_SIZE = offsetof(tw_record, metrics) };
 
 static bool packed_reserve(packed *pk, size_t more)
@@ -79,20 +80,35 @@ static void pack_record(packed *pk, const char *path, const tw_record *r)
     bool event = r->kind == TW_REC_EVENT;
     size_t message = event ? strlen(r->message) + 1 : 0, detail = event ? strlen(r->detail) + 1 : 0;
     size_t file = r->source.file != path ? strlen(r->source.file) + 1 : 0;
-    uint32_t size = (uint32_t)(sizeof size + FIXED_SIZE + (size_t)r->metric_count * sizeof(tw_metric) +
-                               sizeof r->exit_code + message + detail + 1 + file);
+    size_t names[TW_METRICS_MAX], metrics = 0;
+    for (int i = 0; i < r->metric_count; i++) {
+        names[i] = strlen(r->metrics[i].name) + 1;
+        metrics += sizeof r->metrics[i].value + names[i];
+    }
+    uint32_t size = (uint32_t)(sizeof size + FIXED_SIZE + metrics + sizeof r->exit_code + message + detail + 1 + file);
     if (pk->failed || !packed_reserve(pk, size)) {
         pk->failed = true;
         return;
     }
     packed_put(pk, &size, sizeof size);
     packed_put(pk, r, FIXED_SIZE);
-    packed_put(pk, r->metrics, (size_t)r->metric_count * sizeof(tw_metric));
+    for (int i = 0; i < r->metric_count; i++) { /* names as strings, not TW_NAME_MAX arrays */
+        packed_put(pk, &r->metrics[i].value, sizeof r->metrics[i].value);
+        packed_put(pk, r->metrics[i].name, names[i]);
+    }
     packed_put(pk, &r->exit_code, sizeof r->exit_code);
     packed_put(pk, r->message, message);
     packed_put(pk, r->detail, detail);
     pk->data[pk->len++] = file ? 1 : 0;
     packed_put(pk, r->source.file, file);
+}
+
+/* Copies the string at *q into dst and moves *q past its NUL. */
+static void take_string(const char **q, char *dst)
+{
+    size_t n = strlen(*q) + 1;
+    memcpy(dst, *q, n);
+    *q += n;
 }
 
 /* Reads the record at at into r; returns the size it took. */
@@ -103,18 +119,17 @@ static size_t unpack_record(const char *at, const char *path, tw_record *r)
     const char *q = at + sizeof size;
     memcpy(r, q, FIXED_SIZE);
     q += FIXED_SIZE;
-    memcpy(r->metrics, q, (size_t)r->metric_count * sizeof(tw_metric));
-    q += (size_t)r->metric_count * sizeof(tw_metric);
+    for (int i = 0; i < r->metric_count; i++) {
+        memcpy(&r->metrics[i].value, q, sizeof r->metrics[i].value);
+        q += sizeof r->metrics[i].value;
+        take_string(&q, r->metrics[i].name);
+    }
     memcpy(&r->exit_code, q, sizeof r->exit_code);
     q += sizeof r->exit_code;
     r->message[0] = r->detail[0] = '\0';
     if (r->kind == TW_REC_EVENT) {
-        size_t n = strlen(q) + 1;
-        memcpy(r->message, q, n);
-        q += n;
-        n = strlen(q) + 1;
-        memcpy(r->detail, q, n);
-        q += n;
+        take_string(&q, r->message);
+        take_string(&q, r->detail);
     }
     r->source.file = *q++ ? q : path;
     return size;
