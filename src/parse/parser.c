@@ -7,7 +7,9 @@
  * codes, recognises a leading timestamp once for every format, and dispatches
  * each line: always-on formats first, then the locked format, then detection
  * over the whole table. Memory is one fixed buffer per input plus each
- * format's private state, whatever the size of the log.
+ * format's private state, whatever the size of the log. tw_parser_run()
+ * hands a large plain file with jobs > 1 to parallel.c, which reads it in
+ * blocks with parsers of its own and the same results.
  */
 #include "trainwatch/parse.h"
 
