@@ -158,9 +158,7 @@ typedef struct pool {
     size_t nslots;
     uint64_t nblocks;
     int fd;
-    uint64_t size;
     uint64_t block_size;
-    const char *path;
     const char *all_state_lines[STATE_PREFIXES_MAX + 1]; /* every format's, NULL-terminated */
 } pool;
 
@@ -434,17 +432,15 @@ static void pool_free(pool *pl)
     pthread_cond_destroy(&pl->done);
 }
 
-static int pool_init(pool *pl, const tw_parser *p, int fd, uint64_t size)
+static int pool_init(pool *pl, const tw_parser *p)
 {
     memset(pl, 0, sizeof *pl);
     pthread_mutex_init(&pl->lock, NULL);
     pthread_cond_init(&pl->queued, NULL);
     pthread_cond_init(&pl->done, NULL);
-    pl->fd = fd;
-    pl->size = size;
+    pl->fd = p->fd;
     pl->block_size = p->block_size;
-    pl->nblocks = (size + pl->block_size - 1) / pl->block_size;
-    pl->path = p->path;
+    pl->nblocks = (p->size + pl->block_size - 1) / pl->block_size;
     size_t count, n = 0;
     const tw_format *const *table = tw_formats(&count);
     for (size_t i = 0; i < count; i++) {
@@ -653,10 +649,10 @@ static int run_blocks(pool *pl, tw_parser **truth, delivery *d, tw_parse_stats *
     return TW_OK;
 }
 
-int tw_parser_run_parallel(tw_parser *p, int fd, uint64_t size, tw_record_fn fn, void *arg)
+int tw_parser_run_parallel(tw_parser *p, tw_record_fn fn, void *arg)
 {
     char head[4096];
-    ssize_t n = read_at(fd, head, sizeof head, 0);
+    ssize_t n = read_at(p->fd, head, sizeof head, 0);
     if (n < 0)
         return tw_status_from_errno(errno);
     if (n >= 2 && (unsigned char)head[0] == 0x1f && (unsigned char)head[1] == 0x8b)
@@ -664,7 +660,7 @@ int tw_parser_run_parallel(tw_parser *p, int fd, uint64_t size, tw_record_fn fn,
     if (tw_parser_looks_binary(head, (size_t)n))
         return TW_EBINARY;
     pool pl;
-    int rc = pool_init(&pl, p, fd, size);
+    int rc = pool_init(&pl, p);
     tw_parser *truth = rc == TW_OK ? pool_parser(p) : NULL;
     pthread_t *threads = calloc((size_t)p->jobs, sizeof *threads);
     int started = 0;

@@ -515,7 +515,7 @@ int tw_parser_run(tw_parser *p, tw_record_fn fn, void *arg)
     p->fn = fn;
     p->arg = arg;
     if (p->fd >= 0 && p->jobs > 1 && p->size >= 4 * (uint64_t)p->block_size) {
-        int rc = tw_parser_run_parallel(p, p->fd, p->size, fn, arg);
+        int rc = tw_parser_run_parallel(p, fn, arg);
         if (rc != TW_PARSE_SEQUENTIAL)
             return rc;
     }

@@ -57,11 +57,11 @@ void tw_parser_copy_state(tw_parser *dst, const tw_parser *src);
 /* True when a and b would parse the same bytes into the same records. */
 bool tw_parser_same_state(const tw_parser *a, const tw_parser *b);
 
-/* Reads p's input (a plain file of size bytes on fd) in blocks on p->jobs
+/* Reads p's input (the plain file p->fd of p->size bytes) in blocks on p->jobs
  * threads, delivering records in file order; see parallel.c. Returns what
  * tw_parser_run() does, or TW_PARSE_SEQUENTIAL when the input is better read
  * in order (gzip) or no thread could be started, before reading any line. */
 #define TW_PARSE_SEQUENTIAL 1
-int tw_parser_run_parallel(tw_parser *p, int fd, uint64_t size, tw_record_fn fn, void *arg);
+int tw_parser_run_parallel(tw_parser *p, tw_record_fn fn, void *arg);
 
 #endif
