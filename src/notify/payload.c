@@ -83,6 +83,20 @@ static int finish(FILE *f, char **body)
     return TW_OK;
 }
 
+/* The members both Alertmanager shapes give an alert: "labels",
+ * "annotations", "startsAt" and "endsAt" (ends_at 0: the zero time). */
+static void alert_members(FILE *f, const tw_queued_alert *a, double ends_at)
+{
+    fputs("\"labels\":", f);
+    string_map(f, a->label_names, a->label_values, a->label_count);
+    fputs(",\"annotations\":", f);
+    string_map(f, a->annotation_names, a->annotation_values, a->annotation_count);
+    fputs(",\"startsAt\":", f);
+    rfc3339(f, a->starts_at);
+    fputs(",\"endsAt\":", f);
+    rfc3339(f, ends_at);
+}
+
 /* ---- Alertmanager API v2 ---------------------------------------------- */
 
 static int build_am_api(const tw_payload_format *self, const tw_payload_context *c, const tw_queued_alert *a, size_t n, const char *url,
@@ -95,14 +109,8 @@ static int build_am_api(const tw_payload_format *self, const tw_payload_context 
         return TW_ENOMEM;
     fputc('[', f);
     for (size_t i = 0; i < n; i++) {
-        fputs(i ? ",{\"labels\":" : "{\"labels\":", f);
-        string_map(f, a[i].label_names, a[i].label_values, a[i].label_count);
-        fputs(",\"annotations\":", f);
-        string_map(f, a[i].annotation_names, a[i].annotation_values, a[i].annotation_count);
-        fputs(",\"startsAt\":", f);
-        rfc3339(f, a[i].starts_at);
-        fputs(",\"endsAt\":", f);
-        rfc3339(f, a[i].ends_at);
+        fputs(i ? ",{" : "{", f);
+        alert_members(f, &a[i], a[i].ends_at);
         if (a[i].generator_url) {
             fputs(",\"generatorURL\":", f);
             tw_json_cstring(f, a[i].generator_url);
@@ -171,14 +179,8 @@ static int build_am_webhook(const tw_payload_format *self, const tw_payload_cont
     tw_json_cstring(f, c->external_url ? c->external_url : "");
     fputs(",\"alerts\":[", f);
     for (size_t i = 0; i < n; i++) {
-        fprintf(f, "%s{\"status\":\"%s\",\"labels\":", i ? "," : "", a[i].resolved ? "resolved" : "firing");
-        string_map(f, a[i].label_names, a[i].label_values, a[i].label_count);
-        fputs(",\"annotations\":", f);
-        string_map(f, a[i].annotation_names, a[i].annotation_values, a[i].annotation_count);
-        fputs(",\"startsAt\":", f);
-        rfc3339(f, a[i].starts_at);
-        fputs(",\"endsAt\":", f);
-        rfc3339(f, a[i].resolved ? a[i].ends_at : 0);
+        fprintf(f, "%s{\"status\":\"%s\",", i ? "," : "", a[i].resolved ? "resolved" : "firing");
+        alert_members(f, &a[i], a[i].resolved ? a[i].ends_at : 0);
         fputs(",\"generatorURL\":", f);
         tw_json_cstring(f, a[i].generator_url ? a[i].generator_url : "");
         fprintf(f, ",\"fingerprint\":\"%016llx\"}", (unsigned long long)a[i].fingerprint);
