@@ -7,17 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_text.h"
 #include "trainwatch/metrics.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *header = malloc(size + 1);
+    char *header = fuzz_text(data, size);
     if (!header)
         return 0;
-    memcpy(header, data, size);
-    header[size] = '\0';
     tw_expose_format f = tw_negotiate_format(header);
     if (f != TW_EXPOSE_TEXT && f != TW_EXPOSE_OPENMETRICS)
         abort();
