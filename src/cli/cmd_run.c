@@ -155,16 +155,9 @@ static int parse(int argc, char **argv, run_options *o)
         case 'R': o->report_file = optarg; break;
         case 'P': o->pushgateway = optarg; break;
         case 'h': usage(stdout); exit(TW_EXIT_OK);
-        default: {
-            int ours = tw_cli_supervision_option(&o->sup, "run", c, optarg);
-            if (ours < 0)
+        default:
+            if (tw_cli_supervision_option(&o->sup, "run", c, optarg, argv[optind - 1]) < 0)
                 return -1;
-            if (ours > 0)
-                break;
-            fprintf(stderr, "trainwatch run: unknown or incomplete option '%s' (see trainwatch run --help)\n",
-                    argv[optind - 1]);
-            return -1;
-        }
         }
     }
     if (optind >= argc) {

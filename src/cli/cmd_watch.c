@@ -78,16 +78,9 @@ static int parse(int argc, char **argv, watch_options *o)
             break;
         case 'J': o->json = true; break;
         case 'h': usage(stdout); exit(TW_EXIT_OK);
-        default: {
-            int ours = tw_cli_supervision_option(&o->sup, "watch", c, optarg);
-            if (ours < 0)
+        default:
+            if (tw_cli_supervision_option(&o->sup, "watch", c, optarg, argv[optind - 1]) < 0)
                 return -1;
-            if (ours > 0)
-                break;
-            fprintf(stderr, "trainwatch watch: unknown or incomplete option '%s' (see trainwatch watch --help)\n",
-                    argv[optind - 1]);
-            return -1;
-        }
         }
     }
     o->follow.format = o->sup.format;

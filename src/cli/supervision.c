@@ -8,7 +8,8 @@
 
 #include "cli.h"
 
-int tw_cli_supervision_option(tw_cli_supervision *s, const char *command, int code, const char *arg)
+/* 1: stored; 0: not one of these; -1: a bad value (said). */
+static int store_option(tw_cli_supervision *s, const char *command, int code, const char *arg)
 {
     if (code >= TW_CLI_ALERT_OPT)
         return tw_cli_alerts_option(&s->alerts, command, code, arg);
@@ -34,4 +35,14 @@ int tw_cli_supervision_option(tw_cli_supervision *s, const char *command, int co
     default:
         return 0;
     }
+}
+
+int tw_cli_supervision_option(tw_cli_supervision *s, const char *command, int code, const char *arg,
+                              const char *as_given)
+{
+    int stored = store_option(s, command, code, arg);
+    if (stored == 0)
+        fprintf(stderr, "trainwatch %s: unknown or incomplete option '%s' (see trainwatch %s --help)\n", command,
+                as_given, command);
+    return stored > 0 ? 0 : -1;
 }

@@ -31,8 +31,11 @@ typedef struct tw_cli_supervision {
         {"web.config.file", 1, 0, TW_CLI_SUPERVISION_OPT + 3},                                            \
         {"stall-after", 1, 0, TW_CLI_SUPERVISION_OPT + 4}, TW_CLI_ALERT_LONGOPTS
 
-/* 1: the option was one of these and is stored; 0: not one of these;
- * -1: a bad value (said why on stderr, naming the command). */
-int tw_cli_supervision_option(tw_cli_supervision *s, const char *command, int code, const char *arg);
+/* Reads a getopt_long code that is not the command's own: 0 when it was one
+ * of these options and is stored; -1 when its value is bad or the option is
+ * unknown (as_given, the argument as typed), said on stderr naming the
+ * command. */
+int tw_cli_supervision_option(tw_cli_supervision *s, const char *command, int code, const char *arg,
+                              const char *as_given);
 
 #endif
