@@ -506,26 +506,31 @@ static void add_stats(tw_parse_stats *to, const tw_parse_stats *now, const tw_pa
     to->binary_lines += now->binary_lines - before->binary_lines;
 }
 
-/* Parses [begin, end) with the true-state parser on this thread. */
-static int reparse(pool *pl, tw_parser *truth, slot *s, delivery *d, tw_parse_stats *total)
+/* Parses [from, to) with the true-state parser on this thread (to
+ * UINT64_MAX: to the end of the file), then the last line if at_end. */
+static int parse_in_order(pool *pl, tw_parser *truth, uint64_t from, uint64_t to, bool at_end, char *buf,
+                          delivery *d, tw_parse_stats *total)
 {
     tw_parse_stats before = truth->stats;
     truth->fn = deliver_direct;
     truth->arg = d;
-    for (uint64_t pos = s->begin; pos < s->end;) {
-        size_t want = s->end - pos < READ_CHUNK ? (size_t)(s->end - pos) : READ_CHUNK;
-        ssize_t n = read_at(pl->fd, s->chunk, want, pos);
-        if (n < 0)
-            return tw_status_from_errno(errno);
+    int rc = TW_OK;
+    for (uint64_t pos = from; pos < to;) {
+        size_t want = to - pos < READ_CHUNK ? (size_t)(to - pos) : READ_CHUNK;
+        ssize_t n = read_at(pl->fd, buf, want, pos);
+        if (n < 0) {
+            rc = tw_status_from_errno(errno);
+            break;
+        }
         if (n == 0)
             break;
-        tw_parser_ingest(truth, s->chunk, (size_t)n);
+        tw_parser_ingest(truth, buf, (size_t)n);
         pos += (uint64_t)n;
     }
-    if (s->block + 1 == pl->nblocks)
+    if (rc == TW_OK && at_end)
         tw_parser_flush_line(truth);
     add_stats(total, &truth->stats, &before);
-    return TW_OK;
+    return rc;
 }
 
 static void hand_out(pool *pl, slot *s, uint64_t block, const tw_parser *truth)
@@ -556,7 +561,8 @@ static int take_block(pool *pl, slot *s, tw_parser **truth, delivery *d, tw_pars
     total->blocks++;
     if (s->records.failed || !tw_parser_same_state(s->start, *truth)) {
         total->blocks_reparsed++;
-        return reparse(pl, *truth, s, d, total); /* the truth counts lines on from its own base */
+        /* the truth counts lines on from its own base */
+        return parse_in_order(pl, *truth, s->begin, s->end, s->block + 1 == pl->nblocks, s->chunk, d, total);
     }
     /* The block's parser holds the truth from now on; it counted from LINE_BASE. */
     d->base += (*truth)->line_no - LINE_BASE;
@@ -590,32 +596,6 @@ static void stop_workers(pool *pl, pthread_t *threads, int started)
         pthread_join(threads[i], NULL);
 }
 
-/* Parses from pos to the end of the file with the true-state parser on
- * this thread: reading ahead stopped paying. */
-static int read_rest_in_order(pool *pl, tw_parser *truth, uint64_t pos, char *buf, delivery *d,
-                              tw_parse_stats *total)
-{
-    tw_parse_stats before = truth->stats;
-    truth->fn = deliver_direct;
-    truth->arg = d;
-    int rc = TW_OK;
-    for (;;) {
-        ssize_t n = read_at(pl->fd, buf, READ_CHUNK, pos);
-        if (n < 0) {
-            rc = tw_status_from_errno(errno);
-            break;
-        }
-        if (n == 0) {
-            tw_parser_flush_line(truth);
-            break;
-        }
-        tw_parser_ingest(truth, buf, (size_t)n);
-        pos += (uint64_t)n;
-    }
-    add_stats(total, &truth->stats, &before);
-    return rc;
-}
-
 /* Hands out blocks ahead and takes them in order. When most of the last
  * RECENT_BLOCKS had to be parsed again (a state no warm-up recovers, such as
  * a traceback longer than a block), it stops handing out, takes the blocks
@@ -644,7 +624,7 @@ static int run_blocks(pool *pl, tw_parser **truth, delivery *d, tw_parse_stats *
         if (next + 1 >= RECENT_BLOCKS && __builtin_popcount(recent) > RECENT_BLOCKS / 2)
             ahead = false;
         if (!ahead && next + 1 == handed && handed < pl->nblocks)
-            return read_rest_in_order(pl, *truth, s->end, s->chunk, d, total);
+            return parse_in_order(pl, *truth, s->end, UINT64_MAX, true, s->chunk, d, total); /* the rest */
     }
     return TW_OK;
 }
