@@ -6,7 +6,10 @@
  * job and rank, and watches for trouble as it happens: a NaN loss, an OOM, an
  * exception, and a stall (no new training step for stall_after seconds;
  * derived from the observed step interval when not given: ten times the
- * median, at least 60 s). Warnings go to a stream (stderr) as one line each.
+ * median, at least 60 s; a rank that logged its end is not stalled).
+ * Warnings go to a stream (stderr) as one line each. Any rank number works
+ * (up to 65536 distinct ranks); a series refused at its family's series
+ * limit is counted in trainwatch_dropped_series_total and skipped.
  *
  *   trainwatch_train_loss, trainwatch_train_step, trainwatch_train_epoch,
  *   trainwatch_learning_rate, trainwatch_samples_per_second (gauges);
@@ -21,6 +24,7 @@
 
 #include <stdio.h>
 
+#include "trainwatch/analyze.h"
 #include "trainwatch/metrics.h"
 #include "trainwatch/record.h"
 
@@ -42,6 +46,10 @@ void tw_live_free(tw_live *l);
 void tw_live_record(void *live, const tw_record *r);
 /* Checks for stalls; call about once a second. */
 void tw_live_tick(tw_live *l, double now);
+/* The stalls seen live, as a finding for the report at the end (the log's
+ * timestamps may not show them): false when there was none. now ends a
+ * stall still going on. */
+bool tw_live_stall_finding(tw_live *l, double now, tw_finding *f);
 /* Number of warnings printed so far (for tests and summaries). */
 unsigned long tw_live_warnings(const tw_live *l);
 

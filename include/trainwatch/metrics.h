@@ -78,7 +78,8 @@ int tw_family_register(tw_registry *r, const tw_family_options *o, tw_family **o
 void tw_family_unregister(tw_family *f);
 
 /* The series for these label values (label_count of them), created on first
- * use. May lock and allocate: look handles up once, keep them. */
+ * use. May lock and allocate: look handles up once, keep them. On failure
+ * *out is set to NULL (past the series limit: TW_ELIMIT, counted). */
 int tw_family_series(tw_family *f, const char *const *label_values, tw_cell **out);
 
 /* Label-less shortcuts: register a family and return its only series. */
@@ -91,6 +92,10 @@ int tw_info_new(tw_registry *r, const char *name, const char *help, size_t label
                 const char *const *label_names, const char *const *label_values);
 
 /* ---- updates (lock-free) ------------------------------------------- */
+
+/* Every update takes NULL and does nothing: a caller that keeps the handle
+ * of a refused series (NULL after TW_ELIMIT) loses that series' values, which
+ * trainwatch_dropped_series_total counted, and nothing else. */
 
 void tw_counter_inc(tw_counter *c);
 /* Adds v >= 0; negative or NaN is refused (TW_EINVAL), counters never go back. */

@@ -15,24 +15,25 @@
 #include <getopt.h>
 #include <poll.h>
 #include <pty.h>
-#include <sys/ioctl.h>
-#include <termios.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../core/clock.h"
+#include "../core/http_client.h"
+#include "../core/outfile.h"
 #include "../supervise/gpu.h"
 #include "../supervise/proctree.h"
 #include "../supervise/rotate.h"
-#include "../core/http_client.h"
-#include "supervision.h"
 #include "cli.h"
 #include "sinks.h"
+#include "supervision.h"
 #include "trainwatch/analyze.h"
 #include "trainwatch/error.h"
 #include "trainwatch/http.h"
@@ -49,6 +50,7 @@ typedef struct run_options {
     double kill_after;
     const char *report_file;
     const char *pushgateway;
+    bool separate_stderr;
 } run_options;
 
 #define GPUS_MAX 16
@@ -91,7 +93,7 @@ static void usage(FILE *out)
             "metrics served, warnings on NaN, OOM, exceptions and stalls, the diagnosis at the end.\n"
             "Exits with CMD's status (128+signal when it was killed).\n\n"
             "options:\n"
-            "  --log-file FILE             also write CMD's output here\n"
+            "  --log-file FILE             also write CMD's output here (stdout and stderr as one stream)\n"
             "  --log-max-bytes N           rotate the log file past N bytes (0: never)\n"
             "  --log-backups N             keep N rotated files (as Python's RotatingFileHandler)\n"
             "  --job NAME                  the job label (default: CMD's name)\n"
@@ -102,6 +104,8 @@ static void usage(FILE *out)
             "  --stall-after SECONDS       warn when no step arrives for this long (default: derived, >= 60)\n"
             "  --kill-after SECONDS        after forwarding SIGINT/SIGTERM/SIGHUP, SIGKILL the group if it is\n"
             "                              still there this long after (default: never)\n"
+            "  --separate-stderr           keep CMD's stderr apart from its stdout (two pipes; their lines\n"
+            "                              may then interleave out of order in the log and the parse)\n"
             "  --report FILE               write the final diagnosis as JSON\n"
             "  --pushgateway URL           push the final metrics (grouping job, rank, instance)\n\n%s",
             tw_cli_alerts_usage);
@@ -121,18 +125,26 @@ static int env_rank(void)
 
 static int parse(int argc, char **argv, run_options *o)
 {
-    static const struct option longopts[] = {
-        {"log-file", 1, 0, 'L'},   {"log-max-bytes", 1, 0, 'M'}, {"log-backups", 1, 0, 'B'},
-        {"rank", 1, 0, 'r'},       {"kill-after", 1, 0, 'K'},    {"report", 1, 0, 'R'},
-        {"pushgateway", 1, 0, 'P'}, {"help", 0, 0, 'h'},         TW_CLI_SUPERVISION_LONGOPTS,
-        {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"log-file", 1, 0, 'L'},
+                                             {"log-max-bytes", 1, 0, 'M'},
+                                             {"log-backups", 1, 0, 'B'},
+                                             {"rank", 1, 0, 'r'},
+                                             {"kill-after", 1, 0, 'K'},
+                                             {"report", 1, 0, 'R'},
+                                             {"pushgateway", 1, 0, 'P'},
+                                             {"separate-stderr", 0, 0, 'S'},
+                                             {"help", 0, 0, 'h'},
+                                             TW_CLI_SUPERVISION_LONGOPTS,
+                                             {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int c;
     double v;
     while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
         switch (c) {
-        case 'L': o->log_file = optarg; break;
+        case 'L':
+            o->log_file = optarg;
+            break;
         case 'M':
             if (tw_cli_number("run", "log-max-bytes", optarg, &v))
                 return -1;
@@ -152,9 +164,18 @@ static int parse(int argc, char **argv, run_options *o)
             if (tw_cli_number("run", "kill-after", optarg, &o->kill_after))
                 return -1;
             break;
-        case 'R': o->report_file = optarg; break;
-        case 'P': o->pushgateway = optarg; break;
-        case 'h': usage(stdout); exit(TW_EXIT_OK);
+        case 'R':
+            o->report_file = optarg;
+            break;
+        case 'P':
+            o->pushgateway = optarg;
+            break;
+        case 'S':
+            o->separate_stderr = true;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(TW_EXIT_OK);
         default:
             if (tw_cli_supervision_option(&o->sup, "run", c, optarg, argv[optind - 1]) < 0)
                 return -1;
@@ -167,8 +188,6 @@ static int parse(int argc, char **argv, run_options *o)
     return optind;
 }
 
-
-
 static int tree_metrics_init(tw_registry *r, const char *job, int rank, tree_metrics *t)
 {
     char rank_text[16];
@@ -180,18 +199,24 @@ static int tree_metrics_init(tw_registry *r, const char *job, int rank, tree_met
         tw_metric_type type;
         tw_cell **cell;
     } defs[] = {
-        {"trainwatch_process_tree_cpu_seconds_total", "CPU time of the command and all its descendants.", TW_METRIC_COUNTER, &t->cpu},
-        {"trainwatch_process_tree_read_bytes_total", "Storage bytes read by the command's process tree.", TW_METRIC_COUNTER, &t->read},
-        {"trainwatch_process_tree_write_bytes_total", "Storage bytes written by the command's process tree.", TW_METRIC_COUNTER, &t->write},
-        {"trainwatch_process_tree_resident_memory_bytes", "Resident memory of the command's process tree.", TW_METRIC_GAUGE, &t->rss},
+        {"trainwatch_process_tree_cpu_seconds_total", "CPU time of the command and all its descendants.",
+         TW_METRIC_COUNTER, &t->cpu},
+        {"trainwatch_process_tree_read_bytes_total", "Storage bytes read by the command's process tree.",
+         TW_METRIC_COUNTER, &t->read},
+        {"trainwatch_process_tree_write_bytes_total", "Storage bytes written by the command's process tree.",
+         TW_METRIC_COUNTER, &t->write},
+        {"trainwatch_process_tree_resident_memory_bytes", "Resident memory of the command's process tree.",
+         TW_METRIC_GAUGE, &t->rss},
         {"trainwatch_process_tree_threads", "Threads in the command's process tree.", TW_METRIC_GAUGE, &t->threads},
-        {"trainwatch_process_tree_processes", "Processes in the command's process tree.", TW_METRIC_GAUGE, &t->processes},
-        {"trainwatch_process_tree_workers", "Child processes of the command (data-loader workers and others).", TW_METRIC_GAUGE, &t->workers},
+        {"trainwatch_process_tree_processes", "Processes in the command's process tree.", TW_METRIC_GAUGE,
+         &t->processes},
+        {"trainwatch_process_tree_workers", "Child processes of the command (data-loader workers and others).",
+         TW_METRIC_GAUGE, &t->workers},
     };
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
         tw_family *f;
-        tw_family_options o = {.name = defs[i].name, .help = defs[i].help, .type = defs[i].type, .label_count = 2,
-                               .label_names = labels};
+        tw_family_options o = {
+            .name = defs[i].name, .help = defs[i].help, .type = defs[i].type, .label_count = 2, .label_names = labels};
         int rc = tw_family_register(r, &o, &f);
         if (rc == TW_OK)
             rc = tw_family_series(f, values, defs[i].cell);
@@ -221,14 +246,18 @@ static int gpu_metrics_init(tw_registry *r, const char *job, int rank, gpu_metri
         {"DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", g->power},
         {"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", g->temp},
         {"DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", g->sm_clock},
-        {"trainwatch_gpu_clock_event_reasons", "NVML clock event (throttle) reason bits; 0 when not throttled.", g->throttle},
+        {"trainwatch_gpu_clock_event_reasons", "NVML clock event (throttle) reason bits; 0 when not throttled.",
+         g->throttle},
         {"trainwatch_gpu_process_memory_bytes", "GPU memory used by the command's processes.", g->ours},
     };
     char rank_text[16];
     snprintf(rank_text, sizeof rank_text, "%d", rank);
     for (size_t k = 0; k < sizeof defs / sizeof defs[0]; k++) {
         tw_family *f;
-        tw_family_options o = {.name = defs[k].name, .help = defs[k].help, .type = TW_METRIC_GAUGE, .label_count = 5,
+        tw_family_options o = {.name = defs[k].name,
+                               .help = defs[k].help,
+                               .type = TW_METRIC_GAUGE,
+                               .label_count = 5,
                                .label_names = labels};
         int rc = tw_family_register(r, &o, &f);
         for (unsigned i = 0; i < g->count && rc == TW_OK; i++) {
@@ -316,9 +345,32 @@ typedef struct stream {
     tw_parser *parser;
 } stream;
 
+/* The log file of --log-file: a full disk drops lines (counted) and is said
+ * once when it starts and once when writing works again; the command is
+ * never held up by it. */
+typedef struct run_log {
+    tw_rotating_file *file;
+    const char *path;
+} run_log;
+
+static void log_output(run_log *log, const char *buf, size_t n)
+{
+    if (!log->file)
+        return;
+    bool was_failing = tw_rotating_failing(log->file);
+    tw_rotating_write(log->file, buf, n);
+    bool failing = tw_rotating_failing(log->file);
+    if (failing && !was_failing)
+        fprintf(stderr, "trainwatch run: writing %s: %s; lines are dropped until it can be written again\n", log->path,
+                tw_rotating_error(log->file));
+    else if (was_failing && !failing)
+        fprintf(stderr, "trainwatch run: writing %s works again (%llu bytes dropped so far)\n", log->path,
+                (unsigned long long)tw_rotating_dropped(log->file));
+}
+
 /* Moves what the command printed to our terminal, the log file and the
  * parser; returns false at end of stream. */
-static bool pump(stream *st, tw_rotating_file *log, tw_cli_sinks *s)
+static bool pump(stream *st, run_log *log, tw_cli_sinks *s)
 {
     char buf[65536];
     ssize_t n = read(st->fd, buf, sizeof buf);
@@ -328,8 +380,7 @@ static bool pump(stream *st, tw_rotating_file *log, tw_cli_sinks *s)
         return false;
     fwrite(buf, 1, (size_t)n, st->out);
     fflush(st->out);
-    if (log)
-        tw_rotating_write(log, buf, (size_t)n);
+    log_output(log, buf, (size_t)n);
     tw_parser_push(st->parser, buf, (size_t)n, tw_cli_sinks_record, s);
     return true;
 }
@@ -368,7 +419,7 @@ static void foreground(pid_t pgid)
     signal(SIGTTOU, old);
 }
 
-static pid_t start_child(char **cmd, int out[2], int err[2])
+static pid_t start_child(char **cmd, int out_fd, int err_fd)
 {
     int status_pipe[2];
     if (pipe2(status_pipe, O_CLOEXEC) != 0)
@@ -380,8 +431,8 @@ static pid_t start_child(char **cmd, int out[2], int err[2])
         setpgid(0, 0);
         foreground(getpid());
         signal(SIGPIPE, SIG_DFL);
-        dup2(out[1], STDOUT_FILENO);
-        dup2(err[1], STDERR_FILENO);
+        dup2(out_fd, STDOUT_FILENO);
+        dup2(err_fd, STDERR_FILENO);
         execvp(cmd[0], cmd);
         int e = errno;
         if (write(status_pipe[1], &e, sizeof e) < 0) {
@@ -417,8 +468,8 @@ static void gpu_finding(tw_report *report, const gpu_metrics *g)
     snprintf(f.title, sizeof f.title, "GPU utilization averaged %.0f%%%s", util,
              share == share && share > 0 ? " while steps waited for data" : "");
     snprintf(f.evidence, sizeof f.evidence,
-             "%u GPU(s) sampled every second through NVML: %.0f%% utilization on average (%.0f samples)", g->count, util,
-             g->samples);
+             "%u GPU(s) sampled every second through NVML: %.0f%% utilization on average (%.0f samples)", g->count,
+             util, g->samples);
     if (share == share && share > 0) {
         size_t n = strlen(f.evidence);
         snprintf(f.evidence + n, sizeof f.evidence - n, "\nthe log's data wait was %.0f%% of step time", share * 100);
@@ -431,29 +482,36 @@ static void gpu_finding(tw_report *report, const gpu_metrics *g)
     tw_report_append(report, &f);
 }
 
-static void write_summary(const run_options *o, const tw_report *report, const tree_metrics *t,
-                          const gpu_metrics *g, bool json)
+/* The JSON report, written whole or not at all; false when it failed (said). */
+static bool write_report(const run_options *o, const tw_report *report)
 {
-    if (o->report_file) {
-        FILE *f = fopen(o->report_file, "w");
-        if (!f) {
-            fprintf(stderr, "trainwatch run: %s: %s\n", o->report_file, strerror(errno));
-        } else {
-            tw_report_write_json(f, report);
-            fclose(f);
-        }
+    char err[600];
+    tw_outfile out;
+    if (tw_outfile_open(&out, o->report_file, err, sizeof err) != 0) {
+        fprintf(stderr, "trainwatch run: --report %s\n", err);
+        return false;
     }
-    (void)json;
+    tw_report_write_json(out.f, report);
+    if (tw_outfile_commit(&out, err, sizeof err) != 0) {
+        fprintf(stderr, "trainwatch run: --report %s\n", err);
+        return false;
+    }
+    return true;
+}
+
+static void write_summary(const run_options *o, const tw_report *report, const tree_metrics *t, const gpu_metrics *g)
+{
     fprintf(stderr, "\n== trainwatch: %s\n", o->sup.job);
     tw_report_write_text(stderr, report, isatty(STDERR_FILENO));
-    fprintf(stderr, "process tree: %.2f CPU cores on average (peak %.2f), peak resident memory %.1f MiB, "
-                    "up to %d worker processes\n",
+    fprintf(stderr,
+            "process tree: %.2f CPU cores on average (peak %.2f), peak resident memory %.1f MiB, "
+            "up to %d worker processes\n",
             t->samples ? t->cpu_rate_sum / t->samples : 0, t->cpu_max_rate, (double)t->rss_peak / (1024 * 1024),
             t->workers_peak);
     if (g->gpu && g->samples > 0) {
         double util = g->util_sum / g->samples;
-        fprintf(stderr, "GPU: utilization averaged %.0f%% over %u GPU(s), memory peak %.1f of %.1f GiB", util,
-                g->count, (double)g->memory_peak / (1 << 30), (double)g->memory_total / (1 << 30));
+        fprintf(stderr, "GPU: utilization averaged %.0f%% over %u GPU(s), memory peak %.1f of %.1f GiB", util, g->count,
+                (double)g->memory_peak / (1 << 30), (double)g->memory_total / (1 << 30));
         double share = report->summary.data_share;
         if (share == share && share > 0)
             fprintf(stderr, ", while data wait was %.0f%% of step time", share * 100);
@@ -466,10 +524,74 @@ static void push_final(const run_options *o, tw_registry *reg)
     char host[256] = "", rank[16], err[512];
     gethostname(host, sizeof host - 1);
     snprintf(rank, sizeof rank, "%d", o->rank);
-    tw_push_options p = {.url = o->pushgateway, .job = o->sup.job, .grouping_count = 2,
-                         .grouping_names = {"rank", "instance"}, .grouping_values = {rank, host}};
+    tw_push_options p = {.url = o->pushgateway,
+                         .job = o->sup.job,
+                         .grouping_count = 2,
+                         .grouping_names = {"rank", "instance"},
+                         .grouping_values = {rank, host}};
     if (tw_push(&p, reg, TW_PUSH_REPLACE, err, sizeof err) != TW_OK)
         fprintf(stderr, "trainwatch run: pushing to the Pushgateway failed: %s\n", err);
+}
+
+/* Where the command's output goes: on a terminal one pseudo-terminal for
+ * both streams; else one pipe for both (one ordered stream, as `2>&1`), or
+ * two with --separate-stderr. read[i] are our ends (-1: none), write[i] the
+ * command's. */
+static int open_output(const run_options *o, int read_fd[2], int write_fd[2])
+{
+    int slave = -1, master = open_pty(&slave);
+    if (master >= 0) {
+        read_fd[0] = master, write_fd[0] = slave;
+        read_fd[1] = -1, write_fd[1] = slave;
+        return 0;
+    }
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0)
+        return -1;
+    read_fd[0] = p[0], write_fd[0] = p[1];
+    read_fd[1] = -1, write_fd[1] = p[1];
+    if (!o->separate_stderr)
+        return 0;
+    if (pipe2(p, O_CLOEXEC) != 0) {
+        close(read_fd[0]);
+        close(write_fd[0]);
+        return -1;
+    }
+    read_fd[1] = p[0], write_fd[1] = p[1];
+    return 0;
+}
+
+/* The record of how the command ended, placed after the last line it
+ * printed (so the diagnosis reads it as the end of the run, not as a
+ * failure training recovered from). A status of 128+N after trainwatch
+ * forwarded signal N is that signal: the command's shell or handler turned
+ * it into an exit status. */
+static void end_record(const char *cmd, const char *source, uint64_t lines, int rank, int child_status, int forwarded,
+                       tw_record *ev)
+{
+    tw_record_init(ev);
+    ev->kind = TW_REC_EVENT;
+    ev->rank = rank;
+    ev->source.file = source;
+    ev->source.line = lines + 1;
+    int code = WIFEXITED(child_status) ? WEXITSTATUS(child_status) : -1;
+    int sig =
+        WIFSIGNALED(child_status) ? WTERMSIG(child_status) : (forwarded && code == 128 + forwarded ? forwarded : 0);
+    if (sig) {
+        ev->event = TW_EV_SIGNAL;
+        ev->exit_code = sig;
+        if (code >= 0)
+            snprintf(ev->message, sizeof ev->message,
+                     "%s exited with status %d after trainwatch run forwarded signal %d (%s) to it", cmd, code, sig,
+                     strsignal(sig));
+        else
+            snprintf(ev->message, sizeof ev->message, "%s was killed by signal %d (%s)%s", cmd, sig, strsignal(sig),
+                     sig == forwarded ? ", which trainwatch run forwarded to it" : "");
+    } else {
+        ev->event = TW_EV_EXIT;
+        ev->exit_code = code;
+        snprintf(ev->message, sizeof ev->message, "%s exited with status %d", cmd, code);
+    }
 }
 
 static int run(int argc, char **argv)
@@ -484,10 +606,10 @@ static int run(int argc, char **argv)
         o.sup.job = slash ? slash + 1 : cmd[0];
     }
     int status = TW_EXIT_USAGE;
-    char err[512];
+    char err[600];
     tw_registry *reg = NULL;
     tw_http_server *server = NULL;
-    tw_rotating_file *log = NULL;
+    run_log log = {NULL, o.log_file};
     tw_cli_sinks s = {0};
     stream streams[2] = {{-1, stdout, NULL}, {-1, stderr, NULL}};
     tree_metrics tree = {0};
@@ -501,75 +623,65 @@ static int run(int argc, char **argv)
         goto done;
     sample_gpus(&gpu, NULL); /* no GPU gauge reads 0 before the first sample (alerts see them) */
     /* everything that can fail before the command starts, fails here */
+    if (o.report_file && tw_outfile_check(o.report_file, err, sizeof err) != 0) {
+        fprintf(stderr, "trainwatch run: --report %s (not starting %s)\n", err, cmd[0]);
+        goto done;
+    }
     if (tw_cli_alerts_start(&o.sup.alerts, "run", reg) != TW_OK)
         goto done;
     if (o.pushgateway && tw_http_client_load(err, sizeof err) != TW_OK) {
         fprintf(stderr, "trainwatch run: --pushgateway: %s (not starting %s)\n", err, cmd[0]);
         goto done;
     }
-    if (o.log_file && tw_rotating_open(o.log_file, o.log_max_bytes, o.log_backups, &log) != TW_OK) {
-        fprintf(stderr, "trainwatch run: %s: %s\n", o.log_file, strerror(errno));
+    if (o.log_file && tw_rotating_open(o.log_file, o.log_max_bytes, o.log_backups, &log.file) != TW_OK) {
+        fprintf(stderr, "trainwatch run: %s: %s (not starting %s)\n", o.log_file, strerror(errno), cmd[0]);
         goto done;
     }
-    if (o.sup.serve) {
-        o.sup.http.registry = reg;
-        if (tw_http_start(&o.sup.http, &server, err, sizeof err) != TW_OK) {
-            fprintf(stderr, "trainwatch run: %s (not starting %s)\n", err, cmd[0]);
-            goto done;
-        }
+    if (tw_cli_supervision_serve(&o.sup, "run", reg, &server) != 0)
+        goto done;
+    int read_fd[2], write_fd[2];
+    if (open_output(&o, read_fd, write_fd) != 0 || pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        fprintf(stderr, "trainwatch run: %s\n", strerror(errno));
+        goto done;
     }
     for (int i = 0; i < 2; i++) {
         const char *name = o.log_file ? o.log_file : (i == 0 ? "<stdout>" : "<stderr>");
-        if (tw_parser_new(&streams[i].parser, name, o.sup.format, o.rank) != TW_OK)
+        if (read_fd[i] >= 0 && tw_parser_new(&streams[i].parser, name, o.sup.format, o.rank) != TW_OK)
             goto done;
-    }
-    int out[2], errp[2];
-    int slave = -1, master = open_pty(&slave);
-    if (master >= 0) {
-        /* one terminal for both streams, as the user would see them */
-        out[0] = master, out[1] = slave;
-        errp[1] = dup(slave);
-        errp[0] = -1;
-        fcntl(errp[1], F_SETFD, FD_CLOEXEC);
-    } else if (pipe2(out, O_CLOEXEC) != 0 || pipe2(errp, O_CLOEXEC) != 0) {
-        fprintf(stderr, "trainwatch run: %s\n", strerror(errno));
-        goto done;
-    }
-    if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-        fprintf(stderr, "trainwatch run: %s\n", strerror(errno));
-        goto done;
     }
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
-    if (master >= 0)
+    if (isatty(STDOUT_FILENO))
         sigaction(SIGWINCH, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     signal(SIGTTOU, SIG_IGN); /* writing to the terminal from the background group */
-    pid_t child = start_child(cmd, out, errp);
+    pid_t child = start_child(cmd, write_fd[0], write_fd[1]);
     int start_errno = errno;
-    close(out[1]);
-    close(errp[1]);
+    close(write_fd[0]);
+    if (write_fd[1] != write_fd[0])
+        close(write_fd[1]);
     if (child <= 0) {
         fprintf(stderr, "trainwatch run: %s: %s\n", cmd[0], strerror(start_errno));
-        close(out[0]);
-        if (errp[0] >= 0)
-            close(errp[0]);
+        for (int i = 0; i < 2; i++) {
+            if (read_fd[i] >= 0)
+                close(read_fd[i]);
+        }
         status = 127;
         goto done;
     }
-    streams[0].fd = out[0];
-    streams[1].fd = errp[0];
-    int child_status = 0;
+    streams[0].fd = read_fd[0];
+    streams[1].fd = read_fd[1];
+    int child_status = 0, forwarded = 0;
     bool exited = false;
     double last_sample = tw_monotonic_clock(), forwarded_at = 0, exited_at = 0;
     for (;;) {
         struct pollfd p[3] = {{streams[0].fd, POLLIN, 0}, {streams[1].fd, POLLIN, 0}, {signal_pipe[0], POLLIN, 0}};
         poll(p, 3, 250);
         for (int i = 0; i < 2; i++) {
-            if (streams[i].fd >= 0 && (p[i].revents & (POLLIN | POLLHUP | POLLERR)) && !pump(&streams[i], log, &s)) {
+            if (streams[i].fd >= 0 && (p[i].revents & (POLLIN | POLLHUP | POLLERR)) && !pump(&streams[i], &log, &s)) {
                 close(streams[i].fd);
                 streams[i].fd = -1;
             }
@@ -583,6 +695,7 @@ static int run(int argc, char **argv)
                 continue;
             }
             kill(-child, sig);
+            forwarded = sig;
             if (!forwarded_at)
                 forwarded_at = tw_monotonic_clock();
         }
@@ -592,8 +705,10 @@ static int run(int argc, char **argv)
         }
         double t = tw_monotonic_clock();
         if (!exited && o.kill_after > 0 && forwarded_at > 0 && t - forwarded_at >= o.kill_after) {
-            fprintf(stderr, "trainwatch run: %s still running %.0f s after the signal: killing it\n", cmd[0], o.kill_after);
+            fprintf(stderr, "trainwatch run: %s still running %.0f s after the signal: killing it\n", cmd[0],
+                    o.kill_after);
             kill(-child, SIGKILL);
+            forwarded = SIGKILL;
             forwarded_at = -1e18;
         }
         if (t - last_sample >= 1) {
@@ -613,33 +728,30 @@ static int run(int argc, char **argv)
     for (int i = 0; i < 2; i++) {
         if (streams[i].fd >= 0)
             close(streams[i].fd);
-        if (tw_parser_pending(streams[i].parser))
+        if (streams[i].parser && tw_parser_pending(streams[i].parser))
             tw_parser_push(streams[i].parser, "\n", 1, tw_cli_sinks_record, &s);
     }
     foreground(getpgrp()); /* the terminal is ours again */
     status = WIFSIGNALED(child_status) ? 128 + WTERMSIG(child_status) : WEXITSTATUS(child_status);
     tw_record ev;
-    tw_record_init(&ev);
-    ev.kind = TW_REC_EVENT;
-    ev.rank = o.rank;
-    ev.source.file = o.log_file ? o.log_file : "<stdout>";
-    if (WIFSIGNALED(child_status)) {
-        ev.event = TW_EV_SIGNAL;
-        ev.exit_code = WTERMSIG(child_status);
-        snprintf(ev.message, sizeof ev.message, "%s was killed by signal %d (%s)", cmd[0], ev.exit_code,
-                 strsignal(ev.exit_code));
-    } else {
-        ev.event = TW_EV_EXIT;
-        ev.exit_code = status;
-        snprintf(ev.message, sizeof ev.message, "%s exited with code %d", cmd[0], status);
-    }
+    end_record(cmd[0], tw_parser_path(streams[0].parser), tw_parser_line(streams[0].parser), o.rank, child_status,
+               forwarded, &ev);
     tw_cli_sinks_record(&s, &ev);
+    int log_rc = tw_rotating_close(log.file);
+    log.file = NULL;
+    if (log_rc != TW_OK)
+        fprintf(stderr, "trainwatch run: writing %s: %s\n", o.log_file, tw_strerror(log_rc));
     tw_thresholds th;
     tw_thresholds_default(&th);
     tw_report *report;
     if (tw_diagnose(s.run, &th, &report) == TW_OK) {
         gpu_finding(report, &gpu);
-        write_summary(&o, report, &tree, &gpu, false);
+        tw_finding stall;
+        if (tw_live_stall_finding(s.live, tw_wall_clock(), &stall))
+            tw_report_append(report, &stall);
+        if (o.report_file && !write_report(&o, report) && status == 0)
+            status = TW_EXIT_PROBLEMS; /* the command succeeded, the report it was asked for is missing */
+        write_summary(&o, report, &tree, &gpu);
         tw_report_free(report);
     }
     tw_cli_alerts_finish(&o.sup.alerts, "run", tw_wall_clock());
@@ -651,7 +763,7 @@ done:
     for (int i = 0; i < 2; i++)
         tw_parser_close(streams[i].parser);
     tw_http_stop(server);
-    tw_rotating_close(log);
+    tw_rotating_close(log.file);
     tw_live_free(s.live);
     tw_run_free(s.run);
     tw_registry_free(reg);

@@ -140,14 +140,8 @@ static int run(int argc, char **argv)
         fprintf(stderr, "trainwatch watch: %s: %s\n", o.records_path, strerror(errno));
         goto done;
     }
-    if (o.sup.serve) {
-        o.sup.http.registry = reg;
-        if (tw_http_start(&o.sup.http, &server, err, sizeof err) != TW_OK) {
-            fprintf(stderr, "trainwatch watch: %s\n", err);
-            goto done;
-        }
-        fprintf(stderr, "trainwatch watch: serving metrics on port %u\n", tw_http_port(server));
-    }
+    if (tw_cli_supervision_serve(&o.sup, "watch", reg, &server) != 0)
+        goto done;
     o.follow.patterns = (const char *const *)(argv + first);
     o.follow.pattern_count = (size_t)(argc - first);
     o.follow.sink = (tw_record_sink){tw_cli_sinks_record, &s, tw_cli_sinks_commit, tw_cli_sinks_restore};

@@ -46,3 +46,23 @@ int tw_cli_supervision_option(tw_cli_supervision *s, const char *command, int co
                 as_given, command);
     return stored > 0 ? 0 : -1;
 }
+
+int tw_cli_supervision_serve(tw_cli_supervision *s, const char *command, tw_registry *registry, tw_http_server **out)
+{
+    *out = NULL;
+    if (!s->serve)
+        return 0;
+    char err[512], host[256] = "", port[16] = "";
+    s->http.registry = registry;
+    if (tw_http_start(&s->http, out, err, sizeof err) != 0) {
+        fprintf(stderr, "trainwatch %s: %s\n", command, err);
+        return -1;
+    }
+    const char *address = s->http.listen_address ? s->http.listen_address : TW_HTTP_DEFAULT_ADDRESS;
+    if (tw_parse_listen_address(address, host, sizeof host, port, sizeof port) != 0 || !host[0])
+        snprintf(host, sizeof host, "0.0.0.0");
+    bool v6 = strchr(host, ':') != NULL;
+    fprintf(stderr, "trainwatch %s: serving /metrics on %s%s%s:%u\n", command, v6 ? "[" : "", host, v6 ? "]" : "",
+            tw_http_port(*out));
+    return 0;
+}

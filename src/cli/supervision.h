@@ -38,4 +38,10 @@ typedef struct tw_cli_supervision {
 int tw_cli_supervision_option(tw_cli_supervision *s, const char *command, int code, const char *arg,
                               const char *as_given);
 
+/* Starts the metrics server when serving (not --web.listen-address none)
+ * and says on stderr where it listens (the port bound, also for port 0).
+ * 0, with *out NULL when not serving; -1 when it cannot start (said). */
+int tw_cli_supervision_serve(tw_cli_supervision *s, const char *command, tw_registry *registry,
+                             tw_http_server **out);
+
 #endif

@@ -2,12 +2,17 @@
  * live.c: records to live metrics and warnings (see live.h).
  *
  * Series handles are looked up once per rank (the first record of a rank)
- * and kept, so a record costs a few atomic updates. Stall detection keeps the
- * last 32 intervals between new steps per rank and compares the time since
- * the last step with ten times their median.
+ * and kept, so a record costs a few atomic updates. A series refused at its
+ * family's limit (thousands of ranks) stays NULL: the registry counted it,
+ * and updates on NULL do nothing. Ranks live in a hash table keyed by rank
+ * number, any int, at most RANKS_MAX of them (more is said once, and their
+ * records are counted and skipped). Stall detection keeps the last 32
+ * intervals between new steps per rank and compares the time since the last
+ * step with ten times their median; a rank that logged its end (finished, or
+ * exit 0) is not stalled.
  */
-#include "../core/clock.h"
 #include "trainwatch/live.h"
+#include "../core/clock.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -17,22 +22,29 @@
 
 #include "trainwatch/error.h"
 
-#define RANKS_MAX 4096
-#define INTERVALS 32
+#define RANKS_MAX  65536
+#define INTERVALS  32
+#define EVALS_KEPT 32
 
 typedef struct live_rank {
-    bool ready;
+    int rank;
     tw_gauge *loss, *step, *epoch, *lr, *ips, *last_progress, *stalled, *nan_streak, *interval;
     tw_histogram *step_time, *data_wait;
     tw_counter *nan, *stalls;
     tw_counter *events[TW_EV_COUNT];
+    bool event_looked_up[TW_EV_COUNT];
     tw_counter *records[3];
+    struct {
+        char name[TW_NAME_MAX];
+        tw_gauge *gauge;
+    } evals[EVALS_KEPT];
+    int eval_count;
     double last_step_wall;
     double last_pos;
     bool have_pos;
     double intervals[INTERVALS];
     int interval_count, interval_head;
-    bool is_stalled;
+    bool is_stalled, finished;
     bool nan_reported;
     double streak;
     char rank_text[16];
@@ -46,16 +58,25 @@ struct tw_live {
     unsigned long warning_count;
     tw_family *f_loss, *f_step, *f_epoch, *f_lr, *f_ips, *f_last, *f_stalled, *f_step_time, *f_data_wait, *f_nan,
         *f_stalls, *f_events, *f_records, *f_eval, *f_nan_streak, *f_interval;
-    live_rank *ranks[RANKS_MAX];
+    live_rank **ranks; /* open addressing by rank number; rank_cap slots, a power of two */
+    size_t rank_count, rank_cap;
+    unsigned long ranks_dropped;
+    unsigned long stalls_seen;
+    double longest_stall;
+    int64_t longest_stall_step;
+    int longest_stall_rank;
 };
-
 
 static int family(tw_live *l, const char *name, const char *help, tw_metric_type type, size_t extra_label,
                   const char *extra, tw_family **out)
 {
     const char *labels[] = {"job", "rank", extra};
-    tw_family_options o = {.name = name, .help = help, .type = type, .label_count = 2 + extra_label,
-                           .label_names = labels, .series_limit = 10000};
+    tw_family_options o = {.name = name,
+                           .help = help,
+                           .type = type,
+                           .label_count = 2 + extra_label,
+                           .label_names = labels,
+                           .series_limit = 10000};
     return tw_family_register(l->registry, &o, out);
 }
 
@@ -69,25 +90,33 @@ int tw_live_new(const tw_live_options *o, tw_live **out)
     l->stall_after = o->stall_after;
     l->warnings = o->warnings;
     int rc = l->job ? TW_OK : TW_ENOMEM;
-#define FAM(var, name, help, type, n, extra)                                                                   \
-    if (rc == TW_OK)                                                                                           \
+#define FAM(var, name, help, type, n, extra)                                                                           \
+    if (rc == TW_OK)                                                                                                   \
     rc = family(l, name, help, type, n, extra, &l->var)
     FAM(f_loss, "trainwatch_train_loss", "Training loss, as the log last printed it.", TW_METRIC_GAUGE, 0, NULL);
-    FAM(f_step, "trainwatch_train_step", "Training progress: the global step of the last step record.", TW_METRIC_GAUGE, 0, NULL);
+    FAM(f_step, "trainwatch_train_step", "Training progress: the global step of the last step record.", TW_METRIC_GAUGE,
+        0, NULL);
     FAM(f_epoch, "trainwatch_train_epoch", "Epoch of the last step record.", TW_METRIC_GAUGE, 0, NULL);
     FAM(f_lr, "trainwatch_learning_rate", "Learning rate of the last step record.", TW_METRIC_GAUGE, 0, NULL);
     FAM(f_ips, "trainwatch_samples_per_second", "Throughput the log reports (ips).", TW_METRIC_GAUGE, 0, NULL);
-    FAM(f_last, "trainwatch_last_progress_timestamp_seconds", "When the last new training step was seen (unix time).", TW_METRIC_GAUGE, 0, NULL);
-    FAM(f_stalled, "trainwatch_stalled", "1 while no training step has been seen for the stall time.", TW_METRIC_GAUGE, 0, NULL);
-    FAM(f_step_time, "trainwatch_step_duration_seconds", "Step time the log reports (batch_cost, time, ms/step).", TW_METRIC_HISTOGRAM, 0, NULL);
-    FAM(f_data_wait, "trainwatch_data_wait_seconds", "Data-loader wait per step the log reports (reader_cost, data_time).", TW_METRIC_HISTOGRAM, 0, NULL);
+    FAM(f_last, "trainwatch_last_progress_timestamp_seconds", "When the last new training step was seen (unix time).",
+        TW_METRIC_GAUGE, 0, NULL);
+    FAM(f_stalled, "trainwatch_stalled", "1 while no training step has been seen for the stall time.", TW_METRIC_GAUGE,
+        0, NULL);
+    FAM(f_step_time, "trainwatch_step_duration_seconds", "Step time the log reports (batch_cost, time, ms/step).",
+        TW_METRIC_HISTOGRAM, 0, NULL);
+    FAM(f_data_wait, "trainwatch_data_wait_seconds",
+        "Data-loader wait per step the log reports (reader_cost, data_time).", TW_METRIC_HISTOGRAM, 0, NULL);
     FAM(f_nan, "trainwatch_nan_loss_total", "Step records whose loss was NaN or Inf.", TW_METRIC_COUNTER, 0, NULL);
-    FAM(f_stalls, "trainwatch_stalls_total", "Stalls detected (no progress for the stall time).", TW_METRIC_COUNTER, 0, NULL);
+    FAM(f_stalls, "trainwatch_stalls_total", "Stalls detected (no progress for the stall time).", TW_METRIC_COUNTER, 0,
+        NULL);
     FAM(f_events, "trainwatch_log_events_total", "Events found in the log, by kind.", TW_METRIC_COUNTER, 1, "event");
     FAM(f_records, "trainwatch_records_total", "Records parsed from the log, by kind.", TW_METRIC_COUNTER, 1, "kind");
     FAM(f_eval, "trainwatch_eval_metric", "Last value of each evaluation metric.", TW_METRIC_GAUGE, 1, "name");
-    FAM(f_nan_streak, "trainwatch_nan_loss_streak", "Consecutive step records whose loss was NaN or Inf (0 after a finite loss).", TW_METRIC_GAUGE, 0, NULL);
-    FAM(f_interval, "trainwatch_step_interval_seconds", "Usual wall time between new steps: the median of the last 32.", TW_METRIC_GAUGE, 0, NULL);
+    FAM(f_nan_streak, "trainwatch_nan_loss_streak",
+        "Consecutive step records whose loss was NaN or Inf (0 after a finite loss).", TW_METRIC_GAUGE, 0, NULL);
+    FAM(f_interval, "trainwatch_step_interval_seconds", "Usual wall time between new steps: the median of the last 32.",
+        TW_METRIC_GAUGE, 0, NULL);
 #undef FAM
     if (rc != TW_OK) {
         tw_live_free(l);
@@ -101,11 +130,12 @@ void tw_live_free(tw_live *l)
 {
     if (!l)
         return;
-    for (int i = 0; i < RANKS_MAX; i++)
+    for (size_t i = 0; i < l->rank_cap; i++)
         free(l->ranks[i]);
-    tw_family *all[] = {l->f_loss, l->f_step,      l->f_epoch,     l->f_lr,  l->f_ips,    l->f_last,    l->f_stalled,
-                        l->f_step_time, l->f_data_wait, l->f_nan, l->f_stalls, l->f_events, l->f_records, l->f_eval,
-                        l->f_nan_streak, l->f_interval};
+    free(l->ranks);
+    tw_family *all[] = {l->f_loss,    l->f_step,      l->f_epoch,      l->f_lr,      l->f_ips,    l->f_last,
+                        l->f_stalled, l->f_step_time, l->f_data_wait,  l->f_nan,     l->f_stalls, l->f_events,
+                        l->f_records, l->f_eval,      l->f_nan_streak, l->f_interval};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (all[i])
             tw_family_unregister(all[i]);
@@ -114,10 +144,10 @@ void tw_live_free(tw_live *l)
     free(l);
 }
 
-unsigned long tw_live_warnings(const tw_live *l) { return l->warning_count; }
-
-static void warn(tw_live *l, int rank, const tw_record *r, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+unsigned long tw_live_warnings(const tw_live *l)
+{
+    return l->warning_count;
+}
 
 static void warn(tw_live *l, int rank, const tw_record *r, const char *fmt, ...)
 {
@@ -135,42 +165,93 @@ static void warn(tw_live *l, int rank, const tw_record *r, const char *fmt, ...)
     fflush(l->warnings);
 }
 
+/* The series of these labels, or NULL when refused (counted by the registry). */
 static tw_cell *series(tw_family *f, const char *job, const char *rank, const char *extra)
 {
     const char *values[] = {job, rank, extra};
     tw_cell *c = NULL;
-    return tw_family_series(f, values, &c) == TW_OK ? c : NULL;
+    tw_family_series(f, values, &c);
+    return c;
 }
 
-static live_rank *rank_state(tw_live *l, int rank)
+static size_t rank_slot(const tw_live *l, int rank)
 {
-    if (rank < 0)
-        rank = 0;
-    if (rank >= RANKS_MAX)
-        rank = RANKS_MAX - 1;
-    live_rank *s = l->ranks[rank];
-    if (s && s->ready)
-        return s;
-    if (!s && !(s = l->ranks[rank] = calloc(1, sizeof *s)))
+    uint32_t h = (uint32_t)rank * 2654435761u;
+    size_t i = h & (l->rank_cap - 1);
+    while (l->ranks[i] && l->ranks[i]->rank != rank)
+        i = (i + 1) & (l->rank_cap - 1);
+    return i;
+}
+
+static int grow_ranks(tw_live *l)
+{
+    size_t old_cap = l->rank_cap;
+    live_rank **old = l->ranks;
+    size_t cap = old_cap ? old_cap * 2 : 64;
+    live_rank **table = calloc(cap, sizeof *table);
+    if (!table)
+        return TW_ENOMEM;
+    l->ranks = table;
+    l->rank_cap = cap;
+    for (size_t i = 0; i < old_cap; i++) {
+        if (old[i])
+            l->ranks[rank_slot(l, old[i]->rank)] = old[i];
+    }
+    free(old);
+    return TW_OK;
+}
+
+/* A new rank's state, with its series looked up once. */
+static live_rank *new_rank(tw_live *l, int rank)
+{
+    live_rank *s = calloc(1, sizeof *s);
+    if (!s)
         return NULL;
-    char r[16];
-    snprintf(r, sizeof r, "%d", rank);
+    s->rank = rank;
+    snprintf(s->rank_text, sizeof s->rank_text, "%d", rank);
+    const char *r = s->rank_text;
     /* the gauges of values appear with their first value (set_gauge): a
      * rank that has only printed warnings has no step 0 and no "last
      * progress" in 1970 for an alert rule to take at its word */
-    snprintf(s->rank_text, sizeof s->rank_text, "%s", r);
     s->stalled = series(l->f_stalled, l->job, r, NULL);
     s->step_time = series(l->f_step_time, l->job, r, NULL);
     s->data_wait = series(l->f_data_wait, l->job, r, NULL);
     s->nan = series(l->f_nan, l->job, r, NULL);
     s->stalls = series(l->f_stalls, l->job, r, NULL);
     static const tw_event_kind shown[] = {TW_EV_OOM, TW_EV_EXCEPTION, TW_EV_NAN, TW_EV_WARNING, TW_EV_CHECKPOINT};
-    for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++)
+    for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++) {
         s->events[shown[i]] = series(l->f_events, l->job, r, tw_event_name(shown[i]));
+        s->event_looked_up[shown[i]] = true;
+    }
     for (int k = 0; k < 3; k++)
         s->records[k] = series(l->f_records, l->job, r, tw_record_kind_name((tw_record_kind)k));
-    s->ready = s->stalled && s->step_time && s->data_wait && s->nan && s->stalls;
-    return s->ready ? s : NULL;
+    return s;
+}
+
+/* The state of a rank (an unknown rank is rank 0), created at its first
+ * record; NULL past RANKS_MAX ranks or without memory. */
+static live_rank *rank_state(tw_live *l, int rank)
+{
+    if (rank < 0)
+        rank = 0;
+    if (l->rank_cap) {
+        live_rank *s = l->ranks[rank_slot(l, rank)];
+        if (s)
+            return s;
+    }
+    if (l->rank_count >= RANKS_MAX) {
+        if (l->ranks_dropped++ == 0)
+            warn(l, rank, NULL, "more than %d ranks: records of further ranks are not followed live", RANKS_MAX);
+        return NULL;
+    }
+    if ((l->rank_count + 1) * 2 > l->rank_cap && grow_ranks(l) != TW_OK)
+        return NULL;
+    live_rank *s = new_rank(l, rank);
+    if (!s)
+        return NULL;
+    l->ranks[rank_slot(l, rank)] = s;
+    l->rank_count++;
+    return s;
 }
 
 /* Sets one of a rank's gauges, creating its series at the first value. */
@@ -196,6 +277,16 @@ static double median(const double *v, int n)
         tmp[j + 1] = x;
     }
     return n ? tmp[n / 2] : NAN;
+}
+
+/* Remembers the longest stall seen, for the report at the end. */
+static void note_stall(tw_live *l, const live_rank *s, double quiet)
+{
+    if (quiet > l->longest_stall) {
+        l->longest_stall = quiet;
+        l->longest_stall_step = isnan(s->last_pos) ? -1 : (int64_t)s->last_pos;
+        l->longest_stall_rank = s->rank;
+    }
 }
 
 static double position(const tw_record *r)
@@ -233,6 +324,8 @@ static void on_step(tw_live *l, live_rank *s, const tw_record *r, double now)
         set_gauge(l, s, &s->epoch, l->f_epoch, (double)r->epoch);
     double pos = position(r);
     bool progress = !isnan(pos) && (!s->have_pos || pos != s->last_pos);
+    if (progress && s->is_stalled)
+        note_stall(l, s, now - s->last_step_wall); /* its whole length, at its step */
     if (!isnan(pos)) {
         set_gauge(l, s, &s->step, l->f_step, pos);
         s->last_pos = pos;
@@ -240,6 +333,7 @@ static void on_step(tw_live *l, live_rank *s, const tw_record *r, double now)
     }
     if (!progress)
         return;
+    s->finished = false;
     if (s->last_step_wall > 0) {
         s->intervals[s->interval_head] = now - s->last_step_wall;
         s->interval_head = (s->interval_head + 1) % INTERVALS;
@@ -256,6 +350,48 @@ static void on_step(tw_live *l, live_rank *s, const tw_record *r, double now)
     }
 }
 
+/* The gauge of an evaluation metric of a rank: looked up once for the first
+ * EVALS_KEPT names (a refused one stays NULL), every time for further names. */
+static tw_gauge *eval_gauge(tw_live *l, live_rank *s, const char *name)
+{
+    for (int i = 0; i < s->eval_count; i++) {
+        if (strcmp(s->evals[i].name, name) == 0)
+            return s->evals[i].gauge;
+    }
+    tw_gauge *g = series(l->f_eval, l->job, s->rank_text, name);
+    if (s->eval_count < EVALS_KEPT) {
+        snprintf(s->evals[s->eval_count].name, sizeof s->evals[0].name, "%s", name);
+        s->evals[s->eval_count++].gauge = g;
+    }
+    return g;
+}
+
+/* The end of a rank's process (finished, exit, signal): no stall to watch
+ * for until it logs a new step (a restart). */
+static void on_end(live_rank *s)
+{
+    s->finished = true;
+    if (s->is_stalled) {
+        s->is_stalled = false;
+        tw_gauge_set(s->stalled, 0);
+    }
+}
+
+static void on_event(tw_live *l, live_rank *s, const tw_record *r)
+{
+    if ((unsigned)r->event >= TW_EV_COUNT)
+        return;
+    if (!s->event_looked_up[r->event]) {
+        s->events[r->event] = series(l->f_events, l->job, s->rank_text, tw_event_name(r->event));
+        s->event_looked_up[r->event] = true;
+    }
+    tw_counter_inc(s->events[r->event]);
+    if (r->event == TW_EV_OOM || r->event == TW_EV_EXCEPTION || r->event == TW_EV_NAN || r->event == TW_EV_SIGNAL)
+        warn(l, r->rank, r, "%s: %s", tw_event_name(r->event), r->message);
+    if (r->event == TW_EV_FINISHED || r->event == TW_EV_EXIT || r->event == TW_EV_SIGNAL)
+        on_end(s);
+}
+
 void tw_live_record(void *arg, const tw_record *r)
 {
     tw_live *l = arg;
@@ -263,54 +399,77 @@ void tw_live_record(void *arg, const tw_record *r)
     if (!s)
         return;
     double now = tw_wall_clock();
-    tw_counter_inc(s->records[r->kind]);
+    if ((unsigned)r->kind < 3)
+        tw_counter_inc(s->records[r->kind]);
     switch (r->kind) {
     case TW_REC_STEP:
         on_step(l, s, r, now);
         break;
-    case TW_REC_EVAL: {
-        char rank[16];
-        snprintf(rank, sizeof rank, "%d", r->rank < 0 ? 0 : r->rank);
+    case TW_REC_EVAL:
         for (int i = 0; i < r->metric_count; i++) {
-            if (!tw_metric_is_result(r->metrics[i].name))
-                continue;
-            tw_gauge *g = series(l->f_eval, l->job, rank, r->metrics[i].name);
-            if (g)
-                tw_gauge_set(g, r->metrics[i].value);
+            if (tw_metric_is_result(r->metrics[i].name))
+                tw_gauge_set(eval_gauge(l, s, r->metrics[i].name), r->metrics[i].value);
         }
         break;
-    }
     case TW_REC_EVENT:
-        if ((unsigned)r->event < TW_EV_COUNT && !s->events[r->event]) {
-            char rank[16];
-            snprintf(rank, sizeof rank, "%d", r->rank < 0 ? 0 : r->rank);
-            s->events[r->event] = series(l->f_events, l->job, rank, tw_event_name(r->event));
-        }
-        if ((unsigned)r->event < TW_EV_COUNT && s->events[r->event])
-            tw_counter_inc(s->events[r->event]);
-        if (r->event == TW_EV_OOM || r->event == TW_EV_EXCEPTION || r->event == TW_EV_NAN || r->event == TW_EV_SIGNAL)
-            warn(l, r->rank, r, "%s: %s", tw_event_name(r->event), r->message);
+        on_event(l, s, r);
         break;
     }
 }
 
+/* The stall limit of a rank: the configured one, or ten times its usual
+ * interval between steps (at least TW_STALL_MIN_SECONDS). */
+static double stall_limit(const tw_live *l, const live_rank *s)
+{
+    if (l->stall_after > 0)
+        return l->stall_after;
+    double m = median(s->intervals, s->interval_count);
+    return fmax(TW_STALL_MIN_SECONDS, isnan(m) ? 0 : TW_STALL_FACTOR * m);
+}
+
 void tw_live_tick(tw_live *l, double now)
 {
-    for (int i = 0; i < RANKS_MAX; i++) {
+    for (size_t i = 0; i < l->rank_cap; i++) {
         live_rank *s = l->ranks[i];
-        if (!s || !s->ready || s->last_step_wall <= 0 || s->is_stalled)
+        if (!s || s->finished || s->last_step_wall <= 0 || s->is_stalled)
             continue;
-        double limit = l->stall_after;
-        if (limit <= 0) {
-            double m = median(s->intervals, s->interval_count);
-            limit = fmax(TW_STALL_MIN_SECONDS, isnan(m) ? 0 : TW_STALL_FACTOR * m);
-        }
+        double limit = stall_limit(l, s);
         double quiet = now - s->last_step_wall;
         if (quiet < limit)
             continue;
         s->is_stalled = true;
+        l->stalls_seen++;
+        note_stall(l, s, quiet);
         tw_gauge_set(s->stalled, 1);
         tw_counter_inc(s->stalls);
-        warn(l, i, NULL, "no training progress for %.0f s after step %.0f (stall time %.0f s)", quiet, s->last_pos, limit);
+        warn(l, s->rank, NULL, "no training progress for %.0f s after step %.0f (stall time %.0f s)", quiet,
+             s->last_pos, limit);
     }
+}
+
+bool tw_live_stall_finding(tw_live *l, double now, tw_finding *f)
+{
+    for (size_t i = 0; i < l->rank_cap; i++) {
+        live_rank *s = l->ranks[i];
+        if (s && s->is_stalled)
+            note_stall(l, s, now - s->last_step_wall);
+    }
+    if (!l->stalls_seen)
+        return false;
+    memset(f, 0, sizeof *f);
+    f->rule = "live_stall";
+    f->severity = TW_SEV_WARNING;
+    f->rank = l->longest_stall_rank;
+    f->step = l->longest_stall_step;
+    f->value = l->longest_stall;
+    snprintf(f->title, sizeof f->title, "Training made no progress for %.0f s while it was watched", l->longest_stall);
+    snprintf(f->evidence, sizeof f->evidence,
+             "%lu stall%s seen live (no new step for the stall time); the longest: %.0f s after step %lld on rank %d",
+             l->stalls_seen, l->stalls_seen == 1 ? "" : "s", l->longest_stall, (long long)l->longest_stall_step,
+             l->longest_stall_rank);
+    snprintf(f->recommendation, sizeof f->recommendation, "%s",
+             "A stall the log's timestamps do not show is time between lines: a hang in a collective (another rank "
+             "died or is slow), a data loader that blocks, or checkpoint and evaluation work that logs nothing. "
+             "py-spy dump --pid PID shows where it waits.");
+    return true;
 }

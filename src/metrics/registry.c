@@ -15,8 +15,7 @@
 #include "internal.h"
 #include "trainwatch/error.h"
 
-const double tw_step_time_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
-                                       5,     10,   30,    60,   120, 300, 600};
+const double tw_step_time_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
 const size_t tw_step_time_bucket_count = sizeof tw_step_time_buckets / sizeof tw_step_time_buckets[0];
 
 double tw_bits_to_double(uint64_t bits)
@@ -367,6 +366,7 @@ static tw_cell *new_cell(tw_family *f, const char *const *values, uint64_t hash)
 
 int tw_family_series(tw_family *f, const char *const *values, tw_cell **out)
 {
+    *out = NULL;
     for (size_t i = 0; i < f->label_count; i++) {
         if (!values || !values[i])
             return TW_ELABELS;
@@ -405,8 +405,7 @@ int tw_family_series(tw_family *f, const char *const *values, tw_cell **out)
     pthread_mutex_unlock(&f->lock);
     if (rc == TW_ELIMIT && f->registry->dropped)
         tw_counter_inc(f->registry->dropped);
-    if (rc == TW_OK)
-        *out = c;
+    *out = c;
     return rc;
 }
 
@@ -434,19 +433,19 @@ int tw_gauge_new(tw_registry *r, const char *name, const char *help, tw_gauge **
     return single(r, &o, out);
 }
 
-int tw_histogram_new(tw_registry *r, const char *name, const char *help, const double *buckets,
-                     size_t count, tw_histogram **out)
+int tw_histogram_new(tw_registry *r, const char *name, const char *help, const double *buckets, size_t count,
+                     tw_histogram **out)
 {
-    tw_family_options o = {.name = name, .help = help, .type = TW_METRIC_HISTOGRAM, .buckets = buckets,
-                           .bucket_count = count};
+    tw_family_options o = {
+        .name = name, .help = help, .type = TW_METRIC_HISTOGRAM, .buckets = buckets, .bucket_count = count};
     return single(r, &o, out);
 }
 
-int tw_info_new(tw_registry *r, const char *name, const char *help, size_t label_count,
-                const char *const *label_names, const char *const *label_values)
+int tw_info_new(tw_registry *r, const char *name, const char *help, size_t label_count, const char *const *label_names,
+                const char *const *label_values)
 {
-    tw_family_options o = {.name = name, .help = help, .type = TW_METRIC_INFO, .label_count = label_count,
-                           .label_names = label_names};
+    tw_family_options o = {
+        .name = name, .help = help, .type = TW_METRIC_INFO, .label_count = label_count, .label_names = label_names};
     tw_family *f;
     int rc = tw_family_register(r, &o, &f);
     if (rc != TW_OK)
@@ -496,14 +495,20 @@ static inline void stripe_add(_Atomic uint64_t *p, uint64_t v, unsigned s)
 static inline void stripe_add_double(_Atomic uint64_t *p, double v, unsigned s)
 {
     if (s < TW_STRIPES)
-        atomic_store_explicit(p, tw_double_to_bits(tw_bits_to_double(atomic_load_explicit(p, memory_order_relaxed)) + v),
+        atomic_store_explicit(p,
+                              tw_double_to_bits(tw_bits_to_double(atomic_load_explicit(p, memory_order_relaxed)) + v),
                               memory_order_relaxed);
     else
         add_double(p, v);
 }
 
+/* Updates take NULL, the handle a refused series leaves (TW_ELIMIT), and do
+ * nothing: a series past its family's limit is counted once, at lookup, and
+ * never takes the process down at its every update. */
 void tw_counter_inc(tw_counter *c)
 {
+    if (!c)
+        return;
     unsigned s = slot();
     stripe_add(&c->stripes[s].count, 1, s);
 }
@@ -512,6 +517,8 @@ int tw_counter_add(tw_counter *c, double v)
 {
     if (!(v >= 0))
         return TW_EINVAL;
+    if (!c)
+        return TW_OK;
     unsigned s = slot();
     if (v == floor(v) && v < 1e15)
         stripe_add(&c->stripes[s].count, (uint64_t)v, s);
@@ -520,13 +527,31 @@ int tw_counter_add(tw_counter *c, double v)
     return TW_OK;
 }
 
-void tw_gauge_set(tw_gauge *g, double v) { atomic_store_explicit(&g->bits, tw_double_to_bits(v), memory_order_relaxed); }
-void tw_gauge_add(tw_gauge *g, double v) { add_double(&g->bits, v); }
-void tw_gauge_inc(tw_gauge *g) { add_double(&g->bits, 1); }
-void tw_gauge_dec(tw_gauge *g) { add_double(&g->bits, -1); }
+void tw_gauge_set(tw_gauge *g, double v)
+{
+    if (g)
+        atomic_store_explicit(&g->bits, tw_double_to_bits(v), memory_order_relaxed);
+}
+
+void tw_gauge_add(tw_gauge *g, double v)
+{
+    if (g)
+        add_double(&g->bits, v);
+}
+
+void tw_gauge_inc(tw_gauge *g)
+{
+    tw_gauge_add(g, 1);
+}
+void tw_gauge_dec(tw_gauge *g)
+{
+    tw_gauge_add(g, -1);
+}
 
 void tw_histogram_observe(tw_histogram *h, double v)
 {
+    if (!h)
+        return;
     const tw_family *f = h->family;
     /* binary search for the first bound >= v; NaN lands in +Inf */
     size_t lo = 0, hi = f->bound_count;

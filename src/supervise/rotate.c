@@ -1,15 +1,20 @@
 /*
  * rotate.c: the rotating log file of rotate.h.
+ *
+ * State: `size` is what the current file holds, `held` the start of a line
+ * whose newline has not come yet, `in_line` set once part of an unfinished
+ * line is in the file (then no rotation until its newline), `line_start` the
+ * file size where that line began (to cut a failed line off again).
  */
 #include "rotate.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "trainwatch/error.h"
@@ -17,15 +22,22 @@
 struct tw_rotating_file {
     char *path;
     int fd;
-    uint64_t size, max_bytes;
+    uint64_t size, max_bytes, dropped;
     unsigned backups;
+    char *held;
+    size_t held_len;
+    bool in_line, skipping, failing;
+    uint64_t line_start;
+    int last_errno;
 };
 
 static int open_current(tw_rotating_file *f)
 {
     f->fd = open(f->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (f->fd < 0)
+    if (f->fd < 0) {
+        f->last_errno = errno;
         return tw_status_from_errno(errno);
+    }
     struct stat st;
     f->size = fstat(f->fd, &st) == 0 ? (uint64_t)st.st_size : 0;
     return TW_OK;
@@ -34,7 +46,9 @@ static int open_current(tw_rotating_file *f)
 int tw_rotating_open(const char *path, uint64_t max_bytes, unsigned backups, tw_rotating_file **out)
 {
     tw_rotating_file *f = calloc(1, sizeof *f);
-    if (!f || !(f->path = strdup(path))) {
+    if (!f || !(f->path = strdup(path)) || !(f->held = malloc(TW_ROTATE_HOLD_MAX))) {
+        if (f)
+            free(f->path);
         free(f);
         return TW_ENOMEM;
     }
@@ -42,6 +56,7 @@ int tw_rotating_open(const char *path, uint64_t max_bytes, unsigned backups, tw_
     f->backups = backups;
     int rc = open_current(f);
     if (rc != TW_OK) {
+        free(f->held);
         free(f->path);
         free(f);
         return rc;
@@ -53,11 +68,13 @@ int tw_rotating_open(const char *path, uint64_t max_bytes, unsigned backups, tw_
 static int rollover(tw_rotating_file *f)
 {
     close(f->fd);
+    f->fd = -1;
     size_t n = strlen(f->path) + 16;
     char *src = malloc(n), *dst = malloc(n);
     if (!src || !dst) {
         free(src);
         free(dst);
+        open_current(f);
         return TW_ENOMEM;
     }
     for (unsigned i = f->backups - 1; i >= 1; i--) {
@@ -72,47 +89,133 @@ static int rollover(tw_rotating_file *f)
     return open_current(f);
 }
 
-static int write_all(int fd, const char *p, size_t n)
+/* Rotates before a line of `len` bytes when it would not fit. */
+static int make_room(tw_rotating_file *f, size_t len)
 {
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
+    bool rotating = f->max_bytes > 0 && f->backups > 0;
+    if (f->fd >= 0 && (!rotating || f->size == 0 || f->size + len <= f->max_bytes))
+        return TW_OK;
+    return f->fd >= 0 ? rollover(f) : open_current(f);
+}
+
+/* Writes all of a and b (either may be empty); on failure cuts the file back
+ * to where the current line started, so no partial line stays in it. */
+static int write_pieces(tw_rotating_file *f, const char *a, size_t alen, const char *b, size_t blen)
+{
+    struct iovec v[2] = {{(void *)a, alen}, {(void *)b, blen}};
+    int first = 0;
+    while (first < 2 && v[first].iov_len == 0)
+        first++;
+    while (first < 2) {
+        ssize_t w = writev(f->fd, v + first, 2 - first);
         if (w < 0 && errno == EINTR)
             continue;
-        if (w < 0)
-            return tw_status_from_errno(errno);
-        p += w;
-        n -= (size_t)w;
+        if (w < 0) {
+            f->last_errno = errno;
+            int rc = tw_status_from_errno(errno);
+            if (ftruncate(f->fd, (off_t)f->line_start) == 0)
+                f->size = f->line_start;
+            return rc;
+        }
+        f->size += (uint64_t)w;
+        size_t done = (size_t)w;
+        while (first < 2 && done >= v[first].iov_len) {
+            done -= v[first].iov_len;
+            first++;
+        }
+        if (first < 2) {
+            v[first].iov_base = (char *)v[first].iov_base + done;
+            v[first].iov_len -= done;
+        }
     }
     return TW_OK;
+}
+
+static void note_result(tw_rotating_file *f, int rc, size_t len)
+{
+    f->failing = rc != TW_OK;
+    if (rc != TW_OK)
+        f->dropped += len;
+}
+
+/* One piece of input: up to and including a newline (ended) or not. */
+static int write_piece(tw_rotating_file *f, const char *p, size_t n, bool ended)
+{
+    if (f->skipping) { /* the rest of a line whose start could not be written */
+        f->dropped += n;
+        f->skipping = !ended;
+        return TW_OK;
+    }
+    if (!ended && !f->in_line && f->held_len + n <= TW_ROTATE_HOLD_MAX) {
+        memcpy(f->held + f->held_len, p, n);
+        f->held_len += n;
+        return TW_OK;
+    }
+    int rc = TW_OK;
+    if (!f->in_line) {
+        rc = make_room(f, f->held_len + n);
+        f->line_start = f->size;
+    }
+    if (rc == TW_OK)
+        rc = write_pieces(f, f->held, f->held_len, p, n);
+    note_result(f, rc, f->held_len + n);
+    f->held_len = 0;
+    f->in_line = rc == TW_OK && !ended;
+    f->skipping = rc != TW_OK && !ended;
+    return rc;
 }
 
 int tw_rotating_write(tw_rotating_file *f, const char *data, size_t len)
 {
-    bool rotating = f->max_bytes > 0 && f->backups > 0;
+    int result = TW_OK;
     while (len > 0) {
         const char *nl = memchr(data, '\n', len);
-        size_t line = nl ? (size_t)(nl - data) + 1 : len;
-        if (rotating && f->size > 0 && f->size + line > f->max_bytes) {
-            int rc = rollover(f);
-            if (rc != TW_OK)
-                return rc;
-        }
-        int rc = write_all(f->fd, data, line);
+        size_t n = nl ? (size_t)(nl - data) + 1 : len;
+        int rc = write_piece(f, data, n, nl != NULL);
         if (rc != TW_OK)
-            return rc;
-        f->size += line;
-        data += line;
-        len -= line;
+            result = rc;
+        data += n;
+        len -= n;
     }
-    return TW_OK;
+    return result;
 }
 
-void tw_rotating_close(tw_rotating_file *f)
+int tw_rotating_flush(tw_rotating_file *f)
+{
+    if (!f || f->held_len == 0)
+        return TW_OK;
+    int rc = make_room(f, f->held_len);
+    f->line_start = f->size;
+    if (rc == TW_OK)
+        rc = write_pieces(f, f->held, f->held_len, NULL, 0);
+    note_result(f, rc, f->held_len);
+    f->in_line = rc == TW_OK;
+    f->held_len = 0;
+    return rc;
+}
+
+uint64_t tw_rotating_dropped(const tw_rotating_file *f)
+{
+    return f ? f->dropped : 0;
+}
+bool tw_rotating_failing(const tw_rotating_file *f)
+{
+    return f && f->failing;
+}
+const char *tw_rotating_error(const tw_rotating_file *f)
+{
+    return strerror(f && f->last_errno ? f->last_errno : EIO);
+}
+
+int tw_rotating_close(tw_rotating_file *f)
 {
     if (!f)
-        return;
-    if (f->fd >= 0)
-        close(f->fd);
+        return TW_OK;
+    int rc = tw_rotating_flush(f);
+    if (f->fd >= 0 && close(f->fd) != 0 && rc == TW_OK)
+        rc = tw_status_from_errno(errno);
+    free(f->held);
     free(f->path);
     free(f);
+    return rc;
 }

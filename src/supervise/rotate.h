@@ -3,20 +3,43 @@
  * logging.handlers.RotatingFileHandler: when writing a line would take the
  * file past max_bytes, FILE.N-1 becomes FILE.N ... FILE becomes FILE.1, and
  * a new FILE is started; at most `backups` old files are kept. With
- * max_bytes or backups 0 the file is never rotated. Lines are never split
- * across files (a single line longer than max_bytes gets a file to itself).
+ * max_bytes or backups 0 the file is never rotated.
+ *
+ * Lines are never split across files: the bytes of a line not yet ended are
+ * held (up to TW_ROTATE_HOLD_MAX) until its newline says how long it is, as
+ * RotatingFileHandler decides record by record; a longer line is written as
+ * it comes and the file is not rotated before its end. A single line longer
+ * than max_bytes gets a file to itself.
+ *
+ * Writes that fail (a full disk) never block the caller: the line is dropped
+ * whole (what was written of it is cut off again), counted, and writing
+ * resumes at the next line that fits. tw_rotating_write says which call
+ * failed and which first succeeded again, so the caller can say so once.
  */
 #ifndef TW_SUPERVISE_ROTATE_H
 #define TW_SUPERVISE_ROTATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#define TW_ROTATE_HOLD_MAX (64u * 1024u)
 
 typedef struct tw_rotating_file tw_rotating_file;
 
 int tw_rotating_open(const char *path, uint64_t max_bytes, unsigned backups, tw_rotating_file **out);
-/* Appends bytes; rotation happens at line boundaries. */
+/* Appends bytes; rotation happens at line boundaries. Returns TW_OK, or the
+ * error of a write that failed (its line is dropped). */
 int tw_rotating_write(tw_rotating_file *f, const char *data, size_t len);
-void tw_rotating_close(tw_rotating_file *f);
+/* Writes a held partial line out (at the end of the output). */
+int tw_rotating_flush(tw_rotating_file *f);
+/* Bytes dropped by failed writes so far. */
+uint64_t tw_rotating_dropped(const tw_rotating_file *f);
+/* True while the last write failed. */
+bool tw_rotating_failing(const tw_rotating_file *f);
+/* The last failure, as strerror() says it. */
+const char *tw_rotating_error(const tw_rotating_file *f);
+/* Flushes and closes; returns the error of the flush or close, if any. */
+int tw_rotating_close(tw_rotating_file *f);
 
 #endif

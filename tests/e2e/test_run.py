@@ -233,3 +233,149 @@ def test_idle_gpus_while_waiting_for_data_is_a_finding(tmp_path):
     assert "data wait was" in gpu["evidence"] and "data_loading_bound" in gpu["recommendation"]
     assert "data_loading_bound" in findings
     assert "GPU utilization averaged 12%" in result.stderr
+
+
+def test_thousands_of_ranks_in_the_output_do_not_kill_the_command(tmp_path):
+    """More ranks than the live series limit allows: the series past it are
+    refused and counted; run keeps going and the command's status is kept."""
+    port = free_port()
+    script = ("import sys, time\n"
+              "for n in range(3335): print(f'[Rank {n}] steps: 10 loss: 0.1')\n"
+              "sys.stdout.flush(); time.sleep(3)\n")
+    out_file = tmp_path / "out"
+    with open(out_file, "w") as out:  # a file, not a pipe nobody reads yet: passthrough waits for its reader
+        proc = subprocess.Popen([binary("trainwatch"), "run", "--web.listen-address", f"127.0.0.1:{port}", "--",
+                                 "/usr/bin/python3", "-c", script], stdout=out, stderr=subprocess.PIPE, text=True)
+    body = wait_until(lambda: (lambda b: b if 'rank="3334"' in b else None)(
+        http(f"http://127.0.0.1:{port}/metrics")[2].decode()), timeout=60, what="rank 3334's series")
+    dropped = [l for l in body.splitlines() if l.startswith("trainwatch_dropped_series_total ")]
+    assert dropped and float(dropped[0].split()[1]) > 0
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]
+    assert out_file.read_text().count("\n") == 3335
+
+
+def test_stdout_and_stderr_are_one_ordered_stream(tmp_path):
+    """Both streams go through one pipe: the log keeps the order the command
+    wrote in, and a traceback on stderr is found at its own line."""
+    log = tmp_path / "train.log"
+    report = tmp_path / "report.json"
+    script = ("import sys\n"
+              "for i in range(1, 9):\n"
+              "    print(f'epoch: [1/1], global_step: {i}, loss: 1.0', flush=True)\n"
+              "    print(f'warning {i}', file=sys.stderr, flush=True)\n"
+              "raise RuntimeError('boom')\n")
+    result = tw_run("--web.listen-address", "none", "--log-file", log, "--report", report, "--",
+                    "/usr/bin/python3", "-c", script)
+    assert result.returncode == 1
+    lines = log.read_text().splitlines()
+    assert lines[:4] == ["epoch: [1/1], global_step: 1, loss: 1.0", "warning 1",
+                         "epoch: [1/1], global_step: 2, loss: 1.0", "warning 2"]
+    error_at = lines.index("RuntimeError: boom") + 1
+    assert lines[error_at - 3] == "Traceback (most recent call last):"
+    import json
+    findings = {f["rule"]: f for f in json.loads(report.read_text())["findings"]}
+    assert "crash" in findings and "failed_launches" not in findings, findings.keys()
+    assert f"RuntimeError: boom ({log}:{error_at})" in findings["crash"]["evidence"]
+    apart = tw_run("--web.listen-address", "none", "--separate-stderr", "--", "sh", "-c", "echo out; echo err >&2")
+    assert apart.stdout == "out\n" and "err\n" in apart.stderr
+
+
+def test_sigterm_to_run_is_reported_as_the_signal(tmp_path):
+    report = tmp_path / "report.json"
+    script = "trap 'exit 143' TERM; echo 'epoch: [1/3], global_step: 5, loss: 1.0'; sleep 30 & wait"
+    proc = subprocess.Popen([binary("trainwatch"), "run", "--web.listen-address", "none", "--report", str(report),
+                             "--", "sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143
+    import json
+    findings = {f["rule"]: f for f in json.loads(report.read_text())["findings"]}
+    assert "failed_launches" not in findings, findings.keys()
+    assert "killed" in findings
+    assert "forwarded signal 15" in findings["killed"]["evidence"]
+
+
+def test_run_says_where_it_listens(tmp_path):
+    proc = subprocess.Popen([binary("trainwatch"), "run", "--web.listen-address", "127.0.0.1:0", "--",
+                             "sleep", "5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    port = None
+    for line in proc.stderr:
+        m = re.match(r"trainwatch run: serving /metrics on 127\.0\.0\.1:(\d+)$", line.rstrip("\n"))
+        if m:
+            port = int(m.group(1))
+            break
+    assert port and port != 0
+    status, _, body = http(f"http://127.0.0.1:{port}/metrics")
+    assert status == 200 and b"trainwatch_process_tree_processes" in body
+    proc.terminate()
+    proc.communicate(timeout=30)
+
+
+def test_report_path_is_checked_before_the_command_starts(tmp_path):
+    marker = tmp_path / "started"
+    result = tw_run("--web.listen-address", "none", "--report", tmp_path / "no-such-dir" / "r.json", "--",
+                    "touch", marker)
+    assert result.returncode == 2
+    assert "no-such-dir/r.json" in result.stderr and "not starting touch" in result.stderr
+    assert not marker.exists()
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 64 KiB tmpfs: a disk that fills up (needs root to mount)."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs to fill up (needs root): {r.stderr.strip()}")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)])
+
+
+def test_full_disk_under_log_file_and_report(small_fs):
+    """The log file on a disk that fills: said once, lines dropped whole, the
+    command unharmed. The report on a full disk: no empty file, a non-zero
+    status although the command succeeded."""
+    (small_fs / "filler").write_bytes(b"x" * 60 * 1024)
+    log = small_fs / "train.log"
+    script = "for i in range(2000): print(f'epoch: [1/1], global_step: {i}, loss: 1.0')"
+    result = tw_run("--web.listen-address", "none", "--log-file", log, "--", "/usr/bin/python3", "-c", script)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("\n") == 2000
+    said = [l for l in result.stderr.splitlines() if "No space left on device" in l]
+    assert len(said) == 1 and str(log) in said[0]
+    text = log.read_text()
+    assert text == "" or text.endswith("\n")
+    assert all(l.startswith("epoch: [1/1], global_step: ") for l in text.splitlines())
+    # the disk is full: the report cannot be written
+    report = small_fs / "report.json"
+    result = tw_run("--web.listen-address", "none", "--report", report, "--", "/usr/bin/python3", "-c", script)
+    assert result.returncode != 0
+    assert "--report" in result.stderr and str(report) in result.stderr
+    assert not report.exists()
+    assert not [p for p in small_fs.iterdir() if ".tmp." in p.name]
+
+
+def test_rotation_never_splits_a_line_written_in_pieces(tmp_path):
+    """A writer that flushes in odd-sized pieces (block buffering): every
+    rotated file holds whole lines only."""
+    log = tmp_path / "train.log"
+    script = ("import os, random, time\n"
+              "random.seed(3)\n"
+              "data = ''.join(f'epoch: [1/1], global_step: {i}, loss: {random.random():.{i % 13}f}\\n' for i in range(3000)).encode()\n"
+              "i = 0\n"
+              "while i < len(data):\n"
+              "    n = random.randint(1, 700)\n"
+              "    os.write(1, data[i:i + n]); i += n; time.sleep(0.0005)\n")
+    result = tw_run("--web.listen-address", "none", "--log-file", log, "--log-max-bytes", "4000", "--log-backups",
+                    "5", "--", "/usr/bin/python3", "-c", script)
+    assert result.returncode == 0
+    files = [log] + [tmp_path / f"train.log.{i}" for i in range(1, 6)]
+    for f in files:
+        text = f.read_text()
+        assert text.endswith("\n") and text.startswith("epoch: "), f
+        assert len(text) <= 4000
+    kept = "".join(f.read_text() for f in reversed(files))
+    assert result.stdout.endswith(kept)

@@ -1,0 +1,346 @@
+/*
+ * test_supervise.c: the pieces of live supervision that must never fail the
+ * training job they watch: the rotating log file (lines never split across
+ * files, a full disk drops whole lines and recovers), the write-then-rename
+ * output file, and the live metrics (any rank number, series refused at the
+ * family limit skipped, a finished rank not stalled, stalls reported).
+ */
+#include <cmocka.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/outfile.h"
+#include "supervise/rotate.h"
+#include "trainwatch/error.h"
+#include "trainwatch/live.h"
+#include "trainwatch/metrics.h"
+
+static char dir[64];
+
+static int make_dir(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/tw-supervise-XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int remove_dir(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* The whole text of a file, NUL-terminated (caller frees), or NULL. */
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *buf = malloc((size_t)n + 1);
+    size_t got = fread(buf, 1, (size_t)n, f);
+    buf[got] = 0;
+    fclose(f);
+    if (len)
+        *len = got;
+    return buf;
+}
+
+/* Lines of different lengths written in pieces cut anywhere, including in
+ * the middle of lines: every file holds whole lines only, and the files,
+ * oldest first, are the end of the input. */
+static void rotation_never_splits_a_line(void **state)
+{
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof path, "%s/split.log", dir);
+    tw_rotating_file *f;
+    assert_int_equal(tw_rotating_open(path, 300, 3, &f), TW_OK);
+    char input[8192];
+    size_t len = 0;
+    for (int i = 0; len < sizeof input - 100; i++)
+        len += (size_t)snprintf(input + len, sizeof input - len, "step %d loss %.*s\n", i, i % 37,
+                                "0123456789012345678901234567890123456789");
+    srand(7);
+    for (size_t at = 0; at < len;) {
+        size_t n = 1 + (size_t)rand() % 23;
+        if (n > len - at)
+            n = len - at;
+        assert_int_equal(tw_rotating_write(f, input + at, n), TW_OK);
+        at += n;
+    }
+    assert_int_equal(tw_rotating_close(f), TW_OK);
+    char kept[8192] = "";
+    for (int g = 3; g >= 0; g--) {
+        char name[160];
+        if (g)
+            snprintf(name, sizeof name, "%s.%d", path, g);
+        else
+            snprintf(name, sizeof name, "%s", path);
+        size_t n;
+        char *text = slurp(name, &n);
+        assert_non_null(text);
+        assert_true(n > 0 && n <= 300);
+        assert_int_equal(text[n - 1], '\n');
+        assert_memory_equal(text, "step ", 5); /* starts at a line's start */
+        strcat(kept, text);
+        free(text);
+    }
+    size_t k = strlen(kept);
+    assert_true(k < len);
+    assert_memory_equal(kept, input + len - k, k);
+    assert_true(k == len || input[len - k - 1] == '\n');
+}
+
+/* A line without its newline yet is held, then written whole at close. */
+static void a_partial_line_is_written_at_close(void **state)
+{
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof path, "%s/partial.log", dir);
+    tw_rotating_file *f;
+    assert_int_equal(tw_rotating_open(path, 0, 0, &f), TW_OK);
+    assert_int_equal(tw_rotating_write(f, "one\ntw", 6), TW_OK);
+    assert_int_equal(tw_rotating_write(f, "o", 1), TW_OK);
+    assert_int_equal(tw_rotating_close(f), TW_OK);
+    char *text = slurp(path, NULL);
+    assert_string_equal(text, "one\ntwo");
+    free(text);
+}
+
+/* Writes that fail (here: past RLIMIT_FSIZE, as a full disk would) drop
+ * whole lines, leave no partial line in the file, are counted, and writing
+ * resumes with the next line once there is room. */
+static void a_full_disk_drops_whole_lines_and_recovers(void **state)
+{
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof path, "%s/full.log", dir);
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit old;
+    getrlimit(RLIMIT_FSIZE, &old);
+    struct rlimit small = {100, old.rlim_max};
+    tw_rotating_file *f;
+    assert_int_equal(tw_rotating_open(path, 0, 0, &f), TW_OK);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+    const char *line = "0123456789012345678901234567890123456789\n"; /* 41 bytes */
+    assert_int_equal(tw_rotating_write(f, line, 41), TW_OK);
+    assert_int_equal(tw_rotating_write(f, line, 41), TW_OK);
+    assert_false(tw_rotating_failing(f));
+    assert_int_not_equal(tw_rotating_write(f, line, 41), TW_OK); /* 82 + 41 > 100 */
+    assert_true(tw_rotating_failing(f));
+    assert_int_equal(tw_rotating_dropped(f), 41);
+    /* a line held until its newline is dropped whole when it then fails */
+    assert_int_equal(tw_rotating_write(f, "a line that does not fit", 24), TW_OK);
+    assert_int_not_equal(tw_rotating_write(f, " at all\n", 8), TW_OK);
+    assert_int_equal(tw_rotating_dropped(f), 41 + 32);
+    /* a line too long to hold is written as it comes: when that fails, the
+     * rest of it is dropped with it, up to its newline */
+    size_t huge = TW_ROTATE_HOLD_MAX + 100;
+    char *big = malloc(huge);
+    memset(big, 'x', huge);
+    assert_int_not_equal(tw_rotating_write(f, big, huge), TW_OK);
+    free(big);
+    assert_int_equal(tw_rotating_write(f, " and its end\n", 13), TW_OK);
+    assert_int_equal(tw_rotating_dropped(f), 41 + 32 + huge + 13);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_size, 82);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    assert_int_equal(tw_rotating_write(f, "back\n", 5), TW_OK);
+    assert_false(tw_rotating_failing(f));
+    assert_int_equal(tw_rotating_close(f), TW_OK);
+    char *text = slurp(path, NULL);
+    assert_int_equal(strlen(text), 87);
+    assert_string_equal(text + 82, "back\n");
+    free(text);
+    signal(SIGXFSZ, SIG_DFL);
+}
+
+static void outfile_is_whole_or_absent(void **state)
+{
+    (void)state;
+    char path[128], err[256];
+    snprintf(path, sizeof path, "%s/report.json", dir);
+    assert_int_equal(tw_outfile_check(path, err, sizeof err), 0);
+    tw_outfile o;
+    assert_int_equal(tw_outfile_open(&o, path, err, sizeof err), 0);
+    fputs("{\"a\": 1}\n", o.f);
+    struct stat st;
+    assert_int_not_equal(stat(path, &st), 0); /* not there before commit */
+    assert_int_equal(tw_outfile_commit(&o, err, sizeof err), 0);
+    char *text = slurp(path, NULL);
+    assert_string_equal(text, "{\"a\": 1}\n");
+    free(text);
+    /* a directory that does not exist, and a directory as the target */
+    char bad[160];
+    snprintf(bad, sizeof bad, "%s/missing/report.json", dir);
+    assert_int_not_equal(tw_outfile_check(bad, err, sizeof err), 0);
+    assert_non_null(strstr(err, bad));
+    assert_int_not_equal(tw_outfile_check(dir, err, sizeof err), 0);
+    /* a failed write: nothing replaces the old file, no temporary file stays */
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit old, small;
+    getrlimit(RLIMIT_FSIZE, &old);
+    small = (struct rlimit){16, old.rlim_max};
+    assert_int_equal(tw_outfile_open(&o, path, err, sizeof err), 0);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+    for (int i = 0; i < 100; i++)
+        fputs("0123456789", o.f);
+    assert_int_not_equal(tw_outfile_commit(&o, err, sizeof err), 0);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, SIG_DFL);
+    assert_non_null(strstr(err, path));
+    text = slurp(path, NULL);
+    assert_string_equal(text, "{\"a\": 1}\n");
+    free(text);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "ls %s | grep -c tmp >/dev/null", dir);
+    assert_int_not_equal(system(cmd), 0);
+}
+
+/* Updates on the handle of a refused series (NULL) do nothing. */
+static void updates_on_a_refused_series_do_nothing(void **state)
+{
+    (void)state;
+    tw_registry *r;
+    assert_int_equal(tw_registry_new(&r), TW_OK);
+    const char *names[] = {"rank"};
+    tw_family_options o = {.name = "x_total",
+                           .help = "x",
+                           .type = TW_METRIC_COUNTER,
+                           .label_count = 1,
+                           .label_names = names,
+                           .series_limit = 1};
+    tw_family *f;
+    assert_int_equal(tw_family_register(r, &o, &f), TW_OK);
+    tw_cell *a, *b = (tw_cell *)0x1;
+    const char *v0[] = {"0"}, *v1[] = {"1"};
+    assert_int_equal(tw_family_series(f, v0, &a), TW_OK);
+    assert_int_equal(tw_family_series(f, v1, &b), TW_ELIMIT);
+    assert_null(b);
+    tw_counter_inc(b);
+    assert_int_equal(tw_counter_add(b, 2), TW_OK);
+    tw_gauge_set(b, 1);
+    tw_gauge_inc(b);
+    tw_histogram_observe(b, 1);
+    tw_registry_free(r);
+}
+
+static tw_record step_record(int rank, int64_t step)
+{
+    tw_record r;
+    tw_record_init(&r);
+    r.kind = TW_REC_STEP;
+    r.rank = rank;
+    r.global_step = step;
+    r.loss = 0.5;
+    r.fields |= TW_F_LOSS;
+    return r;
+}
+
+/* The metrics text of a registry, in a buffer the caller frees. */
+static char *exposition(tw_registry *r)
+{
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(tw_registry_expose(r, TW_EXPOSE_TEXT, &text, &len), 0);
+    return text;
+}
+
+/* Thousands of ranks: past the families' series limits the rest of the
+ * series are refused and counted, nothing crashes; rank numbers above any
+ * fixed table keep their own number. */
+static void many_ranks_are_counted_not_fatal(void **state)
+{
+    (void)state;
+    tw_registry *reg;
+    assert_int_equal(tw_registry_new(&reg), TW_OK);
+    tw_live *l;
+    tw_live_options o = {.registry = reg, .job = "j"};
+    assert_int_equal(tw_live_new(&o, &l), TW_OK);
+    for (int rank = 0; rank < 3335; rank++) {
+        tw_record r = step_record(rank, 10);
+        tw_live_record(l, &r);
+        tw_record e;
+        tw_record_init(&e);
+        e.kind = TW_REC_EVENT;
+        e.event = TW_EV_CHECKPOINT;
+        e.rank = rank;
+        tw_live_record(l, &e);
+    }
+    tw_record big = step_record(7000, 3);
+    tw_live_record(l, &big);
+    tw_live_tick(l, 1e12);
+    char *text = exposition(reg);
+    assert_non_null(strstr(text, "trainwatch_dropped_series_total "));
+    assert_null(strstr(text, "trainwatch_dropped_series_total 0\n"));
+    assert_non_null(strstr(text, "trainwatch_train_step{job=\"j\",rank=\"3334\"} 10"));
+    assert_non_null(strstr(text, "trainwatch_train_step{job=\"j\",rank=\"7000\"} 3"));
+    free(text);
+    tw_live_free(l);
+    tw_registry_free(reg);
+}
+
+/* A rank that logged its end is not stalled, a rank that went quiet is, and
+ * the stall is a finding for the report. */
+static void finished_ranks_do_not_stall(void **state)
+{
+    (void)state;
+    tw_registry *reg;
+    assert_int_equal(tw_registry_new(&reg), TW_OK);
+    tw_live *l;
+    tw_live_options o = {.registry = reg, .job = "j", .stall_after = 5};
+    assert_int_equal(tw_live_new(&o, &l), TW_OK);
+    for (int rank = 0; rank < 2; rank++) {
+        tw_record r = step_record(rank, 100);
+        tw_live_record(l, &r);
+    }
+    tw_record end;
+    tw_record_init(&end);
+    end.kind = TW_REC_EVENT;
+    end.event = TW_EV_EXIT;
+    end.exit_code = 0;
+    end.rank = 0;
+    tw_live_record(l, &end);
+    tw_finding f;
+    assert_false(tw_live_stall_finding(l, 0, &f));
+    tw_live_tick(l, 1e12);
+    char *text = exposition(reg);
+    assert_non_null(strstr(text, "trainwatch_stalled{job=\"j\",rank=\"0\"} 0"));
+    assert_non_null(strstr(text, "trainwatch_stalled{job=\"j\",rank=\"1\"} 1"));
+    free(text);
+    assert_true(tw_live_stall_finding(l, 1e12, &f));
+    assert_string_equal(f.rule, "live_stall");
+    assert_int_equal(f.rank, 1);
+    assert_int_equal(f.step, 100);
+    tw_live_free(l);
+    tw_registry_free(reg);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(rotation_never_splits_a_line),
+        cmocka_unit_test(a_partial_line_is_written_at_close),
+        cmocka_unit_test(a_full_disk_drops_whole_lines_and_recovers),
+        cmocka_unit_test(outfile_is_whole_or_absent),
+        cmocka_unit_test(updates_on_a_refused_series_do_nothing),
+        cmocka_unit_test(many_ranks_are_counted_not_fatal),
+        cmocka_unit_test(finished_ranks_do_not_stall),
+    };
+    return cmocka_run_group_tests(tests, make_dir, remove_dir);
+}
