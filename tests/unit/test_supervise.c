@@ -5,12 +5,13 @@
  * output file, and the live metrics (any rank number, series refused at the
  * family limit skipped, a finished rank not stalled, stalls reported).
  */
-#include <cmocka.h>
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
