@@ -6,22 +6,26 @@ ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 JOBS       ?= 2
 
-.PHONY: all deps build asan fuzz-build demo check unit e2e fuzz bench clean format
+.PHONY: all deps deps-check build asan fuzz-build demo check unit e2e fuzz bench clean format
 
 all: build
 
+# What building and the demo need; the tests' tools and servers come with check.
 deps:
-	@bash scripts/install-deps.sh
+	@bash scripts/install-deps.sh demo
+
+deps-check:
+	@bash scripts/install-deps.sh check
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
 
-asan: deps
+asan: deps-check
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTW_SANITIZE=ON >/dev/null
 	@cmake --build $(ASAN_BUILD) -j$(JOBS)
 
-fuzz-build: deps
+fuzz-build: deps-check
 	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTW_FUZZ=ON >/dev/null
 	@cmake --build $(FUZZ_BUILD) -j$(JOBS)
 
@@ -30,12 +34,12 @@ demo: build
 
 # The whole suite runs on the sanitized build; the -O2 build is built with
 # -Werror too and runs the unit tests; the fuzzers get a short run.
-check: build asan fuzz-build
+check: deps-check build asan fuzz-build
 	@cd $(BUILD) && ctest --output-on-failure -L 'unit|valgrind'
 	@cd $(ASAN_BUILD) && ctest --output-on-failure
 	@cd $(FUZZ_BUILD) && ctest --output-on-failure -j$(JOBS) -L fuzz
 
-bench: build
+bench: deps-check build
 	@/usr/bin/python3 bench/metrics.py $(BUILD)
 	@bash bench/ingest.sh $(BUILD)
 	@/usr/bin/python3 bench/supervise.py $(BUILD)
