@@ -637,7 +637,7 @@ static int run(int argc, char **argv)
         fprintf(stderr, "trainwatch run: %s: %s (not starting %s)\n", o.log_file, strerror(errno), cmd[0]);
         goto done;
     }
-    if (tw_cli_supervision_serve(&o.sup, "run", reg, &server) != 0)
+    if (tw_cli_supervision_serve(&o.sup, "run", cmd[0], reg, &server) != 0)
         goto done;
     int read_fd[2], write_fd[2];
     if (open_output(&o, read_fd, write_fd) != 0 || pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {

@@ -140,7 +140,7 @@ static int run(int argc, char **argv)
         fprintf(stderr, "trainwatch watch: %s: %s\n", o.records_path, strerror(errno));
         goto done;
     }
-    if (tw_cli_supervision_serve(&o.sup, "watch", reg, &server) != 0)
+    if (tw_cli_supervision_serve(&o.sup, "watch", NULL, reg, &server) != 0)
         goto done;
     o.follow.patterns = (const char *const *)(argv + first);
     o.follow.pattern_count = (size_t)(argc - first);

@@ -47,7 +47,8 @@ int tw_cli_supervision_option(tw_cli_supervision *s, const char *command, int co
     return stored > 0 ? 0 : -1;
 }
 
-int tw_cli_supervision_serve(tw_cli_supervision *s, const char *command, tw_registry *registry, tw_http_server **out)
+int tw_cli_supervision_serve(tw_cli_supervision *s, const char *command, const char *not_starting,
+                             tw_registry *registry, tw_http_server **out)
 {
     *out = NULL;
     if (!s->serve)
@@ -55,7 +56,8 @@ int tw_cli_supervision_serve(tw_cli_supervision *s, const char *command, tw_regi
     char err[512], host[256] = "", port[16] = "";
     s->http.registry = registry;
     if (tw_http_start(&s->http, out, err, sizeof err) != 0) {
-        fprintf(stderr, "trainwatch %s: %s\n", command, err);
+        fprintf(stderr, "trainwatch %s: %s%s%s%s\n", command, err, not_starting ? " (not starting " : "",
+                not_starting ? not_starting : "", not_starting ? ")" : "");
         return -1;
     }
     const char *address = s->http.listen_address ? s->http.listen_address : TW_HTTP_DEFAULT_ADDRESS;

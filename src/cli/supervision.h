@@ -40,8 +40,9 @@ int tw_cli_supervision_option(tw_cli_supervision *s, const char *command, int co
 
 /* Starts the metrics server when serving (not --web.listen-address none)
  * and says on stderr where it listens (the port bound, also for port 0).
- * 0, with *out NULL when not serving; -1 when it cannot start (said). */
-int tw_cli_supervision_serve(tw_cli_supervision *s, const char *command, tw_registry *registry,
-                             tw_http_server **out);
+ * 0, with *out NULL when not serving; -1 when it cannot start (said, with
+ * "not starting CMD" when not_starting names a command). */
+int tw_cli_supervision_serve(tw_cli_supervision *s, const char *command, const char *not_starting,
+                             tw_registry *registry, tw_http_server **out);
 
 #endif
