@@ -1,22 +1,15 @@
 /*
- * alerts.c: alerting for `run` and `watch` (see alerts.h).
- *
- * Rule files are all loaded, and every problem printed, before the command
- * starts; so are the receivers. Receiver URLs may be given as env:NAME or
- * file:PATH, and signing secrets only from a file or an environment
- * variable, so no token needs to be on a command line (where ps shows it).
+ * alerts.c: the alerting options of `run` and `watch` (see alerts.h); what
+ * they configure runs in supervise/alerting.c.
  */
 #include "alerts.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "trainwatch/error.h"
-
-#define SECRET_MAX 4096
 
 const char tw_cli_alerts_usage[] =
     "alerting (Prometheus rule files, evaluated here):\n"
@@ -32,18 +25,20 @@ const char tw_cli_alerts_usage[] =
     "  --external-url URL          base of each alert's generatorURL (e.g. your Prometheus)\n"
     "  URLs may be given as env:NAME or file:PATH to keep tokens off the command line.\n";
 
-int tw_cli_alerts_option(tw_cli_alerts *a, const char *command, int code, const char *arg)
+int tw_cli_alerts_option(tw_alerts_config *a, const char *command, int code, const char *arg)
 {
-    tw_cli_webhook *last = a->webhook_count ? &a->webhooks[a->webhook_count - 1] : NULL;
+    tw_webhook_config *last = a->webhook_count ? &a->webhooks[a->webhook_count - 1] : NULL;
     switch (code - TW_CLI_ALERT_OPT) {
     case 0:
-        if (a->rule_file_count == TW_CLI_RULE_FILES_MAX) {
-            fprintf(stderr, "trainwatch %s: at most %d --rules files\n", command, TW_CLI_RULE_FILES_MAX);
+        if (a->rule_file_count == TW_RULE_FILES_MAX) {
+            fprintf(stderr, "trainwatch %s: at most %d --rules files\n", command, TW_RULE_FILES_MAX);
             return -1;
         }
         a->rule_files[a->rule_file_count++] = arg;
         return 1;
-    case 1: a->no_defaults = true; return 1;
+    case 1:
+        a->no_defaults = true;
+        return 1;
     case 2:
         if (tw_cli_number(command, "eval-interval", arg, &a->eval_interval))
             return -1;
@@ -53,18 +48,18 @@ int tw_cli_alerts_option(tw_cli_alerts *a, const char *command, int code, const 
         }
         return 1;
     case 3:
-        if (a->alertmanager_count == TW_CLI_RECEIVERS_MAX) {
-            fprintf(stderr, "trainwatch %s: at most %d --alertmanager URLs\n", command, TW_CLI_RECEIVERS_MAX);
+        if (a->alertmanager_count == TW_RECEIVERS_MAX) {
+            fprintf(stderr, "trainwatch %s: at most %d --alertmanager URLs\n", command, TW_RECEIVERS_MAX);
             return -1;
         }
         a->alertmanagers[a->alertmanager_count++] = arg;
         return 1;
     case 4:
-        if (a->webhook_count == TW_CLI_RECEIVERS_MAX) {
-            fprintf(stderr, "trainwatch %s: at most %d --webhook URLs\n", command, TW_CLI_RECEIVERS_MAX);
+        if (a->webhook_count == TW_RECEIVERS_MAX) {
+            fprintf(stderr, "trainwatch %s: at most %d --webhook URLs\n", command, TW_RECEIVERS_MAX);
             return -1;
         }
-        a->webhooks[a->webhook_count++] = (tw_cli_webhook){.url = arg, .format = "alertmanager"};
+        a->webhooks[a->webhook_count++] = (tw_webhook_config){.url = arg, .format = "alertmanager"};
         return 1;
     case 5:
     case 6:
@@ -80,166 +75,10 @@ int tw_cli_alerts_option(tw_cli_alerts *a, const char *command, int code, const 
         else
             last->secret_env = arg;
         return 1;
-    case 8: a->external_url = arg; return 1;
-    default: return 0;
+    case 8:
+        a->external_url = arg;
+        return 1;
+    default:
+        return 0;
     }
-}
-
-static void print_problem(void *arg, const char *text, bool unsupported)
-{
-    const char *command = arg;
-    fprintf(stderr, "trainwatch %s: %s%s\n", command, text, unsupported ? " (trainwatch rules check lists all)" : "");
-}
-
-/* Reads a secret or URL from file:PATH / env:NAME (or a plain value); malloc'd. */
-static char *resolve(const char *command, const char *what, const char *value, const char *file, const char *env)
-{
-    if (value && !strncmp(value, "env:", 4))
-        env = value + 4, value = NULL;
-    else if (value && !strncmp(value, "file:", 5))
-        file = value + 5, value = NULL;
-    if (value)
-        return strdup(value);
-    if (env) {
-        const char *v = getenv(env);
-        if (!v || !*v) {
-            fprintf(stderr, "trainwatch %s: the environment variable %s (%s) is not set\n", command, env, what);
-            return NULL;
-        }
-        return strdup(v);
-    }
-    FILE *f = fopen(file, "r");
-    if (!f) {
-        fprintf(stderr, "trainwatch %s: %s (%s): %s\n", command, file, what, strerror(errno));
-        return NULL;
-    }
-    char *buf = calloc(1, SECRET_MAX + 1);
-    size_t n = buf ? fread(buf, 1, SECRET_MAX, f) : 0;
-    fclose(f);
-    while (buf && n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
-        buf[--n] = '\0';
-    if (buf && !n) {
-        fprintf(stderr, "trainwatch %s: %s (%s) is empty\n", command, file, what);
-        free(buf);
-        return NULL;
-    }
-    return buf;
-}
-
-static int add_receiver(tw_cli_alerts *a, const char *command, const char *url_arg, const char *format,
-                        const char *secret_file, const char *secret_env)
-{
-    char *url = resolve(command, "receiver URL", url_arg, NULL, NULL);
-    char *secret = NULL;
-    if (url && (secret_file || secret_env))
-        secret = resolve(command, "webhook secret", NULL, secret_file, secret_env);
-    int rc = TW_EUSAGE;
-    if (url && (secret || !(secret_file || secret_env))) {
-        char err[256];
-        tw_receiver_options r = {.url = url, .format = format, .secret = secret};
-        rc = tw_notifier_add(a->notifier, &r, err, sizeof err);
-        if (rc != TW_OK)
-            fprintf(stderr, "trainwatch %s: --%s %s: %s\n", command,
-                    strcmp(format, "alertmanager-api") ? "webhook" : "alertmanager",
-                    strncmp(url_arg, "env:", 4) && strncmp(url_arg, "file:", 5) ? "(given)" : url_arg, err);
-    }
-    if (secret)
-        memset(secret, 0, strlen(secret));
-    free(secret);
-    free(url);
-    return rc;
-}
-
-int tw_cli_alerts_start(tw_cli_alerts *a, const char *command, tw_registry *registry)
-{
-    tw_ruleset *rs;
-    if (tw_ruleset_new(&rs) != TW_OK)
-        return TW_ENOMEM;
-    int rc = TW_OK;
-    if (!a->no_defaults) {
-        const char *text = tw_default_rules();
-        rc = tw_ruleset_load_text(rs, "<default rules>", text, strlen(text), print_problem, (void *)command);
-    }
-    for (size_t i = 0; i < a->rule_file_count; i++) {
-        int r = tw_ruleset_load_file(rs, a->rule_files[i], print_problem, (void *)command);
-        if (r != TW_OK)
-            rc = r;
-    }
-    if (rc != TW_OK) {
-        tw_ruleset_free(rs);
-        return rc;
-    }
-    bool receivers = a->alertmanager_count || a->webhook_count;
-    if (receivers) {
-        tw_notifier_options no = {.registry = registry, .external_url = a->external_url, .log = stderr};
-        if ((rc = tw_notifier_new(&no, &a->notifier)) != TW_OK) {
-            tw_ruleset_free(rs);
-            return rc;
-        }
-        for (size_t i = 0; i < a->alertmanager_count && rc == TW_OK; i++) {
-            /* the API endpoint under the Alertmanager's base URL */
-            char url[2048];
-            const char *base = a->alertmanagers[i];
-            char *resolved = resolve(command, "Alertmanager URL", base, NULL, NULL);
-            if (!resolved) {
-                rc = TW_EUSAGE;
-                break;
-            }
-            size_t n = strlen(resolved);
-            while (n && resolved[n - 1] == '/')
-                n--;
-            snprintf(url, sizeof url, "%.*s%s", (int)n, resolved,
-                     strstr(resolved, "/api/v2/alerts") ? "" : "/api/v2/alerts");
-            free(resolved);
-            rc = add_receiver(a, command, url, "alertmanager-api", NULL, NULL);
-        }
-        for (size_t i = 0; i < a->webhook_count && rc == TW_OK; i++) {
-            tw_cli_webhook *w = &a->webhooks[i];
-            rc = add_receiver(a, command, w->url, w->format, w->secret_file, w->secret_env);
-        }
-        if (rc != TW_OK) {
-            tw_ruleset_free(rs);
-            return rc;
-        }
-    }
-    size_t rules = tw_ruleset_rule_count(rs);
-    tw_alerting_options ao = {.registry = registry, .default_interval = a->eval_interval > 0 ? a->eval_interval : 5,
-                              .generator_url = a->external_url, .log = stderr,
-                              .sink = receivers ? tw_notifier_sink : NULL, .sink_arg = a->notifier};
-    rc = tw_alerting_new(rs, &ao, &a->alerting);
-    if (rc == TW_OK && rules)
-        fprintf(stderr, "trainwatch %s: evaluating %zu alerting/recording rules%s\n", command, rules,
-                receivers ? "" : " (no --alertmanager or --webhook: alerts are logged here)");
-    return rc;
-}
-
-void tw_cli_alerts_tick(tw_cli_alerts *a, double now)
-{
-    if (a->alerting)
-        tw_alerting_tick(a->alerting, now);
-}
-
-void tw_cli_alerts_finish(tw_cli_alerts *a, const char *command, double now)
-{
-    if (!a->alerting)
-        return;
-    tw_alerting_evaluate_all(a->alerting, now);
-    if (a->notifier) {
-        size_t left = tw_notifier_flush(a->notifier, 5);
-        if (left)
-            fprintf(stderr, "trainwatch %s: %zu alert notification%s not delivered\n", command, left,
-                    left == 1 ? "" : "s");
-    }
-    if (tw_alerting_fired_total(a->alerting))
-        fprintf(stderr, "trainwatch %s: %zu alert%s fired, %zu firing at the end\n", command,
-                tw_alerting_fired_total(a->alerting), tw_alerting_fired_total(a->alerting) == 1 ? "" : "s",
-                tw_alerting_firing(a->alerting));
-}
-
-void tw_cli_alerts_free(tw_cli_alerts *a)
-{
-    tw_alerting_free(a->alerting);
-    tw_notifier_free(a->notifier);
-    a->alerting = NULL;
-    a->notifier = NULL;
 }

@@ -1,8 +1,10 @@
 /*
- * cmd_watch.c: `trainwatch watch [options] FILE|GLOB...` follows training
- * logs as they grow (tail -F, rotation-proof, resumable with --state),
- * serves what they say as Prometheus metrics, warns live about NaN losses,
- * OOMs, exceptions and stalls, and prints the diagnosis when stopped.
+ * cmd_watch.c: `trainwatch watch [options] FILE|GLOB...`: reads the options
+ * and hands the files to a supervision (trainwatch/supervise.h) that
+ * follows them as they grow (tail -F, rotation-proof, resumable with
+ * --state), serves what they say as Prometheus metrics and warns live about
+ * NaN losses, OOMs, exceptions and stalls; prints the diagnosis when
+ * stopped (SIGINT, SIGTERM, --duration).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -15,23 +17,16 @@
 #include <unistd.h>
 
 #include "../core/clock.h"
-#include "supervision.h"
 #include "cli.h"
-#include "sinks.h"
+#include "supervision.h"
 #include "trainwatch/analyze.h"
 #include "trainwatch/error.h"
 #include "trainwatch/follow.h"
-#include "trainwatch/http.h"
-#include "trainwatch/live.h"
-#include "trainwatch/record_json.h"
-
-static volatile sig_atomic_t stop_requested;
-static void on_signal(int sig) { (void)sig; stop_requested = 1; }
+#include "trainwatch/supervise.h"
 
 typedef struct watch_options {
-    tw_cli_supervision sup;
+    tw_supervision_options sup;
     tw_follow_options follow;
-    const char *records_path;
     double duration;
     bool json;
 } watch_options;
@@ -49,7 +44,8 @@ static void usage(FILE *out)
             "  --records FILE              also append the records as JSON lines (exactly once with --state)\n"
             "  --format NAME               use this log format (see trainwatch formats)\n"
             "  --job NAME                  the job label of the metrics (default: watch)\n"
-            "  --web.listen-address ADDR   serve /metrics here (default " TW_HTTP_DEFAULT_ADDRESS "; 'none': do not serve)\n"
+            "  --web.listen-address ADDR   serve /metrics here (default " TW_HTTP_DEFAULT_ADDRESS
+            "; 'none': do not serve)\n"
             "  --web.config.file FILE      TLS and basic auth, exporter-toolkit format\n"
             "  --stall-after SECONDS       warn when no step arrives for this long (default: 10x the\n"
             "                              usual step interval, at least 60)\n"
@@ -60,30 +56,38 @@ static void usage(FILE *out)
 
 static int parse(int argc, char **argv, watch_options *o)
 {
-    static const struct option longopts[] = {
-        {"from-start", 0, 0, 'f'}, {"state", 1, 0, 's'}, {"records", 1, 0, 'r'},
-        {"duration", 1, 0, 'd'},   {"json", 0, 0, 'J'},  {"help", 0, 0, 'h'},
-        TW_CLI_SUPERVISION_LONGOPTS, {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"from-start", 0, 0, 'f'},   {"state", 1, 0, 's'}, {"records", 1, 0, 'r'},
+                                             {"duration", 1, 0, 'd'},     {"json", 0, 0, 'J'},  {"help", 0, 0, 'h'},
+                                             TW_CLI_SUPERVISION_LONGOPTS, {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
-        case 'f': o->follow.from_start = true; break;
-        case 's': o->follow.state_file = optarg; break;
-        case 'r': o->records_path = optarg; break;
+        case 'f':
+            o->follow.from_start = true;
+            break;
+        case 's':
+            o->follow.state_file = optarg;
+            break;
+        case 'r':
+            o->sup.records_path = optarg;
+            break;
         case 'd':
             if (tw_cli_number("watch", "duration", optarg, &o->duration))
                 return -1;
             break;
-        case 'J': o->json = true; break;
-        case 'h': usage(stdout); exit(TW_EXIT_OK);
+        case 'J':
+            o->json = true;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(TW_EXIT_OK);
         default:
             if (tw_cli_supervision_option(&o->sup, "watch", c, optarg, argv[optind - 1]) < 0)
                 return -1;
         }
     }
-    o->follow.format = o->sup.format;
     if (optind >= argc) {
         fprintf(stderr, "trainwatch watch: no files to follow\n");
         return -1;
@@ -91,17 +95,18 @@ static int parse(int argc, char **argv, watch_options *o)
     return optind;
 }
 
-
-
-static int finish(tw_cli_sinks *s, const watch_options *o, const tw_follow_stats *st)
+/* The diagnosis when stopped, on stdout; the exit status as for analyze. */
+static int finish(tw_supervision *sup, const watch_options *o)
 {
-    fprintf(stderr, "trainwatch watch: %llu lines from %llu files (%llu rotations, %llu truncations%s)\n",
-            (unsigned long long)st->lines, (unsigned long long)st->files, (unsigned long long)st->rotations,
-            (unsigned long long)st->truncations, st->inotify ? "" : ", polling");
-    tw_thresholds t;
-    tw_thresholds_default(&t);
     tw_report *report;
-    if (tw_diagnose(s->run, &t, &report) != TW_OK)
+    tw_supervision_result result;
+    int rc = tw_supervision_finish(sup, &report, &result);
+    const tw_follow_stats *st = tw_supervision_follow_stats(sup);
+    if (st)
+        fprintf(stderr, "trainwatch watch: %llu lines from %llu files (%llu rotations, %llu truncations%s)\n",
+                (unsigned long long)st->lines, (unsigned long long)st->files, (unsigned long long)st->rotations,
+                (unsigned long long)st->truncations, st->inotify ? "" : ", polling");
+    if (rc != TW_OK)
         return TW_EXIT_USAGE;
     if (o->json)
         tw_report_write_json(stdout, report);
@@ -116,67 +121,39 @@ static int finish(tw_cli_sinks *s, const watch_options *o, const tw_follow_stats
     return status;
 }
 
+static int signal_fd = -1;
+
+static void on_signal(int sig)
+{
+    unsigned char s = (unsigned char)sig;
+    int saved = errno;
+    if (write(signal_fd, &s, 1) < 0) {
+    }
+    errno = saved;
+}
+
 static int run(int argc, char **argv)
 {
-    watch_options o = {.sup = {.serve = true, .job = "watch"}};
+    watch_options o = {.sup = {.name = "watch", .serve = true, .job = "watch"}};
     int first = parse(argc, argv, &o);
     if (first < 0)
         return TW_EXIT_USAGE;
-    tw_cli_sinks s = {0};
+    tw_supervision *sup;
+    if (tw_supervision_new(&o.sup, &sup) != TW_OK)
+        return TW_EXIT_USAGE;
     int status = TW_EXIT_USAGE;
-    tw_registry *reg = NULL;
-    tw_http_server *server = NULL;
-    tw_follower *follower = NULL;
-    char err[512];
-    if (tw_registry_new(&reg) != TW_OK || tw_run_new(&s.run, NULL) != TW_OK)
-        goto done;
-    tw_process_collector_register(reg);
-    tw_live_options lo = {.registry = reg, .job = o.sup.job, .stall_after = o.sup.stall_after, .warnings = stderr};
-    if (tw_live_new(&lo, &s.live) != TW_OK)
-        goto done;
-    if (tw_cli_alerts_start(&o.sup.alerts, "watch", reg) != TW_OK)
-        goto done;
-    if (o.records_path && !(s.records = fopen(o.records_path, "a"))) {
-        fprintf(stderr, "trainwatch watch: %s: %s\n", o.records_path, strerror(errno));
-        goto done;
-    }
-    if (tw_cli_supervision_serve(&o.sup, "watch", NULL, reg, &server) != 0)
-        goto done;
     o.follow.patterns = (const char *const *)(argv + first);
     o.follow.pattern_count = (size_t)(argc - first);
-    o.follow.sink = (tw_record_sink){tw_cli_sinks_record, &s, tw_cli_sinks_commit, tw_cli_sinks_restore};
-    if (tw_follower_open(&o.follow, &follower, err, sizeof err) != TW_OK) {
-        fprintf(stderr, "trainwatch watch: %s\n", err);
-        goto done;
+    if (tw_supervision_follow(sup, &o.follow) == TW_OK) {
+        signal_fd = tw_supervision_signal_fd(sup);
+        signal(SIGINT, on_signal);
+        signal(SIGTERM, on_signal);
+        double start = tw_monotonic_clock();
+        while ((o.duration <= 0 || tw_monotonic_clock() - start < o.duration) && tw_supervision_tick(sup, 0.5)) {
+        }
+        status = finish(sup, &o);
     }
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-    double start = tw_monotonic_clock();
-    while (!stop_requested && (o.duration <= 0 || tw_monotonic_clock() - start < o.duration)) {
-        int rc = tw_follower_poll(follower, 0.5);
-        if (rc != TW_OK)
-            fprintf(stderr, "trainwatch watch: saving %s: %s\n", o.follow.state_file, tw_strerror(rc));
-        tw_live_tick(s.live, tw_wall_clock());
-        tw_cli_alerts_tick(&o.sup.alerts, tw_wall_clock());
-        if (s.records)
-            fflush(s.records); /* readers see whole records soon, state file or not */
-    }
-    tw_follow_stats stats = *tw_follower_stats(follower);
-    tw_follower_close(follower);
-    follower = NULL;
-    if (s.records)
-        fflush(s.records);
-    tw_cli_alerts_finish(&o.sup.alerts, "watch", tw_wall_clock());
-    status = finish(&s, &o, &stats);
-done:
-    tw_cli_alerts_free(&o.sup.alerts);
-    tw_follower_close(follower);
-    tw_http_stop(server);
-    if (s.records)
-        fclose(s.records);
-    tw_live_free(s.live);
-    tw_run_free(s.run);
-    tw_registry_free(reg);
+    tw_supervision_free(sup);
     return status;
 }
 

@@ -2,7 +2,8 @@
  * supervision.h: the options `run` and `watch` share: the log format, the
  * job label, where and how the metrics are served (--web.listen-address,
  * --web.config.file), the stall threshold, and the alerting options of
- * alerts.h. Each command reads its own options around them.
+ * alerts.h, read into the supervision's options (trainwatch/supervise.h).
+ * Each command reads its own options around them.
  */
 #ifndef TW_CLI_SUPERVISION_H
 #define TW_CLI_SUPERVISION_H
@@ -10,39 +11,22 @@
 #include <stdbool.h>
 
 #include "alerts.h"
-#include "trainwatch/http.h"
-#include "trainwatch/parse.h"
-
-typedef struct tw_cli_supervision {
-    const tw_format *format;   /* NULL: detect */
-    const char *job;
-    tw_http_options http;
-    bool serve;                /* false after --web.listen-address none */
-    double stall_after;        /* 0: derived from the step interval */
-    tw_cli_alerts alerts;
-} tw_cli_supervision;
+#include "trainwatch/supervise.h"
 
 /* getopt_long entries; their codes are TW_CLI_SUPERVISION_OPT and up, then
  * the alerting options' (TW_CLI_ALERT_OPT and up). */
 #define TW_CLI_SUPERVISION_OPT 900
-#define TW_CLI_SUPERVISION_LONGOPTS                                                                       \
-    {"format", 1, 0, TW_CLI_SUPERVISION_OPT}, {"job", 1, 0, TW_CLI_SUPERVISION_OPT + 1},                  \
-        {"web.listen-address", 1, 0, TW_CLI_SUPERVISION_OPT + 2},                                         \
-        {"web.config.file", 1, 0, TW_CLI_SUPERVISION_OPT + 3},                                            \
-        {"stall-after", 1, 0, TW_CLI_SUPERVISION_OPT + 4}, TW_CLI_ALERT_LONGOPTS
+#define TW_CLI_SUPERVISION_LONGOPTS                                                                                    \
+    {"format", 1, 0, TW_CLI_SUPERVISION_OPT}, {"job", 1, 0, TW_CLI_SUPERVISION_OPT + 1},                               \
+        {"web.listen-address", 1, 0, TW_CLI_SUPERVISION_OPT + 2},                                                      \
+        {"web.config.file", 1, 0, TW_CLI_SUPERVISION_OPT + 3}, {"stall-after", 1, 0, TW_CLI_SUPERVISION_OPT + 4},      \
+        TW_CLI_ALERT_LONGOPTS
 
 /* Reads a getopt_long code that is not the command's own: 0 when it was one
  * of these options and is stored; -1 when its value is bad or the option is
  * unknown (as_given, the argument as typed), said on stderr naming the
  * command. */
-int tw_cli_supervision_option(tw_cli_supervision *s, const char *command, int code, const char *arg,
+int tw_cli_supervision_option(tw_supervision_options *s, const char *command, int code, const char *arg,
                               const char *as_given);
-
-/* Starts the metrics server when serving (not --web.listen-address none)
- * and says on stderr where it listens (the port bound, also for port 0).
- * 0, with *out NULL when not serving; -1 when it cannot start (said, with
- * "not starting CMD" when not_starting names a command). */
-int tw_cli_supervision_serve(tw_cli_supervision *s, const char *command, const char *not_starting,
-                             tw_registry *registry, tw_http_server **out);
 
 #endif

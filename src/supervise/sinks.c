@@ -8,18 +8,18 @@
 
 #include "trainwatch/record_json.h"
 
-void tw_cli_sinks_record(void *arg, const tw_record *r)
+void tw_sinks_record(void *arg, const tw_record *r)
 {
-    tw_cli_sinks *s = arg;
+    tw_sinks *s = arg;
     tw_run_add(s->run, r);
     tw_live_record(s->live, r);
     if (s->records)
         tw_record_write_json(s->records, r);
 }
 
-uint64_t tw_cli_sinks_commit(void *arg)
+uint64_t tw_sinks_commit(void *arg)
 {
-    tw_cli_sinks *s = arg;
+    tw_sinks *s = arg;
     if (!s->records)
         return 0;
     fflush(s->records);
@@ -28,9 +28,9 @@ uint64_t tw_cli_sinks_commit(void *arg)
     return pos < 0 ? 0 : (uint64_t)pos;
 }
 
-int tw_cli_sinks_restore(void *arg, uint64_t size)
+int tw_sinks_restore(void *arg, uint64_t size)
 {
-    tw_cli_sinks *s = arg;
+    tw_sinks *s = arg;
     if (!s->records)
         return 0;
     fflush(s->records);

@@ -1,0 +1,140 @@
+/*
+ * supervise.h: live supervision of a training run, the engine under
+ * `trainwatch run` and `trainwatch watch`.
+ *
+ * A supervision reads one source of log text, parses it as it comes and
+ * hands every record to its sinks; on a timer it samples, evaluates and
+ * watches; /metrics is served throughout:
+ *
+ *   source   a command it starts (run: its stdout and stderr pass through,
+ *            one ordered stream by default), or log files it follows
+ *            (watch: follow.h)
+ *   sinks    the run summary the diagnosis reads at the end (analyze.h),
+ *            the live metrics and warnings (live.h), the alert rules' sample
+ *            store, and optionally a JSON-lines records file
+ *   timer    the command's process tree and the GPUs (run), stall checks,
+ *            the alert rules and their receivers (rules.h, notify.h)
+ *
+ * Life cycle:
+ *   tw_supervision_new()     registry, sinks, alerting, receivers, server:
+ *                            everything that can fail, fails here, before a
+ *                            command is started
+ *   tw_supervision_spawn()   the source is a command, or
+ *   tw_supervision_follow()  the source is log files
+ *   tw_supervision_tick()    one turn: read what is there, sample, evaluate;
+ *                            false once the source has ended
+ *   tw_supervision_signal_fd()  where signal handlers say what arrived
+ *   tw_supervision_finish()  the end: lines still pending, the record of how
+ *                            the command ended, a last evaluation, and the
+ *                            report (the diagnosis plus what sampling and
+ *                            live watching saw)
+ *   tw_supervision_free()
+ *
+ * Messages (warnings, where it serves, failures) go to stderr as one line
+ * each, prefixed "trainwatch NAME:" with the options' name.
+ *
+ * Ownership: options and the strings they point to are borrowed for the
+ * supervision's life; the report from finish is the caller's
+ * (tw_report_free).
+ */
+#ifndef TRAINWATCH_SUPERVISE_H
+#define TRAINWATCH_SUPERVISE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "trainwatch/analyze.h"
+#include "trainwatch/follow.h"
+#include "trainwatch/http.h"
+#include "trainwatch/metrics.h"
+#include "trainwatch/parse.h"
+
+#define TW_RULE_FILES_MAX 32
+#define TW_RECEIVERS_MAX  8
+
+typedef struct tw_webhook_config {
+    const char *url;    /* or env:NAME / file:PATH */
+    const char *format; /* alertmanager, dingtalk, slack, feishu, wecom */
+    const char *secret_file, *secret_env;
+} tw_webhook_config;
+
+/* Alert rules evaluated live and where their alerts go. */
+typedef struct tw_alerts_config {
+    const char *rule_files[TW_RULE_FILES_MAX];
+    size_t rule_file_count;
+    bool no_defaults;                            /* without the built-in rules */
+    double eval_interval;                        /* for groups without one; 0: 5 s */
+    const char *alertmanagers[TW_RECEIVERS_MAX]; /* base URLs, or env:/file: */
+    size_t alertmanager_count;
+    tw_webhook_config webhooks[TW_RECEIVERS_MAX];
+    size_t webhook_count;
+    const char *external_url; /* base of generatorURL */
+} tw_alerts_config;
+
+typedef struct tw_supervision_options {
+    const char *name;        /* "run", "watch": the prefix of messages */
+    const char *job;         /* the job label */
+    int rank;                /* the rank of a command's output and samples */
+    const tw_format *format; /* NULL: detect */
+    double stall_after;      /* seconds; 0: derived from the step interval */
+    bool serve;              /* serve /metrics with http */
+    tw_http_options http;    /* its registry is the supervision's */
+    tw_alerts_config alerts;
+    const char *records_path; /* append records as JSON lines; NULL: none */
+} tw_supervision_options;
+
+typedef struct tw_supervision tw_supervision;
+
+int tw_supervision_new(const tw_supervision_options *o, tw_supervision **out);
+void tw_supervision_free(tw_supervision *s);
+/* The registry its metrics are in (to push them, say). */
+tw_registry *tw_supervision_registry(tw_supervision *s);
+
+/* ---- sources ------------------------------------------------------- */
+
+typedef struct tw_command_options {
+    char **argv;            /* argv[0] is looked up in PATH */
+    bool separate_stderr;   /* two pipes instead of one ordered stream */
+    const char *log_file;   /* also write the output here; NULL: none */
+    uint64_t log_max_bytes; /* rotate past this (0: never) */
+    unsigned log_backups;   /* keep this many rotated files */
+    double kill_after;      /* SIGKILL the group this long after a forwarded signal; 0: never */
+    bool sample;            /* sample the process tree and GPUs each second */
+} tw_command_options;
+
+/* Starts the command. Returns TW_OK; or a TW_E* code, said on stderr (127
+ * semantics are the caller's: *start_errno holds exec's errno when the
+ * command could not be started). */
+int tw_supervision_spawn(tw_supervision *s, const tw_command_options *c, int *start_errno);
+
+/* Follows files (follow.h; its sink is set here). On failure says why. */
+int tw_supervision_follow(tw_supervision *s, tw_follow_options *f);
+
+/* ---- running ------------------------------------------------------- */
+
+/* One turn of at most `wait` seconds. False when the source has ended (the
+ * command exited and its output is drained; a stop signal while following
+ * files). */
+bool tw_supervision_tick(tw_supervision *s, double wait);
+/* A descriptor a signal handler writes a signal's number to, as one byte
+ * (async-signal-safe). The next tick passes it on to the command's process
+ * group (SIGWINCH: resizes the command's terminal); following files,
+ * SIGINT, SIGTERM and SIGHUP end the supervision. */
+int tw_supervision_signal_fd(const tw_supervision *s);
+
+typedef struct tw_supervision_result {
+    int status;         /* the command's: its exit status, 128+signal */
+    bool output_failed; /* the log file lost lines, or could not be closed */
+} tw_supervision_result;
+
+/* Ends the run and diagnoses it: *report (the caller frees it), and for a
+ * command its status. */
+int tw_supervision_finish(tw_supervision *s, tw_report **report, tw_supervision_result *result);
+
+/* The end-of-run lines of sampling (process tree, GPUs) under the report. */
+void tw_supervision_write_samples(const tw_supervision *s, const tw_report *report, FILE *out);
+/* The follower's statistics (watch), or NULL. */
+const tw_follow_stats *tw_supervision_follow_stats(const tw_supervision *s);
+
+#endif

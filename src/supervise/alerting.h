@@ -1,0 +1,31 @@
+/*
+ * alerting.h: the alert rules of a live run and where their alerts go, for
+ * the supervision engine: start (load every rule file and the built-in
+ * rules, start the receivers; every problem is printed and nothing runs),
+ * tick (evaluate the groups that are due), finish (a last evaluation,
+ * deliveries flushed, what fired said).
+ *
+ * Receiver URLs may be given as env:NAME or file:PATH, and signing secrets
+ * only from a file or an environment variable, so no token needs to be on a
+ * command line (where ps shows it).
+ */
+#ifndef TW_SUPERVISE_ALERTING_H
+#define TW_SUPERVISE_ALERTING_H
+
+#include "trainwatch/metrics.h"
+#include "trainwatch/notify.h"
+#include "trainwatch/rules.h"
+#include "trainwatch/supervise.h"
+
+typedef struct tw_alerts {
+    tw_alerting *alerting;
+    tw_notifier *notifier;
+} tw_alerts;
+
+/* name prefixes messages ("trainwatch NAME: ..."). */
+int tw_alerts_start(tw_alerts *a, const tw_alerts_config *c, const char *name, tw_registry *registry);
+void tw_alerts_tick(tw_alerts *a, double now);
+void tw_alerts_finish(tw_alerts *a, const char *name, double now);
+void tw_alerts_free(tw_alerts *a);
+
+#endif

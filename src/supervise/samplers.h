@@ -1,0 +1,36 @@
+/*
+ * samplers.h: what `trainwatch run` samples each second beside the log: the
+ * command's whole process tree from /proc (CPU, memory, I/O, threads,
+ * workers) and every GPU through NVML (DCGM exporter names), as metrics
+ * labelled job and rank; at the end, a finding when the GPUs sat mostly idle
+ * and the summary lines under the report.
+ *
+ * No NVML or no GPU is not an error: the GPU series are then absent and one
+ * line says why.
+ *
+ * Ownership: tw_samplers_new() allocates; tw_samplers_free() frees (the
+ * metrics stay in the registry, which owns them).
+ */
+#ifndef TW_SUPERVISE_SAMPLERS_H
+#define TW_SUPERVISE_SAMPLERS_H
+
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "trainwatch/analyze.h"
+#include "trainwatch/metrics.h"
+
+typedef struct tw_samplers tw_samplers;
+
+/* name prefixes messages ("trainwatch NAME: ..."). */
+int tw_samplers_new(tw_registry *r, const char *name, const char *job, int rank, tw_samplers **out);
+void tw_samplers_free(tw_samplers *s);
+/* Samples the process tree under root (0: GPUs only) and the GPUs;
+ * interval is the time since the last sample. */
+void tw_samplers_sample(tw_samplers *s, pid_t root, double interval);
+/* Adds what sampling saw to the report (GPUs mostly idle). */
+void tw_samplers_add_findings(const tw_samplers *s, tw_report *report);
+/* The summary lines under the report. */
+void tw_samplers_write(const tw_samplers *s, const tw_report *report, FILE *out);
+
+#endif

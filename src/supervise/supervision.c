@@ -1,0 +1,411 @@
+/*
+ * supervision.c: the live engine under `run` and `watch` (see
+ * trainwatch/supervise.h).
+ *
+ * One supervision owns a registry, the sinks (sinks.h) every record goes
+ * to, the alerting (alerting.h), the /metrics server, and one source: a
+ * command (child.h: its output pumped to our stdout, the log file and one
+ * parser per stream; samplers.h on a one-second timer) or a follower of log
+ * files (follow.h). Signals arrive through a self-pipe.
+ */
+#include "trainwatch/supervise.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../core/clock.h"
+#include "alerting.h"
+#include "child.h"
+#include "rotate.h"
+#include "samplers.h"
+#include "sinks.h"
+#include "trainwatch/error.h"
+#include "trainwatch/live.h"
+
+#define OUTPUT_DRAIN_SECONDS 2.0 /* workers that outlive the command may hold its pipes */
+
+/* The command's source: the process, its output's parsers and log file. */
+typedef struct command_source {
+    tw_command_options o;
+    tw_child *child;
+    tw_parser *parsers[2];
+    tw_rotating_file *log;
+    tw_samplers *samplers;
+    double last_sample, forwarded_at, exited_at;
+    bool exited;
+} command_source;
+
+struct tw_supervision {
+    tw_supervision_options o;
+    tw_registry *registry;
+    tw_sinks sinks;
+    tw_alerts alerts;
+    tw_http_server *server;
+    int signal_pipe[2];
+    command_source *command;
+    tw_follower *follower;
+    tw_follow_stats follow_stats;
+    bool stop;
+};
+
+/* Starts the metrics server, when serving, and says where it listens (the
+ * port bound, also for port 0). */
+static int serve(tw_supervision *s)
+{
+    if (!s->o.serve)
+        return TW_OK;
+    char err[512], host[256] = "", port[16] = "";
+    s->o.http.registry = s->registry;
+    int rc = tw_http_start(&s->o.http, &s->server, err, sizeof err);
+    if (rc != TW_OK) {
+        fprintf(stderr, "trainwatch %s: %s\n", s->o.name, err);
+        return rc;
+    }
+    const char *address = s->o.http.listen_address ? s->o.http.listen_address : TW_HTTP_DEFAULT_ADDRESS;
+    if (tw_parse_listen_address(address, host, sizeof host, port, sizeof port) != 0 || !host[0])
+        snprintf(host, sizeof host, "0.0.0.0");
+    bool v6 = strchr(host, ':') != NULL;
+    fprintf(stderr, "trainwatch %s: serving /metrics on %s%s%s:%u\n", s->o.name, v6 ? "[" : "", host, v6 ? "]" : "",
+            tw_http_port(s->server));
+    return TW_OK;
+}
+
+int tw_supervision_new(const tw_supervision_options *o, tw_supervision **out)
+{
+    tw_supervision *s = calloc(1, sizeof *s);
+    if (!s)
+        return TW_ENOMEM;
+    s->o = *o;
+    s->signal_pipe[0] = s->signal_pipe[1] = -1;
+    int rc = tw_registry_new(&s->registry);
+    if (rc == TW_OK)
+        rc = tw_run_new(&s->sinks.run, NULL);
+    if (rc == TW_OK) {
+        tw_process_collector_register(s->registry);
+        tw_live_options lo = {
+            .registry = s->registry, .job = o->job, .stall_after = o->stall_after, .warnings = stderr};
+        rc = tw_live_new(&lo, &s->sinks.live);
+    }
+    if (rc == TW_OK && pipe2(s->signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+        rc = tw_status_from_errno(errno);
+    if (rc == TW_OK)
+        rc = tw_alerts_start(&s->alerts, &o->alerts, o->name, s->registry);
+    if (rc == TW_OK && o->records_path && !(s->sinks.records = fopen(o->records_path, "a"))) {
+        fprintf(stderr, "trainwatch %s: %s: %s\n", o->name, o->records_path, strerror(errno));
+        rc = tw_status_from_errno(errno);
+    }
+    if (rc == TW_OK)
+        rc = serve(s);
+    if (rc != TW_OK) {
+        tw_supervision_free(s);
+        return rc;
+    }
+    *out = s;
+    return TW_OK;
+}
+
+static void command_free(command_source *c)
+{
+    if (!c)
+        return;
+    tw_child_free(c->child);
+    for (int i = 0; i < 2; i++)
+        tw_parser_close(c->parsers[i]);
+    tw_rotating_close(c->log);
+    tw_samplers_free(c->samplers);
+    free(c);
+}
+
+void tw_supervision_free(tw_supervision *s)
+{
+    if (!s)
+        return;
+    tw_alerts_free(&s->alerts);
+    command_free(s->command);
+    tw_follower_close(s->follower);
+    tw_http_stop(s->server);
+    if (s->sinks.records)
+        fclose(s->sinks.records);
+    tw_live_free(s->sinks.live);
+    tw_run_free(s->sinks.run);
+    tw_registry_free(s->registry);
+    for (int i = 0; i < 2; i++) {
+        if (s->signal_pipe[i] >= 0)
+            close(s->signal_pipe[i]);
+    }
+    free(s);
+}
+
+tw_registry *tw_supervision_registry(tw_supervision *s)
+{
+    return s->registry;
+}
+int tw_supervision_signal_fd(const tw_supervision *s)
+{
+    return s->signal_pipe[1];
+}
+
+/* ---- the command's output ------------------------------------------ */
+
+/* The log file: a full disk drops lines (counted) and is said once when it
+ * starts and once when writing works again; the command is never held up. */
+static void log_output(tw_supervision *s, const char *buf, size_t n)
+{
+    tw_rotating_file *log = s->command->log;
+    if (!log)
+        return;
+    bool was_failing = tw_rotating_failing(log);
+    tw_rotating_write(log, buf, n);
+    bool failing = tw_rotating_failing(log);
+    if (failing && !was_failing)
+        fprintf(stderr, "trainwatch %s: writing %s: %s; lines are dropped until it can be written again\n", s->o.name,
+                s->command->o.log_file, tw_rotating_error(log));
+    else if (was_failing && !failing)
+        fprintf(stderr, "trainwatch %s: writing %s works again (%llu bytes dropped so far)\n", s->o.name,
+                s->command->o.log_file, (unsigned long long)tw_rotating_dropped(log));
+}
+
+/* Moves what the command printed on stream i to our stdout or stderr, the
+ * log file and the parser; false at the end of the stream. */
+static bool pump(tw_supervision *s, int i)
+{
+    char buf[65536];
+    ssize_t n = read(tw_child_fd(s->command->child, i), buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return true;
+    if (n <= 0)
+        return false;
+    FILE *out = i == 0 ? stdout : stderr;
+    fwrite(buf, 1, (size_t)n, out);
+    fflush(out);
+    log_output(s, buf, (size_t)n);
+    tw_parser_push(s->command->parsers[i], buf, (size_t)n, tw_sinks_record, &s->sinks);
+    return true;
+}
+
+int tw_supervision_spawn(tw_supervision *s, const tw_command_options *o, int *start_errno)
+{
+    *start_errno = 0;
+    command_source *c = calloc(1, sizeof *c);
+    if (!c)
+        return TW_ENOMEM;
+    s->command = c;
+    c->o = *o;
+    const char *cmd = o->argv[0];
+    if (o->log_file && tw_rotating_open(o->log_file, o->log_max_bytes, o->log_backups, &c->log) != TW_OK) {
+        fprintf(stderr, "trainwatch %s: %s: %s (not starting %s)\n", s->o.name, o->log_file, strerror(errno), cmd);
+        return TW_EUSAGE;
+    }
+    int rc = TW_OK;
+    if (o->sample)
+        rc = tw_samplers_new(s->registry, s->o.name, s->o.job, s->o.rank, &c->samplers);
+    for (int i = 0; i < 2 && rc == TW_OK; i++) {
+        const char *name = o->log_file ? o->log_file : (i == 0 ? "<stdout>" : "<stderr>");
+        if (i == 0 || o->separate_stderr)
+            rc = tw_parser_new(&c->parsers[i], name, s->o.format, s->o.rank);
+    }
+    if (rc != TW_OK)
+        return rc;
+    rc = tw_child_start(o->argv, o->separate_stderr, &c->child, start_errno);
+    if (rc != TW_OK) {
+        fprintf(stderr, "trainwatch %s: %s: %s\n", s->o.name, cmd, strerror(*start_errno));
+        return rc;
+    }
+    c->last_sample = tw_monotonic_clock();
+    return TW_OK;
+}
+
+/* Signals that arrived: forwarded to the command, or the end of following. */
+static void take_signals(tw_supervision *s)
+{
+    unsigned char sig;
+    while (read(s->signal_pipe[0], &sig, 1) == 1) {
+        command_source *c = s->command;
+        if (!c) {
+            if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
+                s->stop = true;
+            continue;
+        }
+        if (sig == SIGWINCH) {
+            tw_child_resize(c->child);
+            continue;
+        }
+        tw_child_forward(c->child, sig);
+        if (!c->forwarded_at)
+            c->forwarded_at = tw_monotonic_clock();
+    }
+}
+
+/* The once-a-second work: samples, stall checks. */
+static void on_second(tw_supervision *s, double t)
+{
+    command_source *c = s->command;
+    if (c && c->samplers && !c->exited)
+        tw_samplers_sample(c->samplers, tw_child_pid(c->child), t - c->last_sample);
+    tw_live_tick(s->sinks.live, tw_wall_clock());
+    if (c)
+        c->last_sample = t;
+}
+
+static bool command_tick(tw_supervision *s, double wait)
+{
+    command_source *c = s->command;
+    struct pollfd p[3] = {
+        {tw_child_fd(c->child, 0), POLLIN, 0}, {tw_child_fd(c->child, 1), POLLIN, 0}, {s->signal_pipe[0], POLLIN, 0}};
+    poll(p, 3, (int)(wait * 1000));
+    for (int i = 0; i < 2; i++) {
+        if (p[i].fd >= 0 && (p[i].revents & (POLLIN | POLLHUP | POLLERR)) && !pump(s, i))
+            tw_child_close_fd(c->child, i);
+    }
+    take_signals(s);
+    double t = tw_monotonic_clock();
+    if (!c->exited && tw_child_reap(c->child)) {
+        c->exited = true;
+        c->exited_at = t;
+    }
+    if (!c->exited && c->o.kill_after > 0 && c->forwarded_at > 0 && t - c->forwarded_at >= c->o.kill_after) {
+        fprintf(stderr, "trainwatch %s: %s still running %.0f s after the signal: killing it\n", s->o.name,
+                c->o.argv[0], c->o.kill_after);
+        tw_child_forward(c->child, SIGKILL);
+        c->forwarded_at = -1e18;
+    }
+    if (t - c->last_sample >= 1)
+        on_second(s, t);
+    tw_alerts_tick(&s->alerts, tw_wall_clock());
+    bool drained = tw_child_fd(c->child, 0) < 0 && tw_child_fd(c->child, 1) < 0;
+    return !(c->exited && (drained || t - c->exited_at > OUTPUT_DRAIN_SECONDS));
+}
+
+/* ---- followed files ------------------------------------------------ */
+
+int tw_supervision_follow(tw_supervision *s, tw_follow_options *f)
+{
+    char err[512];
+    f->format = s->o.format;
+    f->sink = (tw_record_sink){tw_sinks_record, &s->sinks, tw_sinks_commit, tw_sinks_restore};
+    int rc = tw_follower_open(f, &s->follower, err, sizeof err);
+    if (rc != TW_OK)
+        fprintf(stderr, "trainwatch %s: %s\n", s->o.name, err);
+    return rc;
+}
+
+static bool follow_tick(tw_supervision *s, double wait)
+{
+    int rc = tw_follower_poll(s->follower, wait);
+    if (rc != TW_OK)
+        fprintf(stderr, "trainwatch %s: saving the state file: %s\n", s->o.name, tw_strerror(rc));
+    take_signals(s);
+    tw_live_tick(s->sinks.live, tw_wall_clock());
+    tw_alerts_tick(&s->alerts, tw_wall_clock());
+    if (s->sinks.records)
+        fflush(s->sinks.records); /* readers see whole records soon, state file or not */
+    return !s->stop;
+}
+
+bool tw_supervision_tick(tw_supervision *s, double wait)
+{
+    if (s->command)
+        return command_tick(s, wait);
+    if (s->follower)
+        return follow_tick(s, wait);
+    return false;
+}
+
+const tw_follow_stats *tw_supervision_follow_stats(const tw_supervision *s)
+{
+    return s->follower || s->follow_stats.files ? &s->follow_stats : NULL;
+}
+
+/* ---- the end ------------------------------------------------------- */
+
+/* The record of how the command ended, placed after the last line it
+ * printed (so the diagnosis reads it as the end of the run, not as a
+ * failure training recovered from). A status of 128+N after signal N was
+ * forwarded is that signal: the command's shell or handler turned it into
+ * an exit status. */
+static void end_record(const char *cmd, const tw_parser *p, int rank, int wait_status, int forwarded, tw_record *ev)
+{
+    tw_record_init(ev);
+    ev->kind = TW_REC_EVENT;
+    ev->rank = rank;
+    ev->source.file = tw_parser_path(p);
+    ev->source.line = tw_parser_line(p) + 1;
+    int code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
+    int sig = WIFSIGNALED(wait_status) ? WTERMSIG(wait_status) : (forwarded && code == 128 + forwarded ? forwarded : 0);
+    if (sig) {
+        ev->event = TW_EV_SIGNAL;
+        ev->exit_code = sig;
+        if (code >= 0)
+            snprintf(ev->message, sizeof ev->message,
+                     "%s exited with status %d after trainwatch run forwarded signal %d (%s) to it", cmd, code, sig,
+                     strsignal(sig));
+        else
+            snprintf(ev->message, sizeof ev->message, "%s was killed by signal %d (%s)%s", cmd, sig, strsignal(sig),
+                     sig == forwarded ? ", which trainwatch run forwarded to it" : "");
+    } else {
+        ev->event = TW_EV_EXIT;
+        ev->exit_code = code;
+        snprintf(ev->message, sizeof ev->message, "%s exited with status %d", cmd, code);
+    }
+}
+
+static void command_finish(tw_supervision *s, tw_supervision_result *result)
+{
+    command_source *c = s->command;
+    for (int i = 0; i < 2; i++) {
+        tw_child_close_fd(c->child, i);
+        if (c->parsers[i] && tw_parser_pending(c->parsers[i]))
+            tw_parser_push(c->parsers[i], "\n", 1, tw_sinks_record, &s->sinks);
+    }
+    tw_child_release_terminal();
+    int ws = tw_child_wait_status(c->child);
+    result->status = WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : WEXITSTATUS(ws);
+    tw_record ev;
+    end_record(c->o.argv[0], c->parsers[0], s->o.rank, ws, tw_child_forwarded(c->child), &ev);
+    tw_sinks_record(&s->sinks, &ev);
+    result->output_failed = c->log && tw_rotating_dropped(c->log) > 0;
+    int rc = tw_rotating_close(c->log);
+    c->log = NULL;
+    if (rc != TW_OK) {
+        fprintf(stderr, "trainwatch %s: writing %s: %s\n", s->o.name, c->o.log_file, tw_strerror(rc));
+        result->output_failed = true;
+    }
+}
+
+int tw_supervision_finish(tw_supervision *s, tw_report **report, tw_supervision_result *result)
+{
+    *result = (tw_supervision_result){0};
+    if (s->command)
+        command_finish(s, result);
+    if (s->follower) {
+        s->follow_stats = *tw_follower_stats(s->follower);
+        tw_follower_close(s->follower); /* flushes and saves the state */
+        s->follower = NULL;
+    }
+    if (s->sinks.records)
+        fflush(s->sinks.records);
+    tw_alerts_finish(&s->alerts, s->o.name, tw_wall_clock());
+    tw_thresholds th;
+    tw_thresholds_default(&th);
+    int rc = tw_diagnose(s->sinks.run, &th, report);
+    if (rc != TW_OK)
+        return rc;
+    if (s->command && s->command->samplers)
+        tw_samplers_add_findings(s->command->samplers, *report);
+    tw_finding stall;
+    if (tw_live_stall_finding(s->sinks.live, tw_wall_clock(), &stall))
+        tw_report_append(*report, &stall);
+    return TW_OK;
+}
+
+void tw_supervision_write_samples(const tw_supervision *s, const tw_report *report, FILE *out)
+{
+    if (s->command && s->command->samplers)
+        tw_samplers_write(s->command->samplers, report, out);
+}
