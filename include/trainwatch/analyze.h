@@ -87,14 +87,16 @@ typedef struct tw_metric_summary {
 typedef struct tw_summary {
     int ranks;                /* ranks that reported steps */
     uint64_t step_records, eval_records, events;
+    /* Unknown values are NAN (doubles) or -1 (counters). */
     int64_t first_step, last_step;      /* positions (global step where known) */
     int64_t last_epoch, epoch_total;
-    double duration;          /* seconds: timestamps, or summed step times */
+    double duration;          /* seconds: timestamps, else steps x median step time */
     bool duration_from_timestamps;
     double samples_per_sec;   /* median */
     double step_time_p50, step_time_p95, step_time_p99, step_time_max;
     double data_share;        /* sum data wait / sum step time, NAN if unknown */
-    double final_loss, best_loss, first_loss;
+    double final_loss, best_loss, first_loss; /* first and best: finite losses only */
+    bool final_loss_known;    /* final_loss may be a NaN the log printed */
     int64_t best_loss_step;
     double final_lr;
     double peak_mem_bytes;

@@ -12,7 +12,7 @@
 /* True when no step of the event's rank was logged after the event. */
 static bool after_progress(const tw_run *run, const tw_event_note *e)
 {
-    const tw_rank *rk = e->rank < TW_MAX_RANKS ? run->ranks[e->rank] : NULL;
+    const tw_rank *rk = tw_run_rank(run, e->rank);
     if (!rk || !rk->used)
         return true;
     if (e->file == rk->last.file)

@@ -68,8 +68,9 @@ static void nan_for_rank(const tw_run *run, const tw_rank *rk, tw_findings *out,
     }
     if (!isnan(loss_first) && loss_max > 3 * loss_first && loss_first > 0) {
         loss_rise = true;
-        tw_finding_evidence(f, "the loss rose %.1fx in the steps before (%.4g -> %.4g)", loss_max / loss_first,
-                            loss_first, loss_max);
+        char rise[32];
+        tw_finding_evidence(f, "the loss rose %sx in the steps before (%.4g -> %.4g)",
+                            tw_fmt_number(loss_max / loss_first, 1, rise, sizeof rise), loss_first, loss_max);
     }
     if (lr_spike)
         tw_finding_recommend(f, "The learning rate rose %.4gx just before: check the schedule (or the config) that raised it; lower it or lengthen warm-up.", jump);
@@ -118,13 +119,13 @@ static void check_spikes(const tw_run *run, const tw_thresholds *t, tw_findings 
         const tw_rank *rk = run->ranks[i];
         if (!rk || rk->spikes == 0)
             continue;
-        /* Per-batch losses are noisy by nature; spikes are a note, and the
+        /* Per-batch losses are noisy by nature; spikes are info findings, and the
          * NaN and divergence rules judge whether they did harm. */
         tw_severity sev = TW_SEV_INFO;
-        char where[600];
-        tw_finding *f = tw_finding_add(out, "loss_spikes", sev, "%llu loss spike%s on rank %d (worst %.1fx the recent median)",
+        char where[600], ratio[32];
+        tw_finding *f = tw_finding_add(out, "loss_spikes", sev, "%llu loss spike%s on rank %d (worst %sx the recent median)",
                                        (unsigned long long)rk->spikes, rk->spikes == 1 ? "" : "s", rk->rank,
-                                       rk->worst_spike_ratio);
+                                       tw_fmt_number(rk->worst_spike_ratio, 1, ratio, sizeof ratio));
         if (!f)
             return;
         tw_finding_at(f, run, &rk->worst_spike, rk->rank);

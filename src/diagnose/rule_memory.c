@@ -49,14 +49,17 @@ static void check_memory(const tw_run *run, const tw_thresholds *t, tw_findings 
         double growth = first > 0 ? (last - first) / first : 0;
         if (!(growth >= t->mem_growth && corr >= 0.7 && slope > 0))
             continue;
-        tw_finding *f = tw_finding_add(out, "memory_growth", TW_SEV_WARNING,
-                                       "Device memory grows steadily on rank %d: +%.0f%% over the run", rk->rank, growth * 100);
+        char a[32], b[32];
+        tw_finding *f = tw_finding_add(out, "memory_growth", TW_SEV_WARNING, "Device memory grows steadily on rank %d: +%s%% over the run",
+                                       rk->rank, tw_fmt_number(growth * 100, 0, a, sizeof a));
         if (!f)
             break;
         tw_finding_at(f, run, &rk->last, rk->rank);
         f->value = growth;
-        tw_finding_evidence(f, "median %.2f GiB in the first quarter, %.2f GiB in the last (step %.0f)", first / GIB, last / GIB, pos[n - 1]);
-        tw_finding_evidence(f, "slope %.3f MiB per step, correlation with progress %.2f", slope / (1024 * 1024), corr);
+        tw_finding_evidence(f, "median %s GiB in the first quarter, %s GiB in the last (step %.0f)",
+                            tw_fmt_number(first / GIB, 2, a, sizeof a), tw_fmt_number(last / GIB, 2, b, sizeof b), pos[n - 1]);
+        tw_finding_evidence(f, "slope %s MiB per step, correlation with progress %.2f",
+                            tw_fmt_number(slope / (1024 * 1024), 3, a, sizeof a), corr);
         if (t->device_memory > 0) {
             double at = pos[n - 1] + (t->device_memory - v[n - 1]) / slope;
             tw_finding_evidence(f, "at this rate the %.1f GiB device is full around step %.0f", t->device_memory / GIB, at);
@@ -105,15 +108,17 @@ static void check_memory_spike(const tw_run *run, const tw_thresholds *t, tw_fin
         /* at the very end it is growth, not a spike */
         if (!(median > 0 && peak->mem > 1.5 * median && peak_index < n - n / 10))
             continue;
-        char where[600];
-        tw_finding *f = tw_finding_add(out, "memory_spike", TW_SEV_INFO, "Device memory spiked to %.2f GiB at step %.0f on rank %d (%.2f GiB usually)",
-                                       peak->mem / GIB, peak->pos, rk->rank, median / GIB);
+        char where[600], a[32], b[32];
+        tw_fmt_number(peak->mem / GIB, 2, a, sizeof a);
+        tw_fmt_number(median / GIB, 2, b, sizeof b);
+        tw_finding *f = tw_finding_add(out, "memory_spike", TW_SEV_INFO, "Device memory spiked to %s GiB at step %.0f on rank %d (%s GiB usually)",
+                                       a, peak->pos, rk->rank, b);
         if (!f)
             break;
         tw_finding_at(f, run, peak, rk->rank);
         f->value = peak->mem / median;
-        tw_finding_evidence(f, "peak %.2f GiB at step %.0f (%s); median %.2f GiB over %zu records", peak->mem / GIB,
-                            peak->pos, tw_where(run, peak->file, peak->line, where, sizeof where), median / GIB, n);
+        tw_finding_evidence(f, "peak %s GiB at step %.0f (%s); median %s GiB over %zu records", a, peak->pos,
+                            tw_where(run, peak->file, peak->line, where, sizeof where), b, n);
         tw_finding_recommend(f, "The peak, not the average, decides an OOM: look for unusually large batches (variable-length inputs: bucket or cap them) or work done inside the step at that point (evaluation, checkpointing).");
     }
     free(v);

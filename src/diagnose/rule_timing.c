@@ -99,10 +99,10 @@ static void check_stalls(const tw_run *run, const tw_thresholds *t, tw_findings 
 {
     for (int i = 0; i < run->rank_count; i++) {
         const tw_rank *rk = run->ranks[i];
-        if (!rk || !rk->have_gap || rk->gap_count < 3)
+        if (!rk->have_gap || rk->gaps.count < 3)
             continue;
         const tw_gap *g = &rk->longest_gap;
-        double usual = tw_hist_quantile(rk->gap_hist, rk->gap_count, 0.5);
+        double usual = tw_hist_quantile(&rk->gaps, 0.5);
         double limit = fmax(t->stall_seconds, t->stall_factor * usual);
         if (g->across_eval || g->seconds < limit)
             continue;
@@ -182,24 +182,25 @@ static void check_jitter(const tw_run *run, const tw_thresholds *t, tw_findings 
 {
     for (int i = 0; i < run->rank_count; i++) {
         const tw_rank *rk = run->ranks[i];
-        if (!rk || rk->hist_count < 20)
+        if (rk->step_times.count < 20)
             continue;
-        double p50 = tw_hist_quantile(rk->hist, rk->hist_count, 0.50);
-        double p95 = tw_hist_quantile(rk->hist, rk->hist_count, 0.95);
-        double p99 = tw_hist_quantile(rk->hist, rk->hist_count, 0.99);
+        double p50 = tw_hist_quantile(&rk->step_times, 0.50);
+        double p95 = tw_hist_quantile(&rk->step_times, 0.95);
+        double p99 = tw_hist_quantile(&rk->step_times, 0.99);
         if (!(p99 > t->jitter_ratio * p50))
             continue;
-        char a[32], b[32], c[32], d[32], w[600];
+        char a[32], b[32], c[32], d[32], w[600], ratio[32];
         tw_finding *f = tw_finding_add(out, "step_time_jitter", TW_SEV_INFO,
-                                       "Step time varies a lot on rank %d: p99 is %.1fx the median", rk->rank, p99 / p50);
+                                       "Step time varies a lot on rank %d: p99 is %sx the median", rk->rank,
+                                       tw_fmt_number(p99 / p50, 1, ratio, sizeof ratio));
         if (!f)
             return;
         tw_finding_at(f, run, &rk->batch_max_point, rk->rank);
         f->value = p99 / p50;
         tw_finding_evidence(f, "step time p50 %s, p95 %s, p99 %s, max %s over %llu records",
                             tw_fmt_duration(p50, a, sizeof a), tw_fmt_duration(p95, b, sizeof b),
-                            tw_fmt_duration(p99, c, sizeof c), tw_fmt_duration(rk->batch_max, d, sizeof d),
-                            (unsigned long long)rk->hist_count);
+                            tw_fmt_duration(p99, c, sizeof c), tw_fmt_duration(rk->step_times.max, d, sizeof d),
+                            (unsigned long long)rk->step_times.count);
         tw_finding_evidence(f, "slowest at step %.0f (%s)", rk->batch_max_point.pos,
                             tw_where(run, rk->batch_max_point.file, rk->batch_max_point.line, w, sizeof w));
         tw_finding_recommend(f, "Slow outliers usually come from the first steps after each epoch (worker start-up: persistent_workers=True), evaluation or checkpointing inside the step timer, garbage collection, or varying input shapes.");

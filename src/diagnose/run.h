@@ -12,11 +12,35 @@
 
 #include "trainwatch/analyze.h"
 
-#define TW_MAX_RANKS 1024
+#define TW_RANKS_MAX 65536    /* distinct ranks kept; steps of more are counted, not kept */
 #define TW_RECENT 32          /* recent losses kept for spike detection */
 #define TW_HIST_BINS 1200     /* log-spaced step-time bins, 1 us .. 1e6 s */
 #define TW_EVENTS_KEPT 256
 #define TW_FILES_MAX 4096
+
+/* Durations (seconds) in log-spaced bins, with the exact extremes so that a
+ * quantile never reads outside what was observed. */
+typedef struct tw_hist {
+    uint32_t bins[TW_HIST_BINS];
+    uint64_t count;
+    double min, max;          /* valid when count > 0 */
+} tw_hist;
+
+/* A named metric over all the records that carry it: the last value, the
+ * best finite one (NAN and step -1 until there is one) and the count. */
+typedef struct tw_metric_note {
+    tw_metric_summary s;
+    bool lower_is_better;          /* from the name: loss, error, time ... */
+} tw_metric_note;
+
+typedef struct tw_metric_notes {
+    tw_metric_note items[TW_SUMMARY_METRICS]; /* in the order first seen; more are not kept */
+    int count;
+} tw_metric_notes;
+
+/* Notes the named metrics of one record at step; count: false when the
+ * record rewrites the last one (a progress bar redrawn). */
+void tw_metric_notes_add(tw_metric_notes *notes, const tw_metric *metrics, int n, int64_t step, bool count);
 
 typedef struct tw_point {
     double pos;               /* progress position (global step) */
@@ -58,10 +82,12 @@ typedef struct tw_rank {
     double sum_batch, sum_data;    /* over records with both, weighted by steps they stand for */
     double sum_weight;
     uint64_t both_count;
-    uint32_t hist[TW_HIST_BINS];
-    uint64_t hist_count;
-    double batch_max;
-    tw_point batch_max_point;
+    uint64_t step_span;            /* steps the logged records stand for (estimated) */
+    double loss_first, loss_best;  /* finite losses: NAN until one */
+    double loss_best_pos;
+    double mem_max;                /* device memory reported: NAN until one */
+    tw_hist step_times;            /* logged step times */
+    tw_point batch_max_point;      /* where step_times.max was logged */
     bool have_nan;
     tw_point nan_point;
     tw_point before_nan[8];
@@ -78,12 +104,12 @@ typedef struct tw_rank {
     double worst_spike_median;
     tw_gap longest_gap;
     bool have_gap;
-    uint32_t gap_hist[TW_HIST_BINS];
-    uint64_t gap_count;
+    tw_hist gaps;                  /* time between steps, without evaluation in between */
     bool event_since_last;         /* eval/checkpoint since the last step */
     int restarts;
     tw_restart first_restart, last_restart;
     tw_record last_step_record;    /* the last step as parsed (for metrics) */
+    tw_metric_notes train_metrics; /* the named metrics of its steps */
     tw_series series;
 } tw_rank;
 
@@ -99,16 +125,6 @@ typedef struct tw_event_note {
     char message[TW_MESSAGE_MAX];
     char detail[TW_MESSAGE_MAX];
 } tw_event_note;
-
-typedef struct tw_eval_note {
-    char name[TW_NAME_MAX];
-    double last, best;
-    bool lower_is_better;
-    int64_t best_step, last_step;
-    uint32_t file;
-    uint64_t line;
-    uint64_t count;
-} tw_eval_note;
 
 /* An evaluation result that cannot be true: a top-k accuracy (or recall@k)
  * above the same metric at a larger k, in one record. The first is kept. */
@@ -130,8 +146,12 @@ typedef struct tw_input_note {
 
 struct tw_run {
     tw_thresholds th;
-    tw_rank *ranks[TW_MAX_RANKS];
-    int rank_count;                /* highest used index + 1 */
+    tw_rank **ranks;               /* the ranks seen, sorted by rank number */
+    int rank_count, rank_cap;
+    int rank_limit;                /* distinct ranks kept: TW_RANKS_MAX */
+    int rank_last;                 /* index of the last one found: logs come rank by rank */
+    uint64_t over_limit_steps;     /* step records of ranks past the limit, not analysed */
+    int over_limit_first;          /* the first such rank */
     char *files[TW_FILES_MAX];
     uint32_t file_count;
     uint64_t steps, evals, events;
@@ -140,15 +160,21 @@ struct tw_run {
     int events_kept_count;
     tw_event_note last_exception;  /* the last one, even past the kept ones */
     bool have_last_exception;
-    tw_eval_note evals_kept[TW_SUMMARY_METRICS];
-    int eval_count;
+    tw_metric_notes eval_metrics;
     tw_contradiction contradiction;
     tw_input_note inputs[256];
     int input_count;
 };
 
-/* Median of the histogram (seconds), or NAN when empty. */
-double tw_hist_quantile(const uint32_t *hist, uint64_t count, double q);
+/* The rank numbered rank (rank numbers are sparse: 0, 5000, 7000 ...), or
+ * NULL when none of its records was kept. */
+const tw_rank *tw_run_rank(const tw_run *run, int rank);
+
+/* Adds a duration; values that are not finite and >= 0 are not counted. */
+void tw_hist_add(tw_hist *h, double seconds);
+void tw_hist_merge(tw_hist *into, const tw_hist *from);
+/* The q-quantile (seconds) within [min, max], or NAN when empty. */
+double tw_hist_quantile(const tw_hist *h, double q);
 
 /* Copies out one field of the series' points (those that carry it). Returns
  * the count; values go to out (sized TW_SERIES_MAX). */
