@@ -20,46 +20,60 @@
 #include "trainwatch/parse.h"
 #include "trainwatch/record_json.h"
 
+// clang-format off
 /* The threshold options, one row each: field, option, what the help shows
  * after the option (padded to line up), help with the default. */
-#define THRESHOLD_LIST(X)                                                                                              \
-    X(data_share, "data-share", 1, " F        ", "data wait above this share of step time is data-loading bound (0.30)") \
-    X(stall_seconds, "stall-seconds", 1, " S     ", "a gap between steps at least this long ... (60)")                   \
-    X(stall_factor, "stall-factor", 1, " F      ", "... and this many times the usual gap is a stall (10)")              \
-    X(spike_factor, "spike-factor", 1, " F      ", "a loss above this x its recent median is a spike (3)")                \
-    X(divergence_factor, "divergence-factor", 1, " F ", "late loss this x above its best is divergence (1.5)")             \
-    X(plateau_rel, "plateau", 1, " F           ", "less relative loss improvement than this is a plateau (0.01)")       \
-    X(throughput_drop, "throughput-drop", 1, " F   ", "throughput falling by this share is reported (0.30)")             \
-    X(jitter_ratio, "jitter", 1, " F            ", "p99/p50 step time above this is jitter (3)")                          \
-    X(mem_growth, "mem-growth", 1, " F        ", "relative device memory growth that is a leak (0.10)")                 \
-    X(device_memory, "device-memory", 1073741824.0, " GIB   ", "device memory in GiB, to project when it runs out")      \
-    X(straggler_factor, "straggler", 1, " F         ", "a rank this x slower than the others is a straggler (1.2)")     \
-    X(early_stop_share, "early-stop", 1, " F        ", "a rank stopping before this share of the others' steps (0.9)")
+#define THRESHOLD_LIST(X) \
+    X(data_share, "data-share", 1, " F         ", "data wait above this share of step time is data-loading bound (0.30)") \
+    X(stall_seconds, "stall-seconds", 1, " S      ", "a gap between steps at least this long ... (60)") \
+    X(stall_factor, "stall-factor", 1, " F       ", "... and this many times the usual gap is a stall (10)") \
+    X(spike_factor, "spike-factor", 1, " F       ", "a loss above this x its recent median is a spike (3)") \
+    X(divergence_factor, "divergence-factor", 1, " F  ", "late loss this x above its best is divergence (1.5)") \
+    X(plateau_rel, "plateau", 1, " F            ", "less relative loss improvement than this is a plateau (0.01)") \
+    X(throughput_drop, "throughput-drop", 1, " F    ", "throughput falling by this share is reported (0.30)") \
+    X(jitter_ratio, "jitter", 1, " F             ", "p99/p50 step time above this is jitter (3)") \
+    X(mem_growth, "mem-growth", 1, " F         ", "relative device memory growth that is a leak (0.10)") \
+    X(device_memory, "device-memory", 1073741824.0, " GIB    ", "device memory in GiB, to project when it runs out") \
+    X(straggler_factor, "straggler", 1, " F          ", "a rank this x slower than the others is a straggler (1.2)") \
+    X(early_stop_share, "early-stop", 1, " F         ", "a rank stopping before this share of the others' steps (0.9)")
 
 typedef struct threshold_option {
     const char *name;
     size_t offset;
-    double scale;            /* value on the command line times scale */
+    double scale; /* value on the command line times scale */
 } threshold_option;
 
 #define THRESHOLD_ROW(field, name, scale, arg, help) {name, offsetof(tw_thresholds, field), scale},
 static const threshold_option thresholds[] = {THRESHOLD_LIST(THRESHOLD_ROW)};
 #undef THRESHOLD_ROW
+// clang-format on
 
 #define THRESHOLD_COUNT (sizeof thresholds / sizeof thresholds[0])
 
-enum { OPT_FORMAT = 1000, OPT_JSON, OPT_RECORDS, OPT_COLOR, OPT_NO_COLOR, OPT_JOBS, OPT_BLOCK_SIZE, OPT_FAIL_ON, OPT_HELP, OPT_THRESHOLD };
+enum {
+    OPT_FORMAT = 1000,
+    OPT_JSON,
+    OPT_RECORDS,
+    OPT_COLOR,
+    OPT_NO_COLOR,
+    OPT_JOBS,
+    OPT_BLOCK_SIZE,
+    OPT_FAIL_ON,
+    OPT_HELP,
+    OPT_THRESHOLD
+};
 
 typedef struct analyze_options {
     const tw_format *format;
     bool json, records;
-    int colour;              /* -1 auto, 0 never, 1 always */
-    int jobs;                /* threads per large plain file */
-    size_t block_size;       /* their block size, 0: the default */
-    tw_severity fail_on;     /* exit 1 when a finding is at least this severe */
+    int colour;          /* -1 auto, 0 never, 1 always */
+    int jobs;            /* threads per large plain file */
+    size_t block_size;   /* their block size, 0: the default */
+    tw_severity fail_on; /* exit 1 when a finding is at least this severe */
     tw_thresholds th;
 } analyze_options;
 
+// clang-format off
 /* The whole help: `trainwatch analyze --help`, `-h` and `trainwatch help analyze`. */
 #define THRESHOLD_HELP(field, name, scale, arg, help) "  --" name arg help "\n"
 static const char usage_text[] =
@@ -78,7 +92,7 @@ static const char usage_text[] =
     "  --jobs N               threads reading one large plain file (default: one per core, at most 64)\n"
     "  --block-size BYTES     bytes each thread reads at a time (default 2 MiB, at least 256)\n"
     "  -h, --help             show this help\n\n"
-    "thresholds (a finding's severity is error, warning or info):\n"
+    "thresholds of the rules (the default in parentheses):\n"
     THRESHOLD_LIST(THRESHOLD_HELP)
     "\nexit status:\n"
     "  0  analysed; no finding at or above the --fail-on severity\n"
@@ -86,6 +100,7 @@ static const char usage_text[] =
     "  2  bad usage, an input that could not be read, no training records in any input,\n"
     "     or the report could not be written\n";
 #undef THRESHOLD_HELP
+// clang-format on
 
 static int parse_threshold(analyze_options *o, size_t index, const char *arg)
 {
@@ -93,7 +108,8 @@ static int parse_threshold(analyze_options *o, size_t index, const char *arg)
     errno = 0;
     double v = strtod(arg, &end);
     if (errno || end == arg || *end || !(v >= 0)) {
-        fprintf(stderr, "trainwatch analyze: --%s needs a non-negative number, not '%s'\n", thresholds[index].name, arg);
+        fprintf(stderr, "trainwatch analyze: --%s needs a non-negative number, not '%s'\n", thresholds[index].name,
+                arg);
         return -1;
     }
     *(double *)((char *)&o->th + thresholds[index].offset) = v * thresholds[index].scale;
@@ -187,8 +203,8 @@ static int parse_options(int argc, char **argv, analyze_options *o)
             if (!parse_count(optarg, &v) || (c == OPT_JOBS && (v < 1 || v > TW_PARSE_JOBS_MAX)) ||
                 (c == OPT_BLOCK_SIZE && v < TW_PARSE_BLOCK_MIN)) {
                 fprintf(stderr, "trainwatch analyze: --%s takes a whole number %s, not '%s'\n",
-                        c == OPT_JOBS ? "jobs" : "block-size",
-                        c == OPT_JOBS ? "from 1 to 64" : "of at least 256", optarg);
+                        c == OPT_JOBS ? "jobs" : "block-size", c == OPT_JOBS ? "from 1 to 64" : "of at least 256",
+                        optarg);
                 return -1;
             }
             if (c == OPT_JOBS)
@@ -223,7 +239,10 @@ static int parse_options(int argc, char **argv, analyze_options *o)
     return optind;
 }
 
-static void write_record(void *arg, const tw_record *r) { tw_record_write_json(arg, r); }
+static void write_record(void *arg, const tw_record *r)
+{
+    tw_record_write_json(arg, r);
+}
 
 /* Parses one input into the run (or onto stdout as records). Returns 0, or
  * -1 when the input could not be read at all. */
@@ -274,7 +293,11 @@ static bool use_colour(const analyze_options *o)
 static int run(int argc, char **argv)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    analyze_options o = {.colour = -1, .fail_on = TW_SEV_ERROR, .jobs = cores < 1 ? 1 : cores > TW_PARSE_JOBS_MAX ? TW_PARSE_JOBS_MAX : (int)cores};
+    analyze_options o = {.colour = -1,
+                         .fail_on = TW_SEV_ERROR,
+                         .jobs = cores < 1                   ? 1
+                                 : cores > TW_PARSE_JOBS_MAX ? TW_PARSE_JOBS_MAX
+                                                             : (int)cores};
     tw_thresholds_default(&o.th);
     int first = parse_options(argc, argv, &o);
     if (first < 0)
@@ -303,8 +326,8 @@ static int run(int argc, char **argv)
         tw_run_free(trun);
         return TW_EXIT_USAGE;
     }
-    bool nothing = report->summary.step_records == 0 && report->summary.eval_records == 0 &&
-                   report->summary.events == 0;
+    bool nothing =
+        report->summary.step_records == 0 && report->summary.eval_records == 0 && report->summary.events == 0;
     if (failed == files && nothing) {
         tw_report_free(report);
         tw_run_free(trun);

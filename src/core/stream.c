@@ -7,7 +7,10 @@
 
 #include "trainwatch/error.h"
 
-static int status_of(int err) { return err ? tw_status_from_errno(err) : TW_EIO; }
+static int status_of(int err)
+{
+    return err ? tw_status_from_errno(err) : TW_EIO;
+}
 
 int tw_stream_flush(FILE *f)
 {

@@ -14,17 +14,17 @@
 
 #include "trainwatch/error.h"
 
-#define TW_DEFAULT_DATA_SHARE 0.30
-#define TW_DEFAULT_STALL_SECONDS 60.0
-#define TW_DEFAULT_STALL_FACTOR 10.0
-#define TW_DEFAULT_SPIKE_FACTOR 3.0
+#define TW_DEFAULT_DATA_SHARE        0.30
+#define TW_DEFAULT_STALL_SECONDS     60.0
+#define TW_DEFAULT_STALL_FACTOR      10.0
+#define TW_DEFAULT_SPIKE_FACTOR      3.0
 #define TW_DEFAULT_DIVERGENCE_FACTOR 1.5
-#define TW_DEFAULT_PLATEAU_REL 0.01
-#define TW_DEFAULT_THROUGHPUT_DROP 0.30
-#define TW_DEFAULT_JITTER_RATIO 3.0
-#define TW_DEFAULT_MEM_GROWTH 0.10
-#define TW_DEFAULT_STRAGGLER_FACTOR 1.20
-#define TW_DEFAULT_EARLY_STOP_SHARE 0.90
+#define TW_DEFAULT_PLATEAU_REL       0.01
+#define TW_DEFAULT_THROUGHPUT_DROP   0.30
+#define TW_DEFAULT_JITTER_RATIO      3.0
+#define TW_DEFAULT_MEM_GROWTH        0.10
+#define TW_DEFAULT_STRAGGLER_FACTOR  1.20
+#define TW_DEFAULT_EARLY_STOP_SHARE  0.90
 
 void tw_thresholds_default(tw_thresholds *t)
 {
@@ -45,11 +45,25 @@ void tw_thresholds_default(tw_thresholds *t)
 }
 
 static const tw_rule *const rules[] = {
-    &tw_rule_oom,        &tw_rule_nan,        &tw_rule_exceptions, &tw_rule_exits,
-    &tw_rule_rank_stopped, &tw_rule_divergence, &tw_rule_data_bound, &tw_rule_stalls,
-    &tw_rule_memory,     &tw_rule_throughput, &tw_rule_straggler,  &tw_rule_spikes,
-    &tw_rule_plateau,    &tw_rule_incomplete, &tw_rule_restarts,   &tw_rule_epoch_start,
-    &tw_rule_memory_spike, &tw_rule_eval_contradiction, &tw_rule_ranks_over_limit,
+    &tw_rule_oom,
+    &tw_rule_nan,
+    &tw_rule_exceptions,
+    &tw_rule_exits,
+    &tw_rule_rank_stopped,
+    &tw_rule_divergence,
+    &tw_rule_data_bound,
+    &tw_rule_stalls,
+    &tw_rule_memory,
+    &tw_rule_throughput,
+    &tw_rule_straggler,
+    &tw_rule_spikes,
+    &tw_rule_plateau,
+    &tw_rule_incomplete,
+    &tw_rule_restarts,
+    &tw_rule_epoch_start,
+    &tw_rule_memory_spike,
+    &tw_rule_eval_contradiction,
+    &tw_rule_ranks_over_limit,
     &tw_rule_jitter,
 };
 
@@ -66,8 +80,7 @@ const char *tw_severity_name(tw_severity s)
     return "unknown";
 }
 
-tw_finding *tw_finding_add(tw_findings *out, const char *rule, tw_severity severity,
-                           const char *fmt, ...)
+tw_finding *tw_finding_add(tw_findings *out, const char *rule, tw_severity severity, const char *fmt, ...)
 {
     if (out->count == out->cap) {
         int cap = out->cap ? out->cap * 2 : 16;
@@ -144,8 +157,7 @@ const tw_event_note *tw_first_event(const tw_run *run, tw_event_kind kind)
 
 const char *tw_where(const tw_run *run, uint32_t file, uint64_t line, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "%s:%llu", file < run->file_count ? run->files[file] : "?",
-             (unsigned long long)line);
+    snprintf(buf, cap, "%s:%llu", file < run->file_count ? run->files[file] : "?", (unsigned long long)line);
     return buf;
 }
 
@@ -334,9 +346,8 @@ int tw_diagnose(const tw_run *run, const tw_thresholds *t, tw_report **out)
     }
     report->input_count = run->input_count;
     for (int i = 0; i < run->input_count; i++) {
-        report->inputs[i] = (tw_input_summary){run->inputs[i].path, run->inputs[i].format,
-                                               run->inputs[i].lines, run->inputs[i].records,
-                                               run->inputs[i].error};
+        report->inputs[i] = (tw_input_summary){run->inputs[i].path, run->inputs[i].format, run->inputs[i].lines,
+                                               run->inputs[i].records, run->inputs[i].error};
     }
     *out = report;
     return TW_OK;

@@ -50,7 +50,7 @@ static void summary(FILE *out, const tw_summary *s)
         const char *name;
         int64_t v;
     } counters[] = {
-        {"first_step", s->first_step}, {"last_step", s->last_step}, {"last_epoch", s->last_epoch},
+        {"first_step", s->first_step},   {"last_step", s->last_step},           {"last_epoch", s->last_epoch},
         {"epoch_total", s->epoch_total}, {"best_loss_step", s->best_loss_step},
     };
     for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++) {
@@ -59,17 +59,23 @@ static void summary(FILE *out, const tw_summary *s)
     }
     fputs(",\"duration_seconds\":", out);
     num_or_null(out, s->duration, !isnan(s->duration));
-    fprintf(out, ",\"duration_from_timestamps\":%s,\"duration_source\":", s->duration_from_timestamps ? "true" : "false");
+    fprintf(out,
+            ",\"duration_from_timestamps\":%s,\"duration_source\":", s->duration_from_timestamps ? "true" : "false");
     fputs(isnan(s->duration) ? "null" : s->duration_from_timestamps ? "\"timestamps\"" : "\"estimated\"", out);
     const struct {
         const char *name;
         double v;
     } fields[] = {
-        {"samples_per_second", s->samples_per_sec}, {"step_time_p50", s->step_time_p50},
-        {"step_time_p95", s->step_time_p95},         {"step_time_p99", s->step_time_p99},
-        {"step_time_max", s->step_time_max},         {"data_share", s->data_share},
-        {"first_loss", s->first_loss},               {"best_loss", s->best_loss},
-        {"final_lr", s->final_lr},                   {"peak_memory_bytes", s->peak_mem_bytes},
+        {"samples_per_second", s->samples_per_sec},
+        {"step_time_p50", s->step_time_p50},
+        {"step_time_p95", s->step_time_p95},
+        {"step_time_p99", s->step_time_p99},
+        {"step_time_max", s->step_time_max},
+        {"data_share", s->data_share},
+        {"first_loss", s->first_loss},
+        {"best_loss", s->best_loss},
+        {"final_lr", s->final_lr},
+        {"peak_memory_bytes", s->peak_mem_bytes},
     };
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         fprintf(out, ",\"%s\":", fields[i].name);
@@ -83,7 +89,8 @@ static void summary(FILE *out, const tw_summary *s)
     metrics(out, s->eval_metrics, s->eval_metric_count);
     fputs(",\"event_counts\":{", out);
     for (int k = 1; k < TW_EV_COUNT; k++)
-        fprintf(out, "%s\"%s\":%llu", k > 1 ? "," : "", tw_event_name((tw_event_kind)k), (unsigned long long)s->event_counts[k]);
+        fprintf(out, "%s\"%s\":%llu", k > 1 ? "," : "", tw_event_name((tw_event_kind)k),
+                (unsigned long long)s->event_counts[k]);
     fputs("}}", out);
 }
 

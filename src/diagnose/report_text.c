@@ -59,8 +59,8 @@ static void write_summary(FILE *out, const tw_summary *s, const style *st)
     if (s->step_records == 0) {
         fprintf(out, "no training step records\n");
     } else {
-        fprintf(out, "%llu records, step %lld -> %lld", (unsigned long long)s->step_records,
-                (long long)s->first_step, (long long)s->last_step);
+        fprintf(out, "%llu records, step %lld -> %lld", (unsigned long long)s->step_records, (long long)s->first_step,
+                (long long)s->last_step);
         if (s->last_epoch >= 0 && s->epoch_total > 0)
             fprintf(out, ", epoch %lld/%lld", (long long)s->last_epoch, (long long)s->epoch_total);
         else if (s->last_epoch >= 0)
@@ -123,7 +123,8 @@ static void write_summary(FILE *out, const tw_summary *s, const style *st)
             continue;
         if (!any)
             row(out, st, "events");
-        fprintf(out, "%s%s %llu", any ? ", " : "", tw_event_name((tw_event_kind)k), (unsigned long long)s->event_counts[k]);
+        fprintf(out, "%s%s %llu", any ? ", " : "", tw_event_name((tw_event_kind)k),
+                (unsigned long long)s->event_counts[k]);
         any = true;
     }
     if (any)
@@ -177,7 +178,8 @@ void tw_report_write_text(FILE *out, const tw_report *r, bool colour)
     if (r->summary.step_records == 0 && r->summary.eval_records == 0 && errors == 0)
         fprintf(out, "%sNo training records found%s: nothing to judge the run by.\n", st->yellow, st->reset);
     else if (r->healthy)
-        fprintf(out, "%sHealthy%s: no problems found%s.\n", st->green, st->reset, infos ? " (see the info findings above)" : "");
+        fprintf(out, "%sHealthy%s: no problems found%s.\n", st->green, st->reset,
+                infos ? " (see the info findings above)" : "");
     else
         fprintf(out, "%sUnhealthy%s: %d error%s, %d warning%s.\n", errors ? st->red : st->yellow, st->reset, errors,
                 errors == 1 ? "" : "s", warnings, warnings == 1 ? "" : "s");

@@ -37,15 +37,17 @@ static void report_straggler(const tw_run *run, tw_findings *out, const tw_rank 
 {
     char a[32], b[32], ratio[32];
     tw_fmt_number(med / base, 2, ratio, sizeof ratio);
-    tw_finding *f = tw_finding_add(out, "straggler", TW_SEV_WARNING, "Rank %d is a straggler: its steps take %sx the others'",
-                                   rk->rank, ratio);
+    tw_finding *f = tw_finding_add(out, "straggler", TW_SEV_WARNING,
+                                   "Rank %d is a straggler: its steps take %sx the others'", rk->rank, ratio);
     if (!f)
         return;
     tw_finding_at(f, run, &rk->last, rk->rank);
     f->value = med / base;
     tw_finding_evidence(f, "median step time %s on rank %d against %s, the median of the other %d ranks",
                         tw_fmt_duration(med, a, sizeof a), rk->rank, tw_fmt_duration(base, b, sizeof b), n - 1);
-    tw_finding_recommend(f, "In synchronous data parallel every rank waits for the slowest: check that rank's GPU (clocks, throttling, ECC errors), its data shard (larger or slower files), its host (other processes, NUMA placement) and its network link.");
+    tw_finding_recommend(f, "In synchronous data parallel every rank waits for the slowest: check that rank's GPU "
+                            "(clocks, throttling, ECC errors), its data shard (larger or slower files), its host "
+                            "(other processes, NUMA placement) and its network link.");
 }
 
 static void check_straggler(const tw_run *run, const tw_thresholds *t, tw_findings *out)
@@ -98,16 +100,20 @@ static void check_rank_stopped(const tw_run *run, const tw_thresholds *t, tw_fin
         if (!r->used || r == lead || !(r->last.pos < t->early_stop_share * lead->last.pos))
             continue;
         char w[600], b1[64], b2[64];
-        tw_finding *f = tw_finding_add(out, "rank_stopped", TW_SEV_ERROR, "Rank %d stopped at step %.0f while rank %d reached step %.0f",
-                                       r->rank, r->last.pos, lead->rank, lead->last.pos);
+        tw_finding *f = tw_finding_add(out, "rank_stopped", TW_SEV_ERROR,
+                                       "Rank %d stopped at step %.0f while rank %d reached step %.0f", r->rank,
+                                       r->last.pos, lead->rank, lead->last.pos);
         if (!f)
             return;
         tw_finding_at(f, run, &r->last, r->rank);
         f->value = r->last.pos;
         tw_finding_evidence(f, "last step of rank %d: %.0f at %s (%s)", r->rank, r->last.pos,
-                            tw_fmt_time(r->last.time, b1, sizeof b1), tw_where(run, r->last.file, r->last.line, w, sizeof w));
-        tw_finding_evidence(f, "rank %d went on to step %.0f (%s)", lead->rank, lead->last.pos, tw_fmt_time(lead->last.time, b2, sizeof b2));
-        tw_finding_recommend(f, "Read the end of that rank's log for its error; a lost worker makes the others hang in their next collective.");
+                            tw_fmt_time(r->last.time, b1, sizeof b1),
+                            tw_where(run, r->last.file, r->last.line, w, sizeof w));
+        tw_finding_evidence(f, "rank %d went on to step %.0f (%s)", lead->rank, lead->last.pos,
+                            tw_fmt_time(lead->last.time, b2, sizeof b2));
+        tw_finding_recommend(f, "Read the end of that rank's log for its error; a lost worker makes the others hang in "
+                                "their next collective.");
     }
 }
 
@@ -127,7 +133,9 @@ static void check_over_limit(const tw_run *run, const tw_thresholds *t, tw_findi
         return;
     f->value = (double)run->over_limit_steps;
     tw_finding_evidence(f, "the first of them belongs to rank %d", run->over_limit_first);
-    tw_finding_recommend(f, "Analyse the ranks in groups of at most %d (one trainwatch analyze per group).", run->rank_limit);
+    tw_finding_recommend(f, "Analyse the ranks in groups of at most %d (one trainwatch analyze per group).",
+                         run->rank_limit);
 }
 
-const tw_rule tw_rule_ranks_over_limit = {"ranks_over_limit", "records of more distinct ranks than a run keeps", check_over_limit};
+const tw_rule tw_rule_ranks_over_limit = {"ranks_over_limit", "records of more distinct ranks than a run keeps",
+                                          check_over_limit};

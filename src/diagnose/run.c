@@ -17,7 +17,7 @@
 #include "run.h"
 #include "trainwatch/error.h"
 
-#define HIST_MIN_LOG10 (-6.0)
+#define HIST_MIN_LOG10       (-6.0)
 #define HIST_BINS_PER_DECADE 100.0
 
 int tw_run_new(tw_run **out, const tw_thresholds *t)
@@ -51,10 +51,13 @@ void tw_run_free(tw_run *run)
     free(run);
 }
 
-static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
 
-void tw_run_note_input(tw_run *run, const char *path, const char *format, uint64_t lines,
-                       uint64_t records, const char *error)
+void tw_run_note_input(tw_run *run, const char *path, const char *format, uint64_t lines, uint64_t records,
+                       const char *error)
 {
     if (run->input_count >= (int)(sizeof run->inputs / sizeof run->inputs[0]))
         return;
@@ -235,14 +238,29 @@ size_t tw_series_values(const tw_series *s, unsigned field, double *out, double 
             continue;
         double v;
         switch (field) {
-        case TW_F_LOSS: v = p->loss; break;
-        case TW_F_LR: v = p->lr; break;
-        case TW_F_BATCH_TIME: v = p->batch; break;
-        case TW_F_DATA_TIME: v = p->data; break;
-        case TW_F_SAMPLES_PER_SEC: v = p->ips; break;
-        case TW_F_MEM: v = p->mem; break;
-        case TW_F_TIME: v = p->time; break;
-        default: continue;
+        case TW_F_LOSS:
+            v = p->loss;
+            break;
+        case TW_F_LR:
+            v = p->lr;
+            break;
+        case TW_F_BATCH_TIME:
+            v = p->batch;
+            break;
+        case TW_F_DATA_TIME:
+            v = p->data;
+            break;
+        case TW_F_SAMPLES_PER_SEC:
+            v = p->ips;
+            break;
+        case TW_F_MEM:
+            v = p->mem;
+            break;
+        case TW_F_TIME:
+            v = p->time;
+            break;
+        default:
+            continue;
         }
         if (pos)
             pos[n] = p->pos;
@@ -493,7 +511,8 @@ static void add_step(tw_run *run, const tw_record *r)
 
 static bool lower_is_better(const char *name)
 {
-    static const char *const lower[] = {"loss", "error", "err", "perplexity", "ppl", "wer", "cer", "mae", "mse", "rmse", "runtime", "time", "cost"};
+    static const char *const lower[] = {"loss", "error", "err",  "perplexity", "ppl",  "wer", "cer",
+                                        "mae",  "mse",   "rmse", "runtime",    "time", "cost"};
     for (size_t i = 0; i < sizeof lower / sizeof lower[0]; i++) {
         if (strstr(name, lower[i]))
             return true;

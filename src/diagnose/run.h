@@ -12,25 +12,25 @@
 
 #include "trainwatch/analyze.h"
 
-#define TW_RANKS_MAX 65536    /* distinct ranks kept; steps of more are counted, not kept */
-#define TW_RECENT 32          /* recent losses kept for spike detection */
-#define TW_HIST_BINS 1200     /* log-spaced step-time bins, 1 us .. 1e6 s */
+#define TW_RANKS_MAX   65536 /* distinct ranks kept; steps of more are counted, not kept */
+#define TW_RECENT      32    /* recent losses kept for spike detection */
+#define TW_HIST_BINS   1200  /* log-spaced step-time bins, 1 us .. 1e6 s */
 #define TW_EVENTS_KEPT 256
-#define TW_FILES_MAX 4096
+#define TW_FILES_MAX   4096
 
 /* Durations (seconds) in log-spaced bins, with the exact extremes so that a
  * quantile never reads outside what was observed. */
 typedef struct tw_hist {
     uint32_t bins[TW_HIST_BINS];
     uint64_t count;
-    double min, max;          /* valid when count > 0 */
+    double min, max; /* valid when count > 0 */
 } tw_hist;
 
 /* A named metric over all the records that carry it: the last value, the
  * best finite one (NAN and step -1 until there is one) and the count. */
 typedef struct tw_metric_note {
     tw_metric_summary s;
-    bool lower_is_better;          /* from the name: loss, error, time ... */
+    bool lower_is_better; /* from the name: loss, error, time ... */
 } tw_metric_note;
 
 typedef struct tw_metric_notes {
@@ -43,29 +43,29 @@ typedef struct tw_metric_notes {
 void tw_metric_notes_add(tw_metric_notes *notes, const tw_metric *metrics, int n, int64_t step, bool count);
 
 typedef struct tw_point {
-    double pos;               /* progress position (global step) */
-    double time;              /* NAN without a timestamp */
+    double pos;  /* progress position (global step) */
+    double time; /* NAN without a timestamp */
     double loss, lr, batch, data, ips, mem;
     unsigned fields;
     int64_t epoch, epoch_total, step, step_total;
-    uint32_t file;            /* index into run->files */
+    uint32_t file; /* index into run->files */
     uint64_t line;
 } tw_point;
 
 typedef struct tw_series {
     tw_point points[TW_SERIES_MAX];
     size_t count;
-    uint64_t stride, seen;    /* keep one point in every stride seen */
+    uint64_t stride, seen; /* keep one point in every stride seen */
 } tw_series;
 
 typedef struct tw_gap {
     double seconds;
     tw_point before, after;
-    bool across_eval;         /* an evaluation or checkpoint happened in the gap */
+    bool across_eval; /* an evaluation or checkpoint happened in the gap */
 } tw_gap;
 
 typedef struct tw_restart {
-    tw_point before, after;   /* last point before, first point after */
+    tw_point before, after; /* last point before, first point after */
 } tw_restart;
 
 typedef struct tw_rank {
@@ -79,24 +79,24 @@ typedef struct tw_rank {
     double epoch_offset, last_step_in_epoch;
     int64_t last_epoch;
     /* exact streaming facts */
-    double sum_batch, sum_data;    /* over records with both, weighted by steps they stand for */
+    double sum_batch, sum_data; /* over records with both, weighted by steps they stand for */
     double sum_weight;
     uint64_t both_count;
-    uint64_t step_span;            /* steps the logged records stand for (estimated) */
-    double loss_first, loss_best;  /* finite losses: NAN until one */
+    uint64_t step_span;           /* steps the logged records stand for (estimated) */
+    double loss_first, loss_best; /* finite losses: NAN until one */
     double loss_best_pos;
-    double mem_max;                /* device memory reported: NAN until one */
-    tw_hist step_times;            /* logged step times */
-    tw_point batch_max_point;      /* where step_times.max was logged */
+    double mem_max;           /* device memory reported: NAN until one */
+    tw_hist step_times;       /* logged step times */
+    tw_point batch_max_point; /* where step_times.max was logged */
     bool have_nan;
     tw_point nan_point;
     tw_point before_nan[8];
     int before_nan_count;
-    tw_point recent[8];            /* ring of the last points */
+    tw_point recent[8]; /* ring of the last points */
     int recent_count, recent_head;
     double recent_loss[TW_RECENT];
     int recent_loss_count, recent_loss_head;
-    double recent_median;          /* of recent_loss, refreshed every 8 losses */
+    double recent_median; /* of recent_loss, refreshed every 8 losses */
     unsigned recent_median_age;
     uint64_t spikes;
     double worst_spike_ratio;
@@ -104,8 +104,8 @@ typedef struct tw_rank {
     double worst_spike_median;
     tw_gap longest_gap;
     bool have_gap;
-    tw_hist gaps;                  /* time between steps, without evaluation in between */
-    bool event_since_last;         /* eval/checkpoint since the last step */
+    tw_hist gaps;          /* time between steps, without evaluation in between */
+    bool event_since_last; /* eval/checkpoint since the last step */
     int restarts;
     tw_restart first_restart, last_restart;
     tw_record last_step_record;    /* the last step as parsed (for metrics) */
@@ -120,7 +120,7 @@ typedef struct tw_event_note {
     uint64_t line;
     double time;
     bool has_time;
-    double last_pos;               /* progress of that rank when it happened */
+    double last_pos; /* progress of that rank when it happened */
     int code;
     char message[TW_MESSAGE_MAX];
     char detail[TW_MESSAGE_MAX];
@@ -134,7 +134,7 @@ typedef struct tw_contradiction {
     int rank;
     uint32_t file;
     uint64_t line;
-    uint64_t count;                                     /* records with one */
+    uint64_t count; /* records with one */
 } tw_contradiction;
 
 typedef struct tw_input_note {
@@ -146,19 +146,19 @@ typedef struct tw_input_note {
 
 struct tw_run {
     tw_thresholds th;
-    tw_rank **ranks;               /* the ranks seen, sorted by rank number */
+    tw_rank **ranks; /* the ranks seen, sorted by rank number */
     int rank_count, rank_cap;
-    int rank_limit;                /* distinct ranks kept: TW_RANKS_MAX */
-    int rank_last;                 /* index of the last one found: logs come rank by rank */
-    uint64_t over_limit_steps;     /* step records of ranks past the limit, not analysed */
-    int over_limit_first;          /* the first such rank */
+    int rank_limit;            /* distinct ranks kept: TW_RANKS_MAX */
+    int rank_last;             /* index of the last one found: logs come rank by rank */
+    uint64_t over_limit_steps; /* step records of ranks past the limit, not analysed */
+    int over_limit_first;      /* the first such rank */
     char *files[TW_FILES_MAX];
     uint32_t file_count;
     uint64_t steps, evals, events;
     uint64_t event_counts[TW_EV_COUNT];
     tw_event_note events_kept[TW_EVENTS_KEPT];
     int events_kept_count;
-    tw_event_note last_exception;  /* the last one, even past the kept ones */
+    tw_event_note last_exception; /* the last one, even past the kept ones */
     bool have_last_exception;
     tw_metric_notes eval_metrics;
     tw_contradiction contradiction;
