@@ -38,8 +38,10 @@ void tw_run_free(tw_run *run)
 {
     if (!run)
         return;
-    for (int i = 0; i < run->rank_count; i++)
+    for (int i = 0; i < run->rank_count; i++) {
+        free(run->ranks[i]->series.points);
         free(run->ranks[i]);
+    }
     free(run->ranks);
     for (uint32_t i = 0; i < run->file_count; i++)
         free(run->files[i]);
@@ -293,6 +295,23 @@ static double position(tw_rank *rk, const tw_record *r)
     return rk->have_last ? rk->last.pos + 1 : 0;
 }
 
+/* Grows the points towards TW_SERIES_MAX: a rank that logs a few steps costs
+ * a few points, not the whole series (a run may have thousands of ranks). */
+static bool series_grow(tw_series *s)
+{
+    if (s->cap >= TW_SERIES_MAX)
+        return false;
+    size_t cap = s->cap ? s->cap * 2 : 64;
+    if (cap > TW_SERIES_MAX)
+        cap = TW_SERIES_MAX;
+    tw_point *points = realloc(s->points, sizeof *points * cap);
+    if (!points)
+        return false;
+    s->points = points;
+    s->cap = cap;
+    return true;
+}
+
 static void series_add(tw_series *s, const tw_point *p)
 {
     if (s->count > 0 && s->points[s->count - 1].pos == p->pos) {
@@ -301,10 +320,13 @@ static void series_add(tw_series *s, const tw_point *p)
     }
     if (s->seen++ % s->stride != 0)
         return;
-    if (s->count == TW_SERIES_MAX) {
-        for (size_t i = 0; i < TW_SERIES_MAX / 2; i++)
+    if (s->count == s->cap && !series_grow(s)) {
+        if (s->cap < 2)
+            return; /* out of memory before the first points */
+        /* full (or out of memory): keep every other point, from now on one in twice as many */
+        for (size_t i = 0; i < s->count / 2; i++)
             s->points[i] = s->points[2 * i];
-        s->count = TW_SERIES_MAX / 2;
+        s->count /= 2;
         s->stride *= 2;
         s->seen = 1;
     }

@@ -53,8 +53,8 @@ typedef struct tw_point {
 } tw_point;
 
 typedef struct tw_series {
-    tw_point points[TW_SERIES_MAX];
-    size_t count;
+    tw_point *points; /* grown on demand up to TW_SERIES_MAX; owned */
+    size_t count, cap;
     uint64_t stride, seen; /* keep one point in every stride seen */
 } tw_series;
 
