@@ -2,7 +2,8 @@
  * rule_ranks.c: comparing ranks of a distributed run: a straggler (its step
  * time against the median of the others) and a rank that stopped reporting
  * steps while the others went on. Ranks that never log steps (many suites
- * log on rank 0 only) are not compared.
+ * log on rank 0 only) are not compared. Also: step records of ranks past the
+ * limit of distinct ranks a run keeps, which are counted, not analysed.
  */
 #include <math.h>
 #include <stdlib.h>
