@@ -21,7 +21,7 @@
 
 #include "trainwatch/record.h"
 
-#define TW_SERIES_MAX 4096   /* points kept per rank before downsampling */
+#define TW_SERIES_MAX 4096 /* points kept per rank before downsampling */
 
 /* Thresholds of the rules; tw_thresholds_default() gives the documented
  * defaults, each overridable from the command line. */
@@ -50,8 +50,8 @@ void tw_run_free(tw_run *run);
 /* Adds one record; matches tw_record_fn so a parser can feed a run directly. */
 void tw_run_add(void *run, const tw_record *record);
 /* Notes an input that could not be read fully (shown in the report). */
-void tw_run_note_input(tw_run *run, const char *path, const char *format, uint64_t lines,
-                       uint64_t records, const char *error);
+void tw_run_note_input(tw_run *run, const char *path, const char *format, uint64_t lines, uint64_t records,
+                       const char *error);
 
 typedef enum tw_severity {
     TW_SEV_INFO,
@@ -64,15 +64,15 @@ const char *tw_severity_name(tw_severity s);
 #define TW_TEXT_MAX 1024
 
 typedef struct tw_finding {
-    const char *rule;         /* stable id, e.g. "data_loading_bound" */
+    const char *rule; /* stable id, e.g. "data_loading_bound" */
     tw_severity severity;
     char title[256];
-    char evidence[TW_TEXT_MAX];       /* one fact per line */
+    char evidence[TW_TEXT_MAX]; /* one fact per line */
     char recommendation[TW_TEXT_MAX];
-    tw_source where;          /* the line to look at first */
+    tw_source where; /* the line to look at first */
     int rank;
-    int64_t step;             /* -1 when not tied to a step */
-    double value;             /* the measure the rule judged */
+    int64_t step; /* -1 when not tied to a step */
+    double value; /* the measure the rule judged */
 } tw_finding;
 
 typedef struct tw_metric_summary {
@@ -85,16 +85,18 @@ typedef struct tw_metric_summary {
 #define TW_SUMMARY_METRICS 24
 
 typedef struct tw_summary {
-    int ranks;                /* ranks that reported steps */
+    int ranks; /* ranks that reported steps */
     uint64_t step_records, eval_records, events;
-    int64_t first_step, last_step;      /* positions (global step where known) */
+    /* Unknown values are NAN (doubles) or -1 (counters). */
+    int64_t first_step, last_step; /* positions (global step where known) */
     int64_t last_epoch, epoch_total;
-    double duration;          /* seconds: timestamps, or summed step times */
+    double duration; /* seconds: timestamps, else steps x median step time */
     bool duration_from_timestamps;
-    double samples_per_sec;   /* median */
+    double samples_per_sec; /* median */
     double step_time_p50, step_time_p95, step_time_p99, step_time_max;
-    double data_share;        /* sum data wait / sum step time, NAN if unknown */
-    double final_loss, best_loss, first_loss;
+    double data_share;                        /* sum data wait / sum step time, NAN if unknown */
+    double final_loss, best_loss, first_loss; /* first and best: finite losses only */
+    bool final_loss_known;                    /* final_loss may be a NaN the log printed */
     int64_t best_loss_step;
     double final_lr;
     double peak_mem_bytes;
@@ -109,16 +111,16 @@ typedef struct tw_input_summary {
     const char *path;
     const char *format;
     uint64_t lines, records;
-    const char *error;        /* NULL when read fully */
+    const char *error; /* NULL when read fully */
 } tw_input_summary;
 
 typedef struct tw_report {
     tw_summary summary;
     int finding_count;
-    tw_finding *findings;     /* sorted: errors first, then by rule order */
+    tw_finding *findings; /* sorted: errors first, then by rule order */
     int input_count;
     tw_input_summary *inputs;
-    bool healthy;             /* no warning or error finding */
+    bool healthy; /* no warning or error finding */
 } tw_report;
 
 int tw_diagnose(const tw_run *run, const tw_thresholds *t, tw_report **out);

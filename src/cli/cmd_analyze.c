@@ -13,63 +13,94 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../core/stream.h"
 #include "cli.h"
 #include "trainwatch/analyze.h"
 #include "trainwatch/error.h"
 #include "trainwatch/parse.h"
 #include "trainwatch/record_json.h"
 
+// clang-format off
+/* The threshold options, one row each: field, option, what the help shows
+ * after the option (padded to line up), help with the default. */
+#define THRESHOLD_LIST(X) \
+    X(data_share, "data-share", 1, " F         ", "data wait above this share of step time is data-loading bound (0.30)") \
+    X(stall_seconds, "stall-seconds", 1, " S      ", "a gap between steps at least this long ... (60)") \
+    X(stall_factor, "stall-factor", 1, " F       ", "... and this many times the usual gap is a stall (10)") \
+    X(spike_factor, "spike-factor", 1, " F       ", "a loss above this x its recent median is a spike (3)") \
+    X(divergence_factor, "divergence-factor", 1, " F  ", "late loss this x above its best is divergence (1.5)") \
+    X(plateau_rel, "plateau", 1, " F            ", "less relative loss improvement than this is a plateau (0.01)") \
+    X(throughput_drop, "throughput-drop", 1, " F    ", "throughput falling by this share is reported (0.30)") \
+    X(jitter_ratio, "jitter", 1, " F             ", "p99/p50 step time above this is jitter (3)") \
+    X(mem_growth, "mem-growth", 1, " F         ", "relative device memory growth that is a leak (0.10)") \
+    X(device_memory, "device-memory", 1073741824.0, " GIB    ", "device memory in GiB, to project when it runs out") \
+    X(straggler_factor, "straggler", 1, " F          ", "a rank this x slower than the others is a straggler (1.2)") \
+    X(early_stop_share, "early-stop", 1, " F         ", "a rank stopping before this share of the others' steps (0.9)")
+
 typedef struct threshold_option {
     const char *name;
     size_t offset;
-    double scale;            /* value on the command line times scale */
-    const char *help;
+    double scale; /* value on the command line times scale */
 } threshold_option;
 
-static const threshold_option thresholds[] = {
-    {"data-share", offsetof(tw_thresholds, data_share), 1, "data wait share of step time that is data-loading bound (0.30)"},
-    {"stall-seconds", offsetof(tw_thresholds, stall_seconds), 1, "shortest gap between steps reported as a stall (60)"},
-    {"stall-factor", offsetof(tw_thresholds, stall_factor), 1, "a stall is also this many times the usual gap (10)"},
-    {"spike-factor", offsetof(tw_thresholds, spike_factor), 1, "loss above this x its recent median is a spike (3)"},
-    {"divergence-factor", offsetof(tw_thresholds, divergence_factor), 1, "late loss this x above its best is divergence (1.5)"},
-    {"plateau", offsetof(tw_thresholds, plateau_rel), 1, "less relative loss improvement than this is a plateau (0.01)"},
-    {"throughput-drop", offsetof(tw_thresholds, throughput_drop), 1, "throughput falling by this share is reported (0.30)"},
-    {"jitter", offsetof(tw_thresholds, jitter_ratio), 1, "p99/p50 step time above this is jitter (3)"},
-    {"mem-growth", offsetof(tw_thresholds, mem_growth), 1, "relative device memory growth that is a leak (0.10)"},
-    {"device-memory", offsetof(tw_thresholds, device_memory), 1073741824.0, "device memory in GiB, to project when it runs out"},
-    {"straggler", offsetof(tw_thresholds, straggler_factor), 1, "a rank this x slower than the others is a straggler (1.2)"},
-    {"early-stop", offsetof(tw_thresholds, early_stop_share), 1, "a rank stopping before this share of the others' steps (0.9)"},
-};
+#define THRESHOLD_ROW(field, name, scale, arg, help) {name, offsetof(tw_thresholds, field), scale},
+static const threshold_option thresholds[] = {THRESHOLD_LIST(THRESHOLD_ROW)};
+#undef THRESHOLD_ROW
+// clang-format on
 
 #define THRESHOLD_COUNT (sizeof thresholds / sizeof thresholds[0])
 
-enum { OPT_FORMAT = 1000, OPT_JSON, OPT_RECORDS, OPT_COLOR, OPT_NO_COLOR, OPT_JOBS, OPT_BLOCK_SIZE, OPT_HELP, OPT_THRESHOLD };
+enum {
+    OPT_FORMAT = 1000,
+    OPT_JSON,
+    OPT_RECORDS,
+    OPT_COLOR,
+    OPT_NO_COLOR,
+    OPT_JOBS,
+    OPT_BLOCK_SIZE,
+    OPT_FAIL_ON,
+    OPT_HELP,
+    OPT_THRESHOLD
+};
 
 typedef struct analyze_options {
     const tw_format *format;
     bool json, records;
-    int colour;              /* -1 auto, 0 never, 1 always */
-    int jobs;                /* threads per large plain file */
-    size_t block_size;       /* their block size, 0: the default */
+    int colour;          /* -1 auto, 0 never, 1 always */
+    int jobs;            /* threads per large plain file */
+    size_t block_size;   /* their block size, 0: the default */
+    tw_severity fail_on; /* exit 1 when a finding is at least this severe */
     tw_thresholds th;
 } analyze_options;
 
-static void print_usage(FILE *out)
-{
-    fprintf(out, "usage: trainwatch analyze [OPTIONS] FILE... (- for stdin; .gz is read as is)\n\n"
-                 "Reads training logs and diagnoses the run, with evidence.\n\n"
-                 "options:\n"
-                 "  --format NAME          use this format instead of detecting (trainwatch formats)\n"
-                 "  --json                 print the report as JSON (schema " TW_ANALYSIS_SCHEMA ")\n"
-                 "  --records              print the parsed records as JSON lines (schema " TW_RECORD_SCHEMA ")\n"
-                 "  --color=auto|always|never, --no-color\n"
-                 "  --jobs N               threads reading one large plain file (default: one per core)\n"
-                 "  --block-size BYTES     bytes each thread reads at a time (default 2 MiB, at least 256)\n"
-                 "thresholds:\n");
-    for (size_t i = 0; i < THRESHOLD_COUNT; i++)
-        fprintf(out, "  --%-20s %s\n", thresholds[i].name, thresholds[i].help);
-    fprintf(out, "\nexit status: 0 no errors found, 1 errors found, 2 bad usage or unreadable input\n");
-}
+// clang-format off
+/* The whole help: `trainwatch analyze --help`, `-h` and `trainwatch help analyze`. */
+#define THRESHOLD_HELP(field, name, scale, arg, help) "  --" name arg help "\n"
+static const char usage_text[] =
+    "usage: trainwatch analyze [OPTIONS] FILE...   (- for stdin; .gz is read as is)\n\n"
+    "Reads training logs and diagnoses the run, with evidence. Several files are\n"
+    "several ranks (the rank comes from the file name, else the content, else the\n"
+    "order of the files).\n\n"
+    "options:\n"
+    "  --format NAME          use this format instead of detecting (see trainwatch formats)\n"
+    "  --json                 print the report as JSON (schema " TW_ANALYSIS_SCHEMA ")\n"
+    "  --records              print the parsed records as JSON lines (schema " TW_RECORD_SCHEMA ")\n"
+    "  --fail-on SEVERITY     exit 1 when a finding is at least this severe: error (default),\n"
+    "                         warning or info\n"
+    "  --color=WHEN           colours: auto (on a terminal, without NO_COLOR), always, never\n"
+    "  --no-color             the same as --color=never\n"
+    "  --jobs N               threads reading one large plain file (default: one per core, at most 64)\n"
+    "  --block-size BYTES     bytes each thread reads at a time (default 2 MiB, at least 256)\n"
+    "  -h, --help             show this help\n\n"
+    "thresholds of the rules (the default in parentheses):\n"
+    THRESHOLD_LIST(THRESHOLD_HELP)
+    "\nexit status:\n"
+    "  0  analysed; no finding at or above the --fail-on severity\n"
+    "  1  analysed; a finding at or above the --fail-on severity (by default: an error)\n"
+    "  2  bad usage, an input that could not be read, no training records in any input,\n"
+    "     or the report could not be written\n";
+#undef THRESHOLD_HELP
+// clang-format on
 
 static int parse_threshold(analyze_options *o, size_t index, const char *arg)
 {
@@ -77,7 +108,8 @@ static int parse_threshold(analyze_options *o, size_t index, const char *arg)
     errno = 0;
     double v = strtod(arg, &end);
     if (errno || end == arg || *end || !(v >= 0)) {
-        fprintf(stderr, "trainwatch analyze: --%s needs a non-negative number, not '%s'\n", thresholds[index].name, arg);
+        fprintf(stderr, "trainwatch analyze: --%s needs a non-negative number, not '%s'\n", thresholds[index].name,
+                arg);
         return -1;
     }
     *(double *)((char *)&o->th + thresholds[index].offset) = v * thresholds[index].scale;
@@ -92,10 +124,33 @@ static bool parse_count(const char *arg, long long *out)
     return errno == 0 && end != arg && *end == '\0';
 }
 
+static int parse_severity(const char *arg, tw_severity *out)
+{
+    for (tw_severity s = TW_SEV_INFO; s <= TW_SEV_ERROR; s++) {
+        if (strcmp(arg, tw_severity_name(s)) == 0) {
+            *out = s;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Flushes stdout; on a write error says so in one line and returns -1. */
+static int finish_stdout(const char *what)
+{
+    int rc = tw_stream_flush(stdout);
+    if (rc == TW_OK)
+        return 0;
+    int err = errno;
+    fprintf(stderr, "trainwatch analyze: could not write %s to standard output: %s\n", what,
+            err ? strerror(err) : tw_strerror(rc));
+    return -1;
+}
+
 /* Returns the index of the first file argument, or -1 on a usage error. */
 static int parse_options(int argc, char **argv, analyze_options *o)
 {
-    struct option longopts[THRESHOLD_COUNT + 9];
+    struct option longopts[THRESHOLD_COUNT + 10];
     size_t n = 0;
     longopts[n++] = (struct option){"format", required_argument, NULL, OPT_FORMAT};
     longopts[n++] = (struct option){"json", no_argument, NULL, OPT_JSON};
@@ -104,6 +159,7 @@ static int parse_options(int argc, char **argv, analyze_options *o)
     longopts[n++] = (struct option){"no-color", no_argument, NULL, OPT_NO_COLOR};
     longopts[n++] = (struct option){"jobs", required_argument, NULL, OPT_JOBS};
     longopts[n++] = (struct option){"block-size", required_argument, NULL, OPT_BLOCK_SIZE};
+    longopts[n++] = (struct option){"fail-on", required_argument, NULL, OPT_FAIL_ON};
     longopts[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
     for (size_t i = 0; i < THRESHOLD_COUNT; i++)
         longopts[n++] = (struct option){thresholds[i].name, required_argument, NULL, OPT_THRESHOLD + (int)i};
@@ -147,8 +203,8 @@ static int parse_options(int argc, char **argv, analyze_options *o)
             if (!parse_count(optarg, &v) || (c == OPT_JOBS && (v < 1 || v > TW_PARSE_JOBS_MAX)) ||
                 (c == OPT_BLOCK_SIZE && v < TW_PARSE_BLOCK_MIN)) {
                 fprintf(stderr, "trainwatch analyze: --%s takes a whole number %s, not '%s'\n",
-                        c == OPT_JOBS ? "jobs" : "block-size",
-                        c == OPT_JOBS ? "from 1 to 64" : "of at least 256", optarg);
+                        c == OPT_JOBS ? "jobs" : "block-size", c == OPT_JOBS ? "from 1 to 64" : "of at least 256",
+                        optarg);
                 return -1;
             }
             if (c == OPT_JOBS)
@@ -157,10 +213,16 @@ static int parse_options(int argc, char **argv, analyze_options *o)
                 o->block_size = (size_t)v;
             break;
         }
+        case OPT_FAIL_ON:
+            if (parse_severity(optarg, &o->fail_on) != 0) {
+                fprintf(stderr, "trainwatch analyze: --fail-on takes error, warning or info, not '%s'\n", optarg);
+                return -1;
+            }
+            break;
         case 'h':
         case OPT_HELP:
-            print_usage(stdout);
-            exit(TW_EXIT_OK);
+            fputs(usage_text, stdout);
+            exit(finish_stdout("the help") == 0 ? TW_EXIT_OK : TW_EXIT_USAGE);
         case '?':
             fprintf(stderr, "trainwatch analyze: unknown or incomplete option '%s' (see trainwatch help analyze)\n",
                     argv[optind - 1]);
@@ -177,7 +239,10 @@ static int parse_options(int argc, char **argv, analyze_options *o)
     return optind;
 }
 
-static void write_record(void *arg, const tw_record *r) { tw_record_write_json(arg, r); }
+static void write_record(void *arg, const tw_record *r)
+{
+    tw_record_write_json(arg, r);
+}
 
 /* Parses one input into the run (or onto stdout as records). Returns 0, or
  * -1 when the input could not be read at all. */
@@ -228,7 +293,11 @@ static bool use_colour(const analyze_options *o)
 static int run(int argc, char **argv)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    analyze_options o = {.colour = -1, .jobs = cores < 1 ? 1 : cores > TW_PARSE_JOBS_MAX ? TW_PARSE_JOBS_MAX : (int)cores};
+    analyze_options o = {.colour = -1,
+                         .fail_on = TW_SEV_ERROR,
+                         .jobs = cores < 1                   ? 1
+                                 : cores > TW_PARSE_JOBS_MAX ? TW_PARSE_JOBS_MAX
+                                                             : (int)cores};
     tw_thresholds_default(&o.th);
     int first = parse_options(argc, argv, &o);
     if (first < 0)
@@ -249,7 +318,7 @@ static int run(int argc, char **argv)
     int status = failed ? TW_EXIT_USAGE : TW_EXIT_OK;
     if (o.records) {
         tw_run_free(trun);
-        return status;
+        return finish_stdout("the records") == 0 ? status : TW_EXIT_USAGE;
     }
     tw_report *report;
     if (tw_diagnose(trun, &o.th, &report) != TW_OK) {
@@ -257,8 +326,8 @@ static int run(int argc, char **argv)
         tw_run_free(trun);
         return TW_EXIT_USAGE;
     }
-    bool nothing = report->summary.step_records == 0 && report->summary.eval_records == 0 &&
-                   report->summary.events == 0;
+    bool nothing =
+        report->summary.step_records == 0 && report->summary.eval_records == 0 && report->summary.events == 0;
     if (failed == files && nothing) {
         tw_report_free(report);
         tw_run_free(trun);
@@ -271,20 +340,17 @@ static int run(int argc, char **argv)
     if (status == TW_EXIT_OK) {
         if (nothing)
             status = TW_EXIT_USAGE;
-        for (int i = 0; i < report->finding_count; i++) {
-            if (report->findings[i].severity == TW_SEV_ERROR)
+        for (int i = 0; i < report->finding_count && status == TW_EXIT_OK; i++) {
+            if (report->findings[i].severity >= o.fail_on)
                 status = TW_EXIT_PROBLEMS;
         }
     }
     tw_report_free(report);
     tw_run_free(trun);
+    if (finish_stdout("the report") != 0)
+        return TW_EXIT_USAGE;
     return status;
 }
-
-static const char usage_text[] =
-    "usage: trainwatch analyze [OPTIONS] FILE...\n"
-    "Reads training logs (files, .gz, - for stdin) and diagnoses the run.\n"
-    "Run `trainwatch analyze --help` for every option.\n";
 
 const tw_command tw_cmd_analyze = {
     .name = "analyze",

@@ -14,17 +14,17 @@
 
 #include "trainwatch/error.h"
 
-#define TW_DEFAULT_DATA_SHARE 0.30
-#define TW_DEFAULT_STALL_SECONDS 60.0
-#define TW_DEFAULT_STALL_FACTOR 10.0
-#define TW_DEFAULT_SPIKE_FACTOR 3.0
+#define TW_DEFAULT_DATA_SHARE        0.30
+#define TW_DEFAULT_STALL_SECONDS     60.0
+#define TW_DEFAULT_STALL_FACTOR      10.0
+#define TW_DEFAULT_SPIKE_FACTOR      3.0
 #define TW_DEFAULT_DIVERGENCE_FACTOR 1.5
-#define TW_DEFAULT_PLATEAU_REL 0.01
-#define TW_DEFAULT_THROUGHPUT_DROP 0.30
-#define TW_DEFAULT_JITTER_RATIO 3.0
-#define TW_DEFAULT_MEM_GROWTH 0.10
-#define TW_DEFAULT_STRAGGLER_FACTOR 1.20
-#define TW_DEFAULT_EARLY_STOP_SHARE 0.90
+#define TW_DEFAULT_PLATEAU_REL       0.01
+#define TW_DEFAULT_THROUGHPUT_DROP   0.30
+#define TW_DEFAULT_JITTER_RATIO      3.0
+#define TW_DEFAULT_MEM_GROWTH        0.10
+#define TW_DEFAULT_STRAGGLER_FACTOR  1.20
+#define TW_DEFAULT_EARLY_STOP_SHARE  0.90
 
 void tw_thresholds_default(tw_thresholds *t)
 {
@@ -45,11 +45,25 @@ void tw_thresholds_default(tw_thresholds *t)
 }
 
 static const tw_rule *const rules[] = {
-    &tw_rule_oom,        &tw_rule_nan,        &tw_rule_exceptions, &tw_rule_exits,
-    &tw_rule_rank_stopped, &tw_rule_divergence, &tw_rule_data_bound, &tw_rule_stalls,
-    &tw_rule_memory,     &tw_rule_throughput, &tw_rule_straggler,  &tw_rule_spikes,
-    &tw_rule_plateau,    &tw_rule_incomplete, &tw_rule_restarts,   &tw_rule_epoch_start,
-    &tw_rule_memory_spike, &tw_rule_eval_contradiction,
+    &tw_rule_oom,
+    &tw_rule_nan,
+    &tw_rule_exceptions,
+    &tw_rule_exits,
+    &tw_rule_rank_stopped,
+    &tw_rule_divergence,
+    &tw_rule_data_bound,
+    &tw_rule_stalls,
+    &tw_rule_memory,
+    &tw_rule_throughput,
+    &tw_rule_straggler,
+    &tw_rule_spikes,
+    &tw_rule_plateau,
+    &tw_rule_incomplete,
+    &tw_rule_restarts,
+    &tw_rule_epoch_start,
+    &tw_rule_memory_spike,
+    &tw_rule_eval_contradiction,
+    &tw_rule_ranks_over_limit,
     &tw_rule_jitter,
 };
 
@@ -66,8 +80,7 @@ const char *tw_severity_name(tw_severity s)
     return "unknown";
 }
 
-tw_finding *tw_finding_add(tw_findings *out, const char *rule, tw_severity severity,
-                           const char *fmt, ...)
+tw_finding *tw_finding_add(tw_findings *out, const char *rule, tw_severity severity, const char *fmt, ...)
 {
     if (out->count == out->cap) {
         int cap = out->cap ? out->cap * 2 : 16;
@@ -144,14 +157,13 @@ const tw_event_note *tw_first_event(const tw_run *run, tw_event_kind kind)
 
 const char *tw_where(const tw_run *run, uint32_t file, uint64_t line, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "%s:%llu", file < run->file_count ? run->files[file] : "?",
-             (unsigned long long)line);
+    snprintf(buf, cap, "%s:%llu", file < run->file_count ? run->files[file] : "?", (unsigned long long)line);
     return buf;
 }
 
 const char *tw_fmt_duration(double s, char *buf, size_t cap)
 {
-    if (isnan(s))
+    if (isnan(s) || s < 0)
         snprintf(buf, cap, "?");
     else if (s < 0.001)
         snprintf(buf, cap, "%.0fus", s * 1e6);
@@ -163,8 +175,19 @@ const char *tw_fmt_duration(double s, char *buf, size_t cap)
         snprintf(buf, cap, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
     else if (s < 86400 * 3)
         snprintf(buf, cap, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
+    else {
+        char days[32];
+        snprintf(buf, cap, "%sd", tw_fmt_number(s / 86400, 1, days, sizeof days));
+    }
+    return buf;
+}
+
+const char *tw_fmt_number(double v, int decimals, char *buf, size_t cap)
+{
+    if (fabs(v) < 1e9)
+        snprintf(buf, cap, "%.*f", decimals, v);
     else
-        snprintf(buf, cap, "%.1fd", s / 86400);
+        snprintf(buf, cap, "%.3g", v);
     return buf;
 }
 
@@ -186,98 +209,87 @@ const char *tw_fmt_time(double t, char *buf, size_t cap)
 
 /* ---- summary ---------------------------------------------------------- */
 
-static void summarize_steps(const tw_run *run, tw_summary *s)
+/* Seconds from the first to the last step by the log's timestamps, else an
+ * estimate: the steps the records stand for times the median step time
+ * (a record usually prints one step's time, or an average, for many steps). */
+static void summarize_duration(const tw_rank *lead, tw_summary *s)
 {
-    double medians[TW_MAX_RANKS];
-    int nmed = 0;
-    uint32_t hist[TW_HIST_BINS] = {0};
-    uint64_t hist_count = 0;
-    double sum_batch = 0, sum_data = 0;
-    s->first_step = s->last_step = -1;
-    s->last_epoch = s->epoch_total = -1;
-    s->final_loss = s->best_loss = s->first_loss = s->final_lr = NAN;
-    s->best_loss_step = -1;
-    s->step_time_max = 0;
-    const tw_rank *lead = NULL;
-    double *values = malloc(sizeof(double) * TW_SERIES_MAX);
-    double *pos = malloc(sizeof(double) * TW_SERIES_MAX);
-    if (!values || !pos) {
-        free(values);
-        free(pos);
+    if (!isnan(lead->first.time) && !isnan(lead->last.time) && lead->last.time >= lead->first.time) {
+        s->duration = lead->last.time - lead->first.time;
+        s->duration_from_timestamps = true;
         return;
     }
+    double median = tw_hist_quantile(&lead->step_times, 0.5);
+    if (!isnan(median) && lead->step_span > 0)
+        s->duration = (double)lead->step_span * median;
+}
+
+static void summarize_lead(const tw_rank *lead, tw_summary *s)
+{
+    s->first_step = (int64_t)lead->first.pos;
+    s->last_step = (int64_t)lead->last.pos;
+    s->last_epoch = lead->last.epoch;
+    s->epoch_total = lead->last.epoch_total > 0 ? lead->last.epoch_total : -1;
+    summarize_duration(lead, s);
+    s->first_loss = lead->loss_first;
+    s->best_loss = lead->loss_best;
+    if (!isnan(lead->loss_best))
+        s->best_loss_step = (int64_t)lead->loss_best_pos;
+    if (lead->last.fields & TW_F_LOSS) {
+        s->final_loss = lead->last.loss;
+        s->final_loss_known = true;
+    }
+    if (lead->last.fields & TW_F_LR)
+        s->final_lr = lead->last.lr;
+    s->train_metric_count = lead->train_metrics.count;
+    for (int i = 0; i < lead->train_metrics.count; i++)
+        s->train_metrics[i] = lead->train_metrics.items[i].s;
+}
+
+static void summarize_steps(const tw_run *run, tw_summary *s)
+{
+    s->first_step = s->last_step = -1;
+    s->last_epoch = s->epoch_total = -1;
+    s->duration = s->final_loss = s->best_loss = s->first_loss = s->final_lr = NAN;
+    s->samples_per_sec = s->step_time_max = s->peak_mem_bytes = s->data_share = NAN;
+    s->step_time_p50 = s->step_time_p95 = s->step_time_p99 = NAN;
+    s->best_loss_step = -1;
+    tw_hist *hist = calloc(1, sizeof *hist);
+    double *values = malloc(sizeof(double) * TW_SERIES_MAX);
+    double *medians = malloc(sizeof(double) * (size_t)(run->rank_count ? run->rank_count : 1));
+    if (!hist || !values || !medians)
+        goto done;
+    const tw_rank *lead = NULL;
+    double sum_batch = 0, sum_data = 0;
+    int nmed = 0;
     for (int i = 0; i < run->rank_count; i++) {
         const tw_rank *rk = run->ranks[i];
-        if (!rk || !rk->used)
+        if (!rk->used)
             continue;
         s->ranks++;
         if (!lead || rk->steps > lead->steps)
             lead = rk;
-        for (int b = 0; b < TW_HIST_BINS; b++)
-            hist[b] += rk->hist[b];
-        hist_count += rk->hist_count;
+        tw_hist_merge(hist, &rk->step_times);
         sum_batch += rk->sum_batch;
         sum_data += rk->sum_data;
-        if (rk->batch_max > s->step_time_max)
-            s->step_time_max = rk->batch_max;
+        if (!isnan(rk->mem_max) && !(rk->mem_max <= s->peak_mem_bytes))
+            s->peak_mem_bytes = rk->mem_max;
         size_t n = tw_series_values(&rk->series, TW_F_SAMPLES_PER_SEC, values, NULL);
         if (n > 0)
             medians[nmed++] = tw_median(values, n);
     }
     s->samples_per_sec = nmed ? tw_median(medians, (size_t)nmed) : NAN;
-    s->step_time_p50 = tw_hist_quantile(hist, hist_count, 0.50);
-    s->step_time_p95 = tw_hist_quantile(hist, hist_count, 0.95);
-    s->step_time_p99 = tw_hist_quantile(hist, hist_count, 0.99);
+    s->step_time_p50 = tw_hist_quantile(hist, 0.50);
+    s->step_time_p95 = tw_hist_quantile(hist, 0.95);
+    s->step_time_p99 = tw_hist_quantile(hist, 0.99);
+    s->step_time_max = hist->count ? hist->max : NAN;
     s->data_share = sum_batch > 0 ? sum_data / sum_batch : NAN;
-    if (lead) {
-        s->first_step = (int64_t)lead->first.pos;
-        s->last_step = (int64_t)lead->last.pos;
-        s->last_epoch = lead->last.epoch;
-        s->epoch_total = lead->last.epoch_total;
-        if (!isnan(lead->first.time) && !isnan(lead->last.time)) {
-            s->duration = lead->last.time - lead->first.time;
-            s->duration_from_timestamps = true;
-        } else {
-            size_t n = tw_series_values(&lead->series, TW_F_BATCH_TIME, values, NULL);
-            double sum = 0;
-            for (size_t i = 0; i < n; i++)
-                sum += values[i];
-            /* Downsampled points stand for stride steps each; logged points
-             * may stand for a logging interval we cannot see, so this is a floor. */
-            s->duration = sum * (double)lead->series.stride;
-        }
-        size_t n = tw_series_values(&lead->series, TW_F_LOSS, values, pos);
-        for (size_t i = 0; i < n; i++) {
-            if (!isfinite(values[i]))
-                continue;
-            if (isnan(s->first_loss))
-                s->first_loss = values[i];
-            s->final_loss = values[i];
-            if (isnan(s->best_loss) || values[i] < s->best_loss) {
-                s->best_loss = values[i];
-                s->best_loss_step = (int64_t)pos[i];
-            }
-        }
-        if (lead->last.fields & TW_F_LOSS)
-            s->final_loss = lead->last.loss;
-        if (lead->last.fields & TW_F_LR)
-            s->final_lr = lead->last.lr;
-        n = tw_series_values(&lead->series, TW_F_MEM, values, NULL);
-        for (size_t i = 0; i < n; i++) {
-            if (values[i] > s->peak_mem_bytes)
-                s->peak_mem_bytes = values[i];
-        }
-        const tw_record *lr = &lead->last_step_record;
-        for (int i = 0; i < lr->metric_count && s->train_metric_count < TW_SUMMARY_METRICS; i++) {
-            tw_metric_summary *m = &s->train_metrics[s->train_metric_count++];
-            memcpy(m->name, lr->metrics[i].name, sizeof m->name);
-            m->last = m->best = lr->metrics[i].value;
-            m->best_step = s->last_step;
-            m->count = 1;
-        }
-    }
+    if (lead)
+        summarize_lead(lead, s);
+done:
+    free(hist);
     free(values);
-    free(pos);
+    free(medians);
 }
 
 static void summarize(const tw_run *run, tw_summary *s)
@@ -288,15 +300,9 @@ static void summarize(const tw_run *run, tw_summary *s)
     s->events = run->events;
     memcpy(s->event_counts, run->event_counts, sizeof s->event_counts);
     summarize_steps(run, s);
-    for (int i = 0; i < run->eval_count; i++) {
-        const tw_eval_note *e = &run->evals_kept[i];
-        tw_metric_summary *m = &s->eval_metrics[s->eval_metric_count++];
-        memcpy(m->name, e->name, sizeof m->name);
-        m->last = e->last;
-        m->best = e->best;
-        m->best_step = e->best_step;
-        m->count = e->count;
-    }
+    s->eval_metric_count = run->eval_metrics.count;
+    for (int i = 0; i < run->eval_metrics.count; i++)
+        s->eval_metrics[i] = run->eval_metrics.items[i].s;
 }
 
 static int cmp_finding(const void *a, const void *b)
@@ -340,9 +346,8 @@ int tw_diagnose(const tw_run *run, const tw_thresholds *t, tw_report **out)
     }
     report->input_count = run->input_count;
     for (int i = 0; i < run->input_count; i++) {
-        report->inputs[i] = (tw_input_summary){run->inputs[i].path, run->inputs[i].format,
-                                               run->inputs[i].lines, run->inputs[i].records,
-                                               run->inputs[i].error};
+        report->inputs[i] = (tw_input_summary){run->inputs[i].path, run->inputs[i].format, run->inputs[i].lines,
+                                               run->inputs[i].records, run->inputs[i].error};
     }
     *out = report;
     return TW_OK;

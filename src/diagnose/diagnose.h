@@ -23,8 +23,8 @@ typedef struct tw_rule {
 } tw_rule;
 
 /* Appends a finding (NULL when out of memory); title is printf-style. */
-tw_finding *tw_finding_add(tw_findings *out, const char *rule, tw_severity severity,
-                           const char *title_fmt, ...) __attribute__((format(printf, 4, 5)));
+tw_finding *tw_finding_add(tw_findings *out, const char *rule, tw_severity severity, const char *title_fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Appends one line of evidence / the recommendation, printf-style. */
 void tw_finding_evidence(tw_finding *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void tw_finding_recommend(tw_finding *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -39,14 +39,16 @@ const tw_event_note *tw_first_event(const tw_run *run, tw_event_kind kind);
 const char *tw_where(const tw_run *run, uint32_t file, uint64_t line, char *buf, size_t cap);
 /* "12s", "3m20s", "2h05m" */
 const char *tw_fmt_duration(double seconds, char *buf, size_t cap);
+/* v with this many decimals, or in %.3g form when that would take more
+ * than ten digits (a loss of 1e308 is not 309 digits long) */
+const char *tw_fmt_number(double v, int decimals, char *buf, size_t cap);
 /* A clock time "2024-03-09 15:15:33" from a log timestamp, or "" */
 const char *tw_fmt_time(double t, char *buf, size_t cap);
 
 /* The rules, by theme. */
-extern const tw_rule tw_rule_data_bound, tw_rule_nan, tw_rule_spikes, tw_rule_divergence,
-    tw_rule_plateau, tw_rule_stalls, tw_rule_jitter, tw_rule_throughput, tw_rule_memory,
-    tw_rule_oom, tw_rule_exceptions, tw_rule_exits, tw_rule_incomplete, tw_rule_restarts,
-    tw_rule_straggler, tw_rule_rank_stopped, tw_rule_epoch_start, tw_rule_memory_spike,
-    tw_rule_eval_contradiction;
+extern const tw_rule tw_rule_data_bound, tw_rule_nan, tw_rule_spikes, tw_rule_divergence, tw_rule_plateau,
+    tw_rule_stalls, tw_rule_jitter, tw_rule_throughput, tw_rule_memory, tw_rule_oom, tw_rule_exceptions, tw_rule_exits,
+    tw_rule_incomplete, tw_rule_restarts, tw_rule_straggler, tw_rule_rank_stopped, tw_rule_epoch_start,
+    tw_rule_memory_spike, tw_rule_eval_contradiction, tw_rule_ranks_over_limit;
 
 #endif

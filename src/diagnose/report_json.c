@@ -16,6 +16,15 @@ static void num_or_null(FILE *out, double v, bool valid)
         tw_json_number(out, v);
 }
 
+/* A count or position that is -1 (or below) when unknown. */
+static void int_or_null(FILE *out, int64_t v)
+{
+    if (v < 0)
+        fputs("null", out);
+    else
+        fprintf(out, "%lld", (long long)v);
+}
+
 static void metrics(FILE *out, const tw_metric_summary *m, int n)
 {
     fputc('[', out);
@@ -24,9 +33,11 @@ static void metrics(FILE *out, const tw_metric_summary *m, int n)
         tw_json_cstring(out, m[i].name);
         fputs(",\"last\":", out);
         tw_json_number(out, m[i].last);
-        fputs(",\"best\":", out);
-        tw_json_number(out, m[i].best);
-        fprintf(out, ",\"best_step\":%lld,\"count\":%llu}", (long long)m[i].best_step, (unsigned long long)m[i].count);
+        fputs(",\"best\":", out); /* the best finite value: none is null */
+        num_or_null(out, m[i].best, !isnan(m[i].best));
+        fputs(",\"best_step\":", out);
+        int_or_null(out, isnan(m[i].best) ? -1 : m[i].best_step);
+        fprintf(out, ",\"count\":%llu}", (unsigned long long)m[i].count);
     }
     fputc(']', out);
 }
@@ -35,33 +46,51 @@ static void summary(FILE *out, const tw_summary *s)
 {
     fprintf(out, "{\"ranks\":%d,\"step_records\":%llu,\"eval_records\":%llu,\"events\":%llu", s->ranks,
             (unsigned long long)s->step_records, (unsigned long long)s->eval_records, (unsigned long long)s->events);
-    fprintf(out, ",\"first_step\":%lld,\"last_step\":%lld,\"last_epoch\":%lld,\"epoch_total\":%lld",
-            (long long)s->first_step, (long long)s->last_step, (long long)s->last_epoch, (long long)s->epoch_total);
+    const struct {
+        const char *name;
+        int64_t v;
+    } counters[] = {
+        {"first_step", s->first_step},   {"last_step", s->last_step},           {"last_epoch", s->last_epoch},
+        {"epoch_total", s->epoch_total}, {"best_loss_step", s->best_loss_step},
+    };
+    for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++) {
+        fprintf(out, ",\"%s\":", counters[i].name);
+        int_or_null(out, counters[i].v);
+    }
     fputs(",\"duration_seconds\":", out);
-    tw_json_number(out, s->duration);
-    fprintf(out, ",\"duration_from_timestamps\":%s", s->duration_from_timestamps ? "true" : "false");
+    num_or_null(out, s->duration, !isnan(s->duration));
+    fprintf(out,
+            ",\"duration_from_timestamps\":%s,\"duration_source\":", s->duration_from_timestamps ? "true" : "false");
+    fputs(isnan(s->duration) ? "null" : s->duration_from_timestamps ? "\"timestamps\"" : "\"estimated\"", out);
     const struct {
         const char *name;
         double v;
     } fields[] = {
-        {"samples_per_second", s->samples_per_sec}, {"step_time_p50", s->step_time_p50},
-        {"step_time_p95", s->step_time_p95},         {"step_time_p99", s->step_time_p99},
-        {"step_time_max", s->step_time_max},         {"data_share", s->data_share},
-        {"first_loss", s->first_loss},               {"final_loss", s->final_loss},
-        {"best_loss", s->best_loss},                 {"final_lr", s->final_lr},
+        {"samples_per_second", s->samples_per_sec},
+        {"step_time_p50", s->step_time_p50},
+        {"step_time_p95", s->step_time_p95},
+        {"step_time_p99", s->step_time_p99},
+        {"step_time_max", s->step_time_max},
+        {"data_share", s->data_share},
+        {"first_loss", s->first_loss},
+        {"best_loss", s->best_loss},
+        {"final_lr", s->final_lr},
         {"peak_memory_bytes", s->peak_mem_bytes},
     };
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         fprintf(out, ",\"%s\":", fields[i].name);
         num_or_null(out, fields[i].v, !isnan(fields[i].v));
     }
-    fprintf(out, ",\"best_loss_step\":%lld,\"train_metrics\":", (long long)s->best_loss_step);
+    fputs(",\"final_loss\":", out); /* the log's last loss, NaN included */
+    num_or_null(out, s->final_loss, s->final_loss_known);
+    fputs(",\"train_metrics\":", out);
     metrics(out, s->train_metrics, s->train_metric_count);
     fputs(",\"eval_metrics\":", out);
     metrics(out, s->eval_metrics, s->eval_metric_count);
     fputs(",\"event_counts\":{", out);
     for (int k = 1; k < TW_EV_COUNT; k++)
-        fprintf(out, "%s\"%s\":%llu", k > 1 ? "," : "", tw_event_name((tw_event_kind)k), (unsigned long long)s->event_counts[k]);
+        fprintf(out, "%s\"%s\":%llu", k > 1 ? "," : "", tw_event_name((tw_event_kind)k),
+                (unsigned long long)s->event_counts[k]);
     fputs("}}", out);
 }
 
@@ -80,8 +109,13 @@ static void finding(FILE *out, const tw_finding *f)
         tw_json_cstring(out, f->where.file);
     else
         fputs("null", out);
-    fprintf(out, ",\"line\":%llu,\"rank\":%d,\"step\":%lld,\"value\":", (unsigned long long)f->where.line, f->rank,
-            (long long)f->step);
+    fputs(",\"line\":", out);
+    int_or_null(out, f->where.file && f->where.line > 0 ? (int64_t)f->where.line : -1);
+    fputs(",\"rank\":", out);
+    int_or_null(out, f->rank);
+    fputs(",\"step\":", out);
+    int_or_null(out, f->step);
+    fputs(",\"value\":", out);
     num_or_null(out, f->value, !isnan(f->value));
     fputc('}', out);
 }

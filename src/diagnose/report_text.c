@@ -59,8 +59,8 @@ static void write_summary(FILE *out, const tw_summary *s, const style *st)
     if (s->step_records == 0) {
         fprintf(out, "no training step records\n");
     } else {
-        fprintf(out, "%llu records, step %lld -> %lld", (unsigned long long)s->step_records,
-                (long long)s->first_step, (long long)s->last_step);
+        fprintf(out, "%llu records, step %lld -> %lld", (unsigned long long)s->step_records, (long long)s->first_step,
+                (long long)s->last_step);
         if (s->last_epoch >= 0 && s->epoch_total > 0)
             fprintf(out, ", epoch %lld/%lld", (long long)s->last_epoch, (long long)s->epoch_total);
         else if (s->last_epoch >= 0)
@@ -70,7 +70,7 @@ static void write_summary(FILE *out, const tw_summary *s, const style *st)
     if (s->duration > 0) {
         row(out, st, "duration");
         fprintf(out, "%s%s\n", tw_fmt_duration(s->duration, a, sizeof a),
-                s->duration_from_timestamps ? " (log timestamps)" : " (sum of logged step times)");
+                s->duration_from_timestamps ? " (log timestamps)" : " (estimated from steps x step time)");
     }
     if (!isnan(s->step_time_p50)) {
         row(out, st, "step time");
@@ -87,19 +87,24 @@ static void write_summary(FILE *out, const tw_summary *s, const style *st)
         fprintf(out, s->samples_per_sec >= 1000 ? "%.0f samples/s (median)\n" : "%.4g samples/s (median)\n",
                 s->samples_per_sec);
     }
-    if (!isnan(s->final_loss) || !isnan(s->best_loss)) {
+    if (s->final_loss_known || !isnan(s->best_loss)) {
         row(out, st, "loss");
-        fprintf(out, "first %.4g, final %.4g, best %.4g at step %lld\n", s->first_loss, s->final_loss, s->best_loss,
-                (long long)s->best_loss_step);
+        if (!isnan(s->first_loss))
+            fprintf(out, "first %.4g, ", s->first_loss);
+        if (s->final_loss_known)
+            fprintf(out, "final %.4g%s", s->final_loss, isnan(s->best_loss) ? "" : ", ");
+        if (!isnan(s->best_loss))
+            fprintf(out, "best %.4g at step %lld", s->best_loss, (long long)s->best_loss_step);
+        fputc('\n', out);
     }
     if (!isnan(s->final_lr)) {
         row(out, st, "learning rate");
         fprintf(out, "%.4g (final)\n", s->final_lr);
     }
-    if (s->peak_mem_bytes > 0) {
+    if (!isnan(s->peak_mem_bytes)) {
         row(out, st, "device memory");
         if (s->peak_mem_bytes >= GIB)
-            fprintf(out, "peak %.2f GiB reported\n", s->peak_mem_bytes / GIB);
+            fprintf(out, "peak %s GiB reported\n", tw_fmt_number(s->peak_mem_bytes / GIB, 2, a, sizeof a));
         else
             fprintf(out, "peak %.0f MiB reported\n", s->peak_mem_bytes / (1024 * 1024));
     }
@@ -118,7 +123,8 @@ static void write_summary(FILE *out, const tw_summary *s, const style *st)
             continue;
         if (!any)
             row(out, st, "events");
-        fprintf(out, "%s%s %llu", any ? ", " : "", tw_event_name((tw_event_kind)k), (unsigned long long)s->event_counts[k]);
+        fprintf(out, "%s%s %llu", any ? ", " : "", tw_event_name((tw_event_kind)k),
+                (unsigned long long)s->event_counts[k]);
         any = true;
     }
     if (any)
@@ -131,7 +137,7 @@ static void write_indented(FILE *out, const char *text, const char *prefix, cons
     while (*p) {
         const char *nl = strchr(p, '\n');
         size_t n = nl ? (size_t)(nl - p) : strlen(p);
-        fprintf(out, "         %s%s%.*s%s\n", colour, prefix, (int)n, p, reset);
+        fprintf(out, "           %s%s%.*s%s\n", colour, prefix, (int)n, p, reset);
         p += n + (nl ? 1 : 0);
     }
 }
@@ -139,8 +145,13 @@ static void write_indented(FILE *out, const char *text, const char *prefix, cons
 static void write_finding(FILE *out, const tw_finding *f, const style *st)
 {
     const char *colour = f->severity == TW_SEV_ERROR ? st->red : f->severity == TW_SEV_WARNING ? st->yellow : st->cyan;
-    const char *label = f->severity == TW_SEV_ERROR ? "ERROR" : f->severity == TW_SEV_WARNING ? "WARN " : "INFO ";
-    fprintf(out, "\n  %s%s%s  %s%s%s  %s[%s]%s\n", colour, label, st->reset, st->bold, f->title, st->reset, st->dim,
+    /* the severity's one name (tw_severity_name), in capitals */
+    char label[16];
+    size_t n = 0;
+    for (const char *c = tw_severity_name(f->severity); *c && n + 1 < sizeof label; c++)
+        label[n++] = (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
+    label[n] = '\0';
+    fprintf(out, "\n  %s%-7s%s  %s%s%s  %s[%s]%s\n", colour, label, st->reset, st->bold, f->title, st->reset, st->dim,
             f->rule, st->reset);
     write_indented(out, f->evidence, "", "", "");
     if (f->recommendation[0])
@@ -167,7 +178,8 @@ void tw_report_write_text(FILE *out, const tw_report *r, bool colour)
     if (r->summary.step_records == 0 && r->summary.eval_records == 0 && errors == 0)
         fprintf(out, "%sNo training records found%s: nothing to judge the run by.\n", st->yellow, st->reset);
     else if (r->healthy)
-        fprintf(out, "%sHealthy%s: no problems found%s.\n", st->green, st->reset, infos ? " (see the notes above)" : "");
+        fprintf(out, "%sHealthy%s: no problems found%s.\n", st->green, st->reset,
+                infos ? " (see the info findings above)" : "");
     else
         fprintf(out, "%sUnhealthy%s: %d error%s, %d warning%s.\n", errors ? st->red : st->yellow, st->reset, errors,
                 errors == 1 ? "" : "s", warnings, warnings == 1 ? "" : "s");

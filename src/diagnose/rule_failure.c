@@ -12,7 +12,7 @@
 /* True when no step of the event's rank was logged after the event. */
 static bool after_progress(const tw_run *run, const tw_event_note *e)
 {
-    const tw_rank *rk = e->rank < TW_MAX_RANKS ? run->ranks[e->rank] : NULL;
+    const tw_rank *rk = tw_run_rank(run, e->rank);
     if (!rk || !rk->used)
         return true;
     if (e->file == rk->last.file)
@@ -22,7 +22,10 @@ static bool after_progress(const tw_run *run, const tw_event_note *e)
     return e->last_pos >= rk->last.pos;
 }
 
-static bool is_failure(const tw_event_note *e) { return e->kind == TW_EV_EXCEPTION || e->kind == TW_EV_SIGNAL; }
+static bool is_failure(const tw_event_note *e)
+{
+    return e->kind == TW_EV_EXCEPTION || e->kind == TW_EV_SIGNAL;
+}
 
 static void check_exceptions(const tw_run *run, const tw_thresholds *t, tw_findings *out)
 {
@@ -74,14 +77,17 @@ static void check_exceptions(const tw_run *run, const tw_thresholds *t, tw_findi
         if (fatal_count > 1)
             tw_finding_evidence(f, "%d failure reports after the last step", fatal_count);
         if (signal)
-            tw_finding_recommend(f, "A SIGTERM usually comes from the launcher or scheduler: another rank failed first (read every workerlog), the job hit its time limit, or the node was preempted. SIGKILL without a message is often the kernel's OOM killer (dmesg).");
+            tw_finding_recommend(f, "A SIGTERM usually comes from the launcher or scheduler: another rank failed first "
+                                    "(read every workerlog), the job hit its time limit, or the node was preempted. "
+                                    "SIGKILL without a message is often the kernel's OOM killer (dmesg).");
         else
-            tw_finding_recommend(f, "Fix the error above at its last frame; rerun with the same seed to check it reproduces before resuming from the last checkpoint.");
+            tw_finding_recommend(f, "Fix the error above at its last frame; rerun with the same seed to check it "
+                                    "reproduces before resuming from the last checkpoint.");
     }
     if (recovered > 0) {
         tw_finding *f = tw_finding_add(out, "failed_launches", TW_SEV_WARNING,
-                                       "%d failure%s before training went on (earlier launches crashed)",
-                                       recovered, recovered == 1 ? "" : "s");
+                                       "%d failure%s before training went on (earlier launches crashed)", recovered,
+                                       recovered == 1 ? "" : "s");
         if (!f)
             return;
         tw_finding_at_event(f, run, first_recovered);
@@ -90,7 +96,8 @@ static void check_exceptions(const tw_run *run, const tw_thresholds *t, tw_findi
         if (last_recovered != first_recovered)
             tw_finding_evidence(f, "last: %s (%s)", last_recovered->message,
                                 tw_where(run, last_recovered->file, last_recovered->line, where, sizeof where));
-        tw_finding_recommend(f, "These launches died and were started again; if the log mixes several runs, analyse the last one alone (split the log at the last start).");
+        tw_finding_recommend(f, "These launches died and were started again; if the log mixes several runs, analyse "
+                                "the last one alone (split the log at the last start).");
     }
 }
 
@@ -109,7 +116,8 @@ static void check_exits(const tw_run *run, const tw_thresholds *t, tw_findings *
             return;
         tw_finding_at_event(f, run, e);
         tw_finding_evidence(f, "%s (%s)", e->message, tw_where(run, e->file, e->line, where, sizeof where));
-        tw_finding_recommend(f, "Read the log of the process that failed first; the launcher's exit report names its rank and local log file.");
+        tw_finding_recommend(f, "Read the log of the process that failed first; the launcher's exit report names its "
+                                "rank and local log file.");
         return;
     }
 }
@@ -149,7 +157,8 @@ static void check_incomplete(const tw_run *run, const tw_thresholds *t, tw_findi
     if (!f)
         return;
     tw_finding_at(f, run, p, rk->rank);
-    tw_finding_evidence(f, "last training record: step %.0f (%s)", p->pos, tw_where(run, p->file, p->line, where, sizeof where));
+    tw_finding_evidence(f, "last training record: step %.0f (%s)", p->pos,
+                        tw_where(run, p->file, p->line, where, sizeof where));
     const tw_record *last = &rk->last_step_record;
     if (tw_has(last, TW_F_ETA)) {
         char d[32];
@@ -157,7 +166,9 @@ static void check_incomplete(const tw_run *run, const tw_thresholds *t, tw_findi
     }
     if (run->have_last_exception)
         tw_finding_evidence(f, "last exception in the log: %s", run->last_exception.message);
-    tw_finding_recommend(f, "If the job is still running, this is expected; otherwise it stopped without an error in this log: check the launcher's log, other ranks, the scheduler (time limit, preemption) and the kernel log (OOM killer).");
+    tw_finding_recommend(
+        f, "If the job is still running, this is expected; otherwise it stopped without an error in this log: check "
+           "the launcher's log, other ranks, the scheduler (time limit, preemption) and the kernel log (OOM killer).");
 }
 
 const tw_rule tw_rule_incomplete = {"incomplete", "a log that stops before the last epoch or step", check_incomplete};
@@ -185,8 +196,11 @@ static void check_restarts(const tw_run *run, const tw_thresholds *t, tw_finding
                                 rk->last_restart.after.pos,
                                 tw_where(run, rk->last_restart.after.file, rk->last_restart.after.line, w2, sizeof w2));
         if (run->event_counts[TW_EV_RESUME])
-            tw_finding_evidence(f, "%llu resume message(s) in the log", (unsigned long long)run->event_counts[TW_EV_RESUME]);
-        tw_finding_recommend(f, "Work after the last checkpoint before each restart was lost; find why the earlier launch stopped (the lines before the restart) and checkpoint more often if restarts are expected.");
+            tw_finding_evidence(f, "%llu resume message(s) in the log",
+                                (unsigned long long)run->event_counts[TW_EV_RESUME]);
+        tw_finding_recommend(
+            f, "Work after the last checkpoint before each restart was lost; find why the earlier launch stopped (the "
+               "lines before the restart) and checkpoint more often if restarts are expected.");
         return;
     }
     const tw_event_note *e = tw_first_event(run, TW_EV_RESUME);

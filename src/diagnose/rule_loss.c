@@ -9,21 +9,24 @@
 
 #include "diagnose.h"
 
-static const char *nan_word(double v) { return isnan(v) ? "NaN" : (v > 0 ? "+Inf" : "-Inf"); }
+static const char *nan_word(double v)
+{
+    return isnan(v) ? "NaN" : (v > 0 ? "+Inf" : "-Inf");
+}
 
 static void nan_for_rank(const tw_run *run, const tw_rank *rk, tw_findings *out, int other_ranks)
 {
     const tw_point *p = &rk->nan_point;
     char where[600], buf[64];
-    tw_finding *f = tw_finding_add(out, "nan_loss", TW_SEV_ERROR, "Loss became %s at step %.0f",
-                                   nan_word(p->loss), p->pos);
+    tw_finding *f =
+        tw_finding_add(out, "nan_loss", TW_SEV_ERROR, "Loss became %s at step %.0f", nan_word(p->loss), p->pos);
     if (!f)
         return;
     tw_finding_at(f, run, p, rk->rank);
     f->value = p->pos;
     tw_finding_evidence(f, "first non-finite loss: %s at step %.0f (%s%s%s)", nan_word(p->loss), p->pos,
-                        tw_where(run, p->file, p->line, where, sizeof where),
-                        isnan(p->time) ? "" : ", ", isnan(p->time) ? "" : tw_fmt_time(p->time, buf, sizeof buf));
+                        tw_where(run, p->file, p->line, where, sizeof where), isnan(p->time) ? "" : ", ",
+                        isnan(p->time) ? "" : tw_fmt_time(p->time, buf, sizeof buf));
     if (other_ranks > 0)
         tw_finding_evidence(f, "%d other rank(s) also reached a non-finite loss", other_ranks);
     double lr_first = NAN, loss_first = NAN, loss_max = NAN;
@@ -68,16 +71,23 @@ static void nan_for_rank(const tw_run *run, const tw_rank *rk, tw_findings *out,
     }
     if (!isnan(loss_first) && loss_max > 3 * loss_first && loss_first > 0) {
         loss_rise = true;
-        tw_finding_evidence(f, "the loss rose %.1fx in the steps before (%.4g -> %.4g)", loss_max / loss_first,
-                            loss_first, loss_max);
+        char rise[32];
+        tw_finding_evidence(f, "the loss rose %sx in the steps before (%.4g -> %.4g)",
+                            tw_fmt_number(loss_max / loss_first, 1, rise, sizeof rise), loss_first, loss_max);
     }
     if (lr_spike)
-        tw_finding_recommend(f, "The learning rate rose %.4gx just before: check the schedule (or the config) that raised it; lower it or lengthen warm-up.", jump);
+        tw_finding_recommend(f,
+                             "The learning rate rose %.4gx just before: check the schedule (or the config) that raised "
+                             "it; lower it or lengthen warm-up.",
+                             jump);
     if (loss_rise || lr_spike)
         tw_finding_recommend(f, "Clip gradients (paddle.nn.ClipGradByGlobalNorm / torch.nn.utils.clip_grad_norm_).");
     else
-        tw_finding_recommend(f, "Lower the learning rate or clip gradients (paddle.nn.ClipGradByGlobalNorm / torch.nn.utils.clip_grad_norm_).");
-    tw_finding_recommend(f, "Find the first op producing NaN/Inf with FLAGS_check_nan_inf=1 (Paddle) or torch.autograd.set_detect_anomaly(True); with AMP check the loss scaler; check the batch at this step for bad samples.");
+        tw_finding_recommend(f, "Lower the learning rate or clip gradients (paddle.nn.ClipGradByGlobalNorm / "
+                                "torch.nn.utils.clip_grad_norm_).");
+    tw_finding_recommend(f, "Find the first op producing NaN/Inf with FLAGS_check_nan_inf=1 (Paddle) or "
+                            "torch.autograd.set_detect_anomaly(True); with AMP check the loss scaler; check the batch "
+                            "at this step for bad samples.");
     tw_finding_recommend(f, "Resume from the last checkpoint before step %.0f.", p->pos);
 }
 
@@ -99,14 +109,16 @@ static void check_nan(const tw_run *run, const tw_thresholds *t, tw_findings *ou
     const tw_event_note *e = tw_first_event(run, TW_EV_NAN);
     if (e) {
         char where[600];
-        tw_finding *f = tw_finding_add(out, "nan_check", TW_SEV_ERROR, "NaN/Inf reported by the framework's check (%llu time%s)",
-                                       (unsigned long long)run->event_counts[TW_EV_NAN],
-                                       run->event_counts[TW_EV_NAN] == 1 ? "" : "s");
+        tw_finding *f = tw_finding_add(
+            out, "nan_check", TW_SEV_ERROR, "NaN/Inf reported by the framework's check (%llu time%s)",
+            (unsigned long long)run->event_counts[TW_EV_NAN], run->event_counts[TW_EV_NAN] == 1 ? "" : "s");
         if (!f)
             return;
         tw_finding_at_event(f, run, e);
-        tw_finding_evidence(f, "first report: %s (%s)", e->message, tw_where(run, e->file, e->line, where, sizeof where));
-        tw_finding_recommend(f, "The op and tensor named there produced the first NaN/Inf: check its inputs, lower the learning rate, clip gradients, or run it in fp32.");
+        tw_finding_evidence(f, "first report: %s (%s)", e->message,
+                            tw_where(run, e->file, e->line, where, sizeof where));
+        tw_finding_recommend(f, "The op and tensor named there produced the first NaN/Inf: check its inputs, lower the "
+                                "learning rate, clip gradients, or run it in fp32.");
     }
 }
 
@@ -118,22 +130,25 @@ static void check_spikes(const tw_run *run, const tw_thresholds *t, tw_findings 
         const tw_rank *rk = run->ranks[i];
         if (!rk || rk->spikes == 0)
             continue;
-        /* Per-batch losses are noisy by nature; spikes are a note, and the
+        /* Per-batch losses are noisy by nature; spikes are info findings, and the
          * NaN and divergence rules judge whether they did harm. */
         tw_severity sev = TW_SEV_INFO;
-        char where[600];
-        tw_finding *f = tw_finding_add(out, "loss_spikes", sev, "%llu loss spike%s on rank %d (worst %.1fx the recent median)",
-                                       (unsigned long long)rk->spikes, rk->spikes == 1 ? "" : "s", rk->rank,
-                                       rk->worst_spike_ratio);
+        char where[600], ratio[32];
+        tw_finding *f =
+            tw_finding_add(out, "loss_spikes", sev, "%llu loss spike%s on rank %d (worst %sx the recent median)",
+                           (unsigned long long)rk->spikes, rk->spikes == 1 ? "" : "s", rk->rank,
+                           tw_fmt_number(rk->worst_spike_ratio, 1, ratio, sizeof ratio));
         if (!f)
             return;
         tw_finding_at(f, run, &rk->worst_spike, rk->rank);
         f->value = rk->worst_spike_ratio;
-        tw_finding_evidence(f, "worst: loss %.4g at step %.0f against a median of %.4g over the previous %d records (%s)",
+        tw_finding_evidence(f,
+                            "worst: loss %.4g at step %.0f against a median of %.4g over the previous %d records (%s)",
                             rk->worst_spike.loss, rk->worst_spike.pos, rk->worst_spike_median, TW_RECENT,
                             tw_where(run, rk->worst_spike.file, rk->worst_spike.line, where, sizeof where));
         tw_finding_evidence(f, "threshold: %.1fx the median of the last %d losses", t->spike_factor, TW_RECENT);
-        tw_finding_recommend(f, "Occasional spikes are bad batches or a too-high learning rate: clip gradients, lower the peak learning rate, and look at the samples of the worst step.");
+        tw_finding_recommend(f, "Occasional spikes are bad batches or a too-high learning rate: clip gradients, lower "
+                                "the peak learning rate, and look at the samples of the worst step.");
     }
 }
 
@@ -188,19 +203,23 @@ static void check_divergence(const tw_run *run, const tw_thresholds *t, tw_findi
         }
         double last = med[9];
         /* sustained: both of the last two tenths are well above the best */
-        if (!(med[best] > 0 && last > t->divergence_factor * med[best] &&
-              med[8] > t->divergence_factor * med[best] && last > med[0]))
+        if (!(med[best] > 0 && last > t->divergence_factor * med[best] && med[8] > t->divergence_factor * med[best] &&
+              last > med[0]))
             continue;
         tw_finding *f = tw_finding_add(out, "divergence", TW_SEV_WARNING,
-                                       "Loss is diverging on rank %d: %.4g at the end against %.4g at best",
-                                       rk->rank, last, med[best]);
+                                       "Loss is diverging on rank %d: %.4g at the end against %.4g at best", rk->rank,
+                                       last, med[best]);
         if (!f)
             return;
         tw_finding_at(f, run, &rk->last, rk->rank);
         f->value = last / med[best];
         tw_finding_evidence(f, "median loss of the last tenth of the run (to step %.0f): %.4g", end[9], last);
-        tw_finding_evidence(f, "best tenth ended at step %.0f with a median of %.4g; first tenth %.4g", end[best], med[best], med[0]);
-        tw_finding_recommend(f, "Lower the learning rate or check its schedule after step %.0f; clip gradients; resume from a checkpoint near step %.0f.", end[best], end[best]);
+        tw_finding_evidence(f, "best tenth ended at step %.0f with a median of %.4g; first tenth %.4g", end[best],
+                            med[best], med[0]);
+        tw_finding_recommend(f,
+                             "Lower the learning rate or check its schedule after step %.0f; clip gradients; resume "
+                             "from a checkpoint near step %.0f.",
+                             end[best], end[best]);
     }
 }
 
@@ -225,10 +244,14 @@ static void check_plateau(const tw_run *run, const tw_thresholds *t, tw_findings
             return;
         tw_finding_at(f, run, &rk->last, rk->rank);
         f->value = rel;
-        tw_finding_evidence(f, "median loss by quarter of the run: %.4g, %.4g, %.4g, %.4g (quarters end at steps %.0f, %.0f, %.0f, %.0f)",
-                            med[0], med[1], med[2], med[3], end[0], end[1], end[2], end[3]);
+        tw_finding_evidence(
+            f,
+            "median loss by quarter of the run: %.4g, %.4g, %.4g, %.4g (quarters end at steps %.0f, %.0f, %.0f, %.0f)",
+            med[0], med[1], med[2], med[3], end[0], end[1], end[2], end[3]);
         tw_finding_evidence(f, "threshold: at least %.1f%% improvement expected", t->plateau_rel * 100);
-        tw_finding_recommend(f, "If the model should still be learning: check the learning rate (too low, or decayed to nothing), that labels match inputs, and that the parameters being trained are the ones in the optimizer.");
+        tw_finding_recommend(
+            f, "If the model should still be learning: check the learning rate (too low, or decayed to nothing), that "
+               "labels match inputs, and that the parameters being trained are the ones in the optimizer.");
     }
 }
 

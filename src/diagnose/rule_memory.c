@@ -49,23 +49,32 @@ static void check_memory(const tw_run *run, const tw_thresholds *t, tw_findings 
         double growth = first > 0 ? (last - first) / first : 0;
         if (!(growth >= t->mem_growth && corr >= 0.7 && slope > 0))
             continue;
+        char a[32], b[32];
         tw_finding *f = tw_finding_add(out, "memory_growth", TW_SEV_WARNING,
-                                       "Device memory grows steadily on rank %d: +%.0f%% over the run", rk->rank, growth * 100);
+                                       "Device memory grows steadily on rank %d: +%s%% over the run", rk->rank,
+                                       tw_fmt_number(growth * 100, 0, a, sizeof a));
         if (!f)
             break;
         tw_finding_at(f, run, &rk->last, rk->rank);
         f->value = growth;
-        tw_finding_evidence(f, "median %.2f GiB in the first quarter, %.2f GiB in the last (step %.0f)", first / GIB, last / GIB, pos[n - 1]);
-        tw_finding_evidence(f, "slope %.3f MiB per step, correlation with progress %.2f", slope / (1024 * 1024), corr);
+        tw_finding_evidence(f, "median %s GiB in the first quarter, %s GiB in the last (step %.0f)",
+                            tw_fmt_number(first / GIB, 2, a, sizeof a), tw_fmt_number(last / GIB, 2, b, sizeof b),
+                            pos[n - 1]);
+        tw_finding_evidence(f, "slope %s MiB per step, correlation with progress %.2f",
+                            tw_fmt_number(slope / (1024 * 1024), 3, a, sizeof a), corr);
         if (t->device_memory > 0) {
             double at = pos[n - 1] + (t->device_memory - v[n - 1]) / slope;
-            tw_finding_evidence(f, "at this rate the %.1f GiB device is full around step %.0f", t->device_memory / GIB, at);
+            tw_finding_evidence(f, "at this rate the %.1f GiB device is full around step %.0f", t->device_memory / GIB,
+                                at);
             if (at < pos[n - 1] * 2)
                 f->severity = TW_SEV_ERROR;
         } else {
             tw_finding_evidence(f, "pass --device-memory GIB to project the step at which it runs out");
         }
-        tw_finding_recommend(f, "Something keeps tensors alive across steps: accumulating losses without .item()/.numpy(), growing caches or lists, retain_graph, metrics holding outputs. Call paddle.device.cuda.empty_cache()/torch.cuda.empty_cache() only to confirm; fix the reference.");
+        tw_finding_recommend(
+            f, "Something keeps tensors alive across steps: accumulating losses without .item()/.numpy(), growing "
+               "caches or lists, retain_graph, metrics holding outputs. Call "
+               "paddle.device.cuda.empty_cache()/torch.cuda.empty_cache() only to confirm; fix the reference.");
     }
 done:
     free(v);
@@ -105,16 +114,21 @@ static void check_memory_spike(const tw_run *run, const tw_thresholds *t, tw_fin
         /* at the very end it is growth, not a spike */
         if (!(median > 0 && peak->mem > 1.5 * median && peak_index < n - n / 10))
             continue;
-        char where[600];
-        tw_finding *f = tw_finding_add(out, "memory_spike", TW_SEV_INFO, "Device memory spiked to %.2f GiB at step %.0f on rank %d (%.2f GiB usually)",
-                                       peak->mem / GIB, peak->pos, rk->rank, median / GIB);
+        char where[600], a[32], b[32];
+        tw_fmt_number(peak->mem / GIB, 2, a, sizeof a);
+        tw_fmt_number(median / GIB, 2, b, sizeof b);
+        tw_finding *f = tw_finding_add(out, "memory_spike", TW_SEV_INFO,
+                                       "Device memory spiked to %s GiB at step %.0f on rank %d (%s GiB usually)", a,
+                                       peak->pos, rk->rank, b);
         if (!f)
             break;
         tw_finding_at(f, run, peak, rk->rank);
         f->value = peak->mem / median;
-        tw_finding_evidence(f, "peak %.2f GiB at step %.0f (%s); median %.2f GiB over %zu records", peak->mem / GIB,
-                            peak->pos, tw_where(run, peak->file, peak->line, where, sizeof where), median / GIB, n);
-        tw_finding_recommend(f, "The peak, not the average, decides an OOM: look for unusually large batches (variable-length inputs: bucket or cap them) or work done inside the step at that point (evaluation, checkpointing).");
+        tw_finding_evidence(f, "peak %s GiB at step %.0f (%s); median %s GiB over %zu records", a, peak->pos,
+                            tw_where(run, peak->file, peak->line, where, sizeof where), b, n);
+        tw_finding_recommend(
+            f, "The peak, not the average, decides an OOM: look for unusually large batches (variable-length inputs: "
+               "bucket or cap them) or work done inside the step at that point (evaluation, checkpointing).");
     }
     free(v);
 }
@@ -136,9 +150,14 @@ static void check_oom(const tw_run *run, const tw_thresholds *t, tw_findings *ou
         if (e->last_pos >= 0)
             tw_finding_evidence(f, "last step reported before it: %.0f", e->last_pos);
         if (run->event_counts[TW_EV_OOM] > 1)
-            tw_finding_evidence(f, "%llu out-of-memory reports in all", (unsigned long long)run->event_counts[TW_EV_OOM]);
-        tw_finding_recommend(f, "Reduce the per-device batch size (keep the global batch with gradient accumulation), use mixed precision (paddle.amp.auto_cast / torch.autocast), recompute activations (gradient checkpointing), or shard optimizer state.");
-        tw_finding_recommend(f, "If memory grew before the OOM, look for tensors kept across steps; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True or FLAGS_allocator_strategy=auto_growth reduce fragmentation.");
+            tw_finding_evidence(f, "%llu out-of-memory reports in all",
+                                (unsigned long long)run->event_counts[TW_EV_OOM]);
+        tw_finding_recommend(f, "Reduce the per-device batch size (keep the global batch with gradient accumulation), "
+                                "use mixed precision (paddle.amp.auto_cast / torch.autocast), recompute activations "
+                                "(gradient checkpointing), or shard optimizer state.");
+        tw_finding_recommend(f, "If memory grew before the OOM, look for tensors kept across steps; "
+                                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True or "
+                                "FLAGS_allocator_strategy=auto_growth reduce fragmentation.");
     }
 }
 

@@ -74,10 +74,11 @@ static void check_data_bound(const tw_run *run, const tw_thresholds *t, tw_findi
     f->value = worst_share;
     f->rank = rk->rank;
     char where[600];
-    tw_finding_evidence(f, "rank %d: reader/data time is %.0f%% of step time over %llu logged records (%.3fs of %.3fs per step on average); median per record %.0f%%",
-                        rk->rank, worst_share * 100, (unsigned long long)rk->both_count,
-                        rk->sum_data / rk->sum_weight, rk->sum_batch / rk->sum_weight,
-                        worst_median * 100);
+    tw_finding_evidence(f,
+                        "rank %d: reader/data time is %.0f%% of step time over %llu logged records (%.3fs of %.3fs per "
+                        "step on average); median per record %.0f%%",
+                        rk->rank, worst_share * 100, (unsigned long long)rk->both_count, rk->sum_data / rk->sum_weight,
+                        rk->sum_batch / rk->sum_weight, worst_median * 100);
     if (worst_point) {
         tw_finding_at(f, run, worst_point, rk->rank);
         tw_finding_evidence(f, "worst record: step %.0f waited %.3fs of %.3fs (%s)", worst_point->pos,
@@ -88,8 +89,11 @@ static void check_data_bound(const tw_run *run, const tw_thresholds *t, tw_findi
     if (bound_ranks > 1)
         tw_finding_evidence(f, "%d ranks are above the %.0f%% threshold", bound_ranks, t->data_share * 100);
     tw_finding_evidence(f, "threshold: data wait above %.0f%% of step time", t->data_share * 100);
-    tw_finding_recommend(f, "Raise DataLoader num_workers (Paddle: paddle.io.DataLoader(num_workers=N, use_shared_memory=True, persistent_workers=True); PyTorch: num_workers=N, pin_memory=True, persistent_workers=True, prefetch_factor=4).");
-    tw_finding_recommend(f, "Make decoding and augmentation cheaper: decode with cv2/DALI instead of PIL, pre-resize or pre-decode the dataset, move heavy transforms to the GPU.");
+    tw_finding_recommend(f, "Raise DataLoader num_workers (Paddle: paddle.io.DataLoader(num_workers=N, "
+                            "use_shared_memory=True, persistent_workers=True); PyTorch: num_workers=N, "
+                            "pin_memory=True, persistent_workers=True, prefetch_factor=4).");
+    tw_finding_recommend(f, "Make decoding and augmentation cheaper: decode with cv2/DALI instead of PIL, pre-resize "
+                            "or pre-decode the dataset, move heavy transforms to the GPU.");
     tw_finding_recommend(f, "Check the storage the dataset is read from (network filesystems, cold caches).");
 }
 
@@ -99,16 +103,17 @@ static void check_stalls(const tw_run *run, const tw_thresholds *t, tw_findings 
 {
     for (int i = 0; i < run->rank_count; i++) {
         const tw_rank *rk = run->ranks[i];
-        if (!rk || !rk->have_gap || rk->gap_count < 3)
+        if (!rk->have_gap || rk->gaps.count < 3)
             continue;
         const tw_gap *g = &rk->longest_gap;
-        double usual = tw_hist_quantile(rk->gap_hist, rk->gap_count, 0.5);
+        double usual = tw_hist_quantile(&rk->gaps, 0.5);
         double limit = fmax(t->stall_seconds, t->stall_factor * usual);
         if (g->across_eval || g->seconds < limit)
             continue;
         char b1[64], b2[64], d[32], u[32], w1[600], w2[600];
-        tw_finding *f = tw_finding_add(out, "stall", TW_SEV_WARNING, "Training stalled for %s on rank %d after step %.0f",
-                                       tw_fmt_duration(g->seconds, d, sizeof d), rk->rank, g->before.pos);
+        tw_finding *f =
+            tw_finding_add(out, "stall", TW_SEV_WARNING, "Training stalled for %s on rank %d after step %.0f",
+                           tw_fmt_duration(g->seconds, d, sizeof d), rk->rank, g->before.pos);
         if (!f)
             return;
         tw_finding_at(f, run, &g->after, rk->rank);
@@ -120,7 +125,10 @@ static void check_stalls(const tw_run *run, const tw_thresholds *t, tw_findings 
                             tw_where(run, g->after.file, g->after.line, w2, sizeof w2));
         tw_finding_evidence(f, "the usual gap between logged steps is %s; stall threshold %s",
                             tw_fmt_duration(usual, u, sizeof u), tw_fmt_duration(limit, d, sizeof d));
-        tw_finding_recommend(f, "Look at what ran in that window: a hung collective (NCCL timeouts, a dead rank), a blocked data loader worker, a slow checkpoint write, or the node being preempted. For hangs set NCCL_DEBUG=INFO and a collective timeout; `trainwatch run` warns live when progress stops.");
+        tw_finding_recommend(
+            f, "Look at what ran in that window: a hung collective (NCCL timeouts, a dead rank), a blocked data loader "
+               "worker, a slow checkpoint write, or the node being preempted. For hangs set NCCL_DEBUG=INFO and a "
+               "collective timeout; `trainwatch run` warns live when progress stops.");
     }
 }
 
@@ -158,8 +166,8 @@ static void check_epoch_start(const tw_run *run, const tw_thresholds *t, tw_find
             continue;
         char where[600];
         tw_finding *f = tw_finding_add(out, "epoch_start_wait", TW_SEV_INFO,
-                                       "The first step of each epoch waits %.2fs for data on rank %d (%.4fs otherwise)", s,
-                                       rk->rank, o);
+                                       "The first step of each epoch waits %.2fs for data on rank %d (%.4fs otherwise)",
+                                       s, rk->rank, o);
         if (!f)
             break;
         tw_finding_at(f, run, example, rk->rank);
@@ -167,14 +175,16 @@ static void check_epoch_start(const tw_run *run, const tw_thresholds *t, tw_find
         tw_finding_evidence(f, "median data wait at %zu epoch starts: %.3fs; at other logged steps: %.4fs", ns, s, o);
         tw_finding_evidence(f, "longest: %.3fs at step %.0f (%s)", example->data, example->pos,
                             tw_where(run, example->file, example->line, where, sizeof where));
-        tw_finding_recommend(f, "The data loader's worker processes are started again every epoch: keep them (Paddle and PyTorch DataLoader: persistent_workers=True) and prefetch the first batches.");
+        tw_finding_recommend(f, "The data loader's worker processes are started again every epoch: keep them (Paddle "
+                                "and PyTorch DataLoader: persistent_workers=True) and prefetch the first batches.");
     }
 done:
     free(starts);
     free(others);
 }
 
-const tw_rule tw_rule_epoch_start = {"epoch_start_wait", "the first step of every epoch waiting for data", check_epoch_start};
+const tw_rule tw_rule_epoch_start = {"epoch_start_wait", "the first step of every epoch waiting for data",
+                                     check_epoch_start};
 
 const tw_rule tw_rule_stalls = {"stall", "long gaps with no training progress", check_stalls};
 
@@ -182,27 +192,30 @@ static void check_jitter(const tw_run *run, const tw_thresholds *t, tw_findings 
 {
     for (int i = 0; i < run->rank_count; i++) {
         const tw_rank *rk = run->ranks[i];
-        if (!rk || rk->hist_count < 20)
+        if (rk->step_times.count < 20)
             continue;
-        double p50 = tw_hist_quantile(rk->hist, rk->hist_count, 0.50);
-        double p95 = tw_hist_quantile(rk->hist, rk->hist_count, 0.95);
-        double p99 = tw_hist_quantile(rk->hist, rk->hist_count, 0.99);
+        double p50 = tw_hist_quantile(&rk->step_times, 0.50);
+        double p95 = tw_hist_quantile(&rk->step_times, 0.95);
+        double p99 = tw_hist_quantile(&rk->step_times, 0.99);
         if (!(p99 > t->jitter_ratio * p50))
             continue;
-        char a[32], b[32], c[32], d[32], w[600];
+        char a[32], b[32], c[32], d[32], w[600], ratio[32];
         tw_finding *f = tw_finding_add(out, "step_time_jitter", TW_SEV_INFO,
-                                       "Step time varies a lot on rank %d: p99 is %.1fx the median", rk->rank, p99 / p50);
+                                       "Step time varies a lot on rank %d: p99 is %sx the median", rk->rank,
+                                       tw_fmt_number(p99 / p50, 1, ratio, sizeof ratio));
         if (!f)
             return;
         tw_finding_at(f, run, &rk->batch_max_point, rk->rank);
         f->value = p99 / p50;
         tw_finding_evidence(f, "step time p50 %s, p95 %s, p99 %s, max %s over %llu records",
                             tw_fmt_duration(p50, a, sizeof a), tw_fmt_duration(p95, b, sizeof b),
-                            tw_fmt_duration(p99, c, sizeof c), tw_fmt_duration(rk->batch_max, d, sizeof d),
-                            (unsigned long long)rk->hist_count);
+                            tw_fmt_duration(p99, c, sizeof c), tw_fmt_duration(rk->step_times.max, d, sizeof d),
+                            (unsigned long long)rk->step_times.count);
         tw_finding_evidence(f, "slowest at step %.0f (%s)", rk->batch_max_point.pos,
                             tw_where(run, rk->batch_max_point.file, rk->batch_max_point.line, w, sizeof w));
-        tw_finding_recommend(f, "Slow outliers usually come from the first steps after each epoch (worker start-up: persistent_workers=True), evaluation or checkpointing inside the step timer, garbage collection, or varying input shapes.");
+        tw_finding_recommend(f, "Slow outliers usually come from the first steps after each epoch (worker start-up: "
+                                "persistent_workers=True), evaluation or checkpointing inside the step timer, garbage "
+                                "collection, or varying input shapes.");
     }
 }
 
@@ -234,23 +247,29 @@ static void check_throughput(const tw_run *run, const tw_thresholds *t, tw_findi
         double late = tw_median(v + c, n - c);
         if (!(early > 0 && late < early * (1 - t->throughput_drop)))
             continue;
-        tw_finding *f = tw_finding_add(out, "throughput_drop", TW_SEV_WARNING,
-                                       "Throughput fell %.0f%% over the run on rank %d", (1 - late / early) * 100, rk->rank);
+        tw_finding *f =
+            tw_finding_add(out, "throughput_drop", TW_SEV_WARNING, "Throughput fell %.0f%% over the run on rank %d",
+                           (1 - late / early) * 100, rk->rank);
         if (!f)
             break;
         tw_finding_at(f, run, &rk->last, rk->rank);
         f->value = late / early;
         if (ips)
-            tw_finding_evidence(f, "median %.4g samples/s early (to step %.0f) against %.4g samples/s late (from step %.0f)",
-                                early, early_end, late, late_start);
+            tw_finding_evidence(
+                f, "median %.4g samples/s early (to step %.0f) against %.4g samples/s late (from step %.0f)", early,
+                early_end, late, late_start);
         else
-            tw_finding_evidence(f, "median %.4g steps/s early (to step %.0f) against %.4g steps/s late (from step %.0f)",
+            tw_finding_evidence(f,
+                                "median %.4g steps/s early (to step %.0f) against %.4g steps/s late (from step %.0f)",
                                 early, early_end, late, late_start);
-        tw_finding_recommend(f, "Check for growing memory (fragmentation, tensors kept alive across steps), thermal or power throttling (GPU clocks), other jobs on the node, and inputs that grow over the run (sequence lengths, caches).");
+        tw_finding_recommend(
+            f, "Check for growing memory (fragmentation, tensors kept alive across steps), thermal or power throttling "
+               "(GPU clocks), other jobs on the node, and inputs that grow over the run (sequence lengths, caches).");
     }
 done:
     free(v);
     free(pos);
 }
 
-const tw_rule tw_rule_throughput = {"throughput_drop", "throughput falling from early to late in the run", check_throughput};
+const tw_rule tw_rule_throughput = {"throughput_drop", "throughput falling from early to late in the run",
+                                    check_throughput};

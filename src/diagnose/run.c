@@ -17,7 +17,7 @@
 #include "run.h"
 #include "trainwatch/error.h"
 
-#define HIST_MIN_LOG10 (-6.0)
+#define HIST_MIN_LOG10       (-6.0)
 #define HIST_BINS_PER_DECADE 100.0
 
 int tw_run_new(tw_run **out, const tw_thresholds *t)
@@ -25,6 +25,7 @@ int tw_run_new(tw_run **out, const tw_thresholds *t)
     tw_run *run = calloc(1, sizeof *run);
     if (!run)
         return TW_ENOMEM;
+    run->rank_limit = TW_RANKS_MAX;
     if (t)
         run->th = *t;
     else
@@ -37,8 +38,11 @@ void tw_run_free(tw_run *run)
 {
     if (!run)
         return;
-    for (int i = 0; i < TW_MAX_RANKS; i++)
+    for (int i = 0; i < run->rank_count; i++) {
+        free(run->ranks[i]->series.points);
         free(run->ranks[i]);
+    }
+    free(run->ranks);
     for (uint32_t i = 0; i < run->file_count; i++)
         free(run->files[i]);
     for (int i = 0; i < run->input_count; i++) {
@@ -49,10 +53,13 @@ void tw_run_free(tw_run *run)
     free(run);
 }
 
-static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
 
-void tw_run_note_input(tw_run *run, const char *path, const char *format, uint64_t lines,
-                       uint64_t records, const char *error)
+void tw_run_note_input(tw_run *run, const char *path, const char *format, uint64_t lines, uint64_t records,
+                       const char *error)
 {
     if (run->input_count >= (int)(sizeof run->inputs / sizeof run->inputs[0]))
         return;
@@ -82,26 +89,75 @@ static uint32_t intern_file(tw_run *run, const char *name)
     return run->file_count++;
 }
 
+/* Index of the first rank numbered rank or above (binary search over the
+ * sorted ranks, after a look at the last one found). */
+static int rank_index(const tw_run *run, int rank)
+{
+    int last = run->rank_last;
+    if (last < run->rank_count && run->ranks[last]->rank == rank)
+        return last;
+    int lo = 0, hi = run->rank_count;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (run->ranks[mid]->rank < rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+const tw_rank *tw_run_rank(const tw_run *run, int rank)
+{
+    if (rank < 0)
+        rank = 0;
+    int i = rank_index(run, rank);
+    return i < run->rank_count && run->ranks[i]->rank == rank ? run->ranks[i] : NULL;
+}
+
+static tw_rank *rank_new(int rank)
+{
+    tw_rank *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->rank = rank;
+    r->series.stride = 1;
+    r->epoch_base = -1;
+    r->last_epoch = -1;
+    r->last_step_in_epoch = -1;
+    r->loss_first = r->loss_best = r->mem_max = NAN;
+    return r;
+}
+
+/* The rank's state, made at its first record; NULL when out of memory or
+ * past the limit of distinct ranks. An unknown rank (-1) is rank 0. */
 static tw_rank *rank_of(tw_run *run, int rank)
 {
     if (rank < 0)
         rank = 0;
-    if (rank >= TW_MAX_RANKS)
-        rank = TW_MAX_RANKS - 1;
-    if (!run->ranks[rank]) {
-        tw_rank *r = calloc(1, sizeof *r);
-        if (!r)
-            return NULL;
-        r->rank = rank;
-        r->series.stride = 1;
-        r->epoch_base = -1;
-        r->last_epoch = -1;
-        r->last_step_in_epoch = -1;
-        run->ranks[rank] = r;
+    int i = rank_index(run, rank);
+    if (i < run->rank_count && run->ranks[i]->rank == rank) {
+        run->rank_last = i;
+        return run->ranks[i];
     }
-    if (rank + 1 > run->rank_count)
-        run->rank_count = rank + 1;
-    return run->ranks[rank];
+    if (run->rank_count >= run->rank_limit)
+        return NULL;
+    if (run->rank_count == run->rank_cap) {
+        int cap = run->rank_cap ? run->rank_cap * 2 : 16;
+        tw_rank **ranks = realloc(run->ranks, sizeof *ranks * (size_t)cap);
+        if (!ranks)
+            return NULL;
+        run->ranks = ranks;
+        run->rank_cap = cap;
+    }
+    tw_rank *r = rank_new(rank);
+    if (!r)
+        return NULL;
+    memmove(&run->ranks[i + 1], &run->ranks[i], sizeof *run->ranks * (size_t)(run->rank_count - i));
+    run->ranks[i] = r;
+    run->rank_count++;
+    run->rank_last = i;
+    return r;
 }
 
 static int hist_bin(double seconds)
@@ -116,20 +172,49 @@ static int hist_bin(double seconds)
     return (int)b;
 }
 
-double tw_hist_quantile(const uint32_t *hist, uint64_t count, double q)
+void tw_hist_add(tw_hist *h, double seconds)
 {
-    if (count == 0)
+    if (!(seconds >= 0) || isinf(seconds))
+        return;
+    if (h->count == 0 || seconds < h->min)
+        h->min = seconds;
+    if (h->count == 0 || seconds > h->max)
+        h->max = seconds;
+    h->bins[hist_bin(seconds)]++;
+    h->count++;
+}
+
+void tw_hist_merge(tw_hist *into, const tw_hist *from)
+{
+    if (from->count == 0)
+        return;
+    if (into->count == 0 || from->min < into->min)
+        into->min = from->min;
+    if (into->count == 0 || from->max > into->max)
+        into->max = from->max;
+    for (int i = 0; i < TW_HIST_BINS; i++)
+        into->bins[i] += from->bins[i];
+    into->count += from->count;
+}
+
+/* The middle of the bin that holds the q-quantile, kept within what was
+ * observed: a bin's middle can lie above the largest value in it. */
+double tw_hist_quantile(const tw_hist *h, double q)
+{
+    if (h->count == 0)
         return NAN;
-    uint64_t target = (uint64_t)ceil(q * (double)count);
+    uint64_t target = (uint64_t)ceil(q * (double)h->count);
     if (target == 0)
         target = 1;
     uint64_t seen = 0;
     for (int i = 0; i < TW_HIST_BINS; i++) {
-        seen += hist[i];
-        if (seen >= target)
-            return pow(10.0, HIST_MIN_LOG10 + (i + 0.5) / HIST_BINS_PER_DECADE);
+        seen += h->bins[i];
+        if (seen >= target) {
+            double v = pow(10.0, HIST_MIN_LOG10 + (i + 0.5) / HIST_BINS_PER_DECADE);
+            return v < h->min ? h->min : v > h->max ? h->max : v;
+        }
     }
-    return NAN;
+    return h->max;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -155,14 +240,29 @@ size_t tw_series_values(const tw_series *s, unsigned field, double *out, double 
             continue;
         double v;
         switch (field) {
-        case TW_F_LOSS: v = p->loss; break;
-        case TW_F_LR: v = p->lr; break;
-        case TW_F_BATCH_TIME: v = p->batch; break;
-        case TW_F_DATA_TIME: v = p->data; break;
-        case TW_F_SAMPLES_PER_SEC: v = p->ips; break;
-        case TW_F_MEM: v = p->mem; break;
-        case TW_F_TIME: v = p->time; break;
-        default: continue;
+        case TW_F_LOSS:
+            v = p->loss;
+            break;
+        case TW_F_LR:
+            v = p->lr;
+            break;
+        case TW_F_BATCH_TIME:
+            v = p->batch;
+            break;
+        case TW_F_DATA_TIME:
+            v = p->data;
+            break;
+        case TW_F_SAMPLES_PER_SEC:
+            v = p->ips;
+            break;
+        case TW_F_MEM:
+            v = p->mem;
+            break;
+        case TW_F_TIME:
+            v = p->time;
+            break;
+        default:
+            continue;
         }
         if (pos)
             pos[n] = p->pos;
@@ -195,6 +295,23 @@ static double position(tw_rank *rk, const tw_record *r)
     return rk->have_last ? rk->last.pos + 1 : 0;
 }
 
+/* Grows the points towards TW_SERIES_MAX: a rank that logs a few steps costs
+ * a few points, not the whole series (a run may have thousands of ranks). */
+static bool series_grow(tw_series *s)
+{
+    if (s->cap >= TW_SERIES_MAX)
+        return false;
+    size_t cap = s->cap ? s->cap * 2 : 64;
+    if (cap > TW_SERIES_MAX)
+        cap = TW_SERIES_MAX;
+    tw_point *points = realloc(s->points, sizeof *points * cap);
+    if (!points)
+        return false;
+    s->points = points;
+    s->cap = cap;
+    return true;
+}
+
 static void series_add(tw_series *s, const tw_point *p)
 {
     if (s->count > 0 && s->points[s->count - 1].pos == p->pos) {
@@ -203,10 +320,13 @@ static void series_add(tw_series *s, const tw_point *p)
     }
     if (s->seen++ % s->stride != 0)
         return;
-    if (s->count == TW_SERIES_MAX) {
-        for (size_t i = 0; i < TW_SERIES_MAX / 2; i++)
+    if (s->count == s->cap && !series_grow(s)) {
+        if (s->cap < 2)
+            return; /* out of memory before the first points */
+        /* full (or out of memory): keep every other point, from now on one in twice as many */
+        for (size_t i = 0; i < s->count / 2; i++)
             s->points[i] = s->points[2 * i];
-        s->count = TW_SERIES_MAX / 2;
+        s->count /= 2;
         s->stride *= 2;
         s->seen = 1;
     }
@@ -308,10 +428,8 @@ static void note_gap(tw_rank *rk, const tw_point *p)
     if (gap < 0)
         return;
     double steps = p->pos - rk->last.pos;
-    if (!rk->event_since_last && steps > 0) {
-        rk->gap_hist[hist_bin(gap)]++;
-        rk->gap_count++;
-    }
+    if (!rk->event_since_last && steps > 0)
+        tw_hist_add(&rk->gaps, gap);
     if (!rk->have_gap || gap > rk->longest_gap.seconds) {
         rk->have_gap = true;
         rk->longest_gap.seconds = gap;
@@ -321,11 +439,42 @@ static void note_gap(tw_rank *rk, const tw_point *p)
     }
 }
 
+/* How many steps a record at p stands for: the distance from the last one;
+ * the first of an epoch-counted log also stands for the steps of its epoch
+ * before it ("step 7/7" after "Epoch 1/60" is seven steps). After a restart
+ * the distance is unknown and counts nothing. */
+static double steps_since_last(const tw_rank *rk, const tw_point *p)
+{
+    if (rk->have_last)
+        return p->pos > rk->last.pos ? p->pos - rk->last.pos : 0;
+    if (p->epoch >= 0 && p->step_total > 0 && p->step >= 1 && p->step <= p->step_total)
+        return (double)p->step;
+    return 1;
+}
+
+/* Exact facts of the loss and memory, which the downsampled series may miss. */
+static void note_extremes(tw_rank *rk, const tw_point *p)
+{
+    if ((p->fields & TW_F_LOSS) && isfinite(p->loss)) {
+        if (isnan(rk->loss_first))
+            rk->loss_first = p->loss;
+        if (isnan(rk->loss_best) || p->loss < rk->loss_best) {
+            rk->loss_best = p->loss;
+            rk->loss_best_pos = p->pos;
+        }
+    }
+    if ((p->fields & TW_F_MEM) && isfinite(p->mem) && (isnan(rk->mem_max) || p->mem > rk->mem_max))
+        rk->mem_max = p->mem;
+}
+
 static void add_step(tw_run *run, const tw_record *r)
 {
     tw_rank *rk = rank_of(run, r->rank);
-    if (!rk)
+    if (!rk) {
+        if (run->rank_count >= run->rank_limit && run->over_limit_steps++ == 0)
+            run->over_limit_first = r->rank;
         return;
+    }
     uint32_t file = intern_file(run, r->source.file);
     tw_point p;
     to_point(&p, r, position(rk, r), file);
@@ -337,14 +486,17 @@ static void add_step(tw_run *run, const tw_record *r)
         rk->restarts++;
         rk->event_since_last = true; /* the gap of a restart is not a stall */
     }
+    note_extremes(rk, &p);
     if (!rewrite) {
+        double span = steps_since_last(rk, &p);
+        if (span <= 1e15)
+            rk->step_span += (uint64_t)span;
         note_gap(rk, &p);
         rk->steps++;
         if (r->fields & TW_F_BATCH_TIME) {
-            rk->hist[hist_bin(r->batch_time)]++;
-            rk->hist_count++;
-            if (r->batch_time > rk->batch_max) {
-                rk->batch_max = r->batch_time;
+            double max = rk->step_times.count ? rk->step_times.max : -1;
+            tw_hist_add(&rk->step_times, r->batch_time);
+            if (rk->step_times.max > max) {
                 rk->batch_max_point = p;
             }
             if (r->fields & TW_F_DATA_TIME) {
@@ -374,18 +526,57 @@ static void add_step(tw_run *run, const tw_record *r)
     /* only the used part: a record's text and unused metric slots are large */
     memcpy(&rk->last_step_record, r, offsetof(tw_record, metrics));
     memcpy(rk->last_step_record.metrics, r->metrics, sizeof r->metrics[0] * (size_t)r->metric_count);
+    tw_metric_notes_add(&rk->train_metrics, r->metrics, r->metric_count, (int64_t)p.pos, !rewrite);
     series_add(&rk->series, &p);
     run->steps++;
 }
 
 static bool lower_is_better(const char *name)
 {
-    static const char *const lower[] = {"loss", "error", "err", "perplexity", "ppl", "wer", "cer", "mae", "mse", "rmse", "runtime", "time", "cost"};
+    static const char *const lower[] = {"loss", "error", "err",  "perplexity", "ppl",  "wer", "cer",
+                                        "mae",  "mse",   "rmse", "runtime",    "time", "cost"};
     for (size_t i = 0; i < sizeof lower / sizeof lower[0]; i++) {
         if (strstr(name, lower[i]))
             return true;
     }
     return false;
+}
+
+static tw_metric_note *metric_note(tw_metric_notes *notes, int hint, const char *name)
+{
+    if (hint < notes->count && strcmp(notes->items[hint].s.name, name) == 0)
+        return &notes->items[hint]; /* records usually list their metrics in the same order */
+    for (int i = 0; i < notes->count; i++) {
+        if (strcmp(notes->items[i].s.name, name) == 0)
+            return &notes->items[i];
+    }
+    if (notes->count >= TW_SUMMARY_METRICS)
+        return NULL;
+    tw_metric_note *e = &notes->items[notes->count++];
+    memset(e, 0, sizeof *e);
+    snprintf(e->s.name, sizeof e->s.name, "%s", name);
+    e->s.best = NAN;
+    e->s.best_step = -1;
+    e->lower_is_better = lower_is_better(name);
+    return e;
+}
+
+void tw_metric_notes_add(tw_metric_notes *notes, const tw_metric *metrics, int n, int64_t step, bool count)
+{
+    for (int i = 0; i < n; i++) {
+        tw_metric_note *e = metric_note(notes, i, metrics[i].name);
+        if (!e)
+            continue;
+        double v = metrics[i].value;
+        if (count || e->s.count == 0)
+            e->s.count++;
+        e->s.last = v;
+        bool better = isnan(e->s.best) || (e->lower_is_better ? v < e->s.best : v > e->s.best);
+        if (better && isfinite(v)) {
+            e->s.best = v;
+            e->s.best_step = step;
+        }
+    }
 }
 
 /* The k of a top-k style name ("Top_5", "acc_top1", "recall@10", "hits@3"),
@@ -447,35 +638,13 @@ static void add_eval(tw_run *run, const tw_record *r)
     uint32_t file = intern_file(run, r->source.file);
     check_topk(run, r, file);
     int64_t step = rk && rk->have_last ? (int64_t)rk->last.pos : (r->global_step >= 0 ? r->global_step : r->epoch);
+    tw_metric results[TW_METRICS_MAX];
+    int n = 0;
     for (int i = 0; i < r->metric_count; i++) {
-        const tw_metric *m = &r->metrics[i];
-        if (!tw_metric_is_result(m->name))
-            continue;
-        tw_eval_note *e = NULL;
-        for (int j = 0; j < run->eval_count; j++) {
-            if (strcmp(run->evals_kept[j].name, m->name) == 0)
-                e = &run->evals_kept[j];
-        }
-        if (!e) {
-            if (run->eval_count >= TW_SUMMARY_METRICS)
-                continue;
-            e = &run->evals_kept[run->eval_count++];
-            memcpy(e->name, m->name, sizeof e->name);
-            e->lower_is_better = lower_is_better(m->name);
-            e->best = m->value;
-            e->best_step = step;
-        }
-        e->count++;
-        e->last = m->value;
-        e->last_step = step;
-        e->file = file;
-        e->line = r->source.line;
-        bool better = e->lower_is_better ? m->value < e->best : m->value > e->best;
-        if (better && isfinite(m->value)) {
-            e->best = m->value;
-            e->best_step = step;
-        }
+        if (tw_metric_is_result(r->metrics[i].name))
+            results[n++] = r->metrics[i];
     }
+    tw_metric_notes_add(&run->eval_metrics, results, n, step, true);
     run->evals++;
 }
 

@@ -12,36 +12,60 @@
 
 #include "trainwatch/analyze.h"
 
-#define TW_MAX_RANKS 1024
-#define TW_RECENT 32          /* recent losses kept for spike detection */
-#define TW_HIST_BINS 1200     /* log-spaced step-time bins, 1 us .. 1e6 s */
+#define TW_RANKS_MAX   65536 /* distinct ranks kept; steps of more are counted, not kept */
+#define TW_RECENT      32    /* recent losses kept for spike detection */
+#define TW_HIST_BINS   1200  /* log-spaced step-time bins, 1 us .. 1e6 s */
 #define TW_EVENTS_KEPT 256
-#define TW_FILES_MAX 4096
+#define TW_FILES_MAX   4096
+
+/* Durations (seconds) in log-spaced bins, with the exact extremes so that a
+ * quantile never reads outside what was observed. */
+typedef struct tw_hist {
+    uint32_t bins[TW_HIST_BINS];
+    uint64_t count;
+    double min, max; /* valid when count > 0 */
+} tw_hist;
+
+/* A named metric over all the records that carry it: the last value, the
+ * best finite one (NAN and step -1 until there is one) and the count. */
+typedef struct tw_metric_note {
+    tw_metric_summary s;
+    bool lower_is_better; /* from the name: loss, error, time ... */
+} tw_metric_note;
+
+typedef struct tw_metric_notes {
+    tw_metric_note items[TW_SUMMARY_METRICS]; /* in the order first seen; more are not kept */
+    int count;
+} tw_metric_notes;
+
+/* Notes the named metrics of one record at step; count: false when the
+ * record rewrites the last one (a progress bar redrawn). */
+void tw_metric_notes_add(tw_metric_notes *notes, const tw_metric *metrics, int n, int64_t step, bool count);
 
 typedef struct tw_point {
-    double pos;               /* progress position (global step) */
-    double time;              /* NAN without a timestamp */
+    double pos;  /* progress position (global step) */
+    double time; /* NAN without a timestamp */
     double loss, lr, batch, data, ips, mem;
     unsigned fields;
     int64_t epoch, epoch_total, step, step_total;
-    uint32_t file;            /* index into run->files */
+    uint32_t file; /* index into run->files */
     uint64_t line;
 } tw_point;
 
 typedef struct tw_series {
-    tw_point points[TW_SERIES_MAX];
-    size_t count;
-    uint64_t stride, seen;    /* keep one point in every stride seen */
+    tw_point *points; /* grown on demand up to TW_SERIES_MAX; owned */
+    size_t count, cap;
+    uint64_t stride, seen; /* keep one point in every stride seen */
 } tw_series;
 
 typedef struct tw_gap {
     double seconds;
     tw_point before, after;
-    bool across_eval;         /* an evaluation or checkpoint happened in the gap */
+    bool across_eval; /* an evaluation or checkpoint happened in the gap */
 } tw_gap;
 
 typedef struct tw_restart {
-    tw_point before, after;   /* last point before, first point after */
+    tw_point before, after; /* last point before, first point after */
 } tw_restart;
 
 typedef struct tw_rank {
@@ -55,22 +79,24 @@ typedef struct tw_rank {
     double epoch_offset, last_step_in_epoch;
     int64_t last_epoch;
     /* exact streaming facts */
-    double sum_batch, sum_data;    /* over records with both, weighted by steps they stand for */
+    double sum_batch, sum_data; /* over records with both, weighted by steps they stand for */
     double sum_weight;
     uint64_t both_count;
-    uint32_t hist[TW_HIST_BINS];
-    uint64_t hist_count;
-    double batch_max;
-    tw_point batch_max_point;
+    uint64_t step_span;           /* steps the logged records stand for (estimated) */
+    double loss_first, loss_best; /* finite losses: NAN until one */
+    double loss_best_pos;
+    double mem_max;           /* device memory reported: NAN until one */
+    tw_hist step_times;       /* logged step times */
+    tw_point batch_max_point; /* where step_times.max was logged */
     bool have_nan;
     tw_point nan_point;
     tw_point before_nan[8];
     int before_nan_count;
-    tw_point recent[8];            /* ring of the last points */
+    tw_point recent[8]; /* ring of the last points */
     int recent_count, recent_head;
     double recent_loss[TW_RECENT];
     int recent_loss_count, recent_loss_head;
-    double recent_median;          /* of recent_loss, refreshed every 8 losses */
+    double recent_median; /* of recent_loss, refreshed every 8 losses */
     unsigned recent_median_age;
     uint64_t spikes;
     double worst_spike_ratio;
@@ -78,12 +104,12 @@ typedef struct tw_rank {
     double worst_spike_median;
     tw_gap longest_gap;
     bool have_gap;
-    uint32_t gap_hist[TW_HIST_BINS];
-    uint64_t gap_count;
-    bool event_since_last;         /* eval/checkpoint since the last step */
+    tw_hist gaps;          /* time between steps, without evaluation in between */
+    bool event_since_last; /* eval/checkpoint since the last step */
     int restarts;
     tw_restart first_restart, last_restart;
     tw_record last_step_record;    /* the last step as parsed (for metrics) */
+    tw_metric_notes train_metrics; /* the named metrics of its steps */
     tw_series series;
 } tw_rank;
 
@@ -94,21 +120,11 @@ typedef struct tw_event_note {
     uint64_t line;
     double time;
     bool has_time;
-    double last_pos;               /* progress of that rank when it happened */
+    double last_pos; /* progress of that rank when it happened */
     int code;
     char message[TW_MESSAGE_MAX];
     char detail[TW_MESSAGE_MAX];
 } tw_event_note;
-
-typedef struct tw_eval_note {
-    char name[TW_NAME_MAX];
-    double last, best;
-    bool lower_is_better;
-    int64_t best_step, last_step;
-    uint32_t file;
-    uint64_t line;
-    uint64_t count;
-} tw_eval_note;
 
 /* An evaluation result that cannot be true: a top-k accuracy (or recall@k)
  * above the same metric at a larger k, in one record. The first is kept. */
@@ -118,7 +134,7 @@ typedef struct tw_contradiction {
     int rank;
     uint32_t file;
     uint64_t line;
-    uint64_t count;                                     /* records with one */
+    uint64_t count; /* records with one */
 } tw_contradiction;
 
 typedef struct tw_input_note {
@@ -130,25 +146,35 @@ typedef struct tw_input_note {
 
 struct tw_run {
     tw_thresholds th;
-    tw_rank *ranks[TW_MAX_RANKS];
-    int rank_count;                /* highest used index + 1 */
+    tw_rank **ranks; /* the ranks seen, sorted by rank number */
+    int rank_count, rank_cap;
+    int rank_limit;            /* distinct ranks kept: TW_RANKS_MAX */
+    int rank_last;             /* index of the last one found: logs come rank by rank */
+    uint64_t over_limit_steps; /* step records of ranks past the limit, not analysed */
+    int over_limit_first;      /* the first such rank */
     char *files[TW_FILES_MAX];
     uint32_t file_count;
     uint64_t steps, evals, events;
     uint64_t event_counts[TW_EV_COUNT];
     tw_event_note events_kept[TW_EVENTS_KEPT];
     int events_kept_count;
-    tw_event_note last_exception;  /* the last one, even past the kept ones */
+    tw_event_note last_exception; /* the last one, even past the kept ones */
     bool have_last_exception;
-    tw_eval_note evals_kept[TW_SUMMARY_METRICS];
-    int eval_count;
+    tw_metric_notes eval_metrics;
     tw_contradiction contradiction;
     tw_input_note inputs[256];
     int input_count;
 };
 
-/* Median of the histogram (seconds), or NAN when empty. */
-double tw_hist_quantile(const uint32_t *hist, uint64_t count, double q);
+/* The rank numbered rank (rank numbers are sparse: 0, 5000, 7000 ...), or
+ * NULL when none of its records was kept. */
+const tw_rank *tw_run_rank(const tw_run *run, int rank);
+
+/* Adds a duration; values that are not finite and >= 0 are not counted. */
+void tw_hist_add(tw_hist *h, double seconds);
+void tw_hist_merge(tw_hist *into, const tw_hist *from);
+/* The q-quantile (seconds) within [min, max], or NAN when empty. */
+double tw_hist_quantile(const tw_hist *h, double q);
 
 /* Copies out one field of the series' points (those that carry it). Returns
  * the count; values go to out (sized TW_SERIES_MAX). */

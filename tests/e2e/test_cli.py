@@ -2,10 +2,11 @@
 trainer's faults each producing the diagnosis they should."""
 import json
 import re
+import subprocess
 
 import pytest
 
-from conftest import run
+from conftest import SOURCE, binary, run
 
 
 def test_no_arguments_is_a_usage_error():
@@ -139,7 +140,7 @@ def test_text_output_colour_only_when_asked(tmp_path):
     log, _ = train(tmp_path, "--epochs", "1", "--steps-per-epoch", "20", "--log-interval", "5", "--slow-reader", "5")
     plain = run(["trainwatch", "analyze", log]).stdout
     assert "\x1b[" not in plain  # not a terminal
-    assert "Summary" in plain and "WARN" in plain
+    assert "Summary" in plain and "WARNING  Data loading bound" in plain
     coloured = run(["trainwatch", "analyze", "--color=always", log]).stdout
     assert "\x1b[33m" in coloured
     assert re.sub(r"\x1b\[[0-9;]*m", "", coloured) == plain
@@ -179,3 +180,107 @@ def test_several_files_become_ranks(tmp_path):
     assert report["summary"]["ranks"] == 3
     f = findings(report)["straggler"]
     assert f["rank"] == 2
+
+
+def kv_log(path, steps=60, loss=lambda i: 2.0 / (1 + i / 10), extra=""):
+    path.write_text("".join(f"step: {i}, loss: {loss(i)}, lr: 0.1, batch_cost: 0.5{extra}\n" for i in range(1, steps + 1)))
+    return path
+
+
+def test_large_rank_numbers_from_file_names_stay_apart(tmp_path):
+    """workerlog.5000 and workerlog.7000 are two healthy ranks, not rank 1023
+    restarting with loss spikes."""
+    a = kv_log(tmp_path / "workerlog.5000")
+    b = kv_log(tmp_path / "workerlog.7000")
+    report, status = analyze(a, b)
+    assert report["summary"]["ranks"] == 2
+    assert report["healthy"], [f["title"] for f in report["findings"]]
+    assert status.returncode == 0
+    text = run(["trainwatch", "analyze", a, b]).stdout
+    assert "1023" not in text and "restart" not in text
+
+
+def test_json_unknown_numbers_are_null_not_zero(tmp_path):
+    """A log that prints no memory, no epochs, no step times or timestamps:
+    those numbers are null (docs/analysis-json.md), and a finding tied to no
+    step has step null."""
+    log = tmp_path / "bare.log"
+    log.write_text("Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
+                   "ImportError: no module named x\n" +
+                   "".join(f"step: {i}, loss: {2.0 / i}\n" for i in range(1, 40)))
+    report, _ = analyze(log)
+    s = report["summary"]
+    for key in ["peak_memory_bytes", "step_time_max", "step_time_p50", "duration_seconds", "duration_source",
+                "last_epoch", "epoch_total", "samples_per_second", "data_share"]:
+        assert s[key] is None, key
+    assert s["first_step"] == 1 and s["best_loss_step"] == 39
+    untied = [f for f in report["findings"] if f["step"] is None]
+    assert untied, [(f["rule"], f["step"]) for f in report["findings"]]
+    for f in report["findings"]:
+        assert f["step"] != -1 and f["rank"] != -1 and f["line"] != 0
+    text = run(["trainwatch", "analyze", log]).stdout
+    assert "device memory" not in text and "duration" not in text
+
+
+def test_huge_loss_is_written_short(tmp_path):
+    log = kv_log(tmp_path / "huge.log", loss=lambda i: "1e308" if i == 45 else 1.5)
+    out = run(["trainwatch", "analyze", "--json", log]).stdout
+    assert not re.search(r"\d{30}", out), re.search(r".{40}\d{30}", out).group(0)
+    report = json.loads(out)
+    spike = findings(report)["loss_spikes"]
+    assert "6.67e+307x" in spike["title"] and spike["value"] == 1e308 / 1.5
+    assert not re.search(r"\d{30}", run(["trainwatch", "analyze", log]).stdout)
+
+
+def test_train_metric_best_is_over_every_record(tmp_path):
+    log = tmp_path / "parts.log"
+    log.write_text("".join(f"step: {i}, loss: 1.0, loss_ce: {0.2 if i == 7 else 0.9}, lr: 0.1\n" for i in range(1, 21)))
+    report, _ = analyze(log)
+    part = {m["name"]: m for m in report["summary"]["train_metrics"]}["loss_ce"]
+    assert (part["last"], part["best"], part["best_step"], part["count"]) == (0.9, 0.2, 7, 20)
+
+
+def test_one_severity_word_in_text_json_and_readme(tmp_path):
+    log = kv_log(tmp_path / "flat.log", loss=lambda i: 1.5 if i != 45 else 9.0)  # plateau + spike
+    report, _ = analyze(log)
+    severities = {f["severity"] for f in report["findings"]}
+    assert severities == {"warning", "info"}
+    text = run(["trainwatch", "analyze", log]).stdout
+    labels = re.findall(r"^  (\w+) +.*\[(\w+)\]$", text, re.M)
+    assert labels == [(f["severity"].upper(), f["rule"]) for f in report["findings"]]
+    rules = (SOURCE / "README.md").read_text().split("### What it diagnoses", 1)[1].split("\n### ", 1)[0]
+    table = re.findall(r"^\| `\w+`(?: / `\w+`)? \| (\w+) \|", rules, re.M)
+    assert len(table) > 20 and set(table) == {"error", "warning", "info"}
+
+
+def test_fail_on_severity_sets_the_exit_status(tmp_path):
+    warn = kv_log(tmp_path / "flat.log", loss=lambda i: 1.5)  # plateau: a warning
+    info = kv_log(tmp_path / "spiky.log", loss=lambda i: 9.0 if i == 45 else 2.0 / (1 + i / 10))  # a spike: info
+    assert run(["trainwatch", "analyze", warn]).returncode == 0
+    assert run(["trainwatch", "analyze", "--fail-on", "error", warn]).returncode == 0
+    assert run(["trainwatch", "analyze", "--fail-on", "warning", warn]).returncode == 1
+    assert run(["trainwatch", "analyze", "--fail-on=warning", info]).returncode == 0
+    assert run(["trainwatch", "analyze", "--fail-on", "info", "--json", info]).returncode == 1
+    bad = run(["trainwatch", "analyze", "--fail-on", "note", info])
+    assert bad.returncode == 2 and "--fail-on" in bad.stderr
+
+
+@pytest.mark.parametrize("how", [["analyze", "--help"], ["analyze", "-h"], ["help", "analyze"]])
+def test_analyze_help_is_the_full_help(how):
+    result = run(["trainwatch", *how])
+    assert result.returncode == 0 and result.stderr == ""
+    for flag in ["--format NAME", "--json", "--records", "--fail-on SEVERITY", "--color=WHEN", "--no-color", "--jobs N",
+                 "--block-size BYTES", "--data-share F", "--early-stop F", "--device-memory GIB", "exit status:"]:
+        assert flag in result.stdout, flag
+    assert result.stdout == run(["trainwatch", "analyze", "--help"]).stdout
+
+
+@pytest.mark.parametrize("mode", [["--json"], [], ["--records"], ["--help"]])
+def test_write_error_on_stdout_is_an_error(tmp_path, mode):
+    log = kv_log(tmp_path / "train.log")
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([binary("trainwatch"), "analyze", *mode, str(log)], stdout=full,
+                                stderr=subprocess.PIPE, text=True, timeout=60)
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and "standard output" in lines[0] and "No space left on device" in lines[0], lines

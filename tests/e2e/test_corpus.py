@@ -23,6 +23,23 @@ def test_every_corpus_log_has_expectations(corpus):
     assert logs == FILES, "a corpus file without expectations (or an expectation without its file)"
 
 
+def assert_unknown_is_null(report):
+    """docs/analysis-json.md: an unknown number is null, never -1 or 0; a
+    quantile never lies outside the observed maximum."""
+    s = report["summary"]
+    for key in ["first_step", "last_step", "last_epoch", "epoch_total", "best_loss_step"]:
+        assert s[key] is None or s[key] >= 0, key
+    assert s["peak_memory_bytes"] != 0 and s["duration_seconds"] != 0
+    for key in ["step_time_p50", "step_time_p95", "step_time_p99"]:
+        assert (s[key] is None) == (s["step_time_max"] is None)
+        assert s[key] is None or s[key] <= s["step_time_max"], key
+    for m in s["train_metrics"] + s["eval_metrics"]:
+        assert m["best_step"] is None or m["best_step"] >= 0
+    for f in report["findings"]:
+        assert f["rank"] != -1 and f["step"] != -1 and f["line"] != 0, f["rule"]
+        assert f["severity"] in ("error", "warning", "info")
+
+
 @pytest.mark.parametrize("name", FILES)
 def test_corpus_file(corpus, name):
     want = EXPECTED[name]
@@ -35,6 +52,7 @@ def test_corpus_file(corpus, name):
         return
     report, result = analyze_json(path)
     summary = report["summary"]
+    assert_unknown_is_null(report)
     assert report["inputs"][0]["format"] == want["format"]
     assert summary["step_records"] == want["step_records"]
     if "eval_records" in want:
@@ -82,6 +100,19 @@ def test_vinvl_ranks_together_are_one_healthy_run(corpus):
     rules = {f["rule"] for f in report["findings"]}
     assert not rules & {"straggler", "rank_stopped", "stall", "restarts"}
     assert result.returncode == 0
+
+
+def test_hapi_duration_without_timestamps_is_steps_times_step_time(corpus):
+    """60 epochs of 7 steps at about 0.59 s a step: about four minutes, not
+    the 35 s of one step time per logged record; and said to be an estimate."""
+    path = corpus / "paddle-hapi/hapi-landmark-fit-60epochs.txt"
+    report, _ = analyze_json(path)
+    s = report["summary"]
+    assert s["duration_source"] == "estimated" and not s["duration_from_timestamps"]
+    assert 420 * 0.57 < s["duration_seconds"] < 420 * 0.60
+    assert s["step_time_p99"] <= s["step_time_max"] == 0.622
+    text = run(["trainwatch", "analyze", path]).stdout
+    assert "duration       4m0" in text and "(estimated from steps x step time)" in text
 
 
 def test_gzipped_trace_is_not_a_log(corpus):

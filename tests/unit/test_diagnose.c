@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "diagnose/run.h" /* the rank limit, lowered for a test */
 #include "trainwatch/analyze.h"
 
 typedef struct sample {
@@ -205,7 +206,7 @@ static void test_memory_growth_projects_oom(void **state)
     tw_run_free(run);
 }
 
-static void test_memory_spike_is_a_note(void **state)
+static void test_memory_spike_is_info(void **state)
 {
     (void)state;
     tw_run *run = new_run();
@@ -382,6 +383,199 @@ static void test_bounded_memory_for_long_runs(void **state)
     tw_run_free(run);
 }
 
+/* Rank numbers are names, not indexes: far apart and large ones stay apart. */
+static void test_large_rank_numbers_are_kept_apart(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    const int ranks[] = {7000, 5000, 2147483647, 1023};
+    for (int k = 0; k < 4; k++) {
+        for (int i = 0; i < 100; i++) {
+            sample s = healthy(ranks[k], i);
+            if (ranks[k] == 2147483647)
+                s.batch *= 1.6;
+            add_step(run, s);
+        }
+    }
+    tw_report *r = diagnose(run);
+    assert_int_equal(r->summary.ranks, 4);
+    assert_int_equal(r->summary.step_records, 400);
+    assert_null(finding(r, "restarts"));
+    assert_null(finding(r, "loss_spikes"));
+    const tw_finding *slow = finding(r, "straggler");
+    assert_non_null(slow);
+    assert_int_equal(slow->rank, 2147483647);
+    assert_int_equal(r->finding_count, 1);
+    tw_report_free(r);
+    tw_run_free(run);
+}
+
+static void test_ranks_past_the_limit_are_reported_not_merged(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    run->rank_limit = 3;
+    for (int rank = 10; rank < 15; rank++) {
+        for (int i = 0; i < 20; i++)
+            add_step(run, healthy(rank, i));
+    }
+    tw_report *r = diagnose(run);
+    assert_int_equal(r->summary.ranks, 3);
+    const tw_finding *f = finding(r, "ranks_over_limit");
+    assert_non_null(f);
+    assert_int_equal(f->severity, TW_SEV_WARNING);
+    assert_true(f->value == 40);
+    assert_non_null(strstr(f->title, "More than 3 distinct ranks: 40 step records"));
+    assert_non_null(strstr(f->evidence, "rank 13"));
+    assert_null(finding(r, "restarts"));
+    tw_report_free(r);
+    tw_run_free(run);
+}
+
+/* A bin's middle lies above a constant 100 ms (and above a largest 622 ms):
+ * quantiles stay within what was seen. */
+static void test_step_time_quantiles_within_observed_range(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    for (int i = 0; i < 100; i++) {
+        sample s = healthy(0, i);
+        s.batch = 0.1;
+        add_step(run, s);
+    }
+    tw_report *r = diagnose(run);
+    assert_true(r->summary.step_time_p50 == 0.1 && r->summary.step_time_p99 == 0.1);
+    assert_true(r->summary.step_time_max == 0.1);
+    tw_report_free(r);
+    tw_run_free(run);
+
+    run = new_run();
+    for (int i = 0; i < 100; i++) {
+        sample s = healthy(0, i);
+        s.batch = i < 98 ? 0.58 : 0.622;
+        add_step(run, s);
+    }
+    r = diagnose(run);
+    assert_true(r->summary.step_time_max == 0.622);
+    assert_true(r->summary.step_time_p99 <= 0.622 && r->summary.step_time_p99 > 0.6);
+    assert_true(fabs(r->summary.step_time_p50 - 0.58) < 0.58 * 0.012); /* within half a bin */
+    tw_report_free(r);
+    tw_run_free(run);
+}
+
+/* One record per epoch ("step 7/7 - 600ms/step" after "Epoch e/60"), no
+ * timestamps: 60 x 7 steps of 0.6 s, not one step time per record. */
+static void test_duration_without_timestamps_is_steps_times_step_time(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    for (int e = 1; e <= 60; e++) {
+        tw_record r;
+        tw_record_init(&r);
+        r.source.file = "hapi.log";
+        r.source.line = (uint64_t)e * 5;
+        r.epoch = e;
+        r.epoch_total = 60;
+        r.step = 7;
+        r.step_total = 7;
+        r.loss = 1.0 / e;
+        r.batch_time = 0.6;
+        r.fields = TW_F_LOSS | TW_F_BATCH_TIME;
+        tw_run_add(run, &r);
+    }
+    tw_report *r = diagnose(run);
+    assert_false(r->summary.duration_from_timestamps);
+    assert_true(fabs(r->summary.duration - 420 * 0.6) < 1e-9);
+    tw_report_free(r);
+    tw_run_free(run);
+}
+
+static void add_metric_step(tw_run *run, int i, double loss_ce, double acc)
+{
+    tw_record r;
+    tw_record_init(&r);
+    r.source.file = "metrics.log";
+    r.source.line = (uint64_t)i + 1;
+    r.global_step = i;
+    r.loss = loss_ce + 0.5;
+    r.fields = TW_F_LOSS;
+    tw_record_set_metric(&r, "loss_ce", 7, loss_ce);
+    tw_record_set_metric(&r, "acc", 3, acc);
+    tw_run_add(run, &r);
+}
+
+/* A loss part's best is the lowest over every record, not the last one. */
+static void test_train_metric_best_over_all_records(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    add_metric_step(run, 0, NAN, 0.1);
+    for (int i = 1; i < 50; i++)
+        add_metric_step(run, i, i == 20 ? 0.25 : 1.0, i == 30 ? 0.9 : 0.5);
+    tw_report *r = diagnose(run);
+    assert_int_equal(r->summary.train_metric_count, 2);
+    const tw_metric_summary *ce = &r->summary.train_metrics[0], *acc = &r->summary.train_metrics[1];
+    assert_string_equal(ce->name, "loss_ce");
+    assert_int_equal(ce->count, 50);
+    assert_true(ce->last == 1.0 && ce->best == 0.25);
+    assert_int_equal(ce->best_step, 20);
+    assert_string_equal(acc->name, "acc");
+    assert_true(acc->best == 0.9);
+    assert_int_equal(acc->best_step, 30);
+    assert_true(r->summary.best_loss == 0.75);
+    assert_int_equal(r->summary.best_loss_step, 20);
+    tw_report_free(r);
+    tw_run_free(run);
+}
+
+/* What the log never printed stays unknown: NAN or -1, not 0. */
+static void test_unknown_summary_values_are_not_zero(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    for (int i = 0; i < 10; i++) {
+        tw_record r;
+        tw_record_init(&r);
+        r.source.file = "bare.log";
+        r.global_step = i;
+        r.loss = 1;
+        r.fields = TW_F_LOSS;
+        tw_run_add(run, &r);
+    }
+    tw_report *r = diagnose(run);
+    assert_true(isnan(r->summary.peak_mem_bytes));
+    assert_true(isnan(r->summary.step_time_max));
+    assert_true(isnan(r->summary.duration));
+    assert_int_equal(r->summary.last_epoch, -1);
+    assert_int_equal(r->summary.epoch_total, -1);
+    tw_report_free(r);
+    tw_run_free(run);
+}
+
+/* A ratio of 1e308 is written as 6.67e+307, not 308 digits. */
+static void test_huge_values_in_titles_stay_short(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    for (int i = 0; i < 50; i++) {
+        sample s = healthy(0, i);
+        if (i == 40)
+            s.loss = 1e308, s.batch = 1e308;
+        add_step(run, s);
+    }
+    tw_report *r = diagnose(run);
+    const tw_finding *f = finding(r, "loss_spikes");
+    assert_non_null(f);
+    assert_non_null(strstr(f->title, "e+30"));
+    assert_true(strlen(f->title) < 80);
+    for (int i = 0; i < r->finding_count; i++) {
+        assert_null(strstr(r->findings[i].title, "0000000000"));
+        assert_null(strstr(r->findings[i].evidence, "0000000000"));
+    }
+    tw_report_free(r);
+    tw_run_free(run);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -391,7 +585,7 @@ int main(void)
         cmocka_unit_test(test_stall_with_timestamps),
         cmocka_unit_test(test_gap_across_evaluation_is_not_a_stall),
         cmocka_unit_test(test_memory_growth_projects_oom),
-        cmocka_unit_test(test_memory_spike_is_a_note),
+        cmocka_unit_test(test_memory_spike_is_info),
         cmocka_unit_test(test_throughput_drop),
         cmocka_unit_test(test_divergence_and_plateau),
         cmocka_unit_test(test_restart_detected_from_step_going_back),
@@ -399,6 +593,13 @@ int main(void)
         cmocka_unit_test(test_crash_after_last_step_is_an_error),
         cmocka_unit_test(test_bounded_memory_for_long_runs),
         cmocka_unit_test(test_top1_above_top5_is_a_contradiction),
+        cmocka_unit_test(test_large_rank_numbers_are_kept_apart),
+        cmocka_unit_test(test_ranks_past_the_limit_are_reported_not_merged),
+        cmocka_unit_test(test_step_time_quantiles_within_observed_range),
+        cmocka_unit_test(test_duration_without_timestamps_is_steps_times_step_time),
+        cmocka_unit_test(test_train_metric_best_over_all_records),
+        cmocka_unit_test(test_unknown_summary_values_are_not_zero),
+        cmocka_unit_test(test_huge_values_in_titles_stay_short),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
