@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "../core/clock.h"
+#include "../core/stream.h"
 #include "cli.h"
 #include "supervision.h"
 #include "trainwatch/analyze.h"
@@ -118,6 +119,10 @@ static int finish(tw_supervision *sup, const watch_options *o)
             status = TW_EXIT_PROBLEMS;
     }
     tw_report_free(report);
+    if (tw_stream_flush(stdout) != 0) {
+        fprintf(stderr, "trainwatch watch: could not write the report to standard output: %s\n", strerror(errno));
+        return TW_EXIT_USAGE;
+    }
     return status;
 }
 

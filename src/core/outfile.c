@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "stream.h"
 #include "trainwatch/error.h"
 
 static int fail(int err, const char *path, char *buf, size_t cap)
@@ -77,7 +78,7 @@ int tw_outfile_open(tw_outfile *o, const char *path, char *err, size_t errlen)
 int tw_outfile_commit(tw_outfile *o, char *err, size_t errlen)
 {
     int e = 0;
-    if (fflush(o->f) != 0 || ferror(o->f))
+    if (tw_stream_flush(o->f) != 0)
         e = errno ? errno : EIO;
     if (!e && fsync(fileno(o->f)) != 0 && errno != EINVAL)
         e = errno;
@@ -100,13 +101,4 @@ void tw_outfile_abort(tw_outfile *o)
     free(o->tmp);
     free(o->path);
     memset(o, 0, sizeof *o);
-}
-
-int tw_stream_finish(FILE *f, const char *name, char *err, size_t errlen)
-{
-    errno = 0;
-    if (fflush(f) == 0 && !ferror(f))
-        return 0;
-    snprintf(err, errlen, "writing %s: %s", name, strerror(errno ? errno : EIO));
-    return TW_EIO;
 }

@@ -32,8 +32,4 @@ int tw_outfile_open(tw_outfile *o, const char *path, char *err, size_t errlen);
 int tw_outfile_commit(tw_outfile *o, char *err, size_t errlen);
 void tw_outfile_abort(tw_outfile *o);
 
-/* Flushes a stream that was written to (stdout, say) and reports a failed
- * write or flush: 0, or TW_EIO with the reason, naming `name`, in err. */
-int tw_stream_finish(FILE *f, const char *name, char *err, size_t errlen);
-
 #endif

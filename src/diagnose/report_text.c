@@ -123,8 +123,11 @@ static void write_summary(FILE *out, const tw_summary *s, const style *st)
             continue;
         if (!any)
             row(out, st, "events");
-        fprintf(out, "%s%s %llu", any ? ", " : "", tw_event_name((tw_event_kind)k),
-                (unsigned long long)s->event_counts[k]);
+        /* "1 exit", never "exit 1": a count must not read as an exit status */
+        const char *name = tw_event_name((tw_event_kind)k);
+        size_t len = strlen(name);
+        bool plural = s->event_counts[k] != 1 && !(len > 2 && strcmp(name + len - 2, "ed") == 0);
+        fprintf(out, "%s%llu %s%s", any ? ", " : "", (unsigned long long)s->event_counts[k], name, plural ? "s" : "");
         any = true;
     }
     if (any)

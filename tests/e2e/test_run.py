@@ -379,3 +379,10 @@ def test_rotation_never_splits_a_line_written_in_pieces(tmp_path):
         assert len(text) <= 4000
     kept = "".join(f.read_text() for f in reversed(files))
     assert result.stdout.endswith(kept)
+
+
+def test_a_clean_exit_is_not_read_as_exit_status_1():
+    result = tw_run("--web.listen-address", "none", "--", "true")
+    assert result.returncode == 0
+    events = [l for l in result.stderr.splitlines() if l.strip().startswith("events")]
+    assert events and events[0].split(None, 1)[1] == "1 exit", events
