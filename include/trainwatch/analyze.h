@@ -23,21 +23,31 @@
 
 #define TW_SERIES_MAX 4096 /* points kept per rank before downsampling */
 
-/* Thresholds of the rules; tw_thresholds_default() gives the documented
- * defaults, each overridable from the command line. */
+/* Thresholds of the rules, one row each: the field, the command-line option
+ * that overrides it, the default, the option's value times scale is the
+ * field's, what the help shows after the option (padded to line up), and
+ * the help. The one place defaults live: tw_thresholds_default() and
+ * `analyze`'s options and help are made from it. */
+// clang-format off
+#define TW_THRESHOLD_LIST(X) \
+    X(data_share, "data-share", 0.30, 1, " F         ", "data wait above this share of step time is data-loading bound") \
+    X(stall_seconds, "stall-seconds", 60, 1, " S      ", "a gap between steps at least this long ...") \
+    X(stall_factor, "stall-factor", 10, 1, " F       ", "... and this many times the usual gap is a stall") \
+    X(spike_factor, "spike-factor", 3, 1, " F       ", "a loss above this x its recent median is a spike") \
+    X(divergence_factor, "divergence-factor", 1.5, 1, " F  ", "late loss this x above its best is divergence") \
+    X(plateau_rel, "plateau", 0.01, 1, " F            ", "less relative loss improvement than this is a plateau") \
+    X(throughput_drop, "throughput-drop", 0.30, 1, " F    ", "throughput falling by this share is reported") \
+    X(jitter_ratio, "jitter", 3, 1, " F             ", "p99/p50 step time above this is jitter") \
+    X(mem_growth, "mem-growth", 0.10, 1, " F         ", "relative device memory growth that is a leak") \
+    X(device_memory, "device-memory", 0, 1073741824.0, " GIB    ", "device memory in GiB, to project when it runs out; 0: unknown") \
+    X(straggler_factor, "straggler", 1.2, 1, " F          ", "a rank this x slower than the others is a straggler") \
+    X(early_stop_share, "early-stop", 0.9, 1, " F         ", "a rank stopping before this share of the others' steps")
+// clang-format on
+
 typedef struct tw_thresholds {
-    double data_share;        /* data wait / step time above this: data-loading bound */
-    double stall_seconds;     /* a gap between steps at least this long ... */
-    double stall_factor;      /* ... and this many times the usual gap is a stall */
-    double spike_factor;      /* loss above this x the recent median is a spike */
-    double divergence_factor; /* late loss this x above the best smoothed loss */
-    double plateau_rel;       /* less relative improvement than this: plateau */
-    double throughput_drop;   /* late throughput this fraction below early: falling */
-    double jitter_ratio;      /* p99/p50 step time above this: jitter */
-    double mem_growth;        /* relative memory growth over the run that is a leak */
-    double device_memory;     /* bytes of device memory, 0: unknown */
-    double straggler_factor;  /* a rank's step time this x the others' median */
-    double early_stop_share;  /* a rank stopping before this share of the others' steps */
+#define TW_THRESHOLD_FIELD(field, name, def, scale, arg, help) double field;
+    TW_THRESHOLD_LIST(TW_THRESHOLD_FIELD)
+#undef TW_THRESHOLD_FIELD
 } tw_thresholds;
 
 void tw_thresholds_default(tw_thresholds *t);

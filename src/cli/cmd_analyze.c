@@ -21,30 +21,14 @@
 #include "trainwatch/record_json.h"
 
 // clang-format off
-/* The threshold options, one row each: field, option, what the help shows
- * after the option (padded to line up), help with the default. */
-#define THRESHOLD_LIST(X) \
-    X(data_share, "data-share", 1, " F         ", "data wait above this share of step time is data-loading bound (0.30)") \
-    X(stall_seconds, "stall-seconds", 1, " S      ", "a gap between steps at least this long ... (60)") \
-    X(stall_factor, "stall-factor", 1, " F       ", "... and this many times the usual gap is a stall (10)") \
-    X(spike_factor, "spike-factor", 1, " F       ", "a loss above this x its recent median is a spike (3)") \
-    X(divergence_factor, "divergence-factor", 1, " F  ", "late loss this x above its best is divergence (1.5)") \
-    X(plateau_rel, "plateau", 1, " F            ", "less relative loss improvement than this is a plateau (0.01)") \
-    X(throughput_drop, "throughput-drop", 1, " F    ", "throughput falling by this share is reported (0.30)") \
-    X(jitter_ratio, "jitter", 1, " F             ", "p99/p50 step time above this is jitter (3)") \
-    X(mem_growth, "mem-growth", 1, " F         ", "relative device memory growth that is a leak (0.10)") \
-    X(device_memory, "device-memory", 1073741824.0, " GIB    ", "device memory in GiB, to project when it runs out") \
-    X(straggler_factor, "straggler", 1, " F          ", "a rank this x slower than the others is a straggler (1.2)") \
-    X(early_stop_share, "early-stop", 1, " F         ", "a rank stopping before this share of the others' steps (0.9)")
-
 typedef struct threshold_option {
     const char *name;
     size_t offset;
     double scale; /* value on the command line times scale */
 } threshold_option;
 
-#define THRESHOLD_ROW(field, name, scale, arg, help) {name, offsetof(tw_thresholds, field), scale},
-static const threshold_option thresholds[] = {THRESHOLD_LIST(THRESHOLD_ROW)};
+#define THRESHOLD_ROW(field, name, def, scale, arg, help) {name, offsetof(tw_thresholds, field), scale},
+static const threshold_option thresholds[] = {TW_THRESHOLD_LIST(THRESHOLD_ROW)};
 #undef THRESHOLD_ROW
 // clang-format on
 
@@ -75,7 +59,7 @@ typedef struct analyze_options {
 
 // clang-format off
 /* The whole help: `trainwatch analyze --help`, `-h` and `trainwatch help analyze`. */
-#define THRESHOLD_HELP(field, name, scale, arg, help) "  --" name arg help "\n"
+#define THRESHOLD_HELP(field, name, def, scale, arg, help) "  --" name arg help " (" #def ")\n"
 static const char usage_text[] =
     "usage: trainwatch analyze [OPTIONS] FILE...   (- for stdin; .gz is read as is)\n\n"
     "Reads training logs and diagnoses the run, with evidence. Several files are\n"
@@ -93,7 +77,7 @@ static const char usage_text[] =
     "  --block-size BYTES     bytes each thread reads at a time (default 2 MiB, at least 256)\n"
     "  -h, --help             show this help\n\n"
     "thresholds of the rules (the default in parentheses):\n"
-    THRESHOLD_LIST(THRESHOLD_HELP)
+    TW_THRESHOLD_LIST(THRESHOLD_HELP)
     "\nexit status:\n"
     "  0  analysed; no finding at or above the --fail-on severity\n"
     "  1  analysed; a finding at or above the --fail-on severity (by default: an error)\n"

@@ -1,8 +1,7 @@
 /*
  * diagnose.c: runs the table of rules over a tw_run and builds the report:
  * the run summary (what a person wants to see first) and the findings,
- * errors first. Thresholds are named constants here, each overridable from
- * the command line (docs in the README's analyze section).
+ * errors first. The thresholds' defaults are in thresholds.c.
  */
 #include "diagnose.h"
 
@@ -13,36 +12,6 @@
 #include <time.h>
 
 #include "trainwatch/error.h"
-
-#define TW_DEFAULT_DATA_SHARE        0.30
-#define TW_DEFAULT_STALL_SECONDS     60.0
-#define TW_DEFAULT_STALL_FACTOR      10.0
-#define TW_DEFAULT_SPIKE_FACTOR      3.0
-#define TW_DEFAULT_DIVERGENCE_FACTOR 1.5
-#define TW_DEFAULT_PLATEAU_REL       0.01
-#define TW_DEFAULT_THROUGHPUT_DROP   0.30
-#define TW_DEFAULT_JITTER_RATIO      3.0
-#define TW_DEFAULT_MEM_GROWTH        0.10
-#define TW_DEFAULT_STRAGGLER_FACTOR  1.20
-#define TW_DEFAULT_EARLY_STOP_SHARE  0.90
-
-void tw_thresholds_default(tw_thresholds *t)
-{
-    *t = (tw_thresholds){
-        .data_share = TW_DEFAULT_DATA_SHARE,
-        .stall_seconds = TW_DEFAULT_STALL_SECONDS,
-        .stall_factor = TW_DEFAULT_STALL_FACTOR,
-        .spike_factor = TW_DEFAULT_SPIKE_FACTOR,
-        .divergence_factor = TW_DEFAULT_DIVERGENCE_FACTOR,
-        .plateau_rel = TW_DEFAULT_PLATEAU_REL,
-        .throughput_drop = TW_DEFAULT_THROUGHPUT_DROP,
-        .jitter_ratio = TW_DEFAULT_JITTER_RATIO,
-        .mem_growth = TW_DEFAULT_MEM_GROWTH,
-        .device_memory = 0,
-        .straggler_factor = TW_DEFAULT_STRAGGLER_FACTOR,
-        .early_stop_share = TW_DEFAULT_EARLY_STOP_SHARE,
-    };
-}
 
 static const tw_rule *const rules[] = {
     &tw_rule_oom,

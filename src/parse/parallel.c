@@ -1,5 +1,7 @@
 /*
- * parallel.c: one large plain log read in blocks on several threads.
+ * parallel.c: tw_parser_run(): one large plain log read in blocks on several
+ * threads; any other input (stdin, gzip, a small file) read in order by
+ * parser.c.
  *
  * The file is cut into blocks of p->block_size bytes at line ends. Each
  * block is parsed on a worker thread by a parser of its own into a packed
@@ -629,7 +631,11 @@ static int run_blocks(pool *pl, tw_parser **truth, delivery *d, tw_parse_stats *
     return TW_OK;
 }
 
-int tw_parser_run_parallel(tw_parser *p, tw_record_fn fn, void *arg)
+/* TW_PARSE_SEQUENTIAL: the input is better read in order (gzip) or no
+ * thread could be started; nothing was read yet. */
+#define TW_PARSE_SEQUENTIAL 1
+
+static int run_parallel(tw_parser *p, tw_record_fn fn, void *arg)
 {
     char head[4096];
     ssize_t n = read_at(p->fd, head, sizeof head, 0);
@@ -673,4 +679,14 @@ int tw_parser_run_parallel(tw_parser *p, tw_record_fn fn, void *arg)
     free(threads);
     pool_free(&pl);
     return rc;
+}
+
+int tw_parser_run(tw_parser *p, tw_record_fn fn, void *arg)
+{
+    if (p->fd >= 0 && p->jobs > 1 && p->size >= 4 * (uint64_t)p->block_size) {
+        int rc = run_parallel(p, fn, arg);
+        if (rc != TW_PARSE_SEQUENTIAL)
+            return rc;
+    }
+    return tw_parser_run_in_order(p, fn, arg);
 }

@@ -173,35 +173,6 @@ void tw_parser_rank_hint(tw_parser *p, int rank)
         p->rank = rank;
 }
 
-void tw_parser_emit(tw_parser *p, const tw_line *line, tw_record *r)
-{
-    if (!r->source.file) {
-        r->source.file = p->path;
-        r->source.line = line ? line->source.line : p->line_no;
-    }
-    if (r->rank < 0)
-        r->rank = p->rank;
-    if (!(r->fields & TW_F_TIME) && line && line->has_time) {
-        r->time = line->time;
-        r->fields |= TW_F_TIME;
-    }
-    switch (r->kind) {
-    case TW_REC_STEP:
-        p->stats.steps++;
-        p->emitted_data = true;
-        break;
-    case TW_REC_EVAL:
-        p->stats.evals++;
-        p->emitted_data = true;
-        break;
-    case TW_REC_EVENT:
-        p->stats.events++;
-        break;
-    }
-    if (p->fn)
-        p->fn(p->arg, r);
-}
-
 static int run_format(tw_parser *p, size_t index, const tw_format *f, const tw_line *line)
 {
     p->emitted_data = false;
@@ -510,15 +481,10 @@ int tw_parser_feed(tw_parser *p, const char *data, size_t len, tw_record_fn fn, 
     return TW_OK;
 }
 
-int tw_parser_run(tw_parser *p, tw_record_fn fn, void *arg)
+int tw_parser_run_in_order(tw_parser *p, tw_record_fn fn, void *arg)
 {
     p->fn = fn;
     p->arg = arg;
-    if (p->fd >= 0 && p->jobs > 1 && p->size >= 4 * (uint64_t)p->block_size) {
-        int rc = tw_parser_run_parallel(p, fn, arg);
-        if (rc != TW_PARSE_SEQUENTIAL)
-            return rc;
-    }
     bool first = true;
     int rc = TW_OK;
     for (;;) {

@@ -1,8 +1,11 @@
 /*
  * parser.h: the parser's insides, shared by parser.c (one input read in
- * order) and parallel.c (one large file read in blocks on several threads,
- * each block by its own tw_parser whose state is then compared with the
- * state the previous block ended in). Not part of the public API.
+ * order), emit.c (records leaving the parser) and parallel.c (tw_parser_run:
+ * one large file read in blocks on several threads, each block by its own
+ * tw_parser whose state is then compared with the state the previous block
+ * ended in; other inputs in order). The dependencies run one way: parallel.c
+ * uses parser.c, parser.c uses the format table (formats.c), the formats
+ * emit through emit.c. Not part of the public API.
  */
 #ifndef TW_PARSE_PARSER_H
 #define TW_PARSE_PARSER_H
@@ -57,11 +60,8 @@ void tw_parser_copy_state(tw_parser *dst, const tw_parser *src);
 /* True when a and b would parse the same bytes into the same records. */
 bool tw_parser_same_state(const tw_parser *a, const tw_parser *b);
 
-/* Reads p's input (the plain file p->fd of p->size bytes) in blocks on p->jobs
- * threads, delivering records in file order; see parallel.c. Returns what
- * tw_parser_run() does, or TW_PARSE_SEQUENTIAL when the input is better read
- * in order (gzip) or no thread could be started, before reading any line. */
-#define TW_PARSE_SEQUENTIAL 1
-int tw_parser_run_parallel(tw_parser *p, tw_record_fn fn, void *arg);
+/* Reads p's whole input in order, on this thread (what tw_parser_run()
+ * does when the input is not read in blocks: stdin, gzip, small files). */
+int tw_parser_run_in_order(tw_parser *p, tw_record_fn fn, void *arg);
 
 #endif
