@@ -3,8 +3,8 @@
  *
  * A tw_parser reads one input (a file, a .gz file, or stdin), splits it into
  * lines, and hands each line to a table of formats. Each format is one module
- * behind a small vtable (tw_format): detect() says whether a line looks like
- * that format, parse() turns it into records. The first format that produces
+ * behind a small vtable (tw_format, in src/parse/formats.h): detect() says
+ * whether a line looks like that format, parse() turns it into records. The first format that produces
  * a step or eval record is locked in for the input (auto-detection); lines it
  * does not understand still go through the rest of the table (per-line
  * fallback). The "events" format (tracebacks, OOM, NaN checks, checkpoints)
@@ -25,44 +25,8 @@
 
 typedef struct tw_parser tw_parser;
 
-/* One physical line, as the formats see it. */
-typedef struct tw_line {
-    const char *text;   /* the line: no newline, no CR, ANSI escapes removed */
-    size_t len;
-    const char *body;   /* text after a leading timestamp, if one was found */
-    size_t body_len;
-    bool has_time;
-    double time;        /* the leading timestamp, seconds since the epoch */
-    tw_source source;
-} tw_line;
-
-typedef struct tw_format {
-    const char *name;          /* for --format and the JSON output */
-    const char *summary;       /* one line for --help and the README */
-    size_t state_size;         /* per-input private state, zeroed at open */
-    /* Optional, NULL-terminated: a line of this format contains one of these
-     * literals. The parser finds them for all formats in one pass and calls
-     * detect() only where one occurs; NULL means always call detect(). */
-    const char *const *anchors;
-    /* Cheap test: does this line look like this format? */
-    bool (*detect)(const tw_line *line);
-    /* Emits records with tw_parser_emit(); returns how many it emitted, or
-     * -1 when it consumed the line without emitting (part of a block). */
-    int (*parse)(tw_parser *p, void *state, const tw_line *line);
-    /* Optional: flush what a multi-line block still holds at end of input. */
-    void (*finish)(tw_parser *p, void *state);
-    /* Optional: would two states parse the same lines alike? (Without it the
-     * states' bytes are compared; a state with unused bytes that may differ,
-     * such as the rest of a string buffer, should say.) A block read ahead on
-     * another thread is only kept when its starting state is the same as the
-     * state the block before it ended in; "not the same" is always safe. */
-    bool (*same_state)(const void *a, const void *b);
-    /* Optional, NULL-terminated: lines starting with one of these (after a
-     * timestamp, if any) set state that lasts for many lines, such as an
-     * epoch header. Reading in blocks replays the last one before a block
-     * so the block can start in the right state. */
-    const char *const *state_lines;
-} tw_format;
+/* A log format (one module of src/parse/ behind a small vtable). */
+typedef struct tw_format tw_format;
 
 typedef void (*tw_record_fn)(void *arg, const tw_record *record);
 
@@ -86,6 +50,9 @@ typedef struct tw_parse_stats {
 const tw_format *const *tw_formats(size_t *count);
 /* Looks a format up by name; NULL when there is none. */
 const tw_format *tw_format_find(const char *name);
+/* Its name (for --format and the JSON output) and a one-line summary. */
+const char *tw_format_name(const tw_format *f);
+const char *tw_format_summary(const tw_format *f);
 
 /* Opens path for parsing ("-" is stdin; .gz files are inflated). forced may
  * name a format to use instead of detection (NULL: detect). rank is the rank
@@ -112,14 +79,6 @@ int tw_parser_feed(tw_parser *p, const char *data, size_t len, tw_record_fn fn, 
 const tw_parse_stats *tw_parser_stats(const tw_parser *p);
 const char *tw_parser_path(const tw_parser *p);
 void tw_parser_close(tw_parser *p);
-
-/* For formats: fills in source, rank and time (from the line) where the record
- * left them unset, then delivers it. */
-void tw_parser_emit(tw_parser *p, const tw_line *line, tw_record *record);
-
-/* For formats: the content names the input's rank ("local rank: 3"). Used
- * only when neither the caller nor the file name gave one. */
-void tw_parser_rank_hint(tw_parser *p, int rank);
 
 /* Live input (a followed file): tw_parser_push() parses the complete lines of
  * data and keeps a partial last line for the next push; nothing is flushed,

@@ -17,7 +17,7 @@ static int run(int argc, char **argv)
     size_t n;
     const tw_format *const *table = tw_formats(&n);
     for (size_t i = 0; i < n; i++)
-        printf("%-17s %s\n", table[i]->name, table[i]->summary);
+        printf("%-17s %s\n", tw_format_name(table[i]), tw_format_summary(table[i]));
     return TW_EXIT_OK;
 }
 

@@ -33,3 +33,6 @@ const tw_format *tw_format_find(const char *name)
     }
     return NULL;
 }
+
+const char *tw_format_name(const tw_format *f) { return f->name; }
+const char *tw_format_summary(const tw_format *f) { return f->summary; }

@@ -1,13 +1,63 @@
 /*
- * formats.h: what the format modules share inside the parser: the format
- * descriptors (one per file, collected into the table in formats.c) and the
- * helpers that turn "key: value" text into step and eval records.
+ * formats.h: what the format modules share inside the parser: the line as
+ * they see it, the format vtable, the format descriptors (one per file,
+ * collected into the table in formats.c), and the helpers that turn
+ * "key: value" text into step and eval records (emit.c). Adding a format is
+ * one fmt_NAME.c defining a tw_format, plus one row in formats.c.
  */
 #ifndef TW_PARSE_FORMATS_H
 #define TW_PARSE_FORMATS_H
 
 #include "scan.h"
 #include "trainwatch/parse.h"
+
+/* One physical line, as the formats see it. */
+typedef struct tw_line {
+    const char *text;   /* the line: no newline, no CR, ANSI escapes removed */
+    size_t len;
+    const char *body;   /* text after a leading timestamp, if one was found */
+    size_t body_len;
+    bool has_time;
+    double time;        /* the leading timestamp, seconds since the epoch */
+    tw_source source;
+} tw_line;
+
+typedef struct tw_format {
+    const char *name;          /* for --format and the JSON output */
+    const char *summary;       /* one line for --help and the README */
+    size_t state_size;         /* per-input private state, zeroed at open */
+    /* Optional, NULL-terminated: a line of this format contains one of these
+     * literals. The parser finds them for all formats in one pass and calls
+     * detect() only where one occurs; NULL means always call detect(). */
+    const char *const *anchors;
+    /* Cheap test: does this line look like this format? */
+    bool (*detect)(const tw_line *line);
+    /* Emits records with tw_parser_emit(); returns how many it emitted, or
+     * -1 when it consumed the line without emitting (part of a block). */
+    int (*parse)(tw_parser *p, void *state, const tw_line *line);
+    /* Optional: flush what a multi-line block still holds at end of input. */
+    void (*finish)(tw_parser *p, void *state);
+    /* Optional: would two states parse the same lines alike? (Without it the
+     * states' bytes are compared; a state with unused bytes that may differ,
+     * such as the rest of a string buffer, should say.) A block read ahead on
+     * another thread is only kept when its starting state is the same as the
+     * state the block before it ended in; "not the same" is always safe. */
+    bool (*same_state)(const void *a, const void *b);
+    /* Optional, NULL-terminated: lines starting with one of these (after a
+     * timestamp, if any) set state that lasts for many lines, such as an
+     * epoch header. Reading in blocks replays the last one before a block
+     * so the block can start in the right state. */
+    const char *const *state_lines;
+} tw_format;
+
+/* For formats: fills in source, rank and time (from the line) where the record
+ * left them unset, then delivers it. */
+void tw_parser_emit(tw_parser *p, const tw_line *line, tw_record *record);
+
+/* For formats: the content names the input's rank ("local rank: 3"). Used
+ * only when neither the caller nor the file name gave one. */
+void tw_parser_rank_hint(tw_parser *p, int rank);
+
 
 extern const tw_format tw_format_trainwatch;
 extern const tw_format tw_format_events;

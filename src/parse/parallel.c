@@ -30,6 +30,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "formats.h"
 #include "parser.h"
 #include "scan.h"
 #include "trainwatch/error.h"

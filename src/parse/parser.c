@@ -27,6 +27,7 @@
 #include <zlib.h>
 
 #include "keywords.h"
+#include "formats.h"
 #include "parser.h"
 #include "scan.h"
 #include "trainwatch/error.h"
