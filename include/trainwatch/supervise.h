@@ -10,10 +10,11 @@
  *            one ordered stream by default), or log files it follows
  *            (watch: follow.h)
  *   sinks    the run summary the diagnosis reads at the end (analyze.h),
- *            the live metrics and warnings (live.h), the alert rules' sample
- *            store, and optionally a JSON-lines records file
+ *            the live metrics and warnings (live.h), and optionally a
+ *            JSON-lines records file
  *   timer    the command's process tree and the GPUs (run), stall checks,
- *            the alert rules and their receivers (rules.h, notify.h)
+ *            the alert rules (evaluated over the registry's samples) and
+ *            their receivers (rules.h, notify.h)
  *
  * Life cycle:
  *   tw_supervision_new()     registry, sinks, alerting, receivers, server:
