@@ -27,7 +27,8 @@
 typedef struct receiver {
     struct tw_notifier *owner;
     const tw_payload_format *format;
-    char *url, *secret, *shown; /* shown: the URL without its query, for logs */
+    char *url, *secret;
+    char shown[256]; /* for logs: the URL's origin only (tokens live in paths and queries) */
     char name[48];
     pthread_t thread;
     bool started;
@@ -204,7 +205,8 @@ static bool post(receiver *r, const tw_queued_alert *batch, size_t n, char *why,
     tw_http_answer answer;
     bool ok = tw_http_send(&rq, &answer, why, cap) == TW_OK;
     if (ok && (answer.status < 200 || answer.status > 299)) {
-        snprintf(why, cap, "HTTP %ld: %.200s", answer.status, answer.text);
+        /* the body only as the client redacted it: receivers echo tokens and signatures */
+        snprintf(why, cap, "HTTP %ld (%zu bytes: %.200s)", answer.status, answer.length, answer.text);
         ok = false;
     }
     free(body);
@@ -354,23 +356,6 @@ int tw_notifier_new(const tw_notifier_options *o, tw_notifier **out)
     return TW_OK;
 }
 
-static char *without_query(const char *url)
-{
-    size_t n = strcspn(url, "?#");
-    /* user:password@ in the authority is a secret too */
-    const char *scheme = strstr(url, "://"), *at = scheme ? memchr(scheme, '@', n - (size_t)(scheme - url)) : NULL;
-    char *out = malloc(n + 1);
-    if (!out)
-        return NULL;
-    if (at) {
-        size_t head = (size_t)(scheme + 3 - url);
-        snprintf(out, n + 1, "%.*s%.*s", (int)head, url, (int)(n - (size_t)(at + 1 - url)), at + 1);
-    } else {
-        snprintf(out, n + 1, "%.*s", (int)n, url);
-    }
-    return out;
-}
-
 int tw_notifier_add(tw_notifier *n, const tw_receiver_options *o, char *err, size_t cap)
 {
     const tw_payload_format *format = tw_payload_format_find(o->format ? o->format : "alertmanager");
@@ -398,7 +383,7 @@ int tw_notifier_add(tw_notifier *n, const tw_receiver_options *o, char *err, siz
     r->owner = n;
     r->format = format;
     r->url = strdup(o->url);
-    r->shown = without_query(o->url);
+    tw_url_origin(o->url, r->shown, sizeof r->shown);
     r->secret = o->secret ? strdup(o->secret) : NULL;
     size_t same = 1;
     for (size_t i = 0; i < n->count; i++)
@@ -407,9 +392,8 @@ int tw_notifier_add(tw_notifier *n, const tw_receiver_options *o, char *err, siz
     pthread_mutex_init(&r->lock, NULL);
     pthread_cond_init(&r->wake, NULL);
     pthread_cond_init(&r->idle_cond, NULL);
-    if (!r->url || !r->shown || (o->secret && !r->secret)) {
+    if (!r->url || (o->secret && !r->secret)) {
         free(r->url);
-        free(r->shown);
         free(r->secret);
         free(r);
         return TW_ENOMEM;
@@ -469,7 +453,6 @@ void tw_notifier_free(tw_notifier *n)
             free_queued(&r->queue[k]);
         free(r->queue);
         free(r->url);
-        free(r->shown);
         free(r->secret);
         pthread_mutex_destroy(&r->lock);
         pthread_cond_destroy(&r->wake);
