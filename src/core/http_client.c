@@ -47,10 +47,10 @@ static void load_curl(void)
         const char *name;
         void **slot;
     } symbols[] = {
-        {"curl_global_init", (void **)&curl.global_init},     {"curl_easy_init", (void **)&curl.easy_init},
-        {"curl_easy_setopt", (void **)&curl.easy_setopt},     {"curl_easy_perform", (void **)&curl.easy_perform},
-        {"curl_easy_getinfo", (void **)&curl.easy_getinfo},   {"curl_easy_cleanup", (void **)&curl.easy_cleanup},
-        {"curl_easy_strerror", (void **)&curl.easy_strerror}, {"curl_slist_append", (void **)&curl.slist_append},
+        {"curl_global_init", (void **)&curl.global_init},       {"curl_easy_init", (void **)&curl.easy_init},
+        {"curl_easy_setopt", (void **)&curl.easy_setopt},       {"curl_easy_perform", (void **)&curl.easy_perform},
+        {"curl_easy_getinfo", (void **)&curl.easy_getinfo},     {"curl_easy_cleanup", (void **)&curl.easy_cleanup},
+        {"curl_easy_strerror", (void **)&curl.easy_strerror},   {"curl_slist_append", (void **)&curl.slist_append},
         {"curl_slist_free_all", (void **)&curl.slist_free_all},
     };
     for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
@@ -169,15 +169,21 @@ char *tw_url_origin(const char *url, char *out, size_t cap)
     return out;
 }
 
-static bool name_char(char c) { return isalnum((unsigned char)c) || c == '_' || c == '-'; }
+static bool name_char(char c)
+{
+    return isalnum((unsigned char)c) || c == '_' || c == '-';
+}
 
 /* characters of URL paths, base64 (both alphabets) and hex */
-static bool opaque_char(char c) { return name_char(c) || (c && strchr("+/=.~%", c) != NULL); }
+static bool opaque_char(char c)
+{
+    return name_char(c) || (c && strchr("+/=.~%", c) != NULL);
+}
 
 static bool sensitive_name(const char *s, size_t n)
 {
-    static const char *const words[] = {"token", "secret", "sign", "key", "pass", "auth", "credential",
-                                        "session", "cookie", "ticket"};
+    static const char *const words[] = {"token", "secret",     "sign",    "key",    "pass",
+                                        "auth",  "credential", "session", "cookie", "ticket"};
     char lower[64];
     if (n >= sizeof lower)
         n = sizeof lower - 1;
@@ -218,7 +224,10 @@ static void put(redact_out *o, const char *s, size_t n)
     o->buf[o->len] = '\0';
 }
 
-static void put_redacted(redact_out *o) { put(o, "[redacted]", 10); }
+static void put_redacted(redact_out *o)
+{
+    put(o, "[redacted]", 10);
+}
 
 /* At text[i] == "://": the origin stays, userinfo, path, query and fragment go. */
 static size_t redact_url(const char *text, size_t len, size_t i, redact_out *o)
@@ -235,7 +244,10 @@ static size_t redact_url(const char *text, size_t len, size_t i, redact_out *o)
     return end;
 }
 
-static bool ends_value(char c) { return isspace((unsigned char)c) || strchr("&,;}])\"'", c); }
+static bool ends_value(char c)
+{
+    return isspace((unsigned char)c) || strchr("&,;}])\"'", c);
+}
 
 /* After a sensitive name: separators, then the value, which is replaced. */
 static size_t redact_value(const char *text, size_t len, size_t i, redact_out *o)
@@ -256,7 +268,8 @@ static size_t redact_value(const char *text, size_t len, size_t i, redact_out *o
         v++;
     /* "Authorization: Bearer TOKEN": the scheme's name, then the credential */
     if (!quote && v < len && text[v] == ' ' &&
-        ((v - j == 6 && strncasecmp(text + j, "Bearer", 6) == 0) || (v - j == 5 && strncasecmp(text + j, "Basic", 5) == 0))) {
+        ((v - j == 6 && strncasecmp(text + j, "Bearer", 6) == 0) ||
+         (v - j == 5 && strncasecmp(text + j, "Basic", 5) == 0))) {
         v++;
         while (v < len && !ends_value(text[v]))
             v++;

@@ -17,19 +17,19 @@
 #include <stddef.h>
 
 typedef struct tw_http_request {
-    const char *method;          /* "POST", "PUT", "DELETE" */
+    const char *method; /* "POST", "PUT", "DELETE" */
     const char *url;
-    const char *content_type;    /* NULL: no body */
+    const char *content_type; /* NULL: no body */
     const char *body;
     size_t body_len;
-    double timeout;              /* seconds, for connecting and for the whole request */
+    double timeout; /* seconds, for connecting and for the whole request */
 } tw_http_request;
 
 #define TW_HTTP_ANSWER_PREFIX 160 /* bytes of an answer's body that are kept (then redacted) */
 
 typedef struct tw_http_answer {
-    long status;                 /* the HTTP status */
-    size_t length;               /* bytes of body received */
+    long status;   /* the HTTP status */
+    size_t length; /* bytes of body received */
     /* the body's first TW_HTTP_ANSWER_PREFIX bytes as tw_redact leaves them:
      * one line, printable, values that look like secrets replaced */
     char text[512];

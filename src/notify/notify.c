@@ -192,16 +192,20 @@ void tw_notifier_sink(void *notifier, const tw_alert_notice *alerts, size_t coun
 /* POSTs one batch; returns true on a 2xx answer, else fills why. */
 static bool post(receiver *r, const tw_queued_alert *batch, size_t n, char *why, size_t cap)
 {
-    tw_payload_context c = {.host = r->owner->host, .external_url = r->owner->external_url, .secret = r->secret,
-                            .now = tw_wall_clock()};
+    tw_payload_context c = {
+        .host = r->owner->host, .external_url = r->owner->external_url, .secret = r->secret, .now = tw_wall_clock()};
     char *body = NULL, *signed_url = NULL;
     size_t len = 0;
     if (r->format->build(r->format, &c, batch, n, r->url, &body, &len, &signed_url) != TW_OK) {
         snprintf(why, cap, "could not build the request");
         return false;
     }
-    tw_http_request rq = {.method = "POST", .url = signed_url ? signed_url : r->url, .content_type = "application/json",
-                          .body = body, .body_len = len, .timeout = r->owner->timeout};
+    tw_http_request rq = {.method = "POST",
+                          .url = signed_url ? signed_url : r->url,
+                          .content_type = "application/json",
+                          .body = body,
+                          .body_len = len,
+                          .timeout = r->owner->timeout};
     tw_http_answer answer;
     bool ok = tw_http_send(&rq, &answer, why, cap) == TW_OK;
     if (ok && (answer.status < 200 || answer.status > 299)) {
@@ -338,13 +342,19 @@ int tw_notifier_new(const tw_notifier_options *o, tw_notifier **out)
             tw_family **f;
         } defs[] = {
             {"trainwatch_notifications_sent", "Alerts delivered, by receiver.", TW_METRIC_COUNTER, &n->f_sent},
-            {"trainwatch_notifications_errors", "Failed deliveries (each retried), by receiver.", TW_METRIC_COUNTER, &n->f_errors},
-            {"trainwatch_notifications_dropped", "Alerts dropped from a full queue, by receiver.", TW_METRIC_COUNTER, &n->f_dropped},
-            {"trainwatch_notifications_queue_length", "Alerts waiting for delivery, by receiver.", TW_METRIC_GAUGE, &n->f_queued},
+            {"trainwatch_notifications_errors", "Failed deliveries (each retried), by receiver.", TW_METRIC_COUNTER,
+             &n->f_errors},
+            {"trainwatch_notifications_dropped", "Alerts dropped from a full queue, by receiver.", TW_METRIC_COUNTER,
+             &n->f_dropped},
+            {"trainwatch_notifications_queue_length", "Alerts waiting for delivery, by receiver.", TW_METRIC_GAUGE,
+             &n->f_queued},
         };
         for (size_t i = 0; i < 4 && rc == TW_OK; i++) {
-            tw_family_options fo = {.name = defs[i].name, .help = defs[i].help, .type = defs[i].type,
-                                    .label_count = 1, .label_names = labels};
+            tw_family_options fo = {.name = defs[i].name,
+                                    .help = defs[i].help,
+                                    .type = defs[i].type,
+                                    .label_count = 1,
+                                    .label_names = labels};
             rc = tw_family_register(n->registry, &fo, defs[i].f);
         }
     }

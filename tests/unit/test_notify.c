@@ -5,12 +5,12 @@
  * and receiver options are checked before anything starts. Delivery itself
  * is tested against real receivers in tests/e2e/test_alerts.py.
  */
+#include <cmocka.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,8 +38,13 @@ static int dead_port(void)
 static void notice(tw_alert_notice *n, tw_alert_label *labels, const char *name, uint64_t fp, bool resolved)
 {
     labels[0] = (tw_alert_label){"alertname", name};
-    *n = (tw_alert_notice){.labels = labels, .label_count = 1, .resolved = resolved, .changed = true,
-                           .starts_at = 1000, .ends_at = 1240, .fingerprint = fp};
+    *n = (tw_alert_notice){.labels = labels,
+                           .label_count = 1,
+                           .resolved = resolved,
+                           .changed = true,
+                           .starts_at = 1000,
+                           .ends_at = 1240,
+                           .fingerprint = fp};
 }
 
 static double metric(tw_registry *r, const char *name)
@@ -59,7 +64,8 @@ static void test_queue_keeps_one_entry_per_alert_and_a_limit(void **state)
     tw_registry *reg;
     assert_int_equal(tw_registry_new(&reg), TW_OK);
     /* after the first failure, no retry for 60 s: what is queued stays put */
-    tw_notifier_options o = {.registry = reg, .queue_limit = 3, .timeout = 0.5, .backoff_initial = 60, .backoff_max = 60};
+    tw_notifier_options o = {
+        .registry = reg, .queue_limit = 3, .timeout = 0.5, .backoff_initial = 60, .backoff_max = 60};
     tw_notifier *n;
     assert_int_equal(tw_notifier_new(&o, &n), TW_OK);
     char url[64], err[256];
@@ -107,8 +113,8 @@ static void test_receiver_options_are_checked(void **state)
     tw_receiver_options unsigned_secret = {.url = "http://127.0.0.1:1/", .format = "slack", .secret = "s"};
     assert_int_equal(tw_notifier_add(n, &unsigned_secret, err, sizeof err), TW_EUSAGE);
     assert_non_null(strstr(err, "does not sign"));
-    tw_receiver_options ok = {.url = "https://oapi.dingtalk.com/robot/send?access_token=x", .format = "dingtalk",
-                              .secret = "SEC1"};
+    tw_receiver_options ok = {
+        .url = "https://oapi.dingtalk.com/robot/send?access_token=x", .format = "dingtalk", .secret = "SEC1"};
     assert_int_equal(tw_notifier_add(n, &ok, err, sizeof err), TW_OK);
     const char *const *formats = tw_notify_formats();
     size_t count = 0;
@@ -140,7 +146,8 @@ static void test_error_bodies_are_redacted(void **state)
     struct {
         const char *body, *secret, *kept;
     } cases[] = {
-        {"{\"errcode\":300001,\"errmsg\":\"token is not exist\",\"access_token\":\"abc\"}", "abc", "token is not exist"},
+        {"{\"errcode\":300001,\"errmsg\":\"token is not exist\",\"access_token\":\"abc\"}", "abc",
+         "token is not exist"},
         {"{\"code\":19021,\"msg\":\"sign match fail\",\"sign\":\"q1w2e3\"}", "q1w2e3", "sign match fail"},
         {"invalid_token: xoxb-1234-5678-AbCdEfGhIjKl", "AbCdEfGhIjKl", "invalid_token"},
         {"no route for POST /services/T0AAA/B0BBB/zzzSECRETzzz", "SECRET", "no route for POST"},
@@ -160,7 +167,9 @@ static void test_error_bodies_are_redacted(void **state)
     }
     /* binary bytes become '?', the output is bounded */
     char out[8];
-    tw_redact("\x01\xff" "abcdefghijkl", 14, out, sizeof out);
+    tw_redact("\x01\xff"
+              "abcdefghijkl",
+              14, out, sizeof out);
     assert_string_equal(out, "??abcde");
 }
 
@@ -193,7 +202,8 @@ static void test_hmac_sha256_rfc4231(void **state)
         const char *want;
     } cases[] = {
         {k1, 20, "Hi There", 8, "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"},
-        {"Jefe", 4, "what do ya want for nothing?", 28, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"},
+        {"Jefe", 4, "what do ya want for nothing?", 28,
+         "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"},
         {k3, 20, d3, 50, "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe"},
         {k4, 25, d4, 50, "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b"},
         {k5, 20, "Test With Truncation", 20, "a3b6167473100ee06e0c796c2955552b"}, /* truncated to 128 bits */
