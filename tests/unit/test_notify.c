@@ -5,12 +5,12 @@
  * and receiver options are checked before anything starts. Delivery itself
  * is tested against real receivers in tests/e2e/test_alerts.py.
  */
-#include <cmocka.h>
-#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <cmocka.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
