@@ -10,7 +10,7 @@ PACKAGES=(
   python3 python3-pytest
   valgrind
   mtail
-  libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev libcrypt-dev openssl nettle-dev
+  libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev libcrypt-dev openssl nettle-dev libgnutls28-dev
   prometheus prometheus-pushgateway prometheus-alertmanager
   wrk python3-prometheus-client
 )

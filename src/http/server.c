@@ -28,6 +28,7 @@ struct tw_http_server {
     bool text_only;
     tw_web_config config;
     char *cert_pem, *key_pem;
+    char priorities[512]; /* GnuTLS's, from the web configuration */
     uint16_t port;
     int fd;
 };
@@ -270,16 +271,6 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     return text(conn, s, MHD_HTTP_NOT_FOUND, "not found\n");
 }
 
-static const char *priorities(const tw_web_config *c)
-{
-    /* GnuTLS priority strings for the minimum version exporter-toolkit names */
-    if (!c->min_version || strcmp(c->min_version, "TLS12") == 0)
-        return "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2";
-    if (strcmp(c->min_version, "TLS13") == 0)
-        return "NORMAL:-VERS-ALL:+VERS-TLS1.3";
-    return "NORMAL";
-}
-
 int tw_http_start(const tw_http_options *o, tw_http_server **out, char *err, size_t errlen)
 {
     tw_http_server *s = calloc(1, sizeof *s);
@@ -314,10 +305,11 @@ int tw_http_start(const tw_http_options *o, tw_http_server **out, char *err, siz
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
     if (s->cert_pem)
         flags |= MHD_USE_TLS;
+    tw_web_config_priorities(&s->config, s->priorities, sizeof s->priorities);
     struct MHD_OptionItem tls[] = {
         {MHD_OPTION_HTTPS_MEM_CERT, 0, s->cert_pem},
         {MHD_OPTION_HTTPS_MEM_KEY, 0, s->key_pem},
-        {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)priorities(&s->config)},
+        {MHD_OPTION_HTTPS_PRIORITIES, 0, s->priorities},
         {MHD_OPTION_END, 0, NULL},
     };
     s->daemon = MHD_start_daemon(

@@ -6,6 +6,7 @@ loopback."""
 import base64
 import gzip
 import json
+import re
 import socket
 import ssl
 import subprocess
@@ -199,6 +200,44 @@ def test_tls_and_basic_auth(procs, tmp_path):
     assert prom.wait_for('demo_loss{job="tls"}')
 
 
+def tls_exporter(procs, tmp_path, cert, key, settings, name):
+    config = tmp_path / f"{name}.yml"
+    config.write_text(f"tls_server_config:\n  cert_file: {cert.name}\n  key_file: {key.name}\n{settings}")
+    port = free_port()
+    p = procs(Process, [binary("metrics-demo"), f"--web.listen-address=127.0.0.1:{port}",
+                        f"--web.config.file={config}"], str(tmp_path), name)
+    wait_until(lambda: p.proc.poll() is None and handshake(port), what=f"the TLS exporter {name}")
+    return port
+
+
+def handshake(port, *flags):
+    """openssl s_client's handshake with the given flags: the protocol and
+    cipher it agreed, or None when the server refused."""
+    r = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-brief", *flags],
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    version = re.search(r"Protocol version: (\S+)", r.stdout + r.stderr)
+    cipher = re.search(r"Ciphersuite: (\S+)", r.stdout + r.stderr)
+    return (version.group(1), cipher.group(1)) if r.returncode == 0 and version else None
+
+
+def test_tls_versions_suites_and_curves_are_honoured(procs, tmp_path):
+    cert, key = make_tls(tmp_path)
+    only12 = tls_exporter(procs, tmp_path, cert, key, "  max_version: TLS12\n", "only12")
+    assert handshake(only12, "-tls1_3") is None
+    assert handshake(only12, "-tls1_2")[0] == "TLSv1.2"
+    only13 = tls_exporter(procs, tmp_path, cert, key, "  min_version: TLS13\n  max_version: TLS13\n", "only13")
+    assert handshake(only13, "-tls1_2") is None
+    assert handshake(only13, "-tls1_3")[0] == "TLSv1.3"
+    suites = tls_exporter(procs, tmp_path, cert, key,
+                          "  max_version: TLS12\n  cipher_suites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]\n"
+                          "  curve_preferences: [X25519]\n", "suites")
+    assert handshake(suites, "-tls1_2", "-cipher", "ECDHE-RSA-AES256-GCM-SHA384") is None
+    assert handshake(suites, "-tls1_2", "-cipher", "ECDHE-RSA-AES128-GCM-SHA256") == (
+        "TLSv1.2", "ECDHE-RSA-AES128-GCM-SHA256")
+    assert handshake(suites, "-tls1_2", "-groups", "P-384") is None
+    assert handshake(suites, "-tls1_2", "-groups", "X25519")[0] == "TLSv1.2"
+
+
 def test_bad_web_config_is_refused_before_serving(tmp_path):
     config = tmp_path / "web.yml"
     config.write_text("tls_server_config:\n  cert_file: a.crt\n  key_file: a.key\n  client_auth_type: RequireAndVerifyClientCert\n")
@@ -210,6 +249,10 @@ def test_bad_web_config_is_refused_before_serving(tmp_path):
     result = subprocess.run([binary("metrics-demo"), f"--web.config.file={config}", "--web.listen-address=127.0.0.1:0"],
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 2 and "must be a bcrypt hash" in result.stderr
+    config.write_text("tls_server_config:\n  cert_file: a.crt\n  key_file: a.key\n  cipher_suites: [TLS_BOGUS]\n")
+    result = subprocess.run([binary("metrics-demo"), f"--web.config.file={config}", "--web.listen-address=127.0.0.1:0"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2 and "line 4: cipher_suites: unknown cipher suite TLS_BOGUS" in result.stderr
 
 
 def test_slow_and_garbage_clients_do_not_stop_scrapes(procs, tmp_path):
