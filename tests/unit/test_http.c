@@ -10,9 +10,17 @@
 #include <cmocka.h>
 #include <crypt.h>
 #include <gnutls/gnutls.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include "http/auth.h"
+#include "http/guard.h"
 #include "http/webconfig.h"
 #include "trainwatch/error.h"
 #include "trainwatch/http.h"
@@ -277,6 +285,212 @@ static void test_dummy_hash_has_the_users_cost(void **state)
     tw_web_config_free(&c);
 }
 
+/* ---- the connection guard, on socket pairs ------------------------------ */
+
+typedef struct pair {
+    int server, client;
+    tw_guard_conn *conn;
+} pair;
+
+static struct sockaddr_in ipv4(const char *dotted)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    assert_int_equal(inet_pton(AF_INET, dotted, &a.sin_addr), 1);
+    return a;
+}
+
+static void open_pair(tw_guard *g, pair *p, const char *ip)
+{
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    p->server = sv[0];
+    p->client = sv[1];
+    struct sockaddr_in a = ipv4(ip);
+    tw_guard_admit(g, (struct sockaddr *)&a);
+    p->conn = tw_guard_opened(g, p->server, (struct sockaddr *)&a);
+    assert_non_null(p->conn);
+}
+
+/* Whether the server side was shut down: the client reads end of stream (waits up to ms). */
+static bool shut_down(pair *p, int ms)
+{
+    struct pollfd pfd = {.fd = p->client, .events = POLLIN};
+    char c;
+    return poll(&pfd, 1, ms) == 1 && recv(p->client, &c, 1, MSG_DONTWAIT) == 0;
+}
+
+static void close_pair(tw_guard *g, pair *p)
+{
+    tw_guard_closed(g, p->conn);
+    close(p->server);
+    close(p->client);
+}
+
+static void test_guard_recycles_the_oldest_waiting_of_an_address(void **state)
+{
+    (void)state;
+    tw_guard *g;
+    tw_guard_options o = {.per_ip_waiting = 2, .waiting_max = 100, .header_timeout = 3600};
+    assert_int_equal(tw_guard_new(&o, &g), TW_OK);
+    pair p[5];
+    open_pair(g, &p[0], "10.0.0.1");
+    open_pair(g, &p[1], "10.0.0.1");
+    open_pair(g, &p[2], "10.0.0.2"); /* another address: its own room */
+    assert_false(shut_down(&p[0], 0));
+    open_pair(g, &p[3], "10.0.0.1"); /* a third waiting from 10.0.0.1: the oldest goes */
+    assert_true(shut_down(&p[0], 1000));
+    assert_false(shut_down(&p[1], 0));
+    assert_false(shut_down(&p[2], 0));
+    /* a connection whose headers are complete is not waiting: never recycled */
+    tw_guard_headers_done(g, p[1].conn);
+    open_pair(g, &p[4], "10.0.0.1");
+    assert_false(shut_down(&p[1], 0));
+    assert_false(shut_down(&p[3], 0));
+    assert_int_equal(tw_guard_closed_count(g), 1);
+    for (int i = 0; i < 5; i++)
+        close_pair(g, &p[i]);
+    tw_guard_free(g);
+}
+
+static void test_guard_makes_room_from_the_busiest_address(void **state)
+{
+    (void)state;
+    tw_guard *g;
+    tw_guard_options o = {.per_ip_waiting = 10, .waiting_max = 3, .header_timeout = 3600};
+    assert_int_equal(tw_guard_new(&o, &g), TW_OK);
+    pair p[4];
+    open_pair(g, &p[0], "10.0.0.9"); /* a scraper's keep-alive connection, oldest of all */
+    open_pair(g, &p[1], "10.0.0.1");
+    open_pair(g, &p[2], "10.0.0.1");
+    open_pair(g, &p[3], "10.0.0.3"); /* all full: 10.0.0.1 has the most, its oldest goes */
+    assert_true(shut_down(&p[1], 1000));
+    assert_false(shut_down(&p[0], 0));
+    assert_false(shut_down(&p[2], 0));
+    for (int i = 0; i < 4; i++)
+        close_pair(g, &p[i]);
+    tw_guard_free(g);
+}
+
+static void test_guard_closes_what_misses_the_header_deadline(void **state)
+{
+    (void)state;
+    tw_guard *g;
+    tw_guard_options o = {.per_ip_waiting = 10, .waiting_max = 10, .header_timeout = 0.2};
+    assert_int_equal(tw_guard_new(&o, &g), TW_OK);
+    pair slow, quick;
+    open_pair(g, &slow, "10.0.0.1");
+    open_pair(g, &quick, "10.0.0.1");
+    tw_guard_headers_done(g, quick.conn);
+    assert_true(shut_down(&slow, 10000)); /* bounded wait for the deadline thread */
+    assert_false(shut_down(&quick, 0));
+    /* after its request, a keep-alive connection is waiting again, with a new deadline */
+    tw_guard_request_done(g, quick.conn);
+    assert_true(shut_down(&quick, 10000));
+    assert_int_equal(tw_guard_closed_count(g), 2);
+    close_pair(g, &slow);
+    close_pair(g, &quick);
+    tw_guard_free(g);
+}
+
+/* ---- password checks off the caller's thread ----------------------------- */
+
+typedef struct outcome {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int done, granted;
+} outcome;
+
+static outcome outcomes = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+
+static void record(void *arg, bool granted)
+{
+    (void)arg;
+    pthread_mutex_lock(&outcomes.lock);
+    outcomes.done++;
+    outcomes.granted += granted;
+    pthread_cond_broadcast(&outcomes.cond);
+    pthread_mutex_unlock(&outcomes.lock);
+}
+
+static void wait_done(int n)
+{
+    pthread_mutex_lock(&outcomes.lock);
+    while (outcomes.done < n)
+        pthread_cond_wait(&outcomes.cond, &outcomes.lock);
+    pthread_mutex_unlock(&outcomes.lock);
+}
+
+static int done_count(void)
+{
+    pthread_mutex_lock(&outcomes.lock);
+    int n = outcomes.done;
+    pthread_mutex_unlock(&outcomes.lock);
+    return n;
+}
+
+static void config_with_alice(tw_web_config *c, int cost)
+{
+    char h[64], yaml[256], err[256];
+    make_hash(cost, h, sizeof h);
+    snprintf(yaml, sizeof yaml, "basic_auth_users:\n  alice: '%s'\n", h);
+    assert_int_equal(parse(yaml, c, err), 0);
+}
+
+static void test_auth_checks_in_workers_and_caches_successes(void **state)
+{
+    (void)state;
+    tw_web_config c;
+    config_with_alice(&c, 5); /* crypt_r("pw") */
+    tw_auth *a;
+    assert_int_equal(tw_auth_new(&c, 1, &a), TW_OK);
+    outcomes.done = outcomes.granted = 0;
+    tw_auth_job job;
+    assert_int_equal(tw_auth_check(a, NULL, NULL, &job, record, NULL), TW_AUTH_DENIED);
+    assert_int_equal(tw_auth_check(a, "alice", "pw", &job, record, NULL), TW_AUTH_QUEUED);
+    tw_auth_submit(a, &job);
+    wait_done(1);
+    assert_int_equal(outcomes.granted, 1);
+    /* now cached: decided at once, nothing queued */
+    assert_int_equal(tw_auth_check(a, "alice", "pw", &job, record, NULL), TW_AUTH_GRANTED);
+    /* failures are not cached; unknown users are checked (against the dummy) and refused */
+    const char *users[] = {"alice", "alice", "mallory"}, *passwords[] = {"wrong", "wrong", "pw"};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(tw_auth_check(a, users[i], passwords[i], &job, record, NULL), TW_AUTH_QUEUED);
+        tw_auth_submit(a, &job);
+        wait_done(2 + i);
+    }
+    assert_int_equal(outcomes.granted, 1);
+    tw_auth_free(a);
+    tw_web_config_free(&c);
+}
+
+/* Slow checks in flight do not hold up one the cache can answer; stopping denies what is queued. */
+static void test_cached_check_is_answered_while_others_are_in_flight(void **state)
+{
+    (void)state;
+    tw_web_config c;
+    config_with_alice(&c, 12);
+    tw_auth *a;
+    assert_int_equal(tw_auth_new(&c, 1, &a), TW_OK);
+    outcomes.done = outcomes.granted = 0;
+    tw_auth_job first, wrong[4];
+    assert_int_equal(tw_auth_check(a, "alice", "pw", &first, record, NULL), TW_AUTH_QUEUED);
+    tw_auth_submit(a, &first);
+    wait_done(1);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(tw_auth_check(a, "alice", "guess", &wrong[i], record, NULL), TW_AUTH_QUEUED);
+        tw_auth_submit(a, &wrong[i]);
+    }
+    tw_auth_job again;
+    assert_int_equal(tw_auth_check(a, "alice", "pw", &again, record, NULL), TW_AUTH_GRANTED);
+    assert_true(done_count() < 5); /* one worker, four cost-12 checks: not all done */
+    tw_auth_stop(a);
+    assert_int_equal(done_count(), 5); /* the rest denied, each told */
+    assert_int_equal(outcomes.granted, 1);
+    tw_auth_free(a);
+    tw_web_config_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -290,6 +504,11 @@ int main(void)
         cmocka_unit_test(test_tls_versions_suites_and_curves_are_honoured),
         cmocka_unit_test(test_tls_settings_not_supported_are_refused),
         cmocka_unit_test(test_dummy_hash_has_the_users_cost),
+        cmocka_unit_test(test_guard_recycles_the_oldest_waiting_of_an_address),
+        cmocka_unit_test(test_guard_makes_room_from_the_busiest_address),
+        cmocka_unit_test(test_guard_closes_what_misses_the_header_deadline),
+        cmocka_unit_test(test_auth_checks_in_workers_and_caches_successes),
+        cmocka_unit_test(test_cached_check_is_answered_while_others_are_in_flight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
