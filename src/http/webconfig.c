@@ -479,7 +479,10 @@ static int make_dummy_hash(parse_ctx *c)
     char salt[CRYPT_GENSALT_OUTPUT_SIZE];
     if (!crypt_gensalt_rn("$2b$", (unsigned long)cost, NULL, 0, salt, sizeof salt) || strlen(salt) != 29)
         return fail(c, NULL, "could not make a bcrypt salt: %s", strerror(errno));
-    snprintf(cfg->dummy_hash, sizeof cfg->dummy_hash, "%s%s", salt, "...............................");
+    /* the 29 characters of the setting, then any 31 of bcrypt's alphabet */
+    memcpy(cfg->dummy_hash, salt, 29);
+    memset(cfg->dummy_hash + 29, '.', 31);
+    cfg->dummy_hash[60] = '\0';
     return TW_OK;
 }
 
