@@ -169,6 +169,17 @@ char *tw_url_origin(const char *url, char *out, size_t cap)
     return out;
 }
 
+char *tw_url_without_credentials(const char *url, char *out, size_t cap)
+{
+    const char *scheme_end = strstr(url, "://");
+    const char *host = scheme_end ? scheme_end + 3 : url;
+    size_t authority = strcspn(host, "/?#");
+    tw_url_origin(url, out, cap);
+    size_t len = strlen(out);
+    snprintf(out + len, cap > len ? cap - len : 0, "%.*s", (int)strcspn(host + authority, "?#"), host + authority);
+    return out;
+}
+
 static bool name_char(char c)
 {
     return isalnum((unsigned char)c) || c == '_' || c == '-';

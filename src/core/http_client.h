@@ -47,6 +47,9 @@ int tw_http_send(const tw_http_request *rq, tw_http_answer *answer, char *why, s
 /* Writes what a log may show of a URL: scheme://host[:port], without
  * user:password@, path, query or fragment. Returns out. */
 char *tw_url_origin(const char *url, char *out, size_t cap);
+/* The same with the path kept, for URLs whose path holds no secret (a
+ * Pushgateway's job and labels): no user:password@, query or fragment. */
+char *tw_url_without_credentials(const char *url, char *out, size_t cap);
 
 /* Copies at most len bytes of text into out (cap bytes, NUL-terminated) as
  * one printable line, with what looks secret replaced by "[redacted]": the

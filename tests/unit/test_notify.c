@@ -137,6 +137,10 @@ static void test_logged_urls_keep_only_the_origin(void **state)
                         "http://[::1]:9093");
     assert_string_equal(tw_url_origin("https://oapi.dingtalk.com/robot/send?access_token=abc", out, sizeof out),
                         "https://oapi.dingtalk.com");
+    assert_string_equal(tw_url_without_credentials("http://user:pw@gw:9091/metrics/job/x?token=1#f", out, sizeof out),
+                        "http://gw:9091/metrics/job/x");
+    assert_string_equal(tw_url_without_credentials("https://gw/metrics/job/x", out, sizeof out),
+                        "https://gw/metrics/job/x");
 }
 
 /* Each secret must be gone from the redacted text, each kept word still there. */
