@@ -5,9 +5,17 @@
  * accepted), /-/healthy, and a small landing page at /; 404 elsewhere; only
  * GET and HEAD. Binds 127.0.0.1:9464 unless told otherwise. TLS and basic
  * auth come from an exporter-toolkit web configuration file, as for any
- * Prometheus exporter. Slow or malformed clients are bounded by a connection
- * cap, a per-connection timeout and a header size cap, and served by an
- * event loop so one of them cannot hold up a scrape.
+ * Prometheus exporter, checked off the event loop (a pool of bcrypt
+ * workers with a cache of recent successful checks).
+ *
+ * Slow or malformed clients: a connection cap (N), at most N/2 from one
+ * address, an idle timeout, a header size cap, and a header deadline (a
+ * connection must complete its request headers within header_timeout
+ * seconds of its accept, however it trickles). Connections still sending
+ * headers are recycled oldest first when one address holds N/4 of them or
+ * all hold N - N/8, so a newcomer (a Prometheus scrape, which sends its
+ * headers at once) gets in even when it shares its address with the slow
+ * clients; it is never refused for them.
  */
 #ifndef TRAINWATCH_HTTP_H
 #define TRAINWATCH_HTTP_H
@@ -28,7 +36,9 @@ typedef struct tw_http_options {
     tw_registry *registry;        /* NULL: the default registry */
     bool text_only;               /* never answer OpenMetrics */
     unsigned connection_limit;    /* 0: 64 */
-    unsigned timeout_seconds;     /* 0: 10 */
+    unsigned timeout_seconds;     /* idle timeout; 0: 10 */
+    unsigned header_timeout_seconds; /* accept to complete headers; 0: 10 */
+    unsigned auth_workers;        /* bcrypt threads; 0: 2 */
     size_t max_request_bytes;     /* header size cap; 0: 16 KiB */
 } tw_http_options;
 

@@ -8,8 +8,11 @@
  * replaces an older one not yet sent), retries failed deliveries with
  * exponential backoff, and drops the oldest entries past its limit, counting
  * them. Each receiver logs one line when deliveries start failing and one
- * when they recover; URLs are logged without their query (tokens live there)
- * and signing secrets are never logged.
+ * when they recover. Logs name a receiver and its URL's scheme://host:port
+ * only (Slack and Feishu tokens live in the path, DingTalk's in the query,
+ * user:password@ in the authority); an error answer's body appears only as
+ * a short prefix with secret-looking values redacted; signing secrets are
+ * never logged.
  *
  * Formats: "alertmanager-api" (POST /api/v2/alerts; every send, including
  * re-sends, so Alertmanager's grouping, silences and routing apply) and the

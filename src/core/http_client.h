@@ -4,6 +4,12 @@
  * request. A process that never sends anything (analyze, or watch without
  * receivers) never maps libcurl and its TLS and Kerberos dependencies,
  * about 6 MiB of resident memory.
+ *
+ * Secrets: webhook URLs carry tokens in their path and query, Pushgateway
+ * and Alertmanager URLs may carry user:password@, and receivers echo tokens
+ * and signatures in error bodies. So nothing here ever puts a URL in `why`,
+ * an answer's body is handed out only as a short redacted prefix, and logs
+ * name a URL by tw_url_origin alone.
  */
 #ifndef TW_CORE_HTTP_CLIENT_H
 #define TW_CORE_HTTP_CLIENT_H
@@ -11,17 +17,22 @@
 #include <stddef.h>
 
 typedef struct tw_http_request {
-    const char *method;          /* "POST", "PUT", "DELETE" */
+    const char *method; /* "POST", "PUT", "DELETE" */
     const char *url;
-    const char *content_type;    /* NULL: no body */
+    const char *content_type; /* NULL: no body */
     const char *body;
     size_t body_len;
-    double timeout;              /* seconds, for connecting and for the whole request */
+    double timeout; /* seconds, for connecting and for the whole request */
 } tw_http_request;
 
+#define TW_HTTP_ANSWER_PREFIX 160 /* bytes of an answer's body that are kept (then redacted) */
+
 typedef struct tw_http_answer {
-    long status;                 /* the HTTP status */
-    char text[512];              /* the start of the answer's body, NUL-terminated, newlines as spaces */
+    long status;   /* the HTTP status */
+    size_t length; /* bytes of body received */
+    /* the body's first TW_HTTP_ANSWER_PREFIX bytes as tw_redact leaves them:
+     * one line, printable, values that look like secrets replaced */
+    char text[512];
 } tw_http_answer;
 
 /* Loads libcurl now (once); TW_EUNSUPPORTED with why when it cannot be, so
@@ -32,5 +43,21 @@ int tw_http_client_load(char *why, size_t cap);
  * TW_ENET when none did (why says what curl said); TW_EUNSUPPORTED when
  * libcurl cannot be loaded (why says so). */
 int tw_http_send(const tw_http_request *rq, tw_http_answer *answer, char *why, size_t cap);
+
+/* Writes what a log may show of a URL: scheme://host[:port], without
+ * user:password@, path, query or fragment. Returns out. */
+char *tw_url_origin(const char *url, char *out, size_t cap);
+/* The same with the path kept, for URLs whose path holds no secret (a
+ * Pushgateway's job and labels): no user:password@, query or fragment. */
+char *tw_url_without_credentials(const char *url, char *out, size_t cap);
+
+/* Copies at most len bytes of text into out (cap bytes, NUL-terminated) as
+ * one printable line, with what looks secret replaced by "[redacted]": the
+ * value after a name containing token, secret, sign, key, pass, auth,
+ * credential, session, cookie or ticket (name=value, name: value,
+ * "name":"value"); any run of 16 or more URL-safe or base64 characters
+ * mixing letters with digits or upper with lower case; and the path and
+ * query of a URL (its origin stays). Returns out. */
+char *tw_redact(const char *text, size_t len, char *out, size_t cap);
 
 #endif

@@ -3,15 +3,20 @@
  *
  * We bind the listening socket ourselves (getaddrinfo, IPv4 and IPv6, a
  * clear "address already in use") and hand it to libmicrohttpd, which runs
- * one epoll event loop thread: a client that sends slowly only holds its own
- * connection until the timeout. Scrape bodies are built per request from the
- * registry; the registry's own locks keep concurrent scrapes consistent.
+ * one epoll event loop thread. Nothing slow runs on it: a password check
+ * that the cache cannot answer suspends the connection while a worker runs
+ * bcrypt (auth.c), and slow clients are bounded by the guard (guard.c: a
+ * header deadline, and room made for newcomers) and libmicrohttpd's limits
+ * (connections, per address, idle timeout, header size). Scrape bodies are
+ * built per request from the registry; the registry's own locks keep
+ * concurrent scrapes consistent.
  */
 #include "trainwatch/http.h"
 
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +24,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "auth.h"
+#include "guard.h"
 #include "trainwatch/error.h"
 #include "webconfig.h"
 
@@ -28,8 +35,11 @@ struct tw_http_server {
     bool text_only;
     tw_web_config config;
     char *cert_pem, *key_pem;
+    char priorities[512]; /* GnuTLS's, from the web configuration */
     uint16_t port;
     int fd;
+    tw_auth *auth; /* NULL without basic_auth_users */
+    tw_guard *guard;
 };
 
 static const char landing_page[] =
@@ -126,8 +136,8 @@ static char *read_file(const char *path, char *err, size_t errlen)
     return data;
 }
 
-static enum MHD_Result respond(struct MHD_Connection *conn, tw_http_server *s, unsigned status, void *body,
-                               size_t len, enum MHD_ResponseMemoryMode mode, const char *type)
+static enum MHD_Result respond(struct MHD_Connection *conn, tw_http_server *s, unsigned status, void *body, size_t len,
+                               enum MHD_ResponseMemoryMode mode, const char *type)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, body, mode);
     if (!r)
@@ -148,29 +158,45 @@ static enum MHD_Result text(struct MHD_Connection *conn, tw_http_server *s, unsi
     return respond(conn, s, status, (void *)body, strlen(body), MHD_RESPMEM_PERSISTENT, "text/plain; charset=utf-8");
 }
 
-static bool authorized(struct MHD_Connection *conn, tw_http_server *s)
+/* What a request keeps between the handler's calls. */
+typedef struct request {
+    tw_auth_job job;
+    struct MHD_Connection *conn;
+    _Atomic int verdict; /* tw_auth_verdict; TW_AUTH_QUEUED while a worker checks */
+    bool checked;
+} request;
+
+/* From a worker: the verdict, then the connection back into the event loop. */
+static void auth_done(void *arg, bool granted)
+{
+    request *rq = arg;
+    atomic_store(&rq->verdict, granted ? TW_AUTH_GRANTED : TW_AUTH_DENIED);
+    MHD_resume_connection(rq->conn);
+}
+
+/* TW_AUTH_QUEUED: the connection is suspended until a worker decides. */
+static tw_auth_verdict authorize(struct MHD_Connection *conn, tw_http_server *s, request *rq)
 {
     if (s->config.user_count == 0)
-        return true;
+        return TW_AUTH_GRANTED;
+    if (rq->checked)
+        return (tw_auth_verdict)atomic_load(&rq->verdict);
+    rq->checked = true;
     char *password = NULL;
     char *user = MHD_basic_auth_get_username_password(conn, &password);
-    bool ok = false;
-    const char *hash = NULL;
-    for (size_t i = 0; user && i < s->config.user_count; i++) {
-        if (strcmp(s->config.user_names[i], user) == 0)
-            hash = s->config.user_hashes[i];
-    }
-    /* unknown users cost a bcrypt too, so timing does not reveal who exists */
-    static const char dummy[] = "$2y$10$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi";
-    if (user)
-        ok = tw_password_matches(hash ? hash : dummy, password ? password : "") && hash;
+    tw_auth_verdict v = tw_auth_check(s->auth, user, password, &rq->job, auth_done, rq);
     if (password) {
         explicit_bzero(password, strlen(password));
         MHD_free(password);
     }
     if (user)
         MHD_free(user);
-    return ok;
+    atomic_store(&rq->verdict, v);
+    if (v == TW_AUTH_QUEUED) {
+        MHD_suspend_connection(conn); /* before the worker can resume it */
+        tw_auth_submit(s->auth, &rq->job);
+    }
+    return v;
 }
 
 static void *gzip_body(const char *data, size_t len, size_t *out_len)
@@ -234,15 +260,26 @@ static enum MHD_Result metrics(struct MHD_Connection *conn, tw_http_server *s)
     return ret;
 }
 
+static tw_guard_conn *guard_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info ? info->socket_context : NULL;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                               const char *version, const char *upload_data, size_t *upload_size, void **state)
 {
     (void)version;
     (void)upload_data;
     tw_http_server *s = cls;
-    static int first_call_marker;
     if (*state == NULL) {
-        *state = &first_call_marker; /* headers are in; wait for the (empty) body */
+        /* headers are in; wait for the (empty) body */
+        tw_guard_headers_done(s->guard, guard_of(conn));
+        request *rq = calloc(1, sizeof *rq);
+        if (!rq)
+            return MHD_NO;
+        rq->conn = conn;
+        *state = rq;
         return MHD_YES;
     }
     if (*upload_size) {
@@ -251,7 +288,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     }
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
         return text(conn, s, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
-    if (!authorized(conn, s)) {
+    tw_auth_verdict v = authorize(conn, s, *state);
+    if (v == TW_AUTH_QUEUED)
+        return MHD_YES; /* called again once resumed */
+    if (v == TW_AUTH_DENIED) {
         static const char body[] = "unauthorized\n";
         struct MHD_Response *r = MHD_create_response_from_buffer(sizeof body - 1, (void *)body, MHD_RESPMEM_PERSISTENT);
         if (!r)
@@ -270,18 +310,56 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     return text(conn, s, MHD_HTTP_NOT_FOUND, "not found\n");
 }
 
-static const char *priorities(const tw_web_config *c)
+static enum MHD_Result admit(void *cls, const struct sockaddr *addr, socklen_t len)
 {
-    /* GnuTLS priority strings for the minimum version exporter-toolkit names */
-    if (!c->min_version || strcmp(c->min_version, "TLS12") == 0)
-        return "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2";
-    if (strcmp(c->min_version, "TLS13") == 0)
-        return "NORMAL:-VERS-ALL:+VERS-TLS1.3";
-    return "NORMAL";
+    (void)len;
+    tw_http_server *s = cls;
+    tw_guard_admit(s->guard, addr);
+    return MHD_YES;
 }
 
-int tw_http_start(const tw_http_options *o, tw_http_server **out, char *err, size_t errlen)
+static void connection_event(void *cls, struct MHD_Connection *conn, void **socket_context,
+                             enum MHD_ConnectionNotificationCode what)
 {
+    tw_http_server *s = cls;
+    if (what == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *addr = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        *socket_context = fd ? tw_guard_opened(s->guard, fd->connect_fd, addr ? addr->client_addr : NULL) : NULL;
+    } else if (what == MHD_CONNECTION_NOTIFY_CLOSED) {
+        tw_guard_closed(s->guard, *socket_context);
+        *socket_context = NULL;
+    }
+}
+
+static void request_done(void *cls, struct MHD_Connection *conn, void **state, enum MHD_RequestTerminationCode why)
+{
+    (void)why;
+    tw_http_server *s = cls;
+    free(*state);
+    *state = NULL;
+    tw_guard_request_done(s->guard, guard_of(conn));
+}
+
+/* Defaults and derived limits; see http.h for the reasoning. */
+static void limits(const tw_http_options *o, tw_http_options *l, tw_guard_options *g)
+{
+    *l = *o;
+    l->connection_limit = o->connection_limit ? o->connection_limit : 64;
+    l->timeout_seconds = o->timeout_seconds ? o->timeout_seconds : 10;
+    l->header_timeout_seconds = o->header_timeout_seconds ? o->header_timeout_seconds : 10;
+    l->max_request_bytes = o->max_request_bytes ? o->max_request_bytes : 16384;
+    unsigned n = l->connection_limit;
+    *g = (tw_guard_options){.per_ip_waiting = n / 4 ? n / 4 : 1,
+                            .waiting_max = n - (n / 8 > 2 ? n / 8 : (n > 2 ? 2 : 0)),
+                            .header_timeout = l->header_timeout_seconds};
+}
+
+int tw_http_start(const tw_http_options *options, tw_http_server **out, char *err, size_t errlen)
+{
+    tw_http_options lim, *o = &lim;
+    tw_guard_options guard;
+    limits(options, &lim, &guard);
     tw_http_server *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(err, errlen, "out of memory");
@@ -300,6 +378,10 @@ int tw_http_start(const tw_http_options *o, tw_http_server **out, char *err, siz
                 rc = TW_ECONFIG;
         }
     }
+    if (rc == TW_OK && s->config.user_count && (rc = tw_auth_new(&s->config, o->auth_workers, &s->auth)) != TW_OK)
+        snprintf(err, errlen, "could not start the password-checking threads");
+    if (rc == TW_OK && (rc = tw_guard_new(&guard, &s->guard)) != TW_OK)
+        snprintf(err, errlen, "could not start the connection guard");
     if (rc == TW_OK) {
         int fd = listen_socket(o->listen_address ? o->listen_address : TW_HTTP_DEFAULT_ADDRESS, &s->port, err, errlen);
         if (fd < 0)
@@ -311,21 +393,24 @@ int tw_http_start(const tw_http_options *o, tw_http_server **out, char *err, siz
         tw_http_stop(s);
         return rc;
     }
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
     if (s->cert_pem)
         flags |= MHD_USE_TLS;
+    tw_web_config_priorities(&s->config, s->priorities, sizeof s->priorities);
     struct MHD_OptionItem tls[] = {
         {MHD_OPTION_HTTPS_MEM_CERT, 0, s->cert_pem},
         {MHD_OPTION_HTTPS_MEM_KEY, 0, s->key_pem},
-        {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)priorities(&s->config)},
+        {MHD_OPTION_HTTPS_PRIORITIES, 0, s->priorities},
         {MHD_OPTION_END, 0, NULL},
     };
-    s->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, handle, s, MHD_OPTION_LISTEN_SOCKET, s->fd, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)(o->connection_limit ? o->connection_limit : 64), MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)(o->timeout_seconds ? o->timeout_seconds : 10), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)(o->max_request_bytes ? o->max_request_bytes : 16384), MHD_OPTION_ARRAY,
-        s->cert_pem ? tls : tls + 3, MHD_OPTION_END);
+    /* one address may hold half the connections: a scraper's one
+     * connection always fits beside it, and waiting ones are recycled */
+    s->daemon = MHD_start_daemon(flags, 0, admit, s, handle, s, MHD_OPTION_LISTEN_SOCKET, s->fd,
+                                 MHD_OPTION_CONNECTION_LIMIT, o->connection_limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                                 o->connection_limit / 2 ? o->connection_limit / 2 : 1, MHD_OPTION_CONNECTION_TIMEOUT,
+                                 o->timeout_seconds, MHD_OPTION_CONNECTION_MEMORY_LIMIT, o->max_request_bytes,
+                                 MHD_OPTION_NOTIFY_CONNECTION, connection_event, s, MHD_OPTION_NOTIFY_COMPLETED,
+                                 request_done, s, MHD_OPTION_ARRAY, s->cert_pem ? tls : tls + 3, MHD_OPTION_END);
     if (!s->daemon) {
         snprintf(err, errlen, "%s: could not start the HTTP server%s",
                  o->listen_address ? o->listen_address : TW_HTTP_DEFAULT_ADDRESS,
@@ -339,14 +424,22 @@ int tw_http_start(const tw_http_options *o, tw_http_server **out, char *err, siz
     return TW_OK;
 }
 
-uint16_t tw_http_port(const tw_http_server *s) { return s->port; }
+uint16_t tw_http_port(const tw_http_server *s)
+{
+    return s->port;
+}
 
 void tw_http_stop(tw_http_server *s)
 {
     if (!s)
         return;
+    /* queued checks are denied and their connections resumed: the daemon
+     * cannot stop with suspended connections */
+    tw_auth_stop(s->auth);
     if (s->daemon)
         MHD_stop_daemon(s->daemon);
+    tw_auth_free(s->auth);
+    tw_guard_free(s->guard);
     if (s->fd >= 0)
         close(s->fd);
     tw_web_config_free(&s->config);

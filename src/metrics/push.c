@@ -95,15 +95,16 @@ static int attempt(const char *url, tw_push_method m, const char *body, size_t l
                           .content_type = del ? NULL : "text/plain; version=0.0.4; charset=utf-8",
                           .body = del ? NULL : body, .body_len = del ? 0 : len};
     tw_http_answer answer;
-    char why[256];
+    char why[256], shown[1024];
+    tw_url_without_credentials(url, shown, sizeof shown); /* never user:password@ in a message */
     int rc = tw_http_send(&rq, &answer, why, sizeof why);
     if (rc != TW_OK) {
-        snprintf(err, errlen, "%s: %s", url, why);
+        snprintf(err, errlen, "%s: %s", shown, why);
         return rc == TW_EUNSUPPORTED ? rc : TW_ENET;
     }
     if (answer.status < 200 || answer.status >= 300) {
-        /* the gateway says why in its body, already one line */
-        snprintf(err, errlen, "%s: HTTP %ld: %.300s", url, answer.status, answer.text);
+        /* the gateway says why in its body, already one line (redacted by the client) */
+        snprintf(err, errlen, "%s: HTTP %ld: %.300s", shown, answer.status, answer.text);
         return TW_EHTTP;
     }
     return TW_OK;

@@ -27,7 +27,8 @@
 typedef struct receiver {
     struct tw_notifier *owner;
     const tw_payload_format *format;
-    char *url, *secret, *shown; /* shown: the URL without its query, for logs */
+    char *url, *secret;
+    char shown[256]; /* for logs: the URL's origin only (tokens live in paths and queries) */
     char name[48];
     pthread_t thread;
     bool started;
@@ -191,20 +192,25 @@ void tw_notifier_sink(void *notifier, const tw_alert_notice *alerts, size_t coun
 /* POSTs one batch; returns true on a 2xx answer, else fills why. */
 static bool post(receiver *r, const tw_queued_alert *batch, size_t n, char *why, size_t cap)
 {
-    tw_payload_context c = {.host = r->owner->host, .external_url = r->owner->external_url, .secret = r->secret,
-                            .now = tw_wall_clock()};
+    tw_payload_context c = {
+        .host = r->owner->host, .external_url = r->owner->external_url, .secret = r->secret, .now = tw_wall_clock()};
     char *body = NULL, *signed_url = NULL;
     size_t len = 0;
     if (r->format->build(r->format, &c, batch, n, r->url, &body, &len, &signed_url) != TW_OK) {
         snprintf(why, cap, "could not build the request");
         return false;
     }
-    tw_http_request rq = {.method = "POST", .url = signed_url ? signed_url : r->url, .content_type = "application/json",
-                          .body = body, .body_len = len, .timeout = r->owner->timeout};
+    tw_http_request rq = {.method = "POST",
+                          .url = signed_url ? signed_url : r->url,
+                          .content_type = "application/json",
+                          .body = body,
+                          .body_len = len,
+                          .timeout = r->owner->timeout};
     tw_http_answer answer;
     bool ok = tw_http_send(&rq, &answer, why, cap) == TW_OK;
     if (ok && (answer.status < 200 || answer.status > 299)) {
-        snprintf(why, cap, "HTTP %ld: %.200s", answer.status, answer.text);
+        /* the body only as the client redacted it: receivers echo tokens and signatures */
+        snprintf(why, cap, "HTTP %ld (%zu bytes: %.200s)", answer.status, answer.length, answer.text);
         ok = false;
     }
     free(body);
@@ -336,13 +342,19 @@ int tw_notifier_new(const tw_notifier_options *o, tw_notifier **out)
             tw_family **f;
         } defs[] = {
             {"trainwatch_notifications_sent", "Alerts delivered, by receiver.", TW_METRIC_COUNTER, &n->f_sent},
-            {"trainwatch_notifications_errors", "Failed deliveries (each retried), by receiver.", TW_METRIC_COUNTER, &n->f_errors},
-            {"trainwatch_notifications_dropped", "Alerts dropped from a full queue, by receiver.", TW_METRIC_COUNTER, &n->f_dropped},
-            {"trainwatch_notifications_queue_length", "Alerts waiting for delivery, by receiver.", TW_METRIC_GAUGE, &n->f_queued},
+            {"trainwatch_notifications_errors", "Failed deliveries (each retried), by receiver.", TW_METRIC_COUNTER,
+             &n->f_errors},
+            {"trainwatch_notifications_dropped", "Alerts dropped from a full queue, by receiver.", TW_METRIC_COUNTER,
+             &n->f_dropped},
+            {"trainwatch_notifications_queue_length", "Alerts waiting for delivery, by receiver.", TW_METRIC_GAUGE,
+             &n->f_queued},
         };
         for (size_t i = 0; i < 4 && rc == TW_OK; i++) {
-            tw_family_options fo = {.name = defs[i].name, .help = defs[i].help, .type = defs[i].type,
-                                    .label_count = 1, .label_names = labels};
+            tw_family_options fo = {.name = defs[i].name,
+                                    .help = defs[i].help,
+                                    .type = defs[i].type,
+                                    .label_count = 1,
+                                    .label_names = labels};
             rc = tw_family_register(n->registry, &fo, defs[i].f);
         }
     }
@@ -352,23 +364,6 @@ int tw_notifier_new(const tw_notifier_options *o, tw_notifier **out)
     }
     *out = n;
     return TW_OK;
-}
-
-static char *without_query(const char *url)
-{
-    size_t n = strcspn(url, "?#");
-    /* user:password@ in the authority is a secret too */
-    const char *scheme = strstr(url, "://"), *at = scheme ? memchr(scheme, '@', n - (size_t)(scheme - url)) : NULL;
-    char *out = malloc(n + 1);
-    if (!out)
-        return NULL;
-    if (at) {
-        size_t head = (size_t)(scheme + 3 - url);
-        snprintf(out, n + 1, "%.*s%.*s", (int)head, url, (int)(n - (size_t)(at + 1 - url)), at + 1);
-    } else {
-        snprintf(out, n + 1, "%.*s", (int)n, url);
-    }
-    return out;
 }
 
 int tw_notifier_add(tw_notifier *n, const tw_receiver_options *o, char *err, size_t cap)
@@ -398,7 +393,7 @@ int tw_notifier_add(tw_notifier *n, const tw_receiver_options *o, char *err, siz
     r->owner = n;
     r->format = format;
     r->url = strdup(o->url);
-    r->shown = without_query(o->url);
+    tw_url_origin(o->url, r->shown, sizeof r->shown);
     r->secret = o->secret ? strdup(o->secret) : NULL;
     size_t same = 1;
     for (size_t i = 0; i < n->count; i++)
@@ -407,9 +402,8 @@ int tw_notifier_add(tw_notifier *n, const tw_receiver_options *o, char *err, siz
     pthread_mutex_init(&r->lock, NULL);
     pthread_cond_init(&r->wake, NULL);
     pthread_cond_init(&r->idle_cond, NULL);
-    if (!r->url || !r->shown || (o->secret && !r->secret)) {
+    if (!r->url || (o->secret && !r->secret)) {
         free(r->url);
-        free(r->shown);
         free(r->secret);
         free(r);
         return TW_ENOMEM;
@@ -469,7 +463,6 @@ void tw_notifier_free(tw_notifier *n)
             free_queued(&r->queue[k]);
         free(r->queue);
         free(r->url);
-        free(r->shown);
         free(r->secret);
         pthread_mutex_destroy(&r->lock);
         pthread_cond_destroy(&r->wake);

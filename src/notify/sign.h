@@ -1,7 +1,6 @@
 /*
- * sign.h: what webhook signatures need: SHA-256 and HMAC-SHA256 (RFC 2104;
- * base64 is in core/base64.h). Small and self-contained, so signing needs no TLS
- * library beyond what libcurl already uses.
+ * sign.h: what webhook signatures need: SHA-256 and HMAC-SHA256 (RFC 2104,
+ * RFC 4231), thin wrappers over nettle (base64 is in core/base64.h).
  */
 #ifndef TW_NOTIFY_SIGN_H
 #define TW_NOTIFY_SIGN_H

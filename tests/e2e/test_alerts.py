@@ -436,8 +436,8 @@ def test_receiver_down_then_failing_then_back(tmp_path, procs):
     wait_until(lambda: "alert firing" in watch.stderr(), timeout=30, what="the alert to fire")
     err = wait_until(lambda: (lambda e: e if "notifying alertmanager-1" in e else None)(watch.stderr()),
                      timeout=30, what="the delivery failure to be logged")
-    assert f"notifying alertmanager-1 (http://127.0.0.1:{port}/hook) failed" in err
-    assert "zzz" not in err
+    assert f"notifying alertmanager-1 (http://127.0.0.1:{port}) failed" in err
+    assert "zzz" not in err and "/hook" not in err
     wait_until(lambda: re.search(r'trainwatch_notifications_errors_total\{receiver="alertmanager-1"\} [1-9]',
                                  watch.metrics()), timeout=30, what="the error counter")
     # the receiver comes up, answering 500 twice before it accepts
@@ -449,5 +449,69 @@ def test_receiver_down_then_failing_then_back(tmp_path, procs):
         wait_until(lambda: "delivered again" in watch.stderr(), timeout=10, what="the recovery line")
         assert watch.proc.poll() is None
         assert re.search(r'trainwatch_notifications_sent_total\{receiver="alertmanager-1"\} 1', watch.metrics())
+    finally:
+        hook.stop()
+
+
+class EchoingErrorReceiver:
+    """Answers every POST with 403 and a body that echoes the request path
+    (tokens included) and carries token, sign and key values, as real
+    receivers' error answers do."""
+
+    def __init__(self):
+        import http.server
+        import threading
+        self.paths = []
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                receiver.paths.append(self.path)
+                body = json.dumps({"detail": f"POST {self.path} refused", "error": "invalid_token",
+                                   "access_token": "at-echoed-secret", "sign": "c2lnbmVkLWVjaG8=",
+                                   "app_key": "k3y-echoed"}).encode()
+                self.send_response(403)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_receiver_errors_print_no_url_path_query_or_body_secret(tmp_path, procs):
+    hook = EchoingErrorReceiver()
+    base = f"http://127.0.0.1:{hook.port}"
+    try:
+        log = tmp_path / "train.log"
+        append(log, [step_line(s, "2.0") for s in range(1, 3)])
+        watch = procs(Watch, str(tmp_path), str(log),
+                      "--webhook", base + "/services/T0AAAA/B0BBBB/SlackPathSecret42", "--webhook-format", "slack",
+                      "--webhook", base + "/open-apis/bot/v2/hook/feishu-path-secret", "--webhook-format", "feishu",
+                      "--webhook", "env:DING_URL", "--webhook-format", "dingtalk",
+                      "--alertmanager", f"http://am-user:am-pass-word@127.0.0.1:{hook.port}",
+                      env={"DING_URL": base + "/robot/send?access_token=ding-query-secret"})
+        append(log, [step_line(s, "nan") for s in range(3, 9)])
+        names = ["slack-1", "feishu-1", "dingtalk-1", "alertmanager-api-1"]
+        err = wait_until(lambda: (lambda e: e if all(f"notifying {n} ({base}) failed: HTTP 403" in e for n in names)
+                                  else None)(watch.stderr()), timeout=30, what="every receiver's failure line")
+        assert len(hook.paths) >= 4  # the secrets below did reach the receiver
+        watch.stop()
+        err = watch.stderr()
+        for secret in ("SlackPathSecret42", "T0AAAA", "feishu-path-secret", "ding-query-secret",
+                       "am-user", "am-pass-word", "at-echoed-secret", "c2lnbmVkLWVjaG8", "k3y-echoed"):
+            assert secret not in err, secret
+        assert "invalid_token" in err  # what the receiver said is still there, redacted
     finally:
         hook.stop()

@@ -6,6 +6,8 @@ loopback."""
 import base64
 import gzip
 import json
+import re
+import select
 import socket
 import ssl
 import subprocess
@@ -124,6 +126,15 @@ def test_dead_pushgateway_fails_clearly(tmp_path):
     assert time.monotonic() - start < 20
 
 
+def test_pushgateway_credentials_are_never_printed(tmp_path):
+    port = free_port()  # nothing listens there
+    result = subprocess.run([binary("metrics-demo"), "--push", f"http://pusher:s3cretpw@127.0.0.1:{port}",
+                             "--retries", "1", "--push-timeout", "1"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert f"127.0.0.1:{port}/metrics/job/metrics-demo" in result.stderr
+    assert "s3cretpw" not in result.stderr and "pusher" not in result.stderr, result.stderr
+
+
 def test_pushgateway_error_body_is_reported(procs, tmp_path):
     gw = procs(Pushgateway, str(tmp_path))
     # a grouping label that collides with a pushed metric's label: the gateway refuses
@@ -199,6 +210,44 @@ def test_tls_and_basic_auth(procs, tmp_path):
     assert prom.wait_for('demo_loss{job="tls"}')
 
 
+def tls_exporter(procs, tmp_path, cert, key, settings, name):
+    config = tmp_path / f"{name}.yml"
+    config.write_text(f"tls_server_config:\n  cert_file: {cert.name}\n  key_file: {key.name}\n{settings}")
+    port = free_port()
+    p = procs(Process, [binary("metrics-demo"), f"--web.listen-address=127.0.0.1:{port}",
+                        f"--web.config.file={config}"], str(tmp_path), name)
+    wait_until(lambda: p.proc.poll() is None and handshake(port), what=f"the TLS exporter {name}")
+    return port
+
+
+def handshake(port, *flags):
+    """openssl s_client's handshake with the given flags: the protocol and
+    cipher it agreed, or None when the server refused."""
+    r = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-brief", *flags],
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    version = re.search(r"Protocol version: (\S+)", r.stdout + r.stderr)
+    cipher = re.search(r"Ciphersuite: (\S+)", r.stdout + r.stderr)
+    return (version.group(1), cipher.group(1)) if r.returncode == 0 and version else None
+
+
+def test_tls_versions_suites_and_curves_are_honoured(procs, tmp_path):
+    cert, key = make_tls(tmp_path)
+    only12 = tls_exporter(procs, tmp_path, cert, key, "  max_version: TLS12\n", "only12")
+    assert handshake(only12, "-tls1_3") is None
+    assert handshake(only12, "-tls1_2")[0] == "TLSv1.2"
+    only13 = tls_exporter(procs, tmp_path, cert, key, "  min_version: TLS13\n  max_version: TLS13\n", "only13")
+    assert handshake(only13, "-tls1_2") is None
+    assert handshake(only13, "-tls1_3")[0] == "TLSv1.3"
+    suites = tls_exporter(procs, tmp_path, cert, key,
+                          "  max_version: TLS12\n  cipher_suites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]\n"
+                          "  curve_preferences: [X25519]\n", "suites")
+    assert handshake(suites, "-tls1_2", "-cipher", "ECDHE-RSA-AES256-GCM-SHA384") is None
+    assert handshake(suites, "-tls1_2", "-cipher", "ECDHE-RSA-AES128-GCM-SHA256") == (
+        "TLSv1.2", "ECDHE-RSA-AES128-GCM-SHA256")
+    assert handshake(suites, "-tls1_2", "-groups", "P-384") is None
+    assert handshake(suites, "-tls1_2", "-groups", "X25519")[0] == "TLSv1.2"
+
+
 def test_bad_web_config_is_refused_before_serving(tmp_path):
     config = tmp_path / "web.yml"
     config.write_text("tls_server_config:\n  cert_file: a.crt\n  key_file: a.key\n  client_auth_type: RequireAndVerifyClientCert\n")
@@ -210,6 +259,10 @@ def test_bad_web_config_is_refused_before_serving(tmp_path):
     result = subprocess.run([binary("metrics-demo"), f"--web.config.file={config}", "--web.listen-address=127.0.0.1:0"],
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 2 and "must be a bcrypt hash" in result.stderr
+    config.write_text("tls_server_config:\n  cert_file: a.crt\n  key_file: a.key\n  cipher_suites: [TLS_BOGUS]\n")
+    result = subprocess.run([binary("metrics-demo"), f"--web.config.file={config}", "--web.listen-address=127.0.0.1:0"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2 and "line 4: cipher_suites: unknown cipher suite TLS_BOGUS" in result.stderr
 
 
 def test_slow_and_garbage_clients_do_not_stop_scrapes(procs, tmp_path):
@@ -233,4 +286,117 @@ def test_slow_and_garbage_clients_do_not_stop_scrapes(procs, tmp_path):
         assert answer == b"" or answer[9:12] in codes, answer
     for s in (slow, garbage, huge):
         s.close()
+    assert http(url + "/metrics")[0] == 200
+
+
+def server_has_read(server_port, client):
+    """Whether the server has read everything this client socket sent: its
+    side of the connection has an empty receive queue (/proc/net/tcp)."""
+    client_port = client.getsockname()[1]
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            local, remote, queues = fields[1], fields[2], fields[4]
+            if int(local.split(":")[1], 16) == server_port and int(remote.split(":")[1], 16) == client_port:
+                return int(queues.split(":")[1], 16) == 0
+    return False
+
+
+def basic(user, password):
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def test_cached_login_is_answered_while_password_checks_are_in_flight(procs, tmp_path):
+    import crypt
+    config = tmp_path / "web.yml"
+    slow = crypt.crypt("s3cret", crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=2 ** 13))  # cost 13
+    config.write_text(f"basic_auth_users:\n  alice: '{slow}'\n")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    procs(Process, [binary("metrics-demo"), f"--web.listen-address=127.0.0.1:{port}", f"--web.config.file={config}"],
+          str(tmp_path), "auth")
+    wait_until(lambda: http(url + "/-/healthy")[0] == 401 or None, what="the exporter")
+    assert http(url + "/metrics", {"Authorization": basic("alice", "s3cret")}, timeout=60)[0] == 200  # now cached
+    wrong = []
+    for i in range(4):
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.sendall(f"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: {basic('alice', f'guess{i}')}\r\n"
+                     "Connection: close\r\n\r\n".encode())
+        wrong.append(sock)
+    # the server has taken up a wrong guess: its bcrypt is under way
+    wait_until(lambda: any(server_has_read(port, s) for s in wrong), what="the server to read a wrong guess")
+    status, _, body = http(url + "/metrics", {"Authorization": basic("alice", "s3cret")}, timeout=60)
+    assert status == 200 and b"demo_loss 0.25" in body
+    # answered while every wrong guess is still being checked
+    readable, _, _ = select.select(wrong, [], [], 0)
+    assert readable == []
+    for sock in wrong:
+        sock.settimeout(60)
+        assert sock.recv(12) == b"HTTP/1.1 401"
+        sock.close()
+
+
+def trickle_start(port, count):
+    socks = []
+    for _ in range(count):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        socks.append(s)
+    return socks
+
+
+def trickle(socks):
+    """One header line on each connection; returns those the server has not closed."""
+    alive = []
+    for s in socks:
+        try:
+            s.sendall(b"X-Dribble: 1\r\n")
+            alive.append(s)
+        except OSError:
+            s.close()
+    return alive
+
+
+def test_scrape_gets_in_beside_70_trickling_clients_from_its_own_address(procs, tmp_path):
+    import threading
+    _, port, url = exporter(procs, tmp_path)
+    socks = trickle_start(port, 70)  # more than the 64 connections the server takes
+    result, done = {}, threading.Event()
+
+    def scrape():
+        try:
+            result["answer"] = http(url + "/metrics", timeout=30)
+        except OSError as e:
+            result["error"] = e
+        done.set()
+
+    threading.Thread(target=scrape, daemon=True).start()
+    while not done.wait(0.5):  # they keep trickling for as long as the scrape takes
+        socks = trickle(socks)
+    assert "answer" in result, result
+    status, _, body = result["answer"]
+    assert status == 200 and b"demo_loss 0.25" in body
+    # still trickling when the scrape was answered: room was made, nobody timed out
+    assert len(trickle(socks)) >= 8
+    for s in socks:
+        s.close()
+
+
+def test_header_deadline_closes_a_steady_trickle(procs, tmp_path):
+    _, port, url = exporter(procs, tmp_path)
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+    sock.settimeout(0.5)
+
+    def closed():
+        try:
+            sock.sendall(b"X-Dribble: 1\r\n")  # a byte well within every idle timeout
+            return sock.recv(1) == b""
+        except socket.timeout:
+            return False
+        except OSError:
+            return True
+
+    wait_until(closed, timeout=40, interval=0, what="the server to close a connection that never ends its headers")
+    sock.close()
     assert http(url + "/metrics")[0] == 200
