@@ -24,7 +24,7 @@
  *   tw_supervision_follow()  the source is log files
  *   tw_supervision_tick()    one turn: read what is there, sample, evaluate;
  *                            false once the source has ended
- *   tw_supervision_signal_fd()  where signal handlers say what arrived
+ *   tw_supervision_catch_signals()  signals handed to the next tick
  *   tw_supervision_finish()  the end: lines still pending, the record of how
  *                            the command ended, a last evaluation, and the
  *                            report (the diagnosis plus what sampling and
@@ -118,11 +118,13 @@ int tw_supervision_follow(tw_supervision *s, tw_follow_options *f);
  * command exited and its output is drained; a stop signal while following
  * files). */
 bool tw_supervision_tick(tw_supervision *s, double wait);
-/* A descriptor a signal handler writes a signal's number to, as one byte
- * (async-signal-safe). The next tick passes it on to the command's process
- * group (SIGWINCH: resizes the command's terminal); following files,
- * SIGINT, SIGTERM and SIGHUP end the supervision. */
-int tw_supervision_signal_fd(const tw_supervision *s);
+/* Catches these signals for the supervision (one per process at a time):
+ * the handler only writes the signal's number to a pipe, and the next tick
+ * passes it on to the command's process group (SIGWINCH: resizes the
+ * command's terminal), or, following files, SIGINT, SIGTERM and SIGHUP end
+ * the supervision. SIGPIPE is ignored (a reader of our output that went
+ * away must not kill us). */
+int tw_supervision_catch_signals(tw_supervision *s, const int *signals, size_t count);
 
 typedef struct tw_supervision_result {
     int status;         /* the command's: its exit status, 128+signal */

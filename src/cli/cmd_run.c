@@ -33,17 +33,6 @@ typedef struct run_options {
     const char *pushgateway;
 } run_options;
 
-static int signal_fd = -1;
-
-static void on_signal(int sig)
-{
-    unsigned char s = (unsigned char)sig;
-    int saved = errno;
-    if (write(signal_fd, &s, 1) < 0) {
-    }
-    errno = saved;
-}
-
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -194,18 +183,6 @@ static bool ready_to_start(const run_options *o)
     return true;
 }
 
-static void catch_signals(void)
-{
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    if (isatty(STDOUT_FILENO))
-        sigaction(SIGWINCH, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-}
-
 /* The diagnosis at the end: printed, written, pushed; the exit status. */
 static int report_end(const run_options *o, tw_supervision *sup)
 {
@@ -244,8 +221,9 @@ static int run(int argc, char **argv)
         fprintf(stderr, "trainwatch run: not starting %s\n", cmd);
         return TW_EXIT_USAGE;
     }
-    signal_fd = tw_supervision_signal_fd(sup);
-    catch_signals();
+    /* forwarded to the command's group; a resize of our terminal to its terminal */
+    static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGWINCH};
+    tw_supervision_catch_signals(sup, forwarded, isatty(STDOUT_FILENO) ? 4 : 3);
     int start_errno, status;
     if (tw_supervision_spawn(sup, &o.command, &start_errno) != TW_OK) {
         status = start_errno ? 127 : TW_EXIT_USAGE;

@@ -126,17 +126,6 @@ static int finish(tw_supervision *sup, const watch_options *o)
     return status;
 }
 
-static int signal_fd = -1;
-
-static void on_signal(int sig)
-{
-    unsigned char s = (unsigned char)sig;
-    int saved = errno;
-    if (write(signal_fd, &s, 1) < 0) {
-    }
-    errno = saved;
-}
-
 static int run(int argc, char **argv)
 {
     watch_options o = {.sup = {.name = "watch", .serve = true, .job = "watch"}};
@@ -150,9 +139,8 @@ static int run(int argc, char **argv)
     o.follow.patterns = (const char *const *)(argv + first);
     o.follow.pattern_count = (size_t)(argc - first);
     if (tw_supervision_follow(sup, &o.follow) == TW_OK) {
-        signal_fd = tw_supervision_signal_fd(sup);
-        signal(SIGINT, on_signal);
-        signal(SIGTERM, on_signal);
+        static const int stop[] = {SIGINT, SIGTERM};
+        tw_supervision_catch_signals(sup, stop, 2);
         double start = tw_monotonic_clock();
         while ((o.duration <= 0 || tw_monotonic_clock() - start < o.duration) && tw_supervision_tick(sup, 0.5)) {
         }

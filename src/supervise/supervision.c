@@ -54,6 +54,8 @@ struct tw_supervision {
     bool stop;
 };
 
+static int signal_fd = -1; /* the catching supervision's pipe: a handler takes no argument */
+
 /* Starts the metrics server, when serving, and says where it listens (the
  * port bound, also for port 0). */
 static int serve(tw_supervision *s)
@@ -135,6 +137,8 @@ void tw_supervision_free(tw_supervision *s)
     tw_live_free(s->sinks.live);
     tw_run_free(s->sinks.run);
     tw_registry_free(s->registry);
+    if (signal_fd == s->signal_pipe[1])
+        signal_fd = -1;
     for (int i = 0; i < 2; i++) {
         if (s->signal_pipe[i] >= 0)
             close(s->signal_pipe[i]);
@@ -146,9 +150,28 @@ tw_registry *tw_supervision_registry(tw_supervision *s)
 {
     return s->registry;
 }
-int tw_supervision_signal_fd(const tw_supervision *s)
+
+static void on_signal(int sig)
 {
-    return s->signal_pipe[1];
+    unsigned char b = (unsigned char)sig;
+    int saved = errno;
+    if (write(signal_fd, &b, 1) < 0) {
+        /* the pipe is full: the signal is already waiting there */
+    }
+    errno = saved;
+}
+
+int tw_supervision_catch_signals(tw_supervision *s, const int *signals, size_t count)
+{
+    signal_fd = s->signal_pipe[1];
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < count; i++) {
+        if (sigaction(signals[i], &sa, NULL) != 0)
+            return tw_status_from_errno(errno);
+    }
+    signal(SIGPIPE, SIG_IGN);
+    return TW_OK;
 }
 
 /* ---- the command's output ------------------------------------------ */

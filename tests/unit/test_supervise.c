@@ -253,6 +253,28 @@ static tw_record step_record(int rank, int64_t step)
     return r;
 }
 
+/* An event record of a rank. */
+static tw_record event_record(int rank, tw_event_kind kind, int code)
+{
+    tw_record r;
+    tw_record_init(&r);
+    r.kind = TW_REC_EVENT;
+    r.event = kind;
+    r.exit_code = code;
+    r.rank = rank;
+    return r;
+}
+
+/* A registry with live metrics on it, job "j". */
+static tw_live *live_on_new_registry(tw_registry **reg, double stall_after)
+{
+    assert_int_equal(tw_registry_new(reg), TW_OK);
+    tw_live *l;
+    tw_live_options o = {.registry = *reg, .job = "j", .stall_after = stall_after};
+    assert_int_equal(tw_live_new(&o, &l), TW_OK);
+    return l;
+}
+
 /* The metrics text of a registry, in a buffer the caller frees. */
 static char *exposition(tw_registry *r)
 {
@@ -269,18 +291,10 @@ static void many_ranks_are_counted_not_fatal(void **state)
 {
     (void)state;
     tw_registry *reg;
-    assert_int_equal(tw_registry_new(&reg), TW_OK);
-    tw_live *l;
-    tw_live_options o = {.registry = reg, .job = "j"};
-    assert_int_equal(tw_live_new(&o, &l), TW_OK);
+    tw_live *l = live_on_new_registry(&reg, 0);
     for (int rank = 0; rank < 3335; rank++) {
-        tw_record r = step_record(rank, 10);
+        tw_record r = step_record(rank, 10), e = event_record(rank, TW_EV_CHECKPOINT, 0);
         tw_live_record(l, &r);
-        tw_record e;
-        tw_record_init(&e);
-        e.kind = TW_REC_EVENT;
-        e.event = TW_EV_CHECKPOINT;
-        e.rank = rank;
         tw_live_record(l, &e);
     }
     tw_record big = step_record(7000, 3);
@@ -302,20 +316,12 @@ static void finished_ranks_do_not_stall(void **state)
 {
     (void)state;
     tw_registry *reg;
-    assert_int_equal(tw_registry_new(&reg), TW_OK);
-    tw_live *l;
-    tw_live_options o = {.registry = reg, .job = "j", .stall_after = 5};
-    assert_int_equal(tw_live_new(&o, &l), TW_OK);
+    tw_live *l = live_on_new_registry(&reg, 5);
     for (int rank = 0; rank < 2; rank++) {
         tw_record r = step_record(rank, 100);
         tw_live_record(l, &r);
     }
-    tw_record end;
-    tw_record_init(&end);
-    end.kind = TW_REC_EVENT;
-    end.event = TW_EV_EXIT;
-    end.exit_code = 0;
-    end.rank = 0;
+    tw_record end = event_record(0, TW_EV_EXIT, 0);
     tw_live_record(l, &end);
     tw_finding f;
     assert_false(tw_live_stall_finding(l, 0, &f));
