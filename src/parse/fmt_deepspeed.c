@@ -32,7 +32,7 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     tw_record_init(&r);
     long long rank;
     if (tw_scan_uint(at + 6, end, &rank))
-        r.rank = (int)rank;
+        r.rank = tw_rank_value(rank);
     const char *body = memchr(at, ']', (size_t)(end - at));
     if (!body)
         return 0;

@@ -30,8 +30,8 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     /* Paddle's collective init names the rank: "init nccl context nranks: 4 local rank: 1" */
     const char *rank = tw_find(line->body, line->body_len, "local rank: ");
     long long value;
-    if (rank && tw_scan_uint(rank + 12, line->body + line->body_len, &value))
-        tw_parser_rank_hint(p, (int)value);
+    if (rank && tw_scan_uint(rank + 12, line->body + line->body_len, &value) && tw_rank_value(value) >= 0)
+        tw_parser_rank_hint(p, tw_rank_value(value));
     if (severity != 'E' && severity != 'F')
         return -1;
     const char *msg = tw_find(line->body, line->body_len, "] ") + 2;

@@ -120,7 +120,7 @@ static void apply_member(tw_record *r, file_name *file, const tw_json_member *m)
         tw_record_set_text(r->message, m->string, m->string_len);
     else if (strcmp(m->key, "detail") == 0)
         tw_record_set_text(r->detail, m->string, m->string_len);
-    else if (strcmp(m->key, "rank") == 0 && member_integer(m, 1e6, &v))
+    else if (strcmp(m->key, "rank") == 0 && member_integer(m, INT_MAX, &v))
         r->rank = (int)v;
     else if (strcmp(m->key, "code") == 0 && m->type == TW_JSON_NUMBER && m->number >= -1e6 && m->number <= 1e6)
         r->exit_code = (int)m->number;

@@ -49,8 +49,8 @@ int tw_rank_from_path(const char *path)
         while (*d == '-' || *d == '_' || *d == '.')
             d++;
         long long v;
-        if (tw_scan_uint(d, base + len, &v) && v < 100000)
-            return (int)v;
+        if (tw_scan_uint(d, base + len, &v) && tw_rank_value(v) >= 0)
+            return tw_rank_value(v);
     }
     return -1;
 }

@@ -12,6 +12,7 @@
 #define TW_PARSE_SCAN_H
 
 #include <stdbool.h>
+#include <limits.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -24,6 +25,9 @@ size_t tw_scan_number(const char *s, const char *end, double *out);
 
 /* Parses an unsigned integer; returns bytes consumed (0 if none). */
 size_t tw_scan_uint(const char *s, const char *end, long long *out);
+/* A rank number as scanned: any int from 0 up, -1 (unknown) beyond: never
+ * clamped onto another rank. */
+static inline int tw_rank_value(long long v) { return v >= 0 && v <= INT_MAX ? (int)v : -1; }
 
 /* Recognises a timestamp at the start of a line, optionally in [brackets]:
  * 2024/03/09 15:15:33, 2021-11-23 20:45:58(.123|,123), 02/13/2022 23:11:11,

@@ -271,6 +271,24 @@ static void test_deepspeed_rank_lines(void **state)
     free(c);
 }
 
+/* Rank numbers are taken as they are, however large, and never clamped onto
+ * another rank; one past any int is unknown, not a wrapped negative. */
+static void test_large_rank_numbers_are_kept_or_unknown(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text("[Rank 5000] steps: 10 loss: 0.5\n"
+                                      "[Rank 2147483647] steps: 10 loss: 0.5\n"
+                                      "[Rank 99999999999] steps: 10 loss: 0.5\n",
+                                      "deepspeed", NULL);
+    assert_int_equal(count_kind(c, TW_REC_STEP), 3);
+    assert_int_equal(nth_kind(c, TW_REC_STEP, 0)->rank, 5000);
+    assert_int_equal(nth_kind(c, TW_REC_STEP, 1)->rank, 2147483647);
+    assert_true(nth_kind(c, TW_REC_STEP, 2)->rank >= -1 && nth_kind(c, TW_REC_STEP, 2)->rank <= 0);
+    free(c);
+    assert_int_equal(tw_rank_from_path("log/workerlog.150000"), 150000);
+    assert_int_equal(tw_rank_from_path("log/workerlog.99999999999"), -1);
+}
+
 static void test_lightning_progress_bar_with_carriage_returns(void **state)
 {
     (void)state;
@@ -486,6 +504,7 @@ int main(void)
         cmocka_unit_test(test_oom_nan_checkpoint_resume_events),
         cmocka_unit_test(test_megatron_iteration_line),
         cmocka_unit_test(test_deepspeed_rank_lines),
+        cmocka_unit_test(test_large_rank_numbers_are_kept_or_unknown),
         cmocka_unit_test(test_lightning_progress_bar_with_carriage_returns),
         cmocka_unit_test(test_mmdet_text_and_mmengine),
         cmocka_unit_test(test_detectron2_events_line),
