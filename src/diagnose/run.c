@@ -45,11 +45,14 @@ void tw_run_free(tw_run *run)
     free(run->ranks);
     for (uint32_t i = 0; i < run->file_count; i++)
         free(run->files[i]);
+    free(run->files);
+    free(run->file_slots);
     for (int i = 0; i < run->input_count; i++) {
         free(run->inputs[i].path);
         free(run->inputs[i].format);
         free(run->inputs[i].error);
     }
+    free(run->inputs);
     free(run);
 }
 
@@ -61,8 +64,14 @@ static char *dup_or_null(const char *s)
 void tw_run_note_input(tw_run *run, const char *path, const char *format, uint64_t lines, uint64_t records,
                        const char *error)
 {
-    if (run->input_count >= (int)(sizeof run->inputs / sizeof run->inputs[0]))
-        return;
+    if (run->input_count == run->input_cap) {
+        int cap = run->input_cap ? run->input_cap * 2 : 16;
+        tw_input_note *grown = realloc(run->inputs, sizeof *grown * (size_t)cap);
+        if (!grown)
+            return; /* out of memory: the input is missing from the report's list, nothing else */
+        run->inputs = grown;
+        run->input_cap = cap;
+    }
     tw_input_note *in = &run->inputs[run->input_count++];
     in->path = dup_or_null(path);
     in->format = dup_or_null(format);
@@ -71,22 +80,70 @@ void tw_run_note_input(tw_run *run, const char *path, const char *format, uint64
     in->records = records;
 }
 
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* The slot of name in the hash table: where it is, or the empty one where
+ * it would go. */
+static uint32_t *file_slot(tw_run *run, const char *name)
+{
+    uint32_t mask = run->file_slot_count - 1;
+    for (uint32_t i = (uint32_t)name_hash(name) & mask;; i = (i + 1) & mask) {
+        uint32_t *slot = &run->file_slots[i];
+        if (!*slot || strcmp(run->files[*slot - 1], name) == 0)
+            return slot;
+    }
+}
+
+static bool grow_files(tw_run *run)
+{
+    uint32_t cap = run->file_cap ? run->file_cap * 2 : 16;
+    char **files = realloc(run->files, sizeof *files * cap);
+    uint32_t *slots = calloc((size_t)cap * 2, sizeof *slots);
+    if (!files || !slots) {
+        if (files)
+            run->files = files;
+        free(slots);
+        return false;
+    }
+    run->files = files;
+    run->file_cap = cap;
+    free(run->file_slots);
+    run->file_slots = slots;
+    run->file_slot_count = cap * 2;
+    for (uint32_t i = 0; i < run->file_count; i++)
+        *file_slot(run, run->files[i]) = i + 1;
+    return true;
+}
+
 /* File names are interned: records borrow them from their parser, which may
- * be gone by the time a report cites them. */
+ * be gone by the time a report cites them. Any number of files (a glob of
+ * thousands of rank logs) keeps each its own name. */
 static uint32_t intern_file(tw_run *run, const char *name)
 {
     if (!name)
         name = "<unknown>";
-    for (uint32_t i = run->file_count; i > 0; i--) {
-        if (strcmp(run->files[i - 1], name) == 0)
-            return i - 1;
+    /* by content, not address: a parser freed and another allocated may
+     * put a different name at the same address */
+    if (run->file_count && strcmp(name, run->files[run->last_file]) == 0)
+        return run->last_file;
+    if (run->file_count == run->file_cap && !grow_files(run))
+        return 0; /* out of memory: cited as the first file */
+    uint32_t *slot = file_slot(run, name);
+    if (!*slot) {
+        char *copy = strdup(name);
+        if (!copy)
+            return 0;
+        run->files[run->file_count++] = copy;
+        *slot = run->file_count;
     }
-    if (run->file_count >= TW_FILES_MAX)
-        return run->file_count - 1;
-    run->files[run->file_count] = strdup(name);
-    if (!run->files[run->file_count])
-        return 0;
-    return run->file_count++;
+    run->last_file = *slot - 1;
+    return run->last_file;
 }
 
 /* Index of the first rank numbered rank or above (binary search over the

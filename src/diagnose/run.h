@@ -16,7 +16,6 @@
 #define TW_RECENT      32    /* recent losses kept for spike detection */
 #define TW_HIST_BINS   1200  /* log-spaced step-time bins, 1 us .. 1e6 s */
 #define TW_EVENTS_KEPT 256
-#define TW_FILES_MAX   4096
 
 /* Durations (seconds) in log-spaced bins, with the exact extremes so that a
  * quantile never reads outside what was observed. */
@@ -152,8 +151,11 @@ struct tw_run {
     int rank_last;             /* index of the last one found: logs come rank by rank */
     uint64_t over_limit_steps; /* step records of ranks past the limit, not analysed */
     int over_limit_first;      /* the first such rank */
-    char *files[TW_FILES_MAX];
-    uint32_t file_count;
+    char **files;              /* file names, interned: records cite them by index */
+    uint32_t file_count, file_cap;
+    uint32_t *file_slots;      /* open addressing over files by name hash: index + 1, 0 empty */
+    uint32_t file_slot_count;  /* a power of two, at least twice file_count */
+    uint32_t last_file;        /* the file interned last: records come one parser at a time */
     uint64_t steps, evals, events;
     uint64_t event_counts[TW_EV_COUNT];
     tw_event_note events_kept[TW_EVENTS_KEPT];
@@ -162,8 +164,8 @@ struct tw_run {
     bool have_last_exception;
     tw_metric_notes eval_metrics;
     tw_contradiction contradiction;
-    tw_input_note inputs[256];
-    int input_count;
+    tw_input_note *inputs;
+    int input_count, input_cap;
 };
 
 /* The rank numbered rank (rank numbers are sparse: 0, 5000, 7000 ...), or

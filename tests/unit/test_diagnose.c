@@ -15,6 +15,7 @@
 
 #include "diagnose/run.h" /* the rank limit, lowered for a test */
 #include "trainwatch/analyze.h"
+#include "trainwatch/error.h"
 
 typedef struct sample {
     int rank;
@@ -576,10 +577,45 @@ static void test_huge_values_in_titles_stay_short(void **state)
     tw_run_free(run);
 }
 
+/* Thousands of inputs keep their own names, even when each name is built in
+ * the same buffer (the address a record gives says nothing), and every
+ * input is listed in the report. */
+static void test_thousands_of_files_keep_their_names(void **state)
+{
+    (void)state;
+    tw_run *run;
+    assert_int_equal(tw_run_new(&run, NULL), TW_OK);
+    char name[64];
+    for (int i = 0; i < 5000; i++) {
+        snprintf(name, sizeof name, "log/workerlog.%d", i);
+        tw_record r;
+        tw_record_init(&r);
+        r.kind = TW_REC_STEP;
+        r.rank = i;
+        r.global_step = 10;
+        r.source.file = name;
+        r.source.line = 1;
+        tw_run_add(run, &r);
+        tw_run_note_input(run, name, "deepspeed", 1, 1, NULL);
+    }
+    assert_int_equal(run->file_count, 5000);
+    assert_string_equal(run->files[4999], "log/workerlog.4999");
+    assert_string_equal(run->files[1234], "log/workerlog.1234");
+    tw_report *r;
+    tw_thresholds th;
+    tw_thresholds_default(&th);
+    assert_int_equal(tw_diagnose(run, &th, &r), TW_OK);
+    assert_int_equal(r->input_count, 5000);
+    assert_string_equal(r->inputs[4321].path, "log/workerlog.4321");
+    tw_report_free(r);
+    tw_run_free(run);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_healthy_run_has_no_findings),
+        cmocka_unit_test(test_thousands_of_files_keep_their_names),
         cmocka_unit_test(test_nan_cites_first_step_and_lr_jump),
         cmocka_unit_test(test_data_loading_bound),
         cmocka_unit_test(test_stall_with_timestamps),
