@@ -229,7 +229,7 @@ static int hist_bin(double seconds)
     return (int)b;
 }
 
-void tw_hist_add(tw_hist *h, double seconds)
+static inline void hist_add(tw_hist *h, double seconds)
 {
     if (!(seconds >= 0) || isinf(seconds))
         return;
@@ -240,6 +240,8 @@ void tw_hist_add(tw_hist *h, double seconds)
     h->bins[hist_bin(seconds)]++;
     h->count++;
 }
+
+void tw_hist_add(tw_hist *h, double seconds) { hist_add(h, seconds); }
 
 void tw_hist_merge(tw_hist *into, const tw_hist *from)
 {
@@ -486,7 +488,7 @@ static void note_gap(tw_rank *rk, const tw_point *p)
         return;
     double steps = p->pos - rk->last.pos;
     if (!rk->event_since_last && steps > 0)
-        tw_hist_add(&rk->gaps, gap);
+        hist_add(&rk->gaps, gap);
     if (!rk->have_gap || gap > rk->longest_gap.seconds) {
         rk->have_gap = true;
         rk->longest_gap.seconds = gap;
@@ -552,7 +554,7 @@ static void add_step(tw_run *run, const tw_record *r)
         rk->steps++;
         if (r->fields & TW_F_BATCH_TIME) {
             double max = rk->step_times.count ? rk->step_times.max : -1;
-            tw_hist_add(&rk->step_times, r->batch_time);
+            hist_add(&rk->step_times, r->batch_time);
             if (rk->step_times.max > max) {
                 rk->batch_max_point = p;
             }
