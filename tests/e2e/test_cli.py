@@ -240,7 +240,7 @@ def test_train_metric_best_is_over_every_record(tmp_path):
     assert (part["last"], part["best"], part["best_step"], part["count"]) == (0.9, 0.2, 7, 20)
 
 
-def test_one_severity_word_in_text_json_and_readme(tmp_path):
+def test_one_severity_word_in_text_json_and_docs(tmp_path):
     log = kv_log(tmp_path / "flat.log", loss=lambda i: 1.5 if i != 45 else 9.0)  # plateau + spike
     report, _ = analyze(log)
     severities = {f["severity"] for f in report["findings"]}
@@ -248,7 +248,7 @@ def test_one_severity_word_in_text_json_and_readme(tmp_path):
     text = run(["trainwatch", "analyze", log]).stdout
     labels = re.findall(r"^  (\w+) +.*\[(\w+)\]$", text, re.M)
     assert labels == [(f["severity"].upper(), f["rule"]) for f in report["findings"]]
-    rules = (SOURCE / "README.md").read_text().split("### What it diagnoses", 1)[1].split("\n### ", 1)[0]
+    rules = (SOURCE / "docs" / "analyze.md").read_text().split("## What it diagnoses", 1)[1].split("\n## ", 1)[0]
     table = re.findall(r"^\| `\w+`(?: / `\w+`)? \| (\w+) \|", rules, re.M)
     assert len(table) > 20 and set(table) == {"error", "warning", "info"}
 
