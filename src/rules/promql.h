@@ -25,6 +25,9 @@
 #include "store.h"
 
 #define TW_LOOKBACK_MS (5 * 60 * 1000)
+/* Deepest expression tree (and parser recursion) accepted. Prometheus has no
+ * such limit, but the parser, the evaluator and tw_pq_free recurse. */
+#define TW_PQ_MAX_DEPTH 256
 
 typedef enum tw_pq_type { TW_PQ_SCALAR, TW_PQ_VECTOR, TW_PQ_MATRIX, TW_PQ_STRING } tw_pq_type;
 
@@ -61,7 +64,8 @@ typedef struct tw_pq_function tw_pq_function;
 struct tw_pq_node {
     tw_pq_kind kind;
     tw_pq_type type;
-    int pos; /* byte offset in the expression */
+    int pos;   /* byte offset in the expression */
+    int depth; /* levels of the tree from this node down, 1 for a leaf */
     union {
         double number;
         char *string;

@@ -229,6 +229,92 @@ static void test_rule_file_problems(void **state)
     assert_int_equal(load("groups:\n", &p, NULL), TW_OK);
 }
 
+/* ---- bounds on nesting and size ------------------------------------------ */
+
+/* prefix repeated n times, then middle, then suffix repeated n times */
+static char *nested(const char *prefix, const char *middle, const char *suffix, size_t n)
+{
+    size_t lp = strlen(prefix), lm = strlen(middle), ls = strlen(suffix);
+    char *s = malloc(n * (lp + ls) + lm + 1), *o = s;
+    assert_non_null(s);
+    for (size_t i = 0; i < n; i++, o += lp)
+        memcpy(o, prefix, lp);
+    memcpy(o, middle, lm);
+    o += lm;
+    for (size_t i = 0; i < n; i++, o += ls)
+        memcpy(o, suffix, ls);
+    *o = '\0';
+    return s;
+}
+
+static int parse_status(const char *expr, char *err, size_t cap)
+{
+    tw_pq_node *n = NULL;
+    int rc = tw_pq_parse(expr, &n, err, cap);
+    tw_pq_free(n);
+    return rc;
+}
+
+static void test_deep_expressions_are_refused(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *prefix, *middle, *suffix;
+    } shapes[] = {{"(", "up", ")"}, {"-", "up", ""}, {"abs(", "up", ")"}, {"-(", "1", ")"},
+                  {"sum(", "up", ")"}, {"", "up", " + up"}, {"2 ^ ", "up", ""}};
+    char err[256];
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        /* deep enough to overflow any stack if the parser recursed without bound */
+        char *deep = nested(shapes[i].prefix, shapes[i].middle, shapes[i].suffix, 100000);
+        assert_int_equal(parse_status(deep, err, sizeof err), TW_EUNSUPPORTED);
+        assert_non_null(strstr(err, "nesting deeper than 256 levels"));
+        free(deep);
+        char *fine = nested(shapes[i].prefix, shapes[i].middle, shapes[i].suffix, 100);
+        assert_int_equal(parse_status(fine, err, sizeof err), TW_OK);
+        free(fine);
+    }
+    /* in a rule file: FILE:LINE, and the file is refused as not evaluable */
+    char *deep = nested("(", "up", ")", 100000);
+    const char *head = "groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: ";
+    char *file = malloc(strlen(head) + strlen(deep) + 2);
+    sprintf(file, "%s%s\n", head, deep);
+    problems p;
+    assert_int_equal(load(file, &p, NULL), TW_EUNSUPPORTED);
+    assert_true(reported(&p, "r.yml:5: alert A: expr: not evaluated by trainwatch: col 257: expression nesting deeper "
+                             "than 256 levels"));
+    free(file);
+    free(deep);
+}
+
+static void test_yaml_documents_are_bounded(void **state)
+{
+    (void)state;
+    problems p;
+    /* 100,000 open flow sequences: refused at the 65th, before libyaml builds anything */
+    char *deep = nested("[", "", "]", 100000);
+    char *file = malloc(strlen(deep) + 16);
+    sprintf(file, "groups: %s\n", deep);
+    assert_int_equal(load(file, &p, NULL), TW_ECONFIG);
+    assert_true(reported(&p, "r.yml:1:72: YAML: nesting deeper than 64 levels"));
+    free(file);
+    free(deep);
+    /* block style nests the same way */
+    char *block = malloc(100 * 64 + 16), *o = block;
+    for (int i = 0; i < 100; i++)
+        o += sprintf(o, "%*sk:\n", i, "");
+    assert_int_equal(load(block, &p, NULL), TW_ECONFIG);
+    assert_true(reported(&p, "YAML: nesting deeper than 64 levels"));
+    free(block);
+    /* larger than 16 MiB */
+    size_t big = (16u << 20) + 1;
+    char *text = malloc(big + 1);
+    memset(text, '#', big);
+    text[big] = '\0';
+    assert_int_equal(load(text, &p, NULL), TW_ECONFIG);
+    assert_true(reported(&p, "r.yml:1:1: YAML: larger than 16 MiB"));
+    free(text);
+}
+
 /* ---- the alert state machine ------------------------------------------- */
 
 typedef struct sent {
@@ -475,6 +561,8 @@ int main(void)
         cmocka_unit_test(test_templates),
         cmocka_unit_test(test_default_rules_load),
         cmocka_unit_test(test_rule_file_problems),
+        cmocka_unit_test(test_deep_expressions_are_refused),
+        cmocka_unit_test(test_yaml_documents_are_bounded),
         cmocka_unit_test(test_alert_states),
         cmocka_unit_test(test_failing_rule_keeps_alerts),
         cmocka_unit_test(test_hmac_sha256),
