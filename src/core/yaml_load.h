@@ -11,7 +11,7 @@
 
 /* Bounds of a document: larger or deeper texts are refused before libyaml
  * builds anything (configuration files are small and shallow). */
-#define TW_YAML_MAX_SIZE (16 << 20)
+#define TW_YAML_MAX_SIZE  (16 << 20)
 #define TW_YAML_MAX_DEPTH 64
 
 typedef struct tw_yaml_problem {

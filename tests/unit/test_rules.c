@@ -260,7 +260,7 @@ static void test_deep_expressions_are_refused(void **state)
     (void)state;
     static const struct {
         const char *prefix, *middle, *suffix;
-    } shapes[] = {{"(", "up", ")"}, {"-", "up", ""}, {"abs(", "up", ")"}, {"-(", "1", ")"},
+    } shapes[] = {{"(", "up", ")"},    {"-", "up", ""},     {"abs(", "up", ")"}, {"-(", "1", ")"},
                   {"sum(", "up", ")"}, {"", "up", " + up"}, {"2 ^ ", "up", ""}};
     char err[256];
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
