@@ -231,6 +231,62 @@ static void test_rule_file_problems(void **state)
 
 /* ---- bounds on nesting and size ------------------------------------------ */
 
+static void test_template_output_is_bounded(void **state)
+{
+    (void)state;
+    tw_template *t;
+    char err[256];
+    /* a width or precision that would print gigabytes is refused when compiling */
+    static const struct {
+        const char *text, *said;
+    } refused[] = {
+        {"{{ printf \"%.999999999f\" 1.0 }}", "printf precision 999999999 is larger than trainwatch's bound of 1000"},
+        {"{{ printf \"x %999999999d\" $value }}", "printf width 999999999 is larger"},
+        {"{{ $value | printf \"%-5.1001e\" }}", "printf precision 1001 is larger"},
+        {"{{ printf \"%% %s %08.99999999999999999999g\" \"a\" 1 }}", "printf precision 999999999999999 is larger"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        assert_int_equal(tw_template_compile(refused[i].text, &t, err, sizeof err), TW_EUNSUPPORTED);
+        assert_non_null(strstr(err, refused[i].said));
+    }
+    assert_int_equal(tw_template_compile("{{ printf \"%.1000f %1000d\" 1.0 2 }}", &t, err, sizeof err), TW_OK);
+    tw_template_free(t);
+    expect_render("{{ printf \"%5.1f|%-4d|%%\" $value $value }}", 2.25, "  2.2|2   |%");
+
+    /* a format from a label is only known when rendering: Go's words instead */
+    assert_int_equal(tw_template_compile("{{ printf $labels.fmt $value }}", &t, err, sizeof err), TW_OK);
+    tw_lset labels = {0};
+    tw_lset_set(&labels, "fmt", "a %.999999999f b");
+    tw_template_data d = {.labels = &labels, .value = 1};
+    char *out = tw_template_render(t, &d);
+    assert_string_equal(out, "a %!(BADPREC) b");
+    free(out);
+    tw_lset_set(&labels, "fmt", "%999999999s");
+    out = tw_template_render(t, &d);
+    assert_string_equal(out, "%!(BADWIDTH)");
+    free(out);
+    tw_template_free(t);
+    tw_lset_free(&labels);
+
+    /* whatever the template, the rendering stops at 64 KiB */
+    size_t n = 3 * TW_TEMPLATE_MAX_OUTPUT;
+    char *text = malloc(n + 1);
+    for (size_t i = 0; i < n; i += 16)
+        memcpy(text + i, "{{$labels.job}}x", 16);
+    text[n] = '\0';
+    out = render(text, 0);
+    assert_int_equal(strlen(out), TW_TEMPLATE_MAX_OUTPUT);
+    free(out);
+    free(text);
+
+    /* in a rule file: FILE:LINE, refused as not evaluable by trainwatch */
+    problems p;
+    const char *file = "groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: up == 0\n"
+                       "        annotations:\n          summary: '{{ printf \"%.999999999f\" 1.0 }}'\n";
+    assert_int_equal(load(file, &p, NULL), TW_EUNSUPPORTED);
+    assert_true(reported(&p, "r.yml:7: annotations summary: template: printf precision 999999999 is larger"));
+}
+
 /* prefix repeated n times, then middle, then suffix repeated n times */
 static char *nested(const char *prefix, const char *middle, const char *suffix, size_t n)
 {
@@ -559,6 +615,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_durations),
         cmocka_unit_test(test_templates),
+        cmocka_unit_test(test_template_output_is_bounded),
         cmocka_unit_test(test_default_rules_load),
         cmocka_unit_test(test_rule_file_problems),
         cmocka_unit_test(test_deep_expressions_are_refused),
