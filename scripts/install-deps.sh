@@ -10,7 +10,7 @@ PACKAGES=(
   python3 python3-pytest
   valgrind
   mtail
-  libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev libcrypt-dev openssl
+  libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev libcrypt-dev libpcre2-dev openssl
   prometheus prometheus-pushgateway prometheus-alertmanager
   wrk python3-prometheus-client
 )

@@ -311,8 +311,7 @@ void tw_pq_free(tw_pq_node *n)
         free(n->u.sel.metric);
         for (size_t i = 0; i < n->u.sel.matcher_count; i++) {
             tw_matcher *m = &n->u.sel.matchers[i];
-            if (m->op == TW_MATCH_RE || m->op == TW_MATCH_NRE)
-                regfree(&m->re);
+            tw_regex_free(m->re);
             free(m->name);
             free(m->value);
         }
@@ -387,19 +386,12 @@ static int compile_matcher(parser *ps, tw_matcher *m, int pos)
 {
     if (m->op != TW_MATCH_RE && m->op != TW_MATCH_NRE)
         return TW_OK;
-    size_t n = strlen(m->value);
-    char *anchored = malloc(n + 5);
-    if (!anchored)
+    char why[256];
+    int rc = tw_regex_compile(m->value, &m->re, why, sizeof why);
+    if (rc == TW_ENOMEM)
         return fail(ps, pos, TW_ENOMEM, "out of memory");
-    snprintf(anchored, n + 5, "^(%s)$", m->value);
-    int rc = regcomp(&m->re, anchored, REG_EXTENDED | REG_NOSUB);
-    free(anchored);
-    if (rc != 0) {
-        m->op = TW_MATCH_EQ; /* nothing compiled to free */
-        return fail(ps, pos, TW_EUNSUPPORTED,
-                    "regular expression \"%s\" is not valid POSIX extended syntax (trainwatch's regex engine; "
-                    "RE2-only forms such as \\d or (?i) are not supported)", m->value);
-    }
+    if (rc != TW_OK)
+        return fail(ps, pos, TW_ECONFIG, "invalid regular expression \"%s\": %s", m->value, why);
     return TW_OK;
 }
 
@@ -456,7 +448,7 @@ static bool matches_empty(const tw_matcher *m)
     case TW_MATCH_EQ: return m->value[0] == '\0';
     case TW_MATCH_NE: return m->value[0] != '\0';
     default: {
-        bool hit = regexec(&m->re, "", 0, NULL, 0) == 0;
+        bool hit = tw_regex_match(m->re, "");
         return m->op == TW_MATCH_RE ? hit : !hit;
     }
     }

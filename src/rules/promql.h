@@ -9,19 +9,19 @@
  * one-to-one vector matching, set operators).
  *
  * The subset: number and string literals; instant and range selectors with
- * =, !=, =~, !~ matchers and offset; + - * / % ^, comparisons with or without
+ * =, !=, =~, !~ matchers (RE2 regular expressions, regex.h) and offset; + - * / % ^, comparisons with or without
  * bool, and/or/unless, on(...)/ignoring(...); sum, avg, min, max, count with
  * by/without; the functions in functions.c.
  */
 #ifndef TW_RULES_PROMQL_H
 #define TW_RULES_PROMQL_H
 
-#include <regex.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "labels.h"
+#include "regex.h"
 #include "store.h"
 
 #define TW_LOOKBACK_MS (5 * 60 * 1000)
@@ -54,7 +54,7 @@ typedef enum tw_match_op { TW_MATCH_EQ, TW_MATCH_NE, TW_MATCH_RE, TW_MATCH_NRE }
 typedef struct tw_matcher {
     char *name, *value;
     tw_match_op op;
-    regex_t re; /* =~ and !~, anchored at both ends */
+    tw_regex *re; /* =~ and !~: RE2 syntax, anchored at both ends (regex.h) */
 } tw_matcher;
 
 typedef struct tw_pq_node tw_pq_node;

@@ -20,6 +20,7 @@
 #include "core/base64.h"
 #include "notify/payload.h"
 #include "notify/sign.h"
+#include "rules/regex.h"
 #include "rules/ruleset.h"
 #include "rules/template.h"
 #include "trainwatch/error.h"
@@ -110,6 +111,91 @@ static void test_templates(void **state)
     assert_non_null(strstr(err, "'if'"));
     assert_int_equal(tw_template_compile("{{ $value ", &t, err, sizeof err), TW_ECONFIG);
     assert_int_equal(tw_template_compile("{{ $labels }}", &t, err, sizeof err), TW_EUNSUPPORTED);
+}
+
+/* ---- regular expressions (RE2 on PCRE2) ----------------------------------- */
+
+static bool re_matches(const char *pattern, const char *text)
+{
+    tw_regex *re;
+    char err[256];
+    assert_int_equal(tw_regex_compile(pattern, &re, err, sizeof err), TW_OK);
+    bool hit = tw_regex_match(re, text);
+    tw_regex_free(re);
+    return hit;
+}
+
+static void test_regex_is_re2(void **state)
+{
+    (void)state;
+    /* what POSIX ERE read otherwise; tests/e2e/test_promql.py asks Prometheus */
+    assert_true(re_matches("\\d+", "123"));
+    assert_false(re_matches("\\d+", "12a"));
+    assert_true(re_matches("(?i)rank", "RANK"));
+    assert_false(re_matches("a.b", "a\nb"));
+    assert_true(re_matches("(?s)a.b", "a\nb"));
+    assert_false(re_matches("\\s", "\v")); /* RE2's \s has no vertical tab, PCRE2's has */
+    assert_true(re_matches("[^\\S]", " "));
+    assert_true(re_matches("\\v", "\v"));  /* the character, not PCRE2's class */
+    assert_true(re_matches("\\101", "A")); /* octal, not a backreference */
+    assert_false(re_matches("a$", "a\n")); /* the end of the text only */
+    assert_true(re_matches("(?m)a$\n", "a\n"));
+    assert_true(re_matches("^*a", "a")); /* an assertion may repeat in RE2 */
+    assert_true(re_matches("..", "\xc3\xa9x"));
+    /* invalid UTF-8 reads as U+FFFD per byte, as in Go */
+    assert_true(re_matches(".", "\xff"));
+    assert_true(re_matches("..", "\xe2\x82"));
+    assert_true(re_matches("a\\x{fffd}b", "a\xed"
+                                          "b"));
+    /* the anchoring cannot be escaped */
+    char err[256];
+    tw_regex *re;
+    assert_int_equal(tw_regex_compile("a)|(b", &re, err, sizeof err), TW_ECONFIG);
+    assert_string_equal(err, "unexpected )");
+    assert_int_equal(tw_regex_compile("\\Qa)|(b", &re, err, sizeof err), TW_ECONFIG);
+    assert_true(re_matches("\\Qa)|(b\\E", "a)|(b"));
+    assert_false(re_matches("a|b", "ab"));
+
+    /* what RE2 refuses is refused, naming the construct */
+    static const struct {
+        const char *pattern, *said;
+    } refused[] = {
+        {"(a)\\1", "backreference \\1"},
+        {"(?=x)", "lookahead"},
+        {"(?<!x)y", "negative lookbehind"},
+        {"a++", "possessive quantifier"},
+        {"(?>a)", "atomic group"},
+        {"\\C", "\\C (one byte)"},
+        {"(?R)", "recursion"},
+        {"(?1)", "subroutine call"},
+        {"a\\Z", "\\Z"},
+        {"(?x)a b", "flag x"},
+        {"a{1001}", "invalid repeat count"},
+        {"a**", "nested repetition"},
+        {"(?<n>a)", "(?P<name>...)"},
+        {"(*UTF)a", "control verbs"},
+        {"\\Qabc", "\\Q without \\E"},
+        {"[\\b]", "in a character class"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        assert_int_equal(tw_regex_compile(refused[i].pattern, &re, err, sizeof err), TW_ECONFIG);
+        if (!strstr(err, refused[i].said))
+            fail_msg("%s: %s", refused[i].pattern, err);
+    }
+}
+
+static void test_regex_never_backtracks(void **state)
+{
+    (void)state;
+    /* exponential for a backtracking matcher; the DFA matcher reads the text once */
+    char text[4097];
+    memset(text, 'a', sizeof text - 1);
+    text[sizeof text - 1] = '\0';
+    assert_false(re_matches("(a*)*b", text));
+    assert_false(re_matches("(a|aa)+$b", text));
+    assert_true(re_matches("(a|a?)+", text));
+    /* many states at once: the workspace grows */
+    assert_true(re_matches("(?:a?){1000}a{1000}", text + 3096));
 }
 
 /* ---- rule files --------------------------------------------------------- */
@@ -616,6 +702,8 @@ int main(void)
         cmocka_unit_test(test_durations),
         cmocka_unit_test(test_templates),
         cmocka_unit_test(test_template_output_is_bounded),
+        cmocka_unit_test(test_regex_is_re2),
+        cmocka_unit_test(test_regex_never_backtracks),
         cmocka_unit_test(test_default_rules_load),
         cmocka_unit_test(test_rule_file_problems),
         cmocka_unit_test(test_deep_expressions_are_refused),
