@@ -9,6 +9,7 @@
 #include "template.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -126,6 +127,19 @@ static void humanize1024(double v, char *out, size_t cap)
     g4(out, cap, v, prefix);
 }
 
+/* v as an integer, clamped to long long's range (a cast would be undefined
+ * beyond it: templates render values such as 1e300). */
+static long long to_integer(double v)
+{
+    if (isnan(v))
+        return 0;
+    if (v >= 0x1p63)
+        return LLONG_MAX;
+    if (v < -0x1p63)
+        return LLONG_MIN;
+    return (long long)v;
+}
+
 static void humanize_duration(double v, char *out, size_t cap)
 {
     if (isnan(v) || isinf(v)) {
@@ -139,7 +153,7 @@ static void humanize_duration(double v, char *out, size_t cap)
     if (fabs(v) >= 1) {
         const char *sign = v < 0 ? "-" : "";
         v = fabs(v);
-        long long d = (long long)v, s = d % 60, m = (d / 60) % 60, h = (d / 3600) % 24, days = d / 86400;
+        long long d = to_integer(v), s = d % 60, m = (d / 60) % 60, h = (d / 3600) % 24, days = d / 86400;
         if (days)
             snprintf(out, cap, "%s%lldd %lldh %lldm %llds", sign, days, h, m, s);
         else if (h)
@@ -563,7 +577,7 @@ static void go_printf(tw_buffer *b, const char *fmt, const value *args, size_t a
         case 'd':
         case 'x':
             memcpy(spec + n, s.verb == 'd' ? "lld" : "llx", 4);
-            tw_buffer_printf(b, spec, (long long)value_number(a));
+            tw_buffer_printf(b, spec, to_integer(value_number(a)));
             break;
         case 'f':
         case 'e':

@@ -338,6 +338,10 @@ static void test_template_output_is_bounded(void **state)
     assert_int_equal(tw_template_compile("{{ printf \"%.1000f %1000d\" 1.0 2 }}", &t, err, sizeof err), TW_OK);
     tw_template_free(t);
     expect_render("{{ printf \"%5.1f|%-4d|%%\" $value $value }}", 2.25, "  2.2|2   |%");
+    /* integers out of long long's range are clamped (the cast is undefined) */
+    expect_render("{{ printf \"%d\" $value }} {{ $value | humanizeDuration }}", 1e300,
+                  "9223372036854775807 106751991167300d 15h 30m 7s");
+    expect_render("{{ printf \"%d\" $value }}", -1e300, "-9223372036854775808");
 
     /* a format from a label is only known when rendering: Go's words instead */
     assert_int_equal(tw_template_compile("{{ printf $labels.fmt $value }}", &t, err, sizeof err), TW_OK);
