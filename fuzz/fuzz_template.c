@@ -27,6 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         tw_lset l = {0};
         tw_lset_set(&l, "job", "j");
         tw_lset_set(&l, "rank", "%s%n{{");
+        tw_lset_set(&l, "fmt", "%.999999999f %999999999d %.1000e"); /* a format only known when rendering */
         const double values[] = {0, -1.5, 1e300, -1e-300, NAN, INFINITY, 123456789};
         for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
             tw_template_data d = {.labels = &l, .value = values[i], .external_url = "http://x"};

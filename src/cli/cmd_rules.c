@@ -51,62 +51,106 @@ static bool lint_duplicates(const tw_ruleset *rs)
     return true;
 }
 
-/* Exit status: 2 invalid, else 3 a lint with --lint-fatal, else 1 a
+/* Exit statuses of check: promtool's (1 for anything invalid, unreadable or
+ * mistyped, 3 for a lint with --lint-fatal), and one of ours for files that
+ * are valid for Prometheus but hold what trainwatch does not evaluate. */
+enum {
+    CHECK_OK = 0,
+    CHECK_FAILED = 1, /* promtool's failureExitCode */
+    CHECK_LINT = 3,   /* promtool's lintErrExitCode */
+    CHECK_UNSUPPORTED = 4,
+};
+
+static const char check_usage[] =
+    "usage: trainwatch rules check [--lint=all|duplicate-rules|none] [--lint-fatal] FILE...\n";
+
+/* promtool's --lint: a comma-separated list; an unknown item is warned about
+ * on stdout, as promtool does, and ignored. Returns whether to lint. */
+static bool lint_setting(const char *value)
+{
+    bool lint = false;
+    for (const char *item = value;; item++) {
+        size_t n = strcspn(item, ",");
+        if ((n == 3 && !strncmp(item, "all", 3)) || (n == 15 && !strncmp(item, "duplicate-rules", 15)))
+            lint = true;
+        else if (!(n == 4 && !strncmp(item, "none", 4)))
+            printf("WARNING: unknown lint option %.*s\n", (int)n, item);
+        item += n;
+        if (!*item)
+            return lint;
+    }
+}
+
+/* Checks one file: CHECK_OK, CHECK_FAILED or CHECK_UNSUPPORTED, with
+ * *linted set when the lint found something. */
+static int check_file(const char *path, bool lint, bool *linted)
+{
+    tw_ruleset *rs;
+    if (tw_ruleset_new(&rs) != TW_OK)
+        return CHECK_FAILED;
+    printf("Checking %s\n", path);
+    fflush(stdout); /* promtool's order when stdout and stderr are one terminal */
+    check_counts c = {0};
+    int rc = tw_ruleset_load_file(rs, path, print_problem, &c);
+    bool found = (rc == TW_OK || rc == TW_EUNSUPPORTED) && lint && lint_duplicates(rs);
+    int status = CHECK_OK;
+    *linted |= found;
+    if (rc == TW_OK) {
+        if (!found)
+            printf("  SUCCESS: %zu rules found\n", tw_ruleset_rule_count(rs));
+    } else if (c.invalid == 0 && c.unsupported > 0) {
+        printf("  valid for Prometheus, but %zu construct%s not evaluated by trainwatch\n", c.unsupported,
+               c.unsupported == 1 ? " is" : "s are");
+        status = CHECK_UNSUPPORTED;
+    } else {
+        if (c.invalid == 0) /* an I/O error, already printed by the loader */
+            printf("  FAILED: %s\n", tw_strerror(rc));
+        status = CHECK_FAILED;
+    }
+    printf("\n");
+    tw_ruleset_free(rs);
+    return status;
+}
+
+/* Exit status: 1 invalid, else 3 a lint with --lint-fatal, else 4 a
  * construct trainwatch does not evaluate, else 0. */
 static int rules_check(int argc, char **argv)
 {
-    static const struct option longopts[] = {{"lint", 1, 0, 'l'}, {"lint-fatal", 0, 0, 'f'}, {0, 0, 0, 0}};
+    static const struct option longopts[] = {
+        {"lint", 1, 0, 'l'}, {"lint-fatal", 0, 0, 'f'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     bool lint = true, fatal = false;
     optind = 1;
     opterr = 0;
     int opt;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        if (opt == 'l' && (strcmp(optarg, "none") == 0 || strcmp(optarg, "duplicate-rules") == 0 ||
-                           strcmp(optarg, "all") == 0)) {
-            lint = strcmp(optarg, "none") != 0;
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if (opt == 'l') {
+            lint = lint_setting(optarg);
         } else if (opt == 'f') {
             fatal = true;
+        } else if (opt == 'h') {
+            fputs(check_usage, stdout);
+            return CHECK_OK;
         } else {
             fprintf(stderr, "trainwatch rules check: unknown or incomplete option '%s' (--lint=all|duplicate-rules|none, "
                             "--lint-fatal)\n", argv[optind - 1]);
-            return TW_EXIT_USAGE;
+            return CHECK_FAILED;
         }
     }
     if (optind >= argc) {
         fprintf(stderr, "trainwatch rules check: no rule files (trainwatch rules check FILE...)\n");
-        return TW_EXIT_USAGE;
+        return CHECK_FAILED;
     }
     bool invalid = false, unsupported = false, linted = false;
     for (int i = optind; i < argc; i++) {
-        tw_ruleset *rs;
-        if (tw_ruleset_new(&rs) != TW_OK)
-            return TW_EXIT_USAGE;
-        printf("Checking %s\n", argv[i]);
-        fflush(stdout); /* promtool's order when stdout and stderr are one terminal */
-        check_counts c = {0};
-        int rc = tw_ruleset_load_file(rs, argv[i], print_problem, &c);
-        bool found = (rc == TW_OK || rc == TW_EUNSUPPORTED) && lint && lint_duplicates(rs);
-        linted |= found;
-        if (rc == TW_OK) {
-            if (!found)
-                printf("  SUCCESS: %zu rules found\n", tw_ruleset_rule_count(rs));
-        } else if (c.invalid == 0 && c.unsupported > 0) {
-            printf("  valid for Prometheus, but %zu construct%s not evaluated by trainwatch\n", c.unsupported,
-                   c.unsupported == 1 ? " is" : "s are");
-            unsupported = true;
-        } else {
-            if (c.invalid == 0) /* an I/O error, already printed by the loader */
-                printf("  FAILED: %s\n", tw_strerror(rc));
-            invalid = true;
-        }
-        printf("\n");
-        tw_ruleset_free(rs);
+        int status = check_file(argv[i], lint, &linted);
+        invalid |= status == CHECK_FAILED;
+        unsupported |= status == CHECK_UNSUPPORTED;
     }
     if (invalid)
-        return TW_EXIT_USAGE;
+        return CHECK_FAILED;
     if (linted && fatal)
-        return TW_EXIT_LINT;
-    return unsupported ? TW_EXIT_PROBLEMS : TW_EXIT_OK;
+        return CHECK_LINT;
+    return unsupported ? CHECK_UNSUPPORTED : CHECK_OK;
 }
 
 static void to_stderr(void *arg, const char *text, bool unsupported)
@@ -192,8 +236,9 @@ static const char usage_text[] =
     "       trainwatch rules export [--rules FILE]... [--no-default-rules] [-o FILE]\n"
     "       trainwatch rules defaults\n\n"
     "check     validate Prometheus rule files (as promtool check rules, with its duplicate-rules\n"
-    "          lint) and name what trainwatch's evaluator does not support; exit 0 ok,\n"
-    "          1 unsupported, 2 invalid, 3 duplicates with --lint-fatal\n"
+    "          lint) and name what trainwatch's evaluator does not support; exit as promtool\n"
+    "          (0 ok, 1 invalid, unreadable or bad usage, 3 duplicates with --lint-fatal),\n"
+    "          or 4 valid for Prometheus but not evaluated by trainwatch\n"
     "export    write the built-in rules and FILEs as one rule file for Prometheus\n"
     "defaults  print the built-in rules\n";
 

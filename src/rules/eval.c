@@ -71,8 +71,8 @@ bool tw_matchers_match(const tw_pq_node *sel, const tw_lset *labels)
         switch (m->op) {
         case TW_MATCH_EQ: ok = !strcmp(v, m->value); break;
         case TW_MATCH_NE: ok = strcmp(v, m->value) != 0; break;
-        case TW_MATCH_RE: ok = regexec(&m->re, v, 0, NULL, 0) == 0; break;
-        default: ok = regexec(&m->re, v, 0, NULL, 0) != 0; break;
+        case TW_MATCH_RE: ok = tw_regex_match(m->re, v); break;
+        default: ok = !tw_regex_match(m->re, v); break;
         }
         if (!ok)
             return false;

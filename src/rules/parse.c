@@ -36,6 +36,7 @@ typedef struct parser {
     int status;
     char *err;
     size_t cap;
+    int depth; /* parse_expr calls open now */
 } parser;
 
 static int fail(parser *ps, int pos, int status, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -279,7 +280,21 @@ static tw_pq_node *node(parser *ps, tw_pq_kind kind, tw_pq_type type, int pos)
     n->kind = kind;
     n->type = type;
     n->pos = pos;
+    n->depth = 1;
     return n;
+}
+
+/* Makes n one level above child and refuses a tree deeper than the limit:
+ * evaluating and freeing recurse over the tree, and a chain such as
+ * a + a + ... + a nests without any parenthesis. */
+static bool nest(parser *ps, tw_pq_node *n, const tw_pq_node *child)
+{
+    if (child->depth + 1 > n->depth)
+        n->depth = child->depth + 1;
+    if (n->depth <= TW_PQ_MAX_DEPTH)
+        return true;
+    fail(ps, n->pos, TW_EUNSUPPORTED, "expression nesting deeper than %d levels", TW_PQ_MAX_DEPTH);
+    return false;
 }
 
 void tw_pq_free(tw_pq_node *n)
@@ -296,8 +311,7 @@ void tw_pq_free(tw_pq_node *n)
         free(n->u.sel.metric);
         for (size_t i = 0; i < n->u.sel.matcher_count; i++) {
             tw_matcher *m = &n->u.sel.matchers[i];
-            if (m->op == TW_MATCH_RE || m->op == TW_MATCH_NRE)
-                regfree(&m->re);
+            tw_regex_free(m->re);
             free(m->name);
             free(m->value);
         }
@@ -333,6 +347,7 @@ static const char *type_name(tw_pq_type t)
 /* ---- grammar -------------------------------------------------------- */
 
 static tw_pq_node *parse_expr(parser *ps, int min_prec);
+static tw_pq_node *parse_expr_at(parser *ps, int min_prec);
 
 static bool expect(parser *ps, tok_kind k, const char *what)
 {
@@ -371,19 +386,12 @@ static int compile_matcher(parser *ps, tw_matcher *m, int pos)
 {
     if (m->op != TW_MATCH_RE && m->op != TW_MATCH_NRE)
         return TW_OK;
-    size_t n = strlen(m->value);
-    char *anchored = malloc(n + 5);
-    if (!anchored)
+    char why[256];
+    int rc = tw_regex_compile(m->value, &m->re, why, sizeof why);
+    if (rc == TW_ENOMEM)
         return fail(ps, pos, TW_ENOMEM, "out of memory");
-    snprintf(anchored, n + 5, "^(%s)$", m->value);
-    int rc = regcomp(&m->re, anchored, REG_EXTENDED | REG_NOSUB);
-    free(anchored);
-    if (rc != 0) {
-        m->op = TW_MATCH_EQ; /* nothing compiled to free */
-        return fail(ps, pos, TW_EUNSUPPORTED,
-                    "regular expression \"%s\" is not valid POSIX extended syntax (trainwatch's regex engine; "
-                    "RE2-only forms such as \\d or (?i) are not supported)", m->value);
-    }
+    if (rc != TW_OK)
+        return fail(ps, pos, TW_ECONFIG, "invalid regular expression \"%s\": %s", m->value, why);
     return TW_OK;
 }
 
@@ -440,7 +448,7 @@ static bool matches_empty(const tw_matcher *m)
     case TW_MATCH_EQ: return m->value[0] == '\0';
     case TW_MATCH_NE: return m->value[0] != '\0';
     default: {
-        bool hit = regexec(&m->re, "", 0, NULL, 0) == 0;
+        bool hit = tw_regex_match(m->re, "");
         return m->op == TW_MATCH_RE ? hit : !hit;
     }
     }
@@ -516,7 +524,7 @@ static tw_pq_node *parse_aggregation(parser *ps, size_t which, int pos)
     }
     if (!expect(ps, T_LPAREN, "'(' after the aggregation"))
         goto fail;
-    if (!(n->u.agg.expr = parse_expr(ps, 0)))
+    if (!(n->u.agg.expr = parse_expr(ps, 0)) || !nest(ps, n, n->u.agg.expr))
         goto fail;
     if (ps->tok.kind == T_COMMA) {
         fail(ps, ps->tok.pos, TW_ECONFIG, "aggregation '%s' takes one argument", aggregations[which].name);
@@ -566,6 +574,8 @@ static tw_pq_node *parse_call(parser *ps, const char *name, int pos)
         }
         n->u.call.args = grown;
         grown[n->u.call.arg_count++] = arg;
+        if (!nest(ps, n, arg))
+            goto fail;
         if (ps->tok.kind != T_COMMA)
             break;
         next(ps);
@@ -797,6 +807,10 @@ static tw_pq_node *parse_unary(parser *ps)
             return NULL;
         }
         n->u.operand = operand;
+        if (!nest(ps, n, operand)) {
+            tw_pq_free(n);
+            return NULL;
+        }
         return n;
     }
     return parse_postfix(ps);
@@ -834,7 +848,21 @@ static bool check_binary(parser *ps, tw_pq_node *n, int pos)
     return true;
 }
 
+/* Every nesting (parentheses, unary operators, arguments, the right side of
+ * an operator) passes here: the one place that bounds the recursion. */
 static tw_pq_node *parse_expr(parser *ps, int min_prec)
+{
+    if (ps->depth >= TW_PQ_MAX_DEPTH) {
+        fail(ps, ps->tok.pos, TW_EUNSUPPORTED, "expression nesting deeper than %d levels", TW_PQ_MAX_DEPTH);
+        return NULL;
+    }
+    ps->depth++;
+    tw_pq_node *lhs = parse_expr_at(ps, min_prec);
+    ps->depth--;
+    return lhs;
+}
+
+static tw_pq_node *parse_expr_at(parser *ps, int min_prec)
 {
     tw_pq_node *lhs = parse_unary(ps);
     binop b;
@@ -847,6 +875,8 @@ static tw_pq_node *parse_expr(parser *ps, int min_prec)
         n->u.bin.op = b.op;
         n->u.bin.lhs = lhs;
         lhs = n;
+        if (!nest(ps, n, n->u.bin.lhs))
+            break;
         if (is_word(&ps->tok, "bool")) {
             n->u.bin.return_bool = true;
             next(ps);
@@ -862,7 +892,7 @@ static tw_pq_node *parse_expr(parser *ps, int min_prec)
                  ps->tok.start);
             break;
         }
-        if (!(n->u.bin.rhs = parse_expr(ps, b.right ? b.prec : b.prec + 1)))
+        if (!(n->u.bin.rhs = parse_expr(ps, b.right ? b.prec : b.prec + 1)) || !nest(ps, n, n->u.bin.rhs))
             break;
         if (!check_binary(ps, n, pos))
             break;

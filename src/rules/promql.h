@@ -9,22 +9,25 @@
  * one-to-one vector matching, set operators).
  *
  * The subset: number and string literals; instant and range selectors with
- * =, !=, =~, !~ matchers and offset; + - * / % ^, comparisons with or without
+ * =, !=, =~, !~ matchers (RE2 regular expressions, regex.h) and offset; + - * / % ^, comparisons with or without
  * bool, and/or/unless, on(...)/ignoring(...); sum, avg, min, max, count with
  * by/without; the functions in functions.c.
  */
 #ifndef TW_RULES_PROMQL_H
 #define TW_RULES_PROMQL_H
 
-#include <regex.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "labels.h"
+#include "regex.h"
 #include "store.h"
 
 #define TW_LOOKBACK_MS (5 * 60 * 1000)
+/* Deepest expression tree (and parser recursion) accepted. Prometheus has no
+ * such limit, but the parser, the evaluator and tw_pq_free recurse. */
+#define TW_PQ_MAX_DEPTH 256
 
 typedef enum tw_pq_type { TW_PQ_SCALAR, TW_PQ_VECTOR, TW_PQ_MATRIX, TW_PQ_STRING } tw_pq_type;
 
@@ -51,7 +54,7 @@ typedef enum tw_match_op { TW_MATCH_EQ, TW_MATCH_NE, TW_MATCH_RE, TW_MATCH_NRE }
 typedef struct tw_matcher {
     char *name, *value;
     tw_match_op op;
-    regex_t re; /* =~ and !~, anchored at both ends */
+    tw_regex *re; /* =~ and !~: RE2 syntax, anchored at both ends (regex.h) */
 } tw_matcher;
 
 typedef struct tw_pq_node tw_pq_node;
@@ -61,7 +64,8 @@ typedef struct tw_pq_function tw_pq_function;
 struct tw_pq_node {
     tw_pq_kind kind;
     tw_pq_type type;
-    int pos; /* byte offset in the expression */
+    int pos;   /* byte offset in the expression */
+    int depth; /* levels of the tree from this node down, 1 for a leaf */
     union {
         double number;
         char *string;

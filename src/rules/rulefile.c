@@ -19,7 +19,7 @@
 #include "ruleset.h"
 #include "trainwatch/error.h"
 
-#define RULE_FILE_MAX (16u << 20)
+#define RULE_FILE_MAX ((size_t)TW_YAML_MAX_SIZE)
 #define RULES_MAX 10000 /* YAML aliases could otherwise repeat a group without end */
 
 typedef struct loader {

@@ -9,6 +9,7 @@
 #include "template.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -126,6 +127,19 @@ static void humanize1024(double v, char *out, size_t cap)
     g4(out, cap, v, prefix);
 }
 
+/* v as an integer, clamped to long long's range (a cast would be undefined
+ * beyond it: templates render values such as 1e300). */
+static long long to_integer(double v)
+{
+    if (isnan(v))
+        return 0;
+    if (v >= 0x1p63)
+        return LLONG_MAX;
+    if (v < -0x1p63)
+        return LLONG_MIN;
+    return (long long)v;
+}
+
 static void humanize_duration(double v, char *out, size_t cap)
 {
     if (isnan(v) || isinf(v)) {
@@ -139,7 +153,7 @@ static void humanize_duration(double v, char *out, size_t cap)
     if (fabs(v) >= 1) {
         const char *sign = v < 0 ? "-" : "";
         v = fabs(v);
-        long long d = (long long)v, s = d % 60, m = (d / 60) % 60, h = (d / 3600) % 24, days = d / 86400;
+        long long d = to_integer(v), s = d % 60, m = (d / 60) % 60, h = (d / 3600) % 24, days = d / 86400;
         if (days)
             snprintf(out, cap, "%s%lldd %lldh %lldm %llds", sign, days, h, m, s);
         else if (h)
@@ -157,6 +171,72 @@ static void humanize_duration(double v, char *out, size_t cap)
         v *= 1000;
     }
     snprintf(out, cap, "%.4g%ss", v, prefix);
+}
+
+/* ---- printf verbs --------------------------------------------------- */
+
+/* One conversion after its '%': flags, width, precision, then the verb.
+ * Width and precision are read whatever their size (saturating past 15
+ * digits) so that whoever reads them can refuse what would print megabytes. */
+typedef struct printf_spec {
+    char text[32];         /* "%" and the flags, width and precision as written */
+    long width, precision; /* -1: none given */
+    char verb;             /* '\0' at the end of the format */
+    const char *end;       /* after the verb */
+} printf_spec;
+
+static long spec_number(const char **p)
+{
+    long n = 0;
+    for (; **p >= '0' && **p <= '9'; (*p)++) {
+        if (n < 100000000000000L)
+            n = n * 10 + (**p - '0');
+    }
+    return n;
+}
+
+static void scan_spec(const char *p, printf_spec *s)
+{
+    const char *start = p;
+    while (*p && strchr("+-# 0", *p))
+        p++;
+    s->width = *p >= '0' && *p <= '9' ? spec_number(&p) : -1;
+    s->precision = -1;
+    if (*p == '.') {
+        p++;
+        s->precision = spec_number(&p);
+    }
+    size_t n = (size_t)(p - start);
+    if (n > sizeof s->text - 5) /* no room left for the verb: the spec is dropped */
+        n = 0, s->width = s->precision = -1;
+    s->text[0] = '%';
+    memcpy(s->text + 1, start, n);
+    s->text[n + 1] = '\0';
+    s->verb = *p;
+    s->end = *p ? p + 1 : p;
+}
+
+/* The first width or precision in fmt that is too large, or NULL. */
+static const char *printf_too_wide(const char *fmt, long *amount)
+{
+    for (const char *p = fmt; *p; p++) {
+        if (*p != '%')
+            continue;
+        if (p[1] == '%') {
+            p++;
+            continue;
+        }
+        printf_spec s;
+        scan_spec(p + 1, &s);
+        if (s.width > TW_TEMPLATE_MAX_PRINTF_WIDTH || s.precision > TW_TEMPLATE_MAX_PRINTF_WIDTH) {
+            *amount = s.width > TW_TEMPLATE_MAX_PRINTF_WIDTH ? s.width : s.precision;
+            return s.width > TW_TEMPLATE_MAX_PRINTF_WIDTH ? "width" : "precision";
+        }
+        p = s.end - 1;
+        if (!s.verb)
+            break;
+    }
+    return NULL;
 }
 
 /* ---- compiling ------------------------------------------------------ */
@@ -325,6 +405,14 @@ static bool parse_command(compiler *c, command *cmd)
         cfail(c, TW_ECONFIG, "empty command in template action");
         return false;
     }
+    long amount;
+    const char *what;
+    if (cmd->fn == FN_PRINTF && cmd->argc && cmd->args[0].kind == OP_STRING &&
+        (what = printf_too_wide(cmd->args[0].text, &amount))) {
+        cfail(c, TW_EUNSUPPORTED, "printf %s %ld is larger than trainwatch's bound of %d", what, amount,
+              TW_TEMPLATE_MAX_PRINTF_WIDTH);
+        return false;
+    }
     return true;
 }
 
@@ -452,7 +540,9 @@ static void load_operand(const operand *o, const tw_template_data *d, value *v)
     }
 }
 
-/* printf with Go's common verbs: %s %v %d %f %e %g %x %q %% with flags, width, precision. */
+/* printf with Go's common verbs: %s %v %d %f %e %g %x %q %% with flags, width,
+ * precision. A width or precision over the bound (a format from a label, not
+ * checked when compiling) prints Go's %!(BADWIDTH) or %!(BADPREC) instead. */
 static void go_printf(tw_buffer *b, const char *fmt, const value *args, size_t argc)
 {
     size_t next = 0;
@@ -466,25 +556,28 @@ static void go_printf(tw_buffer *b, const char *fmt, const value *args, size_t a
             p++;
             continue;
         }
-        char spec[32] = "%";
-        size_t n = 1;
-        p++;
-        while (*p && strchr("+-# 0123456789.", *p) && n < sizeof spec - 4)
-            spec[n++] = *p++;
-        char verb = *p;
-        if (!verb)
+        printf_spec s;
+        scan_spec(p + 1, &s);
+        if (!s.verb)
             break;
+        p = s.end - 1;
         if (next >= argc) {
-            tw_buffer_printf(b, "%%!%c(MISSING)", verb);
+            tw_buffer_printf(b, "%%!%c(MISSING)", s.verb);
             continue;
         }
         const value *a = &args[next++];
+        if (s.width > TW_TEMPLATE_MAX_PRINTF_WIDTH || s.precision > TW_TEMPLATE_MAX_PRINTF_WIDTH) {
+            tw_buffer_puts(b, s.width > TW_TEMPLATE_MAX_PRINTF_WIDTH ? "%!(BADWIDTH)" : "%!(BADPREC)");
+            continue;
+        }
+        char *spec = s.text;
+        size_t n = strlen(spec);
         char text[128];
-        switch (verb) {
+        switch (s.verb) {
         case 'd':
         case 'x':
-            memcpy(spec + n, verb == 'd' ? "lld" : "llx", 4);
-            tw_buffer_printf(b, spec, (long long)value_number(a));
+            memcpy(spec + n, s.verb == 'd' ? "lld" : "llx", 4);
+            tw_buffer_printf(b, spec, to_integer(value_number(a)));
             break;
         case 'f':
         case 'e':
@@ -492,7 +585,7 @@ static void go_printf(tw_buffer *b, const char *fmt, const value *args, size_t a
         case 'F':
         case 'E':
         case 'G':
-            spec[n++] = verb;
+            spec[n++] = s.verb;
             spec[n] = '\0';
             tw_buffer_printf(b, spec, value_number(a));
             break;
@@ -563,14 +656,22 @@ static void apply(const command *cmd, const value *prev, const tw_template_data 
     out->string = out->buf;
 }
 
+/* Appends s, up to TW_TEMPLATE_MAX_OUTPUT bytes in all. */
+static void put_bounded(tw_buffer *b, const char *s)
+{
+    size_t room = b->len < TW_TEMPLATE_MAX_OUTPUT ? TW_TEMPLATE_MAX_OUTPUT - b->len : 0;
+    for (size_t i = 0; s[i] && i < room; i++)
+        tw_buffer_putc(b, s[i]);
+}
+
 char *tw_template_render(const tw_template *t, const tw_template_data *d)
 {
     tw_buffer b;
     tw_buffer_init(&b);
-    for (size_t i = 0; i < t->count; i++) {
+    for (size_t i = 0; i < t->count && b.len < TW_TEMPLATE_MAX_OUTPUT; i++) {
         const part *pt = &t->parts[i];
         if (!pt->cmd_count) {
-            tw_buffer_puts(&b, pt->text);
+            put_bounded(&b, pt->text);
             continue;
         }
         value v = {0}, next_v;
@@ -582,7 +683,7 @@ char *tw_template_render(const tw_template *t, const tw_template_data *d)
         }
         char text[256];
         value_text(&v, text, sizeof text);
-        tw_buffer_puts(&b, text);
+        put_bounded(&b, text);
     }
     tw_buffer_putc(&b, '\0');
     if (b.failed) {

@@ -77,17 +77,92 @@ def test_defaults_and_export_pass_promtool(tmp_path):
                                                       capture_output=True, text=True).stdout
     assert "SUCCESS: 10 rules found" in subprocess.run(["promtool", "check", "rules", str(exported)],
                                                        capture_output=True, text=True).stdout
-    # check: 0 for our own, 1 for valid-but-unsupported, 2 for invalid
+    # check: 0 for our own, 4 for valid-but-unsupported, 1 (as promtool) for invalid
     assert run(["trainwatch", "rules", "check", defaults]).returncode == 0
     r = run(["trainwatch", "rules", "check", user])
-    assert r.returncode == 1 and "function 'quantile_over_time' is not supported" in r.stdout
+    assert r.returncode == 4 and "function 'quantile_over_time' is not supported" in r.stdout
     bad = tmp_path / "bad.yml"
     bad.write_text("groups:\n  - name: g\n    rules:\n      - alert: X\n        expr: rate(x[5m]\n")
     r = run(["trainwatch", "rules", "check", bad])
-    assert r.returncode == 2 and "bad.yml:5:" in r.stdout
-    assert subprocess.run(["promtool", "check", "rules", str(bad)], capture_output=True).returncode != 0
+    assert r.returncode == 1 and "bad.yml:5:" in r.stdout
+    assert subprocess.run(["promtool", "check", "rules", str(bad)], capture_output=True).returncode == 1
     r = run(["trainwatch", "rules", "check", tmp_path / "missing.yml"])
-    assert r.returncode == 2 and "missing.yml: No such file or directory" in r.stdout
+    assert r.returncode == 1 and "missing.yml: No such file or directory" in r.stdout
+
+
+CHECK_CASES = {
+    "valid": ["ok.yml"],
+    "invalid expression": ["bad.yml"],
+    "invalid YAML": ["badyaml.yml"],
+    "missing file": ["missing.yml"],
+    "a directory": ["adir"],
+    "valid then invalid": ["ok.yml", "bad.yml"],
+    "invalid then valid": ["bad.yml", "ok.yml"],
+    "valid then missing": ["ok.yml", "missing.yml"],
+    "no files": [],
+    "unknown option": ["--bogus", "ok.yml"],
+    "--lint without its value": ["ok.yml", "--lint"],
+    "unknown lint value": ["--lint=bogus", "ok.yml"],
+    "lint list": ["--lint=none,duplicate-rules", "--lint-fatal", "dup.yml"],
+    "lint fatal and invalid": ["--lint-fatal", "dup.yml", "bad.yml"],
+    "option after the files": ["ok.yml", "--lint=none"],
+    "help": ["--help"],
+}
+
+
+@pytest.mark.parametrize("case", CHECK_CASES)
+def test_check_exit_status_is_promtools(tmp_path, case):
+    """rules check exits as promtool check rules (2.42) does, side by side."""
+    (tmp_path / "ok.yml").write_text("groups:\n- name: g\n  rules:\n  - alert: A\n    expr: up == 0\n")
+    (tmp_path / "bad.yml").write_text("groups:\n- name: g\n  rules:\n  - alert: A\n    expr: up ==\n")
+    (tmp_path / "badyaml.yml").write_text("groups: [\n")
+    (tmp_path / "dup.yml").write_text("groups:\n- name: a\n  rules:\n  - record: x\n    expr: up\n"
+                                      "  - record: x\n    expr: up\n")
+    (tmp_path / "adir").mkdir()
+    args = CHECK_CASES[case]
+    theirs = subprocess.run(["promtool", "check", "rules", *args], cwd=tmp_path, capture_output=True, text=True)
+    ours = subprocess.run([binary("trainwatch"), "rules", "check", *args], cwd=tmp_path, capture_output=True,
+                          text=True)
+    assert ours.returncode == theirs.returncode, (ours, theirs)
+    if case in ("valid", "unknown lint value", "lint list"):  # same words too
+        assert (ours.stdout, ours.stderr) == (theirs.stdout, theirs.stderr)
+
+
+def nested(prefix, middle, suffix, n=100000):
+    return prefix * n + middle + suffix * n
+
+
+RULE_HEAD = "groups:\n- name: g\n  rules:\n  - alert: A\n    expr: "
+UNBOUNDED = {
+    # what overflowed the stack, took libyaml half a minute, or printed gigabytes
+    "parentheses": (RULE_HEAD + "'" + nested("(", "up", ")") + " > 0'\n", 4,
+                    "g.yml:5: alert A: expr: not evaluated by trainwatch: col 257: expression nesting deeper than 256"),
+    "unary minus": (RULE_HEAD + "'" + nested("-", "up", "") + "'\n", 4, "expression nesting deeper than 256 levels"),
+    "abs": (RULE_HEAD + "'" + nested("abs(", "up", ")") + "'\n", 4, "expression nesting deeper than 256 levels"),
+    "a long chain": (RULE_HEAD + "'" + " + ".join(["up"] * 100000) + "'\n", 4,
+                     "expression nesting deeper than 256 levels"),
+    "YAML": ("groups: " + nested("[", "", "]") + "\n", 1, "g.yml:1:72: YAML: nesting deeper than 64 levels"),
+    "printf": (RULE_HEAD + "up == 0\n    annotations:\n      summary: '{{ printf \"%.999999999f\" 1.0 }}'\n", 4,
+               "g.yml:7: annotations summary: template: printf precision 999999999 is larger than"),
+}
+
+
+@pytest.mark.parametrize("case", UNBOUNDED)
+def test_unbounded_rule_files_are_refused_with_their_line(tmp_path, case):
+    text, status, said = UNBOUNDED[case]
+    rules = tmp_path / "g.yml"
+    rules.write_text(text)
+    r = run(["trainwatch", "rules", "check", rules], timeout=30)
+    assert r.returncode == status, r.stdout[-2000:] + r.stderr[-2000:]
+    assert said in r.stdout
+    marker = tmp_path / "ran"
+    r = run(["trainwatch", "run", "--web.listen-address", "none", "--rules", rules, "--", "touch", marker], timeout=30)
+    assert r.returncode == 2 and said in r.stderr and not marker.exists()
+    log = tmp_path / "train.log"
+    log.write_text(step_line(1, "2.5"))
+    r = run(["trainwatch", "watch", "--web.listen-address", "none", "--duration", "1", "--rules", rules, log],
+            timeout=30)
+    assert r.returncode == 2 and said in r.stderr
 
 
 DUPLICATES = """groups:

@@ -40,6 +40,11 @@ SERIES = {
     'odd_bucket{le="1"}': "1 2 3 4 5 6 7 8 9 10 11 12 13",
     'odd_bucket{le="2"}': "1 2 3 4 5 6 7 8 9 10 11 12 13",
 }
+# label values for the regular expressions (one sample, at 0)
+REGEX_VALUES = ["12", "a1", "x_1", "abc", "ABC", "a b", "a\\nb", "a\\n", "é", "αβ", "a.b", "aaa", "{", "tab\\tx", "",
+                "ab", "aB"]
+for i, v in enumerate(REGEX_VALUES):
+    SERIES[f'lbl{{i="{i}",v="{v}"}}'] = "1"
 
 RANGE_FUNCTIONS = ["avg_over_time", "min_over_time", "max_over_time", "sum_over_time", "count_over_time",
                    "last_over_time", "rate", "increase", "delta", "deriv", "changes"]
@@ -88,6 +93,18 @@ CASES += [
     ("avg_over_time(loss[3m]) > 1.2 * avg_over_time(loss[5m] offset 3m)", 720),
     ("increase(req_total[5m]) > 0", 300),
 ]
+# Prometheus's =~ is RE2, anchored as ^(?:RE)$: each pattern selects the
+# same label values in both (the ones POSIX ERE read otherwise first)
+REGEXES = [r"\d+", r"\w+", r"a\sb", r"\S+", r"[\s]+", r"(?i)abc", "a.*?", "(?U)a+", "a+?b", "[[:alpha:]]+", "[[:^alpha:]]+",
+           "a.b", "(?s)a.b", "a.", ".", "..", r"\pL+", r"\p{Greek}+", "[^a]*", r"\x{e9}", r"\141b.", "a{1,3}", r"\{", "{",
+           "a{", "a|", "(?P<n>a)bc", r"\Qa.b\E", r"[\d]+", r"\.", "^abc$", r"\Aabc\z", r"\bx_1\b", "[]a]*", "[a-c]+",
+           "(?i)[A-C]+", "(?i:a)b", "(?i:a)(?-i:B)", "x*", "^*", r"\z*", r"\t", r"tab\Sx", "(?m)a$", "a$", r"[\p{Greek}\d]+",
+           "[[:word:]]+", r"\_\d", "(|a)b", "(a)(b)(c)"]
+CASES += [(f"lbl{{v=~`{r}`}}", 0) for r in REGEXES]
+CASES += [(f"lbl{{v!~`{r}`}}", 0) for r in (r"\d+", "(?i)a.*", r"[\s\d]*")]
+# a newline in the pattern: written as \n in a PromQL string
+CASES += [('lbl{v=~"(?m)a$\\nb"}', 0), ('lbl{v=~"a\\n^"}', 0), ('lbl{v=~"(?m)a\\n^"}', 0), ('lbl{v=~"a$\\n"}', 0),
+          ('lbl{v=~"(?m:a$)\\n"}', 0)]
 
 
 def expand(values):
@@ -206,6 +223,24 @@ def test_unsupported_constructs_are_named():
             assert r["error"], f"{expr} should not evaluate as a rule"
             continue
         assert r["error"] and want in r["error"], (expr, r)
+
+
+# What RE2 refuses (Perl's and PCRE's extensions, Go's own rules): both refuse it.
+REFUSED_REGEXES = ["(?=a)", "(?!a)", "(?<=a)b", "(?<!a)b", "(?>a)", "a*+", "a++", "a?+", "a{2}+", r"(a)\1", r"\1",
+                   r"(?P<n>a)(?P=n)", "(?<n>a)", r"a\Z", r"\C", "(?R)", "(?1)", "(?&n)", "(?x)a", "(?#c)a", "(?|a)",
+                   "a{1001}", "x{2,1}", "a**", "a{2}{3}", "a???", r"\e", r"\K", r"\G", r"\h", r"[\b]", "a)", "(a", "[a",
+                   "(?-)a", "(?i-)a", r"\Qa.b", "(*UTF)a", r"\8", r"\x4", r"\p{Foo}", "[[:foo:]]", "(?P<>x)", "*a"]
+
+
+@pytest.mark.parametrize("regex", REFUSED_REGEXES)
+def test_regexes_re2_refuses_are_refused(tmp_path, regex):
+    expr = f"lbl{{v=~`{regex}`}}"
+    r = evaluate_ours([(expr, 0)])[0]
+    assert r["error"] and "invalid regular expression" in r["error"], r
+    rules = tmp_path / "r.yml"
+    rules.write_text(f"groups:\n- name: g\n  rules:\n  - alert: A\n    expr: '{expr}'\n")
+    check = subprocess.run(["promtool", "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
+    assert check.returncode == 1 and "error parsing regexp" in check.stdout + check.stderr, check
 
 
 @pytest.mark.parametrize("expr", ["sum(", "loss{job=}", "loss[5]", "loss offset", "rate(loss[0s])", "'unterminated"])

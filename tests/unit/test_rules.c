@@ -20,6 +20,7 @@
 #include "core/base64.h"
 #include "notify/payload.h"
 #include "notify/sign.h"
+#include "rules/regex.h"
 #include "rules/ruleset.h"
 #include "rules/template.h"
 #include "trainwatch/error.h"
@@ -110,6 +111,91 @@ static void test_templates(void **state)
     assert_non_null(strstr(err, "'if'"));
     assert_int_equal(tw_template_compile("{{ $value ", &t, err, sizeof err), TW_ECONFIG);
     assert_int_equal(tw_template_compile("{{ $labels }}", &t, err, sizeof err), TW_EUNSUPPORTED);
+}
+
+/* ---- regular expressions (RE2 on PCRE2) ----------------------------------- */
+
+static bool re_matches(const char *pattern, const char *text)
+{
+    tw_regex *re;
+    char err[256];
+    assert_int_equal(tw_regex_compile(pattern, &re, err, sizeof err), TW_OK);
+    bool hit = tw_regex_match(re, text);
+    tw_regex_free(re);
+    return hit;
+}
+
+static void test_regex_is_re2(void **state)
+{
+    (void)state;
+    /* what POSIX ERE read otherwise; tests/e2e/test_promql.py asks Prometheus */
+    assert_true(re_matches("\\d+", "123"));
+    assert_false(re_matches("\\d+", "12a"));
+    assert_true(re_matches("(?i)rank", "RANK"));
+    assert_false(re_matches("a.b", "a\nb"));
+    assert_true(re_matches("(?s)a.b", "a\nb"));
+    assert_false(re_matches("\\s", "\v")); /* RE2's \s has no vertical tab, PCRE2's has */
+    assert_true(re_matches("[^\\S]", " "));
+    assert_true(re_matches("\\v", "\v"));  /* the character, not PCRE2's class */
+    assert_true(re_matches("\\101", "A")); /* octal, not a backreference */
+    assert_false(re_matches("a$", "a\n")); /* the end of the text only */
+    assert_true(re_matches("(?m)a$\n", "a\n"));
+    assert_true(re_matches("^*a", "a")); /* an assertion may repeat in RE2 */
+    assert_true(re_matches("..", "\xc3\xa9x"));
+    /* invalid UTF-8 reads as U+FFFD per byte, as in Go */
+    assert_true(re_matches(".", "\xff"));
+    assert_true(re_matches("..", "\xe2\x82"));
+    assert_true(re_matches("a\\x{fffd}b", "a\xed"
+                                          "b"));
+    /* the anchoring cannot be escaped */
+    char err[256];
+    tw_regex *re;
+    assert_int_equal(tw_regex_compile("a)|(b", &re, err, sizeof err), TW_ECONFIG);
+    assert_string_equal(err, "unexpected )");
+    assert_int_equal(tw_regex_compile("\\Qa)|(b", &re, err, sizeof err), TW_ECONFIG);
+    assert_true(re_matches("\\Qa)|(b\\E", "a)|(b"));
+    assert_false(re_matches("a|b", "ab"));
+
+    /* what RE2 refuses is refused, naming the construct */
+    static const struct {
+        const char *pattern, *said;
+    } refused[] = {
+        {"(a)\\1", "backreference \\1"},
+        {"(?=x)", "lookahead"},
+        {"(?<!x)y", "negative lookbehind"},
+        {"a++", "possessive quantifier"},
+        {"(?>a)", "atomic group"},
+        {"\\C", "\\C (one byte)"},
+        {"(?R)", "recursion"},
+        {"(?1)", "subroutine call"},
+        {"a\\Z", "\\Z"},
+        {"(?x)a b", "flag x"},
+        {"a{1001}", "invalid repeat count"},
+        {"a**", "nested repetition"},
+        {"(?<n>a)", "(?P<name>...)"},
+        {"(*UTF)a", "control verbs"},
+        {"\\Qabc", "\\Q without \\E"},
+        {"[\\b]", "in a character class"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        assert_int_equal(tw_regex_compile(refused[i].pattern, &re, err, sizeof err), TW_ECONFIG);
+        if (!strstr(err, refused[i].said))
+            fail_msg("%s: %s", refused[i].pattern, err);
+    }
+}
+
+static void test_regex_never_backtracks(void **state)
+{
+    (void)state;
+    /* exponential for a backtracking matcher; the DFA matcher reads the text once */
+    char text[4097];
+    memset(text, 'a', sizeof text - 1);
+    text[sizeof text - 1] = '\0';
+    assert_false(re_matches("(a*)*b", text));
+    assert_false(re_matches("(a|aa)+$b", text));
+    assert_true(re_matches("(a|a?)+", text));
+    /* many states at once: the workspace grows */
+    assert_true(re_matches("(?:a?){1000}a{1000}", text + 3096));
 }
 
 /* ---- rule files --------------------------------------------------------- */
@@ -227,6 +313,152 @@ static void test_rule_file_problems(void **state)
     assert_int_equal(load("just a string", &p, NULL), TW_ECONFIG);
     assert_int_equal(load("", &p, NULL), TW_OK);
     assert_int_equal(load("groups:\n", &p, NULL), TW_OK);
+}
+
+/* ---- bounds on nesting and size ------------------------------------------ */
+
+static void test_template_output_is_bounded(void **state)
+{
+    (void)state;
+    tw_template *t;
+    char err[256];
+    /* a width or precision that would print gigabytes is refused when compiling */
+    static const struct {
+        const char *text, *said;
+    } refused[] = {
+        {"{{ printf \"%.999999999f\" 1.0 }}", "printf precision 999999999 is larger than trainwatch's bound of 1000"},
+        {"{{ printf \"x %999999999d\" $value }}", "printf width 999999999 is larger"},
+        {"{{ $value | printf \"%-5.1001e\" }}", "printf precision 1001 is larger"},
+        {"{{ printf \"%% %s %08.99999999999999999999g\" \"a\" 1 }}", "printf precision 999999999999999 is larger"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        assert_int_equal(tw_template_compile(refused[i].text, &t, err, sizeof err), TW_EUNSUPPORTED);
+        assert_non_null(strstr(err, refused[i].said));
+    }
+    assert_int_equal(tw_template_compile("{{ printf \"%.1000f %1000d\" 1.0 2 }}", &t, err, sizeof err), TW_OK);
+    tw_template_free(t);
+    expect_render("{{ printf \"%5.1f|%-4d|%%\" $value $value }}", 2.25, "  2.2|2   |%");
+    /* integers out of long long's range are clamped (the cast is undefined) */
+    expect_render("{{ printf \"%d\" $value }} {{ $value | humanizeDuration }}", 1e300,
+                  "9223372036854775807 106751991167300d 15h 30m 7s");
+    expect_render("{{ printf \"%d\" $value }}", -1e300, "-9223372036854775808");
+
+    /* a format from a label is only known when rendering: Go's words instead */
+    assert_int_equal(tw_template_compile("{{ printf $labels.fmt $value }}", &t, err, sizeof err), TW_OK);
+    tw_lset labels = {0};
+    tw_lset_set(&labels, "fmt", "a %.999999999f b");
+    tw_template_data d = {.labels = &labels, .value = 1};
+    char *out = tw_template_render(t, &d);
+    assert_string_equal(out, "a %!(BADPREC) b");
+    free(out);
+    tw_lset_set(&labels, "fmt", "%999999999s");
+    out = tw_template_render(t, &d);
+    assert_string_equal(out, "%!(BADWIDTH)");
+    free(out);
+    tw_template_free(t);
+    tw_lset_free(&labels);
+
+    /* whatever the template, the rendering stops at 64 KiB */
+    size_t n = 3 * TW_TEMPLATE_MAX_OUTPUT;
+    char *text = malloc(n + 1);
+    for (size_t i = 0; i < n; i += 16)
+        memcpy(text + i, "{{$labels.job}}x", 16);
+    text[n] = '\0';
+    out = render(text, 0);
+    assert_int_equal(strlen(out), TW_TEMPLATE_MAX_OUTPUT);
+    free(out);
+    free(text);
+
+    /* in a rule file: FILE:LINE, refused as not evaluable by trainwatch */
+    problems p;
+    const char *file = "groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: up == 0\n"
+                       "        annotations:\n          summary: '{{ printf \"%.999999999f\" 1.0 }}'\n";
+    assert_int_equal(load(file, &p, NULL), TW_EUNSUPPORTED);
+    assert_true(reported(&p, "r.yml:7: annotations summary: template: printf precision 999999999 is larger"));
+}
+
+/* prefix repeated n times, then middle, then suffix repeated n times */
+static char *nested(const char *prefix, const char *middle, const char *suffix, size_t n)
+{
+    size_t lp = strlen(prefix), lm = strlen(middle), ls = strlen(suffix);
+    char *s = malloc(n * (lp + ls) + lm + 1), *o = s;
+    assert_non_null(s);
+    for (size_t i = 0; i < n; i++, o += lp)
+        memcpy(o, prefix, lp);
+    memcpy(o, middle, lm);
+    o += lm;
+    for (size_t i = 0; i < n; i++, o += ls)
+        memcpy(o, suffix, ls);
+    *o = '\0';
+    return s;
+}
+
+static int parse_status(const char *expr, char *err, size_t cap)
+{
+    tw_pq_node *n = NULL;
+    int rc = tw_pq_parse(expr, &n, err, cap);
+    tw_pq_free(n);
+    return rc;
+}
+
+static void test_deep_expressions_are_refused(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *prefix, *middle, *suffix;
+    } shapes[] = {{"(", "up", ")"},    {"-", "up", ""},     {"abs(", "up", ")"}, {"-(", "1", ")"},
+                  {"sum(", "up", ")"}, {"", "up", " + up"}, {"2 ^ ", "up", ""}};
+    char err[256];
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        /* deep enough to overflow any stack if the parser recursed without bound */
+        char *deep = nested(shapes[i].prefix, shapes[i].middle, shapes[i].suffix, 100000);
+        assert_int_equal(parse_status(deep, err, sizeof err), TW_EUNSUPPORTED);
+        assert_non_null(strstr(err, "nesting deeper than 256 levels"));
+        free(deep);
+        char *fine = nested(shapes[i].prefix, shapes[i].middle, shapes[i].suffix, 100);
+        assert_int_equal(parse_status(fine, err, sizeof err), TW_OK);
+        free(fine);
+    }
+    /* in a rule file: FILE:LINE, and the file is refused as not evaluable */
+    char *deep = nested("(", "up", ")", 100000);
+    const char *head = "groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: ";
+    char *file = malloc(strlen(head) + strlen(deep) + 2);
+    sprintf(file, "%s%s\n", head, deep);
+    problems p;
+    assert_int_equal(load(file, &p, NULL), TW_EUNSUPPORTED);
+    assert_true(reported(&p, "r.yml:5: alert A: expr: not evaluated by trainwatch: col 257: expression nesting deeper "
+                             "than 256 levels"));
+    free(file);
+    free(deep);
+}
+
+static void test_yaml_documents_are_bounded(void **state)
+{
+    (void)state;
+    problems p;
+    /* 100,000 open flow sequences: refused at the 65th, before libyaml builds anything */
+    char *deep = nested("[", "", "]", 100000);
+    char *file = malloc(strlen(deep) + 16);
+    sprintf(file, "groups: %s\n", deep);
+    assert_int_equal(load(file, &p, NULL), TW_ECONFIG);
+    assert_true(reported(&p, "r.yml:1:72: YAML: nesting deeper than 64 levels"));
+    free(file);
+    free(deep);
+    /* block style nests the same way */
+    char *block = malloc(100 * 64 + 16), *o = block;
+    for (int i = 0; i < 100; i++)
+        o += sprintf(o, "%*sk:\n", i, "");
+    assert_int_equal(load(block, &p, NULL), TW_ECONFIG);
+    assert_true(reported(&p, "YAML: nesting deeper than 64 levels"));
+    free(block);
+    /* larger than 16 MiB */
+    size_t big = (16u << 20) + 1;
+    char *text = malloc(big + 1);
+    memset(text, '#', big);
+    text[big] = '\0';
+    assert_int_equal(load(text, &p, NULL), TW_ECONFIG);
+    assert_true(reported(&p, "r.yml:1:1: YAML: larger than 16 MiB"));
+    free(text);
 }
 
 /* ---- the alert state machine ------------------------------------------- */
@@ -473,8 +705,13 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_durations),
         cmocka_unit_test(test_templates),
+        cmocka_unit_test(test_template_output_is_bounded),
+        cmocka_unit_test(test_regex_is_re2),
+        cmocka_unit_test(test_regex_never_backtracks),
         cmocka_unit_test(test_default_rules_load),
         cmocka_unit_test(test_rule_file_problems),
+        cmocka_unit_test(test_deep_expressions_are_refused),
+        cmocka_unit_test(test_yaml_documents_are_bounded),
         cmocka_unit_test(test_alert_states),
         cmocka_unit_test(test_failing_rule_keeps_alerts),
         cmocka_unit_test(test_hmac_sha256),
