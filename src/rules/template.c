@@ -28,7 +28,20 @@ typedef struct operand {
     double number;
 } operand;
 
-typedef enum fn_id { FN_NONE, FN_HUMANIZE, FN_HUMANIZE1024, FN_DURATION, FN_PERCENT, FN_PRINTF, FN_UPPER, FN_LOWER, FN_TITLE } fn_id;
+typedef enum fn_id {
+    FN_NONE,
+    FN_HUMANIZE,
+    FN_HUMANIZE1024,
+    FN_DURATION,
+    FN_PERCENT,
+    FN_PRINTF,
+    FN_UPPER,
+    FN_LOWER,
+    FN_TITLE
+} fn_id;
+
+/* Arguments of one function call, at most (more is refused when compiling). */
+#define ARGS_MAX 32
 
 typedef struct command {
     fn_id fn;
@@ -37,7 +50,7 @@ typedef struct command {
 } command;
 
 typedef struct part {
-    char *text;        /* literal, when cmd_count == 0 */
+    char *text; /* literal, when cmd_count == 0 */
     command *cmds;
     size_t cmd_count;
 } part;
@@ -50,8 +63,9 @@ struct tw_template {
 typedef struct value {
     bool is_number;
     double number;
-    const char *string;
+    const char *string; /* a label, a literal, buf, or heap */
     char buf[64];
+    char *heap; /* a result longer than buf, owned (at most TW_TEMPLATE_MAX_OUTPUT) */
 } value;
 
 /* ---- number formats ------------------------------------------------- */
@@ -366,9 +380,14 @@ static bool parse_operand(compiler *c, operand *o)
 static const struct {
     const char *name;
     fn_id id;
-} fns[] = {{"humanize", FN_HUMANIZE},     {"humanize1024", FN_HUMANIZE1024}, {"humanizeDuration", FN_DURATION},
-           {"humanizePercentage", FN_PERCENT}, {"printf", FN_PRINTF}, {"toUpper", FN_UPPER},
-           {"toLower", FN_LOWER},         {"title", FN_TITLE}};
+} fns[] = {{"humanize", FN_HUMANIZE},
+           {"humanize1024", FN_HUMANIZE1024},
+           {"humanizeDuration", FN_DURATION},
+           {"humanizePercentage", FN_PERCENT},
+           {"printf", FN_PRINTF},
+           {"toUpper", FN_UPPER},
+           {"toLower", FN_LOWER},
+           {"title", FN_TITLE}};
 
 static bool parse_command(compiler *c, command *cmd)
 {
@@ -389,6 +408,11 @@ static bool parse_command(compiler *c, command *cmd)
         skip_space(c);
         if (c->p >= c->end || *c->p == '|')
             break;
+        if (cmd->argc == ARGS_MAX) {
+            cfail(c, TW_EUNSUPPORTED, "a template function with more than %d arguments is not evaluated by trainwatch",
+                  ARGS_MAX);
+            return false;
+        }
         operand *grown = realloc(cmd->args, (cmd->argc + 1) * sizeof *grown);
         if (!grown) {
             cfail(c, TW_ENOMEM, "out of memory");
@@ -510,12 +534,13 @@ int tw_template_compile(const char *text, tw_template **out, char *err, size_t c
 
 /* ---- rendering ------------------------------------------------------ */
 
-static void value_text(const value *v, char *out, size_t cap)
+/* The text of a value: its string, or a number written into scratch. */
+static const char *text_of(const value *v, char *scratch, size_t cap)
 {
-    if (v->is_number)
-        tw_format_go_float(v->number, out, cap);
-    else
-        snprintf(out, cap, "%s", v->string ? v->string : "");
+    if (!v->is_number)
+        return v->string ? v->string : "";
+    tw_format_go_float(v->number, scratch, cap);
+    return scratch;
 }
 
 static double value_number(const value *v)
@@ -532,11 +557,21 @@ static void load_operand(const operand *o, const tw_template_data *d, value *v)
         v->string = s ? s : "";
         break;
     }
-    case OP_VALUE: v->is_number = true, v->number = d->value; break;
-    case OP_URL: v->string = d->external_url ? d->external_url : ""; break;
-    case OP_STRING: v->string = o->text; break;
-    case OP_NUMBER: v->is_number = true, v->number = o->number; break;
-    case OP_EMPTY: v->string = ""; break;
+    case OP_VALUE:
+        v->is_number = true, v->number = d->value;
+        break;
+    case OP_URL:
+        v->string = d->external_url ? d->external_url : "";
+        break;
+    case OP_STRING:
+        v->string = o->text;
+        break;
+    case OP_NUMBER:
+        v->is_number = true, v->number = o->number;
+        break;
+    case OP_EMPTY:
+        v->string = "";
+        break;
     }
 }
 
@@ -590,30 +625,47 @@ static void go_printf(tw_buffer *b, const char *fmt, const value *args, size_t a
             tw_buffer_printf(b, spec, value_number(a));
             break;
         case 'q':
-            value_text(a, text, sizeof text);
-            tw_buffer_printf(b, "\"%s\"", text);
+            tw_buffer_printf(b, "\"%s\"", text_of(a, text, sizeof text));
             break;
-        default: /* s, v and anything else: the value as text */
-            value_text(a, text, sizeof text);
+        default: /* s, v and anything else: the value as text, whole */
             spec[n++] = 's';
             spec[n] = '\0';
-            tw_buffer_printf(b, spec, text);
+            tw_buffer_printf(b, spec, text_of(a, text, sizeof text));
             break;
         }
     }
 }
 
+/* Makes the n bytes at text the value's text: in buf when they fit, else
+ * on the heap (cut at TW_TEMPLATE_MAX_OUTPUT), never cut short silently. */
+static void set_text(value *out, const char *text, size_t n)
+{
+    if (n > TW_TEMPLATE_MAX_OUTPUT)
+        n = TW_TEMPLATE_MAX_OUTPUT;
+    char *dst = out->buf;
+    if (n >= sizeof out->buf && !(dst = out->heap = malloc(n + 1))) {
+        out->string = "";
+        return;
+    }
+    memcpy(dst, text, n);
+    dst[n] = '\0';
+    out->string = dst;
+}
+
 static void apply(const command *cmd, const value *prev, const tw_template_data *d, value *out)
 {
-    value args[8];
+    value args[ARGS_MAX + 1]; /* the command's, and the pipeline's previous result */
     size_t argc = 0;
-    for (size_t i = 0; i < cmd->argc && argc < 7; i++)
+    for (size_t i = 0; i < cmd->argc && argc < ARGS_MAX; i++)
         load_operand(&cmd->args[i], d, &args[argc++]);
     if (prev)
         args[argc++] = *prev;
     *out = (value){0};
     if (cmd->fn == FN_NONE) {
         *out = args[0];
+        out->heap = NULL; /* a previous result's heap stays its owner's: copy from it */
+        if (args[0].heap)
+            set_text(out, args[0].string, strlen(args[0].string));
         return;
     }
     if (argc == 0) {
@@ -621,37 +673,45 @@ static void apply(const command *cmd, const value *prev, const tw_template_data 
         return;
     }
     double x = value_number(&args[argc - 1]);
+    char scratch[64];
     switch (cmd->fn) {
-    case FN_HUMANIZE: tw_humanize(x, out->buf, sizeof out->buf); break;
-    case FN_HUMANIZE1024: humanize1024(x, out->buf, sizeof out->buf); break;
-    case FN_DURATION: humanize_duration(x, out->buf, sizeof out->buf); break;
-    case FN_PERCENT: snprintf(out->buf, sizeof out->buf, "%.4g%%", x * 100); break;
+    case FN_HUMANIZE:
+        tw_humanize(x, out->buf, sizeof out->buf);
+        break;
+    case FN_HUMANIZE1024:
+        humanize1024(x, out->buf, sizeof out->buf);
+        break;
+    case FN_DURATION:
+        humanize_duration(x, out->buf, sizeof out->buf);
+        break;
+    case FN_PERCENT:
+        snprintf(out->buf, sizeof out->buf, "%.4g%%", x * 100);
+        break;
     case FN_PRINTF: {
         tw_buffer b;
         tw_buffer_init(&b);
-        char fmt[64];
-        value_text(&args[0], fmt, sizeof fmt);
-        go_printf(&b, fmt, args + 1, argc - 1);
-        tw_buffer_putc(&b, '\0');
-        snprintf(out->buf, sizeof out->buf, "%s", b.data ? b.data : "");
+        go_printf(&b, text_of(&args[0], scratch, sizeof scratch), args + 1, argc - 1);
+        set_text(out, b.data ? b.data : "", b.data ? b.len : 0);
         tw_buffer_free(&b);
-        break;
+        return;
     }
     case FN_UPPER:
     case FN_LOWER:
     case FN_TITLE: {
-        value_text(&args[argc - 1], out->buf, sizeof out->buf);
+        const char *in = text_of(&args[argc - 1], scratch, sizeof scratch);
+        set_text(out, in, strlen(in));
         bool start = true;
-        for (char *s = out->buf; *s; s++) {
+        for (char *c = (char *)out->string; *c; c++) {
             if (cmd->fn == FN_UPPER || (cmd->fn == FN_TITLE && start))
-                *s = (char)toupper((unsigned char)*s);
+                *c = (char)toupper((unsigned char)*c);
             else if (cmd->fn == FN_LOWER)
-                *s = (char)tolower((unsigned char)*s);
-            start = isspace((unsigned char)*s);
+                *c = (char)tolower((unsigned char)*c);
+            start = isspace((unsigned char)*c);
         }
-        break;
+        return;
     }
-    default: break;
+    default:
+        break;
     }
     out->string = out->buf;
 }
@@ -677,13 +737,14 @@ char *tw_template_render(const tw_template *t, const tw_template_data *d)
         value v = {0}, next_v;
         for (size_t k = 0; k < pt->cmd_count; k++) {
             apply(&pt->cmds[k], k ? &v : NULL, d, &next_v);
+            free(v.heap);
             v = next_v;
             if (v.string == next_v.buf)
                 v.string = v.buf;
         }
-        char text[256];
-        value_text(&v, text, sizeof text);
-        put_bounded(&b, text);
+        char scratch[64];
+        put_bounded(&b, text_of(&v, scratch, sizeof scratch));
+        free(v.heap);
     }
     tw_buffer_putc(&b, '\0');
     if (b.failed) {

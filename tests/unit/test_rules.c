@@ -104,6 +104,13 @@ static void test_templates(void **state)
     expect_render("x {{/* a comment */}}y", 0, "x y");
     expect_render("{{ $externalURL }}/graph", 0, "http://prom:9090/graph");
     expect_render("no actions at all", 0, "no actions at all");
+    /* results longer than a short buffer are whole: a long printf, a long label through toUpper */
+    expect_render("{{ printf \"Job %s rank %s: the loss was NaN or Inf in the last %.0f step records in a row\" "
+                  "$labels.job $labels.rank $value }}",
+                  7, "Job train rank 3: the loss was NaN or Inf in the last 7 step records in a row");
+    expect_render("{{ printf \"%s/%s/%s/%s/%s/%s/%s/%s/%s/%s\" \"aaaaaaaaaa\" \"bbbbbbbbbb\" \"cccccccccc\" \"dddddddddd\" "
+                  "\"eeeeeeeeee\" \"ffffffffff\" \"gggggggggg\" \"hhhhhhhhhh\" \"iiiiiiiiii\" \"jjjjjjjjjj\" | toUpper }}",
+                  0, "AAAAAAAAAA/BBBBBBBBBB/CCCCCCCCCC/DDDDDDDDDD/EEEEEEEEEE/FFFFFFFFFF/GGGGGGGGGG/HHHHHHHHHH/IIIIIIIIII/JJJJJJJJJJ");
 
     tw_template *t;
     char err[256];
@@ -111,6 +118,12 @@ static void test_templates(void **state)
     assert_non_null(strstr(err, "'if'"));
     assert_int_equal(tw_template_compile("{{ $value ", &t, err, sizeof err), TW_ECONFIG);
     assert_int_equal(tw_template_compile("{{ $labels }}", &t, err, sizeof err), TW_EUNSUPPORTED);
+    char many[512] = "{{ printf \"x\"";
+    for (int i = 0; i < 32; i++)
+        strcat(many, " 1");
+    strcat(many, " }}");
+    assert_int_equal(tw_template_compile(many, &t, err, sizeof err), TW_EUNSUPPORTED);
+    assert_non_null(strstr(err, "more than 32 arguments"));
 }
 
 /* ---- regular expressions (RE2 on PCRE2) ----------------------------------- */
