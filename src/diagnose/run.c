@@ -906,9 +906,11 @@ static void note_time(tw_launch_info *l, const tw_record *r)
 {
     if (!(r->fields & TW_F_TIME) || !isfinite(r->time))
         return;
-    if (isnan(l->first_time))
+    /* ranks come one file after another: the extremes, not the order */
+    if (isnan(l->first_time) || r->time < l->first_time)
         l->first_time = r->time;
-    l->last_time = r->time;
+    if (isnan(l->last_time) || r->time > l->last_time)
+        l->last_time = r->time;
 }
 
 void tw_run_add(void *arg, const tw_record *r)
