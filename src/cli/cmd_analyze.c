@@ -224,7 +224,8 @@ static int parse_options(int argc, char **argv, analyze_options *o)
             break;
         case OPT_LAUNCH:
             if (parse_launch(optarg, &o->launch) != 0) {
-                fprintf(stderr, "trainwatch analyze: --launch takes a launch number (1, 2, ...), last or all, not '%s'\n",
+                fprintf(stderr,
+                        "trainwatch analyze: --launch takes a launch number (1, 2, ...), last or all, not '%s'\n",
                         optarg);
                 return -1;
             }
@@ -334,8 +335,8 @@ static int run(int argc, char **argv)
     tw_report *report;
     int rc = tw_diagnose_launch(trun, &o.th, o.launch, &report);
     if (rc == TW_EINVAL) {
-        fprintf(stderr, "trainwatch analyze: --launch %d: the log holds %d launch%s\n", o.launch,
-                tw_run_launches(trun), tw_run_launches(trun) == 1 ? "" : "es");
+        fprintf(stderr, "trainwatch analyze: --launch %d: the log holds %d launch%s\n", o.launch, tw_run_launches(trun),
+                tw_run_launches(trun) == 1 ? "" : "es");
         tw_run_free(trun);
         return TW_EXIT_USAGE;
     }

@@ -116,8 +116,11 @@ static void failed_launches(const tw_report *r, tw_findings *out)
     }
     if (!failed)
         return;
-    tw_finding *f = tw_finding_add(out, "failed_launches", TW_SEV_WARNING,
-                                   "%d of the %d launches before the last one failed", failed, r->launch_count - 1);
+    tw_finding *f =
+        r->launch_count == 2
+            ? tw_finding_add(out, "failed_launches", TW_SEV_WARNING, "The launch before the last one failed")
+            : tw_finding_add(out, "failed_launches", TW_SEV_WARNING, "%d of the %d launches before the last one failed",
+                             failed, r->launch_count - 1);
     if (!f)
         return;
     for (int i = 0; i < first->finding_count; i++) {
@@ -149,9 +152,9 @@ static void restarts(const tw_report *r, tw_findings *out)
     if (!trained)
         return;
     const tw_launch_span *last = &r->launches[r->launch_count - 1].span;
-    tw_finding *f =
-        tw_finding_add(out, "restarts", TW_SEV_WARNING, "The log holds %d launches: training started again %d time%s",
-                       r->launch_count, r->launch_count - 1, r->launch_count == 2 ? "" : "s");
+    tw_finding *f = tw_finding_add(out, "restarts", TW_SEV_WARNING,
+                                   "The log holds %d launches: %d trained before the last one started over",
+                                   r->launch_count, trained);
     if (!f)
         return;
     f->where = last->where;

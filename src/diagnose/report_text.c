@@ -62,8 +62,8 @@ static void write_launches(FILE *out, const tw_report *r, const style *st)
         if (s->step_records > 0)
             snprintf(steps, sizeof steps, "step %lld -> %lld", (long long)s->first_step, (long long)s->last_step);
         fprintf(out, "  %s#%-3d%s %-19s -> %-19s  %-24s  %s%s%s", st->bold, s->index, st->reset,
-                tw_fmt_time(s->first_time, t1, sizeof t1), tw_fmt_time(s->last_time, t2, sizeof t2), steps,
-                s->outcome, s->outcome_detail[0] ? ": " : "", s->outcome_detail);
+                tw_fmt_time(s->first_time, t1, sizeof t1), tw_fmt_time(s->last_time, t2, sizeof t2), steps, s->outcome,
+                s->outcome_detail[0] ? ": " : "", s->outcome_detail);
         if (s->where.file && r->input_count == 1)
             fprintf(out, "  %s(from line %llu)%s", st->dim, (unsigned long long)s->where.line, st->reset);
         else if (s->where.file)
@@ -155,7 +155,8 @@ static void write_summary(FILE *out, const tw_report *r, const style *st)
         const char *name = tw_event_name((tw_event_kind)k);
         size_t len = strlen(name);
         bool plural = s->event_counts[k] != 1 && !(len > 2 && strcmp(name + len - 2, "ed") == 0);
-        fprintf(out, "%s%llu %s%s", any ? ", " : "", (unsigned long long)s->event_counts[k], name, plural ? "s" : "");
+        const char *suffix = !plural ? "" : name[len - 1] == 'h' ? "es" : "s"; /* launches */
+        fprintf(out, "%s%llu %s%s", any ? ", " : "", (unsigned long long)s->event_counts[k], name, suffix);
         any = true;
     }
     if (any)
