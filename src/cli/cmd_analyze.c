@@ -152,7 +152,7 @@ static int finish_stdout(const char *what)
 /* Returns the index of the first file argument, or -1 on a usage error. */
 static int parse_options(int argc, char **argv, analyze_options *o)
 {
-    struct option longopts[THRESHOLD_COUNT + 10];
+    struct option longopts[THRESHOLD_COUNT + 11];
     size_t n = 0;
     longopts[n++] = (struct option){"format", required_argument, NULL, OPT_FORMAT};
     longopts[n++] = (struct option){"json", no_argument, NULL, OPT_JSON};
