@@ -8,6 +8,13 @@
  * and returns a tw_report: a summary and findings, worst first, each with its
  * evidence (steps, values, file:line) and a recommendation.
  *
+ * A log may hold several launches of the job one after another (a restarted
+ * job, attempts while debugging): the run splits them where a launch starts
+ * (a start line such as a config dump or "init nccl context", the step
+ * counter going back), and every statistic and finding belongs to one
+ * launch. The report has each launch's span, summary and findings, and
+ * shows the ones selected (the last by default).
+ *
  * Ownership: tw_run_new/tw_run_free; tw_diagnose allocates the report, which
  * the caller frees with tw_report_free. A report borrows file names from the
  * run, so free the run last.
@@ -57,6 +64,8 @@ typedef struct tw_run tw_run;
 /* t configures the streaming detectors (loss spikes); NULL: defaults. */
 int tw_run_new(tw_run **out, const tw_thresholds *t);
 void tw_run_free(tw_run *run);
+/* How many launches the records added so far hold (at least 1). */
+int tw_run_launches(const tw_run *run);
 /* Adds one record; matches tw_record_fn so a parser can feed a run directly. */
 void tw_run_add(void *run, const tw_record *record);
 /* Notes an input that could not be read fully (shown in the report). */
@@ -80,6 +89,7 @@ typedef struct tw_finding {
     char evidence[TW_TEXT_MAX]; /* one fact per line */
     char recommendation[TW_TEXT_MAX];
     tw_source where; /* the line to look at first */
+    int launch;      /* 1-based; 0: about the log's launches as a whole */
     int rank;
     int64_t step; /* -1 when not tied to a step */
     double value; /* the measure the rule judged */
@@ -124,16 +134,50 @@ typedef struct tw_input_summary {
     const char *error; /* NULL when read fully */
 } tw_input_summary;
 
-typedef struct tw_report {
+/* One launch: where it starts, how far it went, how it ended. */
+typedef struct tw_launch_span {
+    int index;         /* 1-based, in log order */
+    const char *start; /* why it starts there: "log" (the first), "start line", "step counter went back" */
+    tw_source where;   /* its start line; file NULL for the first launch */
+    double first_time, last_time; /* its timestamped records, NAN without */
+    int64_t first_step, last_step; /* -1 without steps */
+    uint64_t step_records;
+    int ranks;           /* with training steps */
+    const char *outcome; /* "finished", "crashed", "killed", "out of memory", "nan loss",
+                            "exit status", "ended" (none of these: the log goes on or stops) */
+    char outcome_detail[TW_TEXT_MAX / 4]; /* the error that ended it, or "" */
+    int errors, warnings;
+} tw_launch_span;
+
+typedef struct tw_launch_report {
+    tw_launch_span span;
     tw_summary summary;
+    int finding_count;
+    tw_finding *findings; /* errors first */
+    bool healthy;
+} tw_launch_report;
+
+#define TW_LAUNCH_LAST (-1) /* the launch a report shows by default */
+#define TW_LAUNCH_ALL  0
+
+typedef struct tw_report {
+    tw_summary summary;   /* of the launch shown (the last one with TW_LAUNCH_ALL) */
     int finding_count;
     tw_finding *findings; /* sorted: errors first, then by rule order */
     int input_count;
     tw_input_summary *inputs;
     bool healthy; /* no warning or error finding */
+    int launch;   /* the launch shown, 1-based, or TW_LAUNCH_ALL */
+    int launch_count;
+    tw_launch_report *launches; /* every launch, in log order */
 } tw_report;
 
+/* The report of the last launch, with what the launches before it say
+ * (earlier failures, restarts). */
 int tw_diagnose(const tw_run *run, const tw_thresholds *t, tw_report **out);
+/* The report of launch (1-based), TW_LAUNCH_LAST or TW_LAUNCH_ALL;
+ * TW_EINVAL when the log has no such launch (tw_run_launches says how many). */
+int tw_diagnose_launch(const tw_run *run, const tw_thresholds *t, int launch, tw_report **out);
 /* Adds a finding made outside the log rules (what `run` sampled), keeping
  * the order (errors first) and the healthy flag right. f is copied. */
 int tw_report_append(tw_report *report, const tw_finding *f);
@@ -141,9 +185,9 @@ void tw_report_free(tw_report *report);
 
 /* Human text; colour adds ANSI colours (use only on a terminal). */
 void tw_report_write_text(FILE *out, const tw_report *report, bool colour);
-/* JSON, schema "trainwatch.analysis/1" (docs/analysis-json.md). */
+/* JSON, schema "trainwatch.analysis/2" (docs/analysis-json.md). */
 void tw_report_write_json(FILE *out, const tw_report *report);
 
-#define TW_ANALYSIS_SCHEMA "trainwatch.analysis/1"
+#define TW_ANALYSIS_SCHEMA "trainwatch.analysis/2"
 
 #endif

@@ -8,7 +8,8 @@
  *                 data-loader time, throughput, memory, ETA, other metrics.
  *   TW_REC_EVAL   an evaluation result: metrics by name, at a step or epoch.
  *   TW_REC_EVENT  something that happened: an OOM, a NaN/Inf check, an
- *                 exception, a checkpoint, a resume, a warning, a process exit.
+ *                 exception, a checkpoint, a resume, a warning, a process exit,
+ *                 a launch starting (a config dump, "init nccl context").
  *
  * Records are plain values with fixed-size storage: a parser fills one on the
  * stack and hands it to a callback, so parsing allocates nothing per line.
@@ -49,7 +50,8 @@ typedef enum tw_record_kind {
     X(TW_EV_WARNING, "warning")                                                \
     X(TW_EV_EXIT, "exit")                                                      \
     X(TW_EV_SIGNAL, "signal")                                                  \
-    X(TW_EV_FINISHED, "finished")
+    X(TW_EV_FINISHED, "finished")                                              \
+    X(TW_EV_LAUNCH, "launch")
 
 typedef enum tw_event_kind {
 #define TW_EVENT_ENUM(name, text) name,

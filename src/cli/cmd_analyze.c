@@ -43,6 +43,7 @@ enum {
     OPT_JOBS,
     OPT_BLOCK_SIZE,
     OPT_FAIL_ON,
+    OPT_LAUNCH,
     OPT_HELP,
     OPT_THRESHOLD
 };
@@ -54,6 +55,7 @@ typedef struct analyze_options {
     int jobs;            /* threads per large plain file */
     size_t block_size;   /* their block size, 0: the default */
     tw_severity fail_on; /* exit 1 when a finding is at least this severe */
+    int launch;          /* TW_LAUNCH_LAST, TW_LAUNCH_ALL or 1-based */
     tw_thresholds th;
 } analyze_options;
 
@@ -71,6 +73,8 @@ static const char usage_text[] =
     "  --records              print the parsed records as JSON lines (schema " TW_RECORD_SCHEMA ")\n"
     "  --fail-on SEVERITY     exit 1 when a finding is at least this severe: error (default),\n"
     "                         warning or info\n"
+    "  --launch N|last|all    which launch of the log to report (default last; all: every one, the\n"
+    "                         last first); the launches table lists them all\n"
     "  --color=WHEN           colours: auto (on a terminal, without NO_COLOR), always, never\n"
     "  --no-color             the same as --color=never\n"
     "  --jobs N               threads reading one large plain file (default: one per core, at most 64)\n"
@@ -119,6 +123,20 @@ static int parse_severity(const char *arg, tw_severity *out)
     return -1;
 }
 
+static int parse_launch(const char *arg, int *out)
+{
+    long long v;
+    if (strcmp(arg, "last") == 0)
+        *out = TW_LAUNCH_LAST;
+    else if (strcmp(arg, "all") == 0)
+        *out = TW_LAUNCH_ALL;
+    else if (parse_count(arg, &v) && v >= 1 && v <= 1000000)
+        *out = (int)v;
+    else
+        return -1;
+    return 0;
+}
+
 /* Flushes stdout; on a write error says so in one line and returns -1. */
 static int finish_stdout(const char *what)
 {
@@ -134,7 +152,7 @@ static int finish_stdout(const char *what)
 /* Returns the index of the first file argument, or -1 on a usage error. */
 static int parse_options(int argc, char **argv, analyze_options *o)
 {
-    struct option longopts[THRESHOLD_COUNT + 10];
+    struct option longopts[THRESHOLD_COUNT + 11];
     size_t n = 0;
     longopts[n++] = (struct option){"format", required_argument, NULL, OPT_FORMAT};
     longopts[n++] = (struct option){"json", no_argument, NULL, OPT_JSON};
@@ -144,6 +162,7 @@ static int parse_options(int argc, char **argv, analyze_options *o)
     longopts[n++] = (struct option){"jobs", required_argument, NULL, OPT_JOBS};
     longopts[n++] = (struct option){"block-size", required_argument, NULL, OPT_BLOCK_SIZE};
     longopts[n++] = (struct option){"fail-on", required_argument, NULL, OPT_FAIL_ON};
+    longopts[n++] = (struct option){"launch", required_argument, NULL, OPT_LAUNCH};
     longopts[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
     for (size_t i = 0; i < THRESHOLD_COUNT; i++)
         longopts[n++] = (struct option){thresholds[i].name, required_argument, NULL, OPT_THRESHOLD + (int)i};
@@ -200,6 +219,14 @@ static int parse_options(int argc, char **argv, analyze_options *o)
         case OPT_FAIL_ON:
             if (parse_severity(optarg, &o->fail_on) != 0) {
                 fprintf(stderr, "trainwatch analyze: --fail-on takes error, warning or info, not '%s'\n", optarg);
+                return -1;
+            }
+            break;
+        case OPT_LAUNCH:
+            if (parse_launch(optarg, &o->launch) != 0) {
+                fprintf(stderr,
+                        "trainwatch analyze: --launch takes a launch number (1, 2, ...), last or all, not '%s'\n",
+                        optarg);
                 return -1;
             }
             break;
@@ -279,6 +306,7 @@ static int run(int argc, char **argv)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     analyze_options o = {.colour = -1,
                          .fail_on = TW_SEV_ERROR,
+                         .launch = TW_LAUNCH_LAST,
                          .jobs = cores < 1                   ? 1
                                  : cores > TW_PARSE_JOBS_MAX ? TW_PARSE_JOBS_MAX
                                                              : (int)cores};
@@ -305,7 +333,14 @@ static int run(int argc, char **argv)
         return finish_stdout("the records") == 0 ? status : TW_EXIT_USAGE;
     }
     tw_report *report;
-    if (tw_diagnose(trun, &o.th, &report) != TW_OK) {
+    int rc = tw_diagnose_launch(trun, &o.th, o.launch, &report);
+    if (rc == TW_EINVAL) {
+        fprintf(stderr, "trainwatch analyze: --launch %d: the log holds %d launch%s\n", o.launch, tw_run_launches(trun),
+                tw_run_launches(trun) == 1 ? "" : "es");
+        tw_run_free(trun);
+        return TW_EXIT_USAGE;
+    }
+    if (rc != TW_OK) {
         fprintf(stderr, "trainwatch: out of memory\n");
         tw_run_free(trun);
         return TW_EXIT_USAGE;

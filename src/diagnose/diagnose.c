@@ -1,7 +1,8 @@
 /*
  * diagnose.c: runs the table of rules over a tw_run and builds the report:
  * the run summary (what a person wants to see first) and the findings,
- * errors first. The thresholds' defaults are in thresholds.c.
+ * errors first, for each launch of the log (launches.c puts them together).
+ * The thresholds' defaults are in thresholds.c.
  */
 #include "diagnose.h"
 
@@ -63,6 +64,7 @@ tw_finding *tw_finding_add(tw_findings *out, const char *rule, tw_severity sever
     memset(f, 0, sizeof *f);
     f->rule = rule;
     f->severity = severity;
+    f->launch = 0;
     f->rank = -1;
     f->step = -1;
     f->value = NAN;
@@ -282,34 +284,77 @@ static int cmp_finding(const void *a, const void *b)
     return 0;
 }
 
-int tw_diagnose(const tw_run *run, const tw_thresholds *t, tw_report **out)
+/* Errors first; stable, so rules keep their table order within a severity. */
+void tw_findings_sort(tw_finding *items, int count)
 {
+    for (int i = 1; i < count; i++) {
+        tw_finding f = items[i];
+        int j = i - 1;
+        while (j >= 0 && cmp_finding(&items[j], &f) > 0) {
+            items[j + 1] = items[j];
+            j--;
+        }
+        items[j + 1] = f;
+    }
+}
+
+bool tw_findings_healthy(const tw_finding *items, int count)
+{
+    for (int i = 0; i < count; i++) {
+        if (items[i].severity >= TW_SEV_WARNING)
+            return false;
+    }
+    return true;
+}
+
+/* One launch: its summary and the findings of every rule. The launch cites
+ * the first one's files, which it does not hold itself. */
+static int diagnose_launch(const tw_run *root, int index, const tw_thresholds *t, tw_launch_report *out)
+{
+    tw_run *view = malloc(sizeof *view);
+    if (!view)
+        return TW_ENOMEM;
+    *view = *tw_run_launch(root, index);
+    view->files = root->files;
+    view->file_count = root->file_count;
+    summarize(view, &out->summary);
+    tw_findings findings = {.run = view};
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+        rules[i]->check(view, t, &findings);
+    free(view);
+    for (int i = 0; i < findings.count; i++)
+        findings.items[i].launch = index + 1;
+    tw_findings_sort(findings.items, findings.count);
+    out->findings = findings.items;
+    out->finding_count = findings.count;
+    out->healthy = tw_findings_healthy(findings.items, findings.count);
+    return TW_OK;
+}
+
+int tw_diagnose_launch(const tw_run *run, const tw_thresholds *t, int launch, tw_report **out)
+{
+    int count = tw_run_launches(run);
+    if (launch > count || launch < TW_LAUNCH_LAST)
+        return TW_EINVAL;
     tw_report *report = calloc(1, sizeof *report);
     if (!report)
         return TW_ENOMEM;
-    summarize(run, &report->summary);
-    tw_findings findings = {.run = run};
-    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
-        rules[i]->check(run, t, &findings);
-    /* insertion sort: stable, so rules keep their table order within a severity */
-    for (int i = 1; i < findings.count; i++) {
-        tw_finding f = findings.items[i];
-        int j = i - 1;
-        while (j >= 0 && cmp_finding(&findings.items[j], &f) > 0) {
-            findings.items[j + 1] = findings.items[j];
-            j--;
-        }
-        findings.items[j + 1] = f;
-    }
-    report->findings = findings.items;
-    report->finding_count = findings.count;
-    report->healthy = true;
-    for (int i = 0; i < findings.count; i++) {
-        if (findings.items[i].severity >= TW_SEV_WARNING)
-            report->healthy = false;
-    }
+    report->launches = calloc((size_t)count, sizeof *report->launches);
     report->inputs = calloc((size_t)(run->input_count ? run->input_count : 1), sizeof *report->inputs);
-    if (!report->inputs) {
+    if (!report->launches || !report->inputs) {
+        tw_report_free(report);
+        return TW_ENOMEM;
+    }
+    report->launch_count = count;
+    for (int i = 0; i < count; i++) {
+        if (diagnose_launch(run, i, t, &report->launches[i]) != TW_OK) {
+            tw_report_free(report);
+            return TW_ENOMEM;
+        }
+    }
+    tw_launch_spans(run, report);
+    report->launch = launch == TW_LAUNCH_LAST ? count : launch;
+    if (tw_report_select(run, report) != TW_OK) {
         tw_report_free(report);
         return TW_ENOMEM;
     }
@@ -320,6 +365,11 @@ int tw_diagnose(const tw_run *run, const tw_thresholds *t, tw_report **out)
     }
     *out = report;
     return TW_OK;
+}
+
+int tw_diagnose(const tw_run *run, const tw_thresholds *t, tw_report **out)
+{
+    return tw_diagnose_launch(run, t, TW_LAUNCH_LAST, out);
 }
 
 int tw_report_append(tw_report *report, const tw_finding *f)
@@ -343,6 +393,9 @@ void tw_report_free(tw_report *report)
 {
     if (!report)
         return;
+    for (int i = 0; report->launches && i < report->launch_count; i++)
+        free(report->launches[i].findings);
+    free(report->launches);
     free(report->findings);
     free(report->inputs);
     free(report);

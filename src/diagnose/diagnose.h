@@ -45,6 +45,17 @@ const char *tw_fmt_number(double v, int decimals, char *buf, size_t cap);
 /* A clock time "2024-03-09 15:15:33" from a log timestamp, or "" */
 const char *tw_fmt_time(double t, char *buf, size_t cap);
 
+/* Errors first, rules in table order within a severity (stable). */
+void tw_findings_sort(tw_finding *items, int count);
+/* No finding of severity warning or error. */
+bool tw_findings_healthy(const tw_finding *items, int count);
+
+/* launches.c: each launch's span and outcome from its summary and findings;
+ * then the report's own summary and findings: the launch selected
+ * (report->launch, or TW_LAUNCH_ALL) with what the other launches say. */
+void tw_launch_spans(const tw_run *run, tw_report *report);
+int tw_report_select(const tw_run *run, tw_report *report);
+
 /* The rules, by theme. */
 extern const tw_rule tw_rule_data_bound, tw_rule_nan, tw_rule_spikes, tw_rule_divergence, tw_rule_plateau,
     tw_rule_stalls, tw_rule_jitter, tw_rule_throughput, tw_rule_memory, tw_rule_oom, tw_rule_exceptions, tw_rule_exits,

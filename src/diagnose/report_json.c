@@ -1,7 +1,8 @@
 /*
  * report_json.c: the report as one JSON document, schema
- * "trainwatch.analysis/1" (docs/analysis-json.md). Keys are stable; new keys
- * may be added within version 1, none removed or renamed.
+ * "trainwatch.analysis/2" (docs/analysis-json.md). Keys are stable; new keys
+ * may be added within a version, none removed or renamed. Version 2 keeps
+ * every key of version 1 and adds the launches.
  */
 #include <math.h>
 
@@ -111,12 +112,60 @@ static void finding(FILE *out, const tw_finding *f)
         fputs("null", out);
     fputs(",\"line\":", out);
     int_or_null(out, f->where.file && f->where.line > 0 ? (int64_t)f->where.line : -1);
+    fputs(",\"launch\":", out);
+    int_or_null(out, f->launch > 0 ? f->launch : -1);
     fputs(",\"rank\":", out);
     int_or_null(out, f->rank);
     fputs(",\"step\":", out);
     int_or_null(out, f->step);
     fputs(",\"value\":", out);
     num_or_null(out, f->value, !isnan(f->value));
+    fputc('}', out);
+}
+
+static void findings(FILE *out, const tw_finding *items, int n)
+{
+    fputc('[', out);
+    for (int i = 0; i < n; i++) {
+        if (i)
+            fputc(',', out);
+        finding(out, &items[i]);
+    }
+    fputc(']', out);
+}
+
+static void launch(FILE *out, const tw_launch_report *l)
+{
+    const tw_launch_span *s = &l->span;
+    fprintf(out, "{\"index\":%d,\"start\":", s->index);
+    tw_json_cstring(out, s->start);
+    fputs(",\"start_file\":", out);
+    if (s->where.file)
+        tw_json_cstring(out, s->where.file);
+    else
+        fputs("null", out);
+    fputs(",\"start_line\":", out);
+    int_or_null(out, s->where.file ? (int64_t)s->where.line : -1);
+    fputs(",\"first_time\":", out);
+    num_or_null(out, s->first_time, !isnan(s->first_time));
+    fputs(",\"last_time\":", out);
+    num_or_null(out, s->last_time, !isnan(s->last_time));
+    fputs(",\"first_step\":", out);
+    int_or_null(out, s->first_step);
+    fputs(",\"last_step\":", out);
+    int_or_null(out, s->last_step);
+    fprintf(out, ",\"step_records\":%llu,\"ranks\":%d,\"outcome\":", (unsigned long long)s->step_records, s->ranks);
+    tw_json_cstring(out, s->outcome);
+    fputs(",\"outcome_detail\":", out);
+    if (s->outcome_detail[0])
+        tw_json_cstring(out, s->outcome_detail);
+    else
+        fputs("null", out);
+    fprintf(out, ",\"errors\":%d,\"warnings\":%d,\"healthy\":%s,\"summary\":", s->errors, s->warnings,
+            l->healthy ? "true" : "false");
+    summary(out, &l->summary);
+    fputs(",\"findings\":", out);
+    findings(out, l->findings, l->finding_count);
     fputc('}', out);
 }
 
@@ -144,11 +193,17 @@ void tw_report_write_json(FILE *out, const tw_report *r)
     }
     fputs("],\"summary\":", out);
     summary(out, &r->summary);
-    fputs(",\"findings\":[", out);
-    for (int i = 0; i < r->finding_count; i++) {
+    fputs(",\"findings\":", out);
+    findings(out, r->findings, r->finding_count);
+    if (r->launch == TW_LAUNCH_ALL)
+        fputs(",\"launch\":\"all\"", out);
+    else
+        fprintf(out, ",\"launch\":%d", r->launch);
+    fprintf(out, ",\"launch_count\":%d,\"launches\":[", r->launch_count);
+    for (int i = 0; i < r->launch_count; i++) {
         if (i)
             fputc(',', out);
-        finding(out, &r->findings[i]);
+        launch(out, &r->launches[i]);
     }
     fputs("]}\n", out);
 }

@@ -1,6 +1,7 @@
 /*
- * report_text.c: the human report: inputs, a summary table, then findings
- * worst first, each with its evidence and what to do. Colour only when the
+ * report_text.c: the human report: inputs, the launches of the log (when
+ * there are several, the last first), a summary table of the launch shown,
+ * then findings worst first, each with its evidence and what to do. Colour only when the
  * caller says the output is a terminal.
  */
 #include <math.h>
@@ -49,10 +50,37 @@ static void write_metric_list(FILE *out, const tw_metric_summary *m, int n, bool
     fputc('\n', out);
 }
 
-static void write_summary(FILE *out, const tw_summary *s, const style *st)
+/* One row per launch, the last first: where it starts, its time and
+ * steps, how it ended. */
+static void write_launches(FILE *out, const tw_report *r, const style *st)
 {
+    fprintf(out, "\n%sLaunches%s  %d in %s, the last first\n", st->bold, st->reset, r->launch_count,
+            r->input_count > 1 ? "these logs" : "this log");
+    for (int i = r->launch_count - 1; i >= 0; i--) {
+        const tw_launch_span *s = &r->launches[i].span;
+        char t1[32], t2[32], steps[64] = "no training step";
+        if (s->step_records > 0)
+            snprintf(steps, sizeof steps, "step %lld -> %lld", (long long)s->first_step, (long long)s->last_step);
+        fprintf(out, "  %s#%-3d%s %-19s -> %-19s  %-24s  %s%s%s", st->bold, s->index, st->reset,
+                tw_fmt_time(s->first_time, t1, sizeof t1), tw_fmt_time(s->last_time, t2, sizeof t2), steps, s->outcome,
+                s->outcome_detail[0] ? ": " : "", s->outcome_detail);
+        if (s->where.file && r->input_count == 1)
+            fprintf(out, "  %s(from line %llu)%s", st->dim, (unsigned long long)s->where.line, st->reset);
+        else if (s->where.file)
+            fprintf(out, "  %s(from %s:%llu)%s", st->dim, s->where.file, (unsigned long long)s->where.line, st->reset);
+        fputc('\n', out);
+    }
+}
+
+static void write_summary(FILE *out, const tw_report *r, const style *st)
+{
+    const tw_summary *s = &r->summary;
     char a[32], b[32], c[32], d[32];
-    fprintf(out, "\n%sSummary%s\n", st->bold, st->reset);
+    if (r->launch_count > 1)
+        fprintf(out, "\n%sSummary%s of launch %d of %d\n", st->bold, st->reset,
+                r->launch == TW_LAUNCH_ALL ? r->launch_count : r->launch, r->launch_count);
+    else
+        fprintf(out, "\n%sSummary%s\n", st->bold, st->reset);
     row(out, st, "ranks");
     fprintf(out, "%d with training steps\n", s->ranks);
     row(out, st, "steps");
@@ -127,7 +155,8 @@ static void write_summary(FILE *out, const tw_summary *s, const style *st)
         const char *name = tw_event_name((tw_event_kind)k);
         size_t len = strlen(name);
         bool plural = s->event_counts[k] != 1 && !(len > 2 && strcmp(name + len - 2, "ed") == 0);
-        fprintf(out, "%s%llu %s%s", any ? ", " : "", (unsigned long long)s->event_counts[k], name, plural ? "s" : "");
+        const char *suffix = !plural ? "" : name[len - 1] == 'h' ? "es" : "s"; /* launches */
+        fprintf(out, "%s%llu %s%s", any ? ", " : "", (unsigned long long)s->event_counts[k], name, suffix);
         any = true;
     }
     if (any)
@@ -145,7 +174,7 @@ static void write_indented(FILE *out, const char *text, const char *prefix, cons
     }
 }
 
-static void write_finding(FILE *out, const tw_finding *f, const style *st)
+static void write_finding(FILE *out, const tw_finding *f, int launches, const style *st)
 {
     const char *colour = f->severity == TW_SEV_ERROR ? st->red : f->severity == TW_SEV_WARNING ? st->yellow : st->cyan;
     /* the severity's one name (tw_severity_name), in capitals */
@@ -154,8 +183,11 @@ static void write_finding(FILE *out, const tw_finding *f, const style *st)
     for (const char *c = tw_severity_name(f->severity); *c && n + 1 < sizeof label; c++)
         label[n++] = (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
     label[n] = '\0';
-    fprintf(out, "\n  %s%-7s%s  %s%s%s  %s[%s]%s\n", colour, label, st->reset, st->bold, f->title, st->reset, st->dim,
-            f->rule, st->reset);
+    char launch[32] = "";
+    if (launches > 1 && f->launch > 0)
+        snprintf(launch, sizeof launch, ", launch %d", f->launch);
+    fprintf(out, "\n  %s%-7s%s  %s%s%s  %s[%s%s]%s\n", colour, label, st->reset, st->bold, f->title, st->reset, st->dim,
+            f->rule, launch, st->reset);
     write_indented(out, f->evidence, "", "", "");
     if (f->recommendation[0])
         write_indented(out, f->recommendation, "-> ", st->green, st->reset);
@@ -165,7 +197,9 @@ void tw_report_write_text(FILE *out, const tw_report *r, bool colour)
 {
     const style *st = colour ? &colours : &plain;
     write_inputs(out, r, st);
-    write_summary(out, &r->summary, st);
+    if (r->launch_count > 1)
+        write_launches(out, r, st);
+    write_summary(out, r, st);
     int errors = 0, warnings = 0, infos = 0;
     for (int i = 0; i < r->finding_count; i++) {
         errors += r->findings[i].severity == TW_SEV_ERROR;
@@ -175,7 +209,7 @@ void tw_report_write_text(FILE *out, const tw_report *r, bool colour)
     if (r->finding_count > 0) {
         fprintf(out, "\n%sFindings%s\n", st->bold, st->reset);
         for (int i = 0; i < r->finding_count; i++)
-            write_finding(out, &r->findings[i], st);
+            write_finding(out, &r->findings[i], r->launch_count, st);
     }
     fputc('\n', out);
     if (r->summary.step_records == 0 && r->summary.eval_records == 0 && errors == 0)

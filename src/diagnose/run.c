@@ -3,9 +3,15 @@
  *
  * The position of a step is its global step when the log prints one;
  * otherwise it is rebuilt from epoch and step (epoch * steps-per-epoch, or an
- * offset that grows at each epoch change when the total is not printed). A
- * position that goes backwards is a restart. Points at the same position
- * (progress-bar rewrites) replace each other.
+ * offset that grows at each epoch change when the total is not printed).
+ * Points at the same position (progress-bar rewrites) replace each other.
+ *
+ * Launches: a log may hold several launches of a job one after another (a
+ * restarted job, attempts while debugging). Each rank has a cursor, the
+ * launch its records go to; a start line (TW_EV_LAUNCH) after the rank did
+ * something in its launch, or a step counter that goes back, moves it to the
+ * next launch. Launch k of every rank is the same launch: the ranks of a job
+ * start and restart together. The check costs a compare per record.
  */
 #include <math.h>
 #include <stddef.h>
@@ -30,6 +36,7 @@ int tw_run_new(tw_run **out, const tw_thresholds *t)
         run->th = *t;
     else
         tw_thresholds_default(&run->th);
+    run->launch.first_time = run->launch.last_time = NAN;
     *out = run;
     return TW_OK;
 }
@@ -38,6 +45,10 @@ void tw_run_free(tw_run *run)
 {
     if (!run)
         return;
+    for (int i = 0; i < run->launch_count; i++)
+        tw_run_free(run->launches[i]);
+    free(run->launches);
+    free(run->cursors);
     for (int i = 0; i < run->rank_count; i++) {
         free(run->ranks[i]->series.points);
         free(run->ranks[i]);
@@ -241,7 +252,10 @@ static inline void hist_add(tw_hist *h, double seconds)
     h->count++;
 }
 
-void tw_hist_add(tw_hist *h, double seconds) { hist_add(h, seconds); }
+void tw_hist_add(tw_hist *h, double seconds)
+{
+    hist_add(h, seconds);
+}
 
 void tw_hist_merge(tw_hist *into, const tw_hist *from)
 {
@@ -526,7 +540,103 @@ static void note_extremes(tw_rank *rk, const tw_point *p)
         rk->mem_max = p->mem;
 }
 
-static void add_step(tw_run *run, const tw_record *r)
+const tw_run *tw_run_launch(const tw_run *run, int i)
+{
+    return i <= 0 ? run : i <= run->launch_count ? run->launches[i - 1] : NULL;
+}
+
+int tw_run_launches(const tw_run *run)
+{
+    return run->launch_count + 1;
+}
+
+/* The cursor of a rank, made at its first record in launch 0; NULL when out
+ * of memory (its records then go to the first launch). */
+static tw_cursor *cursor_of(tw_run *run, int rank)
+{
+    if (rank < 0)
+        rank = 0;
+    int last = run->cursor_last;
+    if (last < run->cursor_count && run->cursors[last].rank == rank)
+        return &run->cursors[last];
+    int lo = 0, hi = run->cursor_count;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (run->cursors[mid].rank < rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == run->cursor_count || run->cursors[lo].rank != rank) {
+        if (run->cursor_count == run->cursor_cap) {
+            int cap = run->cursor_cap ? run->cursor_cap * 2 : 16;
+            tw_cursor *grown = realloc(run->cursors, sizeof *grown * (size_t)cap);
+            if (!grown)
+                return NULL;
+            run->cursors = grown;
+            run->cursor_cap = cap;
+        }
+        memmove(&run->cursors[lo + 1], &run->cursors[lo], sizeof *run->cursors * (size_t)(run->cursor_count - lo));
+        run->cursors[lo] = (tw_cursor){.rank = rank, .last_time = NAN};
+        run->cursor_count++;
+    }
+    run->cursor_last = lo;
+    return &run->cursors[lo];
+}
+
+/* Launch i, made when a rank first gets there; past TW_LAUNCHES_MAX (or out
+ * of memory) the last one kept. */
+static tw_run *launch_at(tw_run *run, int i)
+{
+    if (i <= 0)
+        return run;
+    if (i <= run->launch_count)
+        return run->launches[i - 1];
+    if (i >= TW_LAUNCHES_MAX)
+        return NULL;
+    if (run->launch_count == run->launch_cap) {
+        int cap = run->launch_cap ? run->launch_cap * 2 : 4;
+        tw_run **grown = realloc(run->launches, sizeof *grown * (size_t)cap);
+        if (!grown)
+            return NULL;
+        run->launches = grown;
+        run->launch_cap = cap;
+    }
+    tw_run *l;
+    if (tw_run_new(&l, &run->th) != TW_OK)
+        return NULL;
+    l->rank_limit = run->rank_limit;
+    l->launch.index = run->launch_count + 1;
+    run->launches[run->launch_count++] = l;
+    return l;
+}
+
+/* Moves a rank to its next launch, which starts at this record unless
+ * another rank got there first. Returns the launch, or NULL when launches
+ * are no longer kept apart (the record stays where it was). */
+static tw_run *next_launch(tw_run *run, tw_cursor *c, tw_launch_start why, const tw_record *r, const tw_point *before)
+{
+    tw_run *l = launch_at(run, c->launch + 1);
+    if (!l) {
+        run->launches_folded++;
+        return NULL;
+    }
+    c->launch++;
+    c->content = false;
+    c->start_count = 0;
+    if (!l->launch.have_start) {
+        l->launch.have_start = true;
+        l->launch.start = why;
+        l->launch.file = intern_file(run, r->source.file);
+        l->launch.line = r->source.line;
+        l->launch.rank = r->rank < 0 ? 0 : r->rank;
+        if (before)
+            l->launch.before = *before;
+    }
+    return l;
+}
+
+static void add_step(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r)
 {
     tw_rank *rk = rank_of(run, r->rank);
     if (!rk) {
@@ -534,9 +644,22 @@ static void add_step(tw_run *run, const tw_record *r)
             run->over_limit_first = r->rank;
         return;
     }
-    uint32_t file = intern_file(run, r->source.file);
+    uint32_t file = intern_file(root, r->source.file);
     tw_point p;
     to_point(&p, r, position(rk, r), file);
+    if (c && rk->have_last && p.pos < rk->last.pos) {
+        /* the counter went back: a new launch, unless launches are no
+         * longer kept apart (then it is a restart within this one) */
+        tw_run *next = next_launch(root, c, TW_START_STEP_BACK, r, &rk->last);
+        tw_rank *nrk = next ? rank_of(next, r->rank) : NULL;
+        if (nrk) {
+            run = next;
+            rk = nrk;
+            to_point(&p, r, position(rk, r), file);
+        }
+    }
+    if (c)
+        c->content = true;
     bool rewrite = rk->have_last && p.pos == rk->last.pos;
     if (rk->have_last && p.pos < rk->last.pos) {
         if (rk->restarts == 0)
@@ -570,7 +693,7 @@ static void add_step(tw_run *run, const tw_record *r)
                 rk->both_count++;
             }
         }
-        note_loss(rk, &p, run->th.spike_factor);
+        note_loss(rk, &p, root->th.spike_factor);
         rk->recent[rk->recent_head] = p;
         rk->recent_head = (rk->recent_head + 1) % 8;
         if (rk->recent_count < 8)
@@ -689,12 +812,12 @@ static void check_topk(tw_run *run, const tw_record *r, uint32_t file)
     }
 }
 
-static void add_eval(tw_run *run, const tw_record *r)
+static void add_eval(tw_run *root, tw_run *run, const tw_record *r)
 {
     tw_rank *rk = rank_of(run, r->rank);
     if (rk)
         rk->event_since_last = true;
-    uint32_t file = intern_file(run, r->source.file);
+    uint32_t file = intern_file(root, r->source.file);
     check_topk(run, r, file);
     int64_t step = rk && rk->have_last ? (int64_t)rk->last.pos : (r->global_step >= 0 ? r->global_step : r->epoch);
     tw_metric results[TW_METRICS_MAX];
@@ -707,8 +830,52 @@ static void add_eval(tw_run *run, const tw_record *r)
     run->evals++;
 }
 
-static void add_event(tw_run *run, const tw_record *r)
+/* Events after which a start line begins a new launch: the rank did
+ * something that is no part of starting. */
+static bool ends_start(const tw_record *r)
 {
+    switch (r->event) {
+    case TW_EV_OOM:
+    case TW_EV_NAN:
+    case TW_EV_EXCEPTION:
+    case TW_EV_SIGNAL:
+    case TW_EV_EXIT:
+    case TW_EV_FINISHED:
+    case TW_EV_CHECKPOINT:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* A start line begins a new launch when the rank did something since its
+ * launch began, printed this very line already in it, or was silent long
+ * before it (a log that prints no year next to one that does is not
+ * compared: more than 30 days apart). */
+static tw_run *start_line(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r)
+{
+    uint64_t h = name_hash(r->message);
+    bool again = false;
+    for (int i = 0; i < c->start_count; i++)
+        again |= c->starts[i] == h;
+    double gap = (r->fields & TW_F_TIME) ? r->time - c->last_time : NAN;
+    bool silent = gap > TW_START_GAP && gap < 30 * 86400.0;
+    if (c->content || again || silent) {
+        tw_run *next = next_launch(root, c, TW_START_BANNER, r, NULL);
+        if (next)
+            run = next;
+    }
+    if (c->start_count < TW_CURSOR_STARTS)
+        c->starts[c->start_count++] = h;
+    return run;
+}
+
+static void add_event(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r)
+{
+    if (c && r->event == TW_EV_LAUNCH)
+        run = start_line(root, run, c, r);
+    else if (c && ends_start(r))
+        c->content = true;
     tw_rank *rk = rank_of(run, r->rank);
     if (rk && (r->event == TW_EV_CHECKPOINT || r->event == TW_EV_RESUME))
         rk->event_since_last = true;
@@ -718,7 +885,7 @@ static void add_event(tw_run *run, const tw_record *r)
     tw_event_note note = {
         .kind = r->event,
         .rank = r->rank < 0 ? 0 : r->rank,
-        .file = intern_file(run, r->source.file),
+        .file = intern_file(root, r->source.file),
         .line = r->source.line,
         .time = r->time,
         .has_time = (r->fields & TW_F_TIME) != 0,
@@ -735,18 +902,37 @@ static void add_event(tw_run *run, const tw_record *r)
         run->events_kept[run->events_kept_count++] = note;
 }
 
+static void note_time(tw_launch_info *l, const tw_record *r)
+{
+    if (!(r->fields & TW_F_TIME) || !isfinite(r->time))
+        return;
+    /* ranks come one file after another: the extremes, not the order */
+    if (isnan(l->first_time) || r->time < l->first_time)
+        l->first_time = r->time;
+    if (isnan(l->last_time) || r->time > l->last_time)
+        l->last_time = r->time;
+}
+
 void tw_run_add(void *arg, const tw_record *r)
 {
-    tw_run *run = arg;
+    tw_run *root = arg;
+    tw_cursor *c = cursor_of(root, r->rank);
+    tw_run *run = c ? launch_at(root, c->launch) : root;
     switch (r->kind) {
     case TW_REC_STEP:
-        add_step(run, r);
+        add_step(root, run, c, r);
         break;
     case TW_REC_EVAL:
-        add_eval(run, r);
+        add_eval(root, run, r);
         break;
     case TW_REC_EVENT:
-        add_event(run, r);
+        add_event(root, run, c, r);
         break;
+    }
+    if (r->fields & TW_F_TIME) {
+        /* the launch the record went to: the cursor may have moved */
+        note_time(c ? &launch_at(root, c->launch)->launch : &root->launch, r);
+        if (c)
+            c->last_time = r->time;
     }
 }

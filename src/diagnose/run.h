@@ -16,6 +16,7 @@
 #define TW_RECENT      32    /* recent losses kept for spike detection */
 #define TW_HIST_BINS   1200  /* log-spaced step-time bins, 1 us .. 1e6 s */
 #define TW_EVENTS_KEPT 256
+#define TW_LAUNCHES_MAX 64 /* launches kept apart; later ones are analysed with the last kept */
 
 /* Durations (seconds) in log-spaced bins, with the exact extremes so that a
  * quantile never reads outside what was observed. */
@@ -136,6 +137,43 @@ typedef struct tw_contradiction {
     uint64_t count; /* records with one */
 } tw_contradiction;
 
+/* Why a launch begins where it does. */
+typedef enum tw_launch_start {
+    TW_START_LOG,       /* the first launch: the start of the log */
+    TW_START_BANNER,    /* a start line (config dump, "init nccl context", launcher banner) */
+    TW_START_STEP_BACK, /* the step counter (or epoch) went back */
+} tw_launch_start;
+
+/* Where a launch sits in the log; the first record of any rank decides. */
+typedef struct tw_launch_info {
+    int index; /* 0-based, in log order */
+    tw_launch_start start;
+    bool have_start;
+    uint32_t file;
+    uint64_t line;
+    int rank;
+    tw_point before;          /* TW_START_STEP_BACK: the last point of the launch before */
+    double first_time, last_time; /* of its timestamped records, NAN without */
+} tw_launch_info;
+
+#define TW_CURSOR_STARTS 8
+#define TW_START_GAP     120.0 /* seconds of silence before a start line that make it a new launch */
+
+/* The launch a rank's records go to now, whether that launch has seen the
+ * rank do anything a start line could not be part of (a step, a failure),
+ * and the start lines it printed in it (hashes): a process prints each of
+ * them once, so the same one again is a new launch, and so is one printed
+ * long after the rank's last record (TW_START_GAP). Logs come rank by rank,
+ * so the last one found is looked at first. */
+typedef struct tw_cursor {
+    int rank;
+    int launch;
+    bool content;
+    int start_count;
+    uint64_t starts[TW_CURSOR_STARTS];
+    double last_time; /* of the rank's last timestamped record, NAN before one */
+} tw_cursor;
+
 typedef struct tw_input_note {
     char *path;
     char *format;
@@ -143,8 +181,18 @@ typedef struct tw_input_note {
     uint64_t lines, records;
 } tw_input_note;
 
+/* A run is a list of launches, and each launch is a tw_run of its own: the
+ * first launch is the run itself, each later one a tw_run in launches[]
+ * that shares the first one's thresholds and cites its files (diagnose
+ * lends it the file names). The rules see one launch at a time. */
 struct tw_run {
     tw_thresholds th;
+    tw_launch_info launch;     /* this launch's place in the log */
+    struct tw_run **launches;  /* the later launches (the first run only) */
+    int launch_count, launch_cap; /* later launches: launch_count + 1 in all */
+    uint64_t launches_folded;  /* launch starts past TW_LAUNCHES_MAX, not kept apart */
+    tw_cursor *cursors;        /* one per rank seen, sorted by rank (the first run only) */
+    int cursor_count, cursor_cap, cursor_last;
     tw_rank **ranks; /* the ranks seen, sorted by rank number */
     int rank_count, rank_cap;
     int rank_limit;            /* distinct ranks kept: TW_RANKS_MAX */
@@ -167,6 +215,9 @@ struct tw_run {
     tw_input_note *inputs;
     int input_count, input_cap;
 };
+
+/* Launch i (0-based) of the run: i == 0 is the run itself. */
+const tw_run *tw_run_launch(const tw_run *run, int i);
 
 /* The rank numbered rank (rank numbers are sparse: 0, 5000, 7000 ...), or
  * NULL when none of its records was kept. */

@@ -5,7 +5,8 @@
  * "C++ Traceback" / "Error Message Summary" blocks and FatalError signal
  * reports, out-of-memory errors (Paddle ResourceExhaustedError, CUDA OOM,
  * std::bad_alloc), FLAGS_check_nan_inf output, checkpoints saved, resumes,
- * warnings, process exits and "training finished" markers.
+ * warnings, process exits, "training finished" markers and the lines that
+ * start a launch (an environment banner, the launcher's arguments).
  *
  * Multi-line blocks are tracked in a small state machine; everything else is
  * a keyword search. This format sees every line no step format claimed, so
@@ -216,6 +217,9 @@ static const keyword_rule rules[] = {
     {"Resumed from", TW_EV_RESUME},
     {"resume training", TW_EV_RESUME},
     {"Resume training", TW_EV_RESUME},
+    {"Environment Information---", TW_EV_LAUNCH},
+    {"Configuration Arguments ---", TW_EV_LAUNCH},
+    {"Setting OMP_NUM_THREADS environment variable for each process", TW_EV_LAUNCH},
     {"Warning: ", TW_EV_WARNING},
     {"WARNING", TW_EV_WARNING},
     {"exited with code", TW_EV_EXIT},

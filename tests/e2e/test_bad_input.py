@@ -97,7 +97,9 @@ def test_mixed_formats_in_one_file(tmp_path):
                     "{'loss': 0.2, 'learning_rate': 0.001, 'epoch': 1.0}\n" + good_lines(5, start=6))
     data = json.loads(run(["trainwatch", "analyze", "--json", path]).stdout)
     assert data["inputs"][0]["format"] == "ppocr"
-    assert data["summary"]["step_records"] == 12
+    # the counters of the three formats go back and forth: several launches,
+    # every step record read all the same
+    assert sum(la["step_records"] for la in data["launches"]) == 12
 
 
 def test_truncated_gzip_reports_and_keeps_what_was_read(tmp_path):

@@ -149,7 +149,7 @@ def test_text_output_colour_only_when_asked(tmp_path):
 def test_json_schema_is_versioned(tmp_path):
     log, _ = train(tmp_path, "--epochs", "1", "--steps-per-epoch", "20", "--log-interval", "5")
     report, _ = analyze(log)
-    assert report["schema"] == "trainwatch.analysis/1"
+    assert report["schema"] == "trainwatch.analysis/2"
     for key in ["healthy", "inputs", "summary", "findings"]:
         assert key in report
     for key in ["step_records", "first_step", "last_step", "duration_seconds", "step_time_p50", "data_share",

@@ -280,8 +280,79 @@ static void test_restart_detected_from_step_going_back(void **state)
     tw_report *r = diagnose(run);
     const tw_finding *f = finding(r, "restarts");
     assert_non_null(f);
-    assert_non_null(strstr(f->evidence, "step 490"));
-    assert_non_null(strstr(f->evidence, "followed by step 100"));
+    assert_non_null(strstr(f->evidence, "launch 1 trained from step 0 to 490"));
+    assert_non_null(strstr(f->evidence, "launch 2 starts at synthetic.log:101 (step counter went back)"));
+    /* every statistic belongs to one launch: the summary is the last one's */
+    assert_int_equal(r->launch_count, 2);
+    assert_int_equal(r->summary.first_step, 100);
+    assert_int_equal(r->summary.step_records, 70);
+    assert_int_equal(r->launches[0].summary.step_records, 50);
+    assert_int_equal(r->launches[0].summary.last_step, 490);
+    tw_report_free(r);
+    tw_run_free(run);
+}
+
+/* A start line after the rank trained starts a launch; start lines with
+ * nothing between them are one start; a data-wait share is never averaged
+ * across launches. */
+static void test_launches_split_at_start_lines(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    add_event(run, TW_EV_LAUNCH, 1, "init nccl context nranks: 2 local rank: 0 gpu id: 0 ring id: 0");
+    add_event(run, TW_EV_LAUNCH, 2, "Please NOTE: device: 0, GPU Compute Capability: 8.0");
+    for (int i = 0; i < 40; i++) {
+        sample s = healthy(0, i);
+        s.data = 0.4; /* data bound: 80% of a 0.5 s step */
+        add_step(run, s);
+    }
+    add_event(run, TW_EV_EXCEPTION, 500, "RuntimeError: DataLoader worker (pid 7) is killed by signal");
+    add_event(run, TW_EV_LAUNCH, 600, "init nccl context nranks: 2 local rank: 0 gpu id: 0 ring id: 0");
+    add_event(run, TW_EV_LAUNCH, 601, "Please NOTE: device: 0, GPU Compute Capability: 8.0");
+    for (int i = 40; i < 100; i++)
+        add_step(run, healthy(0, i)); /* goes on from the checkpoint: no step back */
+    tw_report *r = diagnose(run);
+    assert_int_equal(r->launch_count, 2);
+    assert_int_equal(r->launches[1].span.where.line, 600);
+    assert_string_equal(r->launches[0].span.outcome, "crashed");
+    assert_non_null(strstr(r->launches[0].span.outcome_detail, "DataLoader worker"));
+    assert_true(r->summary.data_share < 0.1); /* the last launch's own */
+    assert_true(r->launches[0].summary.data_share > 0.7);
+    assert_null(finding(r, "crash")); /* the last launch did not crash */
+    assert_null(finding(r, "data_loading_bound"));
+    const tw_finding *f = finding(r, "failed_launches");
+    assert_non_null(f);
+    assert_int_equal(f->launch, 0);
+    assert_non_null(strstr(f->evidence, "launch 1: crashed: RuntimeError: DataLoader worker"));
+    tw_report_free(r);
+    /* the first launch alone, and every launch */
+    tw_thresholds t;
+    tw_thresholds_default(&t);
+    assert_int_equal(tw_diagnose_launch(run, &t, 1, &r), TW_OK);
+    assert_non_null(finding(r, "crash"));
+    assert_non_null(finding(r, "data_loading_bound"));
+    assert_null(finding(r, "failed_launches"));
+    tw_report_free(r);
+    assert_int_equal(tw_diagnose_launch(run, &t, TW_LAUNCH_ALL, &r), TW_OK);
+    assert_int_equal(finding(r, "crash")->launch, 1);
+    tw_report_free(r);
+    assert_int_equal(tw_diagnose_launch(run, &t, 3, &r), TW_EINVAL);
+    tw_run_free(run);
+}
+
+/* One launch: nothing about launches is said. */
+static void test_one_launch_has_no_launch_findings(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    add_event(run, TW_EV_LAUNCH, 1, "init nccl context nranks: 2 local rank: 0 gpu id: 0 ring id: 0");
+    add_event(run, TW_EV_LAUNCH, 2, "init nccl context nranks: 2 local rank: 0 gpu id: 0 ring id: 10");
+    for (int i = 0; i < 100; i++)
+        add_step(run, healthy(0, i));
+    tw_report *r = diagnose(run);
+    assert_int_equal(r->launch_count, 1);
+    assert_true(r->healthy);
+    assert_int_equal(r->finding_count, 0);
     tw_report_free(r);
     tw_run_free(run);
 }
@@ -625,6 +696,8 @@ int main(void)
         cmocka_unit_test(test_throughput_drop),
         cmocka_unit_test(test_divergence_and_plateau),
         cmocka_unit_test(test_restart_detected_from_step_going_back),
+        cmocka_unit_test(test_launches_split_at_start_lines),
+        cmocka_unit_test(test_one_launch_has_no_launch_findings),
         cmocka_unit_test(test_straggler_and_rank_stopped),
         cmocka_unit_test(test_crash_after_last_step_is_an_error),
         cmocka_unit_test(test_bounded_memory_for_long_runs),

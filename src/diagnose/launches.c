@@ -1,0 +1,217 @@
+/*
+ * launches.c: a log that holds several launches, read as such.
+ *
+ * run.c splits the records into launches (a start line after the rank did
+ * something, or its step counter going back) and diagnose.c runs the rules
+ * over each launch alone, so that no statistic mixes launches. Here each
+ * launch gets its span (time, steps) and its outcome (from its own
+ * findings: how it ended), and the report is put together: the launch asked
+ * for (the last by default) with what the launches before it say, the
+ * earlier failures and the work started again, as findings of the log.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diagnose.h"
+#include "trainwatch/error.h"
+
+/* How a launch ended, from its worst finding: the first rule in this list
+ * that it has. */
+static const struct {
+    const char *rule, *outcome;
+} endings[] = {
+    {"crash", "crashed"},     {"killed", "killed"},      {"oom", "out of memory"},
+    {"nan_loss", "nan loss"}, {"nan_check", "nan loss"}, {"exit_status", "exit status"},
+};
+
+static bool is_failure(const char *outcome)
+{
+    for (size_t i = 0; i < sizeof endings / sizeof endings[0]; i++) {
+        if (outcome == endings[i].outcome)
+            return true;
+    }
+    return false;
+}
+
+/* The first line of a finding's evidence, without the "(file:line)" it cites. */
+static void first_line(char *dst, size_t cap, const char *evidence)
+{
+    size_t n = strcspn(evidence, "\n");
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(dst, evidence, n);
+    dst[n] = '\0';
+    char *cite = strrchr(dst, '(');
+    if (cite && cite > dst && cite[-1] == ' ' && dst[strlen(dst) - 1] == ')')
+        cite[-1] = '\0';
+}
+
+static void outcome(tw_launch_report *l)
+{
+    tw_launch_span *s = &l->span;
+    for (size_t e = 0; e < sizeof endings / sizeof endings[0]; e++) {
+        for (int i = 0; i < l->finding_count; i++) {
+            if (strcmp(l->findings[i].rule, endings[e].rule) != 0)
+                continue;
+            s->outcome = endings[e].outcome;
+            first_line(s->outcome_detail, sizeof s->outcome_detail, l->findings[i].evidence);
+            return;
+        }
+    }
+    s->outcome = l->summary.event_counts[TW_EV_FINISHED] ? "finished" : "ended";
+}
+
+static const char *start_name(tw_launch_start start)
+{
+    switch (start) {
+    case TW_START_LOG:
+        return "log";
+    case TW_START_BANNER:
+        return "start line";
+    case TW_START_STEP_BACK:
+        return "step counter went back";
+    }
+    return "log";
+}
+
+void tw_launch_spans(const tw_run *run, tw_report *report)
+{
+    for (int i = 0; i < report->launch_count; i++) {
+        const tw_run *l = tw_run_launch(run, i);
+        tw_launch_report *lr = &report->launches[i];
+        tw_launch_span *s = &lr->span;
+        s->index = i + 1;
+        s->start = start_name(l->launch.start);
+        if (i > 0 && l->launch.have_start) {
+            s->where.file = run->files[l->launch.file];
+            s->where.line = l->launch.line;
+        }
+        s->first_time = l->launch.first_time;
+        s->last_time = l->launch.last_time;
+        s->first_step = lr->summary.first_step;
+        s->last_step = lr->summary.last_step;
+        s->step_records = lr->summary.step_records;
+        s->ranks = lr->summary.ranks;
+        for (int k = 0; k < lr->finding_count; k++) {
+            s->errors += lr->findings[k].severity == TW_SEV_ERROR;
+            s->warnings += lr->findings[k].severity == TW_SEV_WARNING;
+        }
+        outcome(lr);
+    }
+}
+
+/* ---- findings about the launches as a whole --------------------------- */
+
+static void failed_launches(const tw_report *r, tw_findings *out)
+{
+    int failed = 0;
+    const tw_launch_report *first = NULL;
+    for (int i = 0; i + 1 < r->launch_count; i++) {
+        if (is_failure(r->launches[i].span.outcome)) {
+            failed++;
+            if (!first)
+                first = &r->launches[i];
+        }
+    }
+    if (!failed)
+        return;
+    tw_finding *f =
+        r->launch_count == 2
+            ? tw_finding_add(out, "failed_launches", TW_SEV_WARNING, "The launch before the last one failed")
+            : tw_finding_add(out, "failed_launches", TW_SEV_WARNING, "%d of the %d launches before the last one failed",
+                             failed, r->launch_count - 1);
+    if (!f)
+        return;
+    for (int i = 0; i < first->finding_count; i++) {
+        if (first->findings[i].where.file && first->findings[i].severity == TW_SEV_ERROR) {
+            f->where = first->findings[i].where;
+            break;
+        }
+    }
+    f->value = failed;
+    for (int i = 0, shown = 0; i + 1 < r->launch_count; i++) {
+        const tw_launch_span *s = &r->launches[i].span;
+        if (!is_failure(s->outcome))
+            continue;
+        if (shown++ == 6) {
+            tw_finding_evidence(f, "... and %d more (see the launches table)", failed - 6);
+            break;
+        }
+        tw_finding_evidence(f, "launch %d: %s: %s", s->index, s->outcome, s->outcome_detail);
+    }
+    tw_finding_recommend(f, "These launches died and were started again; each is analysed alone (--launch N shows "
+                            "one). Check that the cause of each is fixed, not only that the last launch ran.");
+}
+
+static void restarts(const tw_report *r, tw_findings *out)
+{
+    int trained = 0;
+    for (int i = 0; i + 1 < r->launch_count; i++)
+        trained += r->launches[i].span.step_records > 0;
+    if (!trained)
+        return;
+    const tw_launch_span *last = &r->launches[r->launch_count - 1].span;
+    tw_finding *f = tw_finding_add(out, "restarts", TW_SEV_WARNING,
+                                   "The log holds %d launches: %d trained before the last one started over",
+                                   r->launch_count, trained);
+    if (!f)
+        return;
+    f->where = last->where;
+    f->value = r->launch_count - 1;
+    for (int i = 0, shown = 0; i + 1 < r->launch_count; i++) {
+        const tw_launch_span *s = &r->launches[i].span;
+        const tw_launch_span *next = &r->launches[i + 1].span;
+        if (s->step_records == 0)
+            continue;
+        if (shown++ == 6) {
+            tw_finding_evidence(f, "... (see the launches table)");
+            break;
+        }
+        tw_finding_evidence(f, "launch %d trained from step %lld to %lld; launch %d starts at %s:%llu (%s)", s->index,
+                            (long long)s->first_step, (long long)s->last_step, next->index,
+                            next->where.file ? next->where.file : "?", (unsigned long long)next->where.line,
+                            next->start);
+    }
+    tw_finding_recommend(f, "Work after the last checkpoint before each restart was lost; find why the earlier launch "
+                            "stopped (its outcome above, --launch N for its findings) and checkpoint more often if "
+                            "restarts are expected.");
+}
+
+/* ---- the report's own summary and findings ----------------------------- */
+
+static int append_all(tw_findings *into, const tw_launch_report *l)
+{
+    for (int i = 0; i < l->finding_count; i++) {
+        tw_finding *f = tw_finding_add(into, l->findings[i].rule, l->findings[i].severity, "%s", "");
+        if (!f)
+            return TW_ENOMEM;
+        *f = l->findings[i];
+    }
+    return TW_OK;
+}
+
+int tw_report_select(const tw_run *run, tw_report *report)
+{
+    tw_findings out = {.run = run};
+    int count = report->launch_count;
+    bool all = report->launch == TW_LAUNCH_ALL;
+    const tw_launch_report *shown = &report->launches[(all ? count : report->launch) - 1];
+    report->summary = shown->summary;
+    int rc = append_all(&out, shown);
+    if (count > 1 && (all || report->launch == count)) {
+        failed_launches(report, &out);
+        restarts(report, &out);
+    }
+    for (int i = count - 2; all && rc == TW_OK && i >= 0; i--)
+        rc = append_all(&out, &report->launches[i]); /* the last launch first */
+    if (rc != TW_OK) {
+        free(out.items);
+        return rc;
+    }
+    tw_findings_sort(out.items, out.count);
+    report->findings = out.items;
+    report->finding_count = out.count;
+    report->healthy = tw_findings_healthy(out.items, out.count);
+    return TW_OK;
+}
