@@ -321,6 +321,18 @@ static int diagnose_launch(const tw_run *root, int index, const tw_thresholds *t
     tw_findings findings = {.run = view};
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
         rules[i]->check(view, t, &findings);
+    if (index == tw_run_launches(root) - 1 && root->launches_folded) {
+        /* past TW_LAUNCHES_MAX, launch starts are folded into the last launch kept: say so */
+        tw_finding *f = tw_finding_add(&findings, "launches_over_limit", TW_SEV_WARNING,
+                                       "More than %d launches: the later ones are analysed together with launch %d",
+                                       TW_LAUNCHES_MAX, TW_LAUNCHES_MAX);
+        if (f)
+            tw_finding_evidence(f, "%llu launch starts (start lines or step counters going back) past the limit",
+                                (unsigned long long)root->launches_folded);
+        if (f)
+            tw_finding_recommend(f, "Split the log at the launch you want (or analyse it with --launch N on a "
+                                    "shorter piece of the log).");
+    }
     free(view);
     for (int i = 0; i < findings.count; i++)
         findings.items[i].launch = index + 1;

@@ -80,3 +80,15 @@ def test_launches_of_two_ranks_line_up(corpus):
     assert [la["ranks"] for la in report["launches"]] == [1, 1]
     first = report["launches"][0]
     assert first["last_time"] > first["first_time"]  # ranks read one after another: the extremes
+
+
+def test_launches_past_the_limit_are_said(tmp_path):
+    """A log restarted more often than launches are kept apart: the last ones
+    are analysed as one launch, and the report says so."""
+    log = tmp_path / "restarts.log"
+    launch = "".join(f"epoch: [1/1], global_step: {i}, lr: 0.1, loss: 1.0\n" for i in range(1, 4))
+    log.write_text("".join("----------- Configuration Arguments -----------\n" + launch for _ in range(70)))
+    report, _ = analyze_json(log)
+    assert report["launch_count"] == 64
+    over = [f for f in report["findings"] if f["rule"] == "launches_over_limit"]
+    assert len(over) == 1 and "later ones are analysed together with launch 64" in over[0]["title"], over
