@@ -19,14 +19,14 @@ profile=${1:-demo}
 DEMO_PACKAGES=(
   build-essential cmake pkg-config
   zlib1g-dev libcmocka-dev
-  libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev libcrypt-dev
+  libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev libcrypt-dev libpcre2-dev
   python3
 )
 CHECK_PACKAGES=(
   time openssl
   clang libclang-rt-14-dev llvm
   python3-pytest valgrind
-  mtail wrk python3-prometheus-client
+  mtail wrk python3-prometheus-client libspdlog-dev
 )
 SERVER_PACKAGES=(prometheus prometheus-pushgateway prometheus-alertmanager)
 SERVICES=(prometheus prometheus-pushgateway prometheus-alertmanager prometheus-node-exporter)
