@@ -221,7 +221,7 @@ static void write_cell(cell *c)
 
 static void say_drops(void)
 {
-    uint64_t n = atomic_exchange(&pending_drops, 0);
+    uint64_t n = atomic_load(&pending_drops); /* taken off after it is said: tw_log_flush waits for that */
     if (n == 0)
         return;
     tw_logger *root = tw_logger_get("trainwatch.log");
@@ -238,6 +238,7 @@ static void say_drops(void)
     r.message_len = strlen(r.message);
     if (root)
         tw_log_dispatch(root, &r, false);
+    atomic_fetch_sub(&pending_drops, n);
 }
 
 static void sleep_ms(long ms)
@@ -333,7 +334,7 @@ void tw_log_async_flush(void)
         return;
     size_t target = atomic_load(&enqueue_pos);
     pthread_cond_signal(&wake);
-    for (int waited = 0; atomic_load(&done_pos) < target && waited < 10000; waited++) {
+    for (int waited = 0; (atomic_load(&done_pos) < target || atomic_load(&pending_drops)) && waited < 10000; waited++) {
         if (atomic_load(&writer_sleeping))
             pthread_cond_signal(&wake);
         sleep_ms(1);

@@ -25,9 +25,62 @@ static atomic_size_t pattern_count;
 static pcre2_match_data *signal_match[PATTERNS_MAX]; /* the crash path allocates nothing */
 static pthread_mutex_t patterns_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static const char *const secret_words[] = {"password",   "passwd",      "pwd",        "token",         "secret",
-                                           "api_key",    "apikey",      "api-key",    "authorization", "cookie",
-                                           "credential", "private_key", "access_key", "session"};
+/* A key is secret when one of its words (split at anything not a letter or
+ * digit) is one of these, or two neighbouring words are one of the pairs:
+ * "hf_token", "db_password", "apiKey"... but not "tokens_per_sec" or
+ * "tokenizer". */
+static const char *const secret_words[] = {
+    "password",   "passwd",      "pwd",     "secret",    "token",      "apikey",    "authorization", "auth", "cookie",
+    "credential", "credentials", "session", "sessionid", "privatekey", "accesskey", "bearer",        "jwt",  NULL};
+static const char *const secret_pairs[] = {"api",    "key", "private", "key", "access", "key",
+                                           "secret", "key", "session", "id",  NULL};
+
+static bool word_is(const char *w, size_t n, const char *const *list)
+{
+    for (size_t i = 0; list[i]; i++) {
+        if (strlen(list[i]) == n && strncasecmp(w, list[i], n) == 0)
+            return true;
+    }
+    return false;
+}
+
+static bool pair_is(const char *a, size_t an, const char *b, size_t bn)
+{
+    for (size_t i = 0; secret_pairs[i]; i += 2) {
+        if (strlen(secret_pairs[i]) == an && strncasecmp(a, secret_pairs[i], an) == 0 &&
+            strlen(secret_pairs[i + 1]) == bn && strncasecmp(b, secret_pairs[i + 1], bn) == 0)
+            return true;
+    }
+    return false;
+}
+
+static bool is_word_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/* Words split at non-alphanumerics and at a lower-to-upper case change. */
+static bool key_is_secret(const char *key, size_t n)
+{
+    const char *prev = NULL;
+    size_t prev_len = 0;
+    size_t i = 0;
+    while (i < n) {
+        while (i < n && !is_word_char(key[i]))
+            i++;
+        size_t start = i;
+        while (i < n && is_word_char(key[i]) &&
+               !(i > start && key[i] >= 'A' && key[i] <= 'Z' && key[i - 1] >= 'a' && key[i - 1] <= 'z'))
+            i++;
+        if (i == start)
+            break;
+        if (word_is(key + start, i - start, secret_words) || (prev && pair_is(prev, prev_len, key + start, i - start)))
+            return true;
+        prev = key + start;
+        prev_len = i - start;
+    }
+    return false;
+}
 
 void tw_log_redact_enable(bool on)
 {
@@ -39,15 +92,6 @@ static bool contains_word(const char *s, size_t n, const char *w)
     size_t m = strlen(w);
     for (size_t i = 0; i + m <= n; i++) {
         if (strncasecmp(s + i, w, m) == 0)
-            return true;
-    }
-    return false;
-}
-
-static bool key_is_secret(const char *key, size_t n)
-{
-    for (size_t i = 0; i < sizeof secret_words / sizeof secret_words[0]; i++) {
-        if (contains_word(key, n, secret_words[i]))
             return true;
     }
     return false;
@@ -112,14 +156,14 @@ static size_t email_at(const char *s, size_t n, size_t i)
         j++;
     if (j == i || j >= n || s[j] != '@')
         return 0;
-    size_t d = ++j, dot = 0;
-    while (j < n && (is_alnum(s[j]) || s[j] == '-' || s[j] == '.')) {
-        if (s[j] == '.')
-            dot = j;
+    size_t d = ++j;
+    while (j < n && (is_alnum(s[j]) || s[j] == '-' || s[j] == '.'))
         j++;
-    }
     while (j > d && s[j - 1] == '.') /* a sentence's full stop is not the domain's */
         j--;
+    size_t dot = 0;
+    for (size_t k = d; k < j; k++)
+        dot = s[k] == '.' ? k : dot;
     return dot > d && dot + 1 < j ? j - i : 0;
 }
 
