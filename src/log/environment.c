@@ -202,9 +202,38 @@ static bool find_git(char *work, size_t work_len, char *gitdir, size_t gitdir_le
     }
 }
 
+/* A worktree's refs live in the main repository ("commondir"). */
+static void common_dir(const char *gitdir, char *out, size_t cap)
+{
+    char p[PATH_MAX * 2];
+    snprintf(p, sizeof p, "%s/commondir", gitdir);
+    char *text = slurp(p, NULL);
+    if (!text) {
+        snprintf(out, cap, "%s", gitdir);
+        return;
+    }
+    trim(text);
+    if (text[0] == '/')
+        snprintf(out, cap, "%s", text);
+    else
+        snprintf(out, cap, "%s/%s", gitdir, text);
+    free(text);
+}
+
 static void read_ref(const char *gitdir, const char *ref, char commit[41])
 {
-    char p[PATH_MAX + 300];
+    char p[PATH_MAX * 4];
+    snprintf(p, sizeof p, "%s/%s", gitdir, ref);
+    char *own = slurp(p, NULL); /* a worktree's own HEAD-like refs */
+    if (own) {
+        trim(own);
+        snprintf(commit, 41, "%.40s", own);
+        free(own);
+        return;
+    }
+    char common[PATH_MAX * 3];
+    common_dir(gitdir, common, sizeof common);
+    gitdir = common;
     snprintf(p, sizeof p, "%s/%s", gitdir, ref);
     char *text = slurp(p, NULL);
     if (text) {

@@ -91,7 +91,8 @@ static void render(const tw_log_rec *r, tw_log_out *o, size_t message_max, bool 
     else
         tw_out_int(o, r->level);
     tw_out_str(o, "\",\"logger\":\"");
-    tw_out_json_text(o, r->logger, strlen(r->logger));
+    const char *logger = r->logger[0] ? r->logger : "root"; /* as %(name)s says it */
+    tw_out_json_text(o, logger, strlen(logger));
     tw_out_str(o, "\",\"message\":\"");
     tw_out_json_text(o, r->message, r->message_len < message_max ? r->message_len : message_max);
     tw_out_str(o, "\",\"file\":");
