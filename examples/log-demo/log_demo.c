@@ -54,9 +54,8 @@ int main(int argc, char **argv)
     for (int step = 1; step <= steps; step++) {
         loss = loss * 0.97 + 0.01 * sin(step);
         if (step % 5 == 0)
-            TW_LOG_INFO(train, "Step", tw_field_int("epoch", 1 + (step - 1) / 25), tw_field_int("step", step),
-                        tw_field_double("loss", round(loss * 1e4) / 1e4), tw_field_double("lr", 1e-3),
-                        tw_field_double("time", 0.42));
+            TW_LOG_INFO(train, "Step", tw_field_int("step", step), tw_field_double("loss", round(loss * 1e4) / 1e4),
+                        tw_field_double("lr", 1e-3), tw_field_double("time", 0.42));
         if (step % 25 == 0)
             TW_LOG_INFO(train, "eval", tw_field_int("step", step), tw_field_double("accuracy", 0.5 + step / 200.0));
     }

@@ -78,10 +78,12 @@ static int emit_exception(tw_parser *p, const tw_line *line, const char *text, s
     return 1;
 }
 
+/* A record of ours without a step or metric is still ours: -1 keeps the
+ * generic formats from reading the environment record's numbers as a step. */
 static int emit(tw_parser *p, const tw_line *line, const scan_text *t)
 {
     bool eval = tw_text_is_eval(t->text, t->len);
-    return tw_emit_fields(p, line, eval ? TW_REC_EVAL : TW_REC_STEP, t->text, t->len);
+    return tw_emit_fields(p, line, eval ? TW_REC_EVAL : TW_REC_STEP, t->text, t->len) > 0 ? 1 : -1;
 }
 
 /* ---- text ------------------------------------------------------------------ */

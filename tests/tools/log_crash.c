@@ -25,8 +25,7 @@ int main(int argc, char **argv)
     o.json_path = argv[3];
     o.file_path = text_path;
     o.async = argc > 4 && strcmp(argv[4], "async") == 0;
-    if (tw_log_setup(&o) != 0)
-        return 3;
+    tw_log_setup(&o); /* a file that cannot be opened: said once, its records counted, the run goes on */
     tw_logger *log = tw_logger_get("crash.test");
     for (int i = 0; i < count; i++)
         TW_LOG_INFO(log, "Step", tw_field_int("step", i), tw_field_double("loss", 1.0 / (i + 1)));
@@ -40,5 +39,7 @@ int main(int argc, char **argv)
         raise(SIGFPE);
     if (strcmp(argv[1], "bus") == 0)
         raise(SIGBUS);
+    tw_log_flush();
+    printf("dropped %llu\n", (unsigned long long)tw_log_dropped_total());
     return 0;
 }
