@@ -6,7 +6,8 @@ ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 JOBS       ?= 2
 
-.PHONY: all deps deps-check build asan fuzz-build demo check unit e2e fuzz bench clean format
+.PHONY: all deps deps-check build asan fuzz-build demo check unit e2e fuzz bench install clean format
+PREFIX     ?= /usr/local
 
 all: build
 
@@ -43,6 +44,11 @@ bench: deps-check build
 	@/usr/bin/python3 bench/metrics.py $(BUILD)
 	@bash bench/ingest.sh $(BUILD)
 	@/usr/bin/python3 bench/supervise.py $(BUILD)
+	@/usr/bin/python3 bench/logging.py $(BUILD)
+
+# libtrainwatch.so/.a, the public headers, trainwatch.pc and the trainwatch binary under PREFIX
+install: build
+	@cmake --install $(BUILD) --prefix $(PREFIX)
 
 format:
 	@clang-format -i $$(git ls-files '*.c' '*.h')
