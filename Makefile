@@ -44,7 +44,7 @@ bench: deps-check build
 	@/usr/bin/python3 bench/metrics.py $(BUILD)
 	@bash bench/ingest.sh $(BUILD)
 	@/usr/bin/python3 bench/supervise.py $(BUILD)
-	@/usr/bin/python3 bench/logging.py $(BUILD)
+	@/usr/bin/python3 bench/log_compare.py $(BUILD)
 
 # libtrainwatch.so/.a, the public headers, trainwatch.pc and the trainwatch binary under PREFIX
 install: build
