@@ -28,8 +28,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int64_t shape[] = {2, 3};
     tw_log_field fields[] = {tw_field_int("step", 7), tw_field_double("loss", 0.25), tw_field_str("s", text),
                              tw_log_summary("t", "tensor", shape, 2, 6)};
-    tw_log_rec r = {.ns = 1712312730123000000, .level = size % 2 ? 35 : 20, .logger = "fuzz", .message = text,
-                    .message_len = size, .file = "a/b.c", .func = "f", .line = 3, .fields = fields,
+    tw_log_rec r = {.ns = 1712312730123000000,
+                    .level = size % 2 ? 35 : 20,
+                    .logger = "fuzz",
+                    .message = text,
+                    .message_len = size,
+                    .file = "a/b.c",
+                    .func = "f",
+                    .line = 3,
+                    .fields = fields,
                     .field_count = 4};
     static char line[TW_LOG_LINE_MAX];
     tw_log_out o = {line, 0, sizeof line - 1, false};

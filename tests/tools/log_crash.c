@@ -5,6 +5,7 @@
  * fpe, bus (raise), or exit normally ("exit").
  */
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +33,8 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "abort") == 0)
         abort();
     if (strcmp(argv[1], "segv") == 0) {
-        volatile int *p = NULL;
-        return *p;
+        volatile uintptr_t address = 8; /* a real fault (not NULL: UBSan would stop first) */
+        return *(volatile int *)address;
     }
     if (strcmp(argv[1], "fpe") == 0)
         raise(SIGFPE);

@@ -179,12 +179,12 @@ static void the_default_text_format_is_the_seed_shape(void **state)
     assert_int_equal(s[4], '-');
     assert_int_equal(s[10], ' ');
     assert_int_equal(s[19], '.');
-    char expect[200];
-    snprintf(expect, sizeof expect,
-             " | INFO | trainer.data | the_default_text_format_is_the_seed_shape:%d | Step 100 "
-             "loss=2.134 time=0.42",
-             __LINE__ - 10);
-    assert_string_equal(s + 23, expect);
+    const char *head = " | INFO | trainer.data | the_default_text_format_is_the_seed_shape:";
+    assert_memory_equal(s + 23, head, strlen(head));
+    int line = 0, used = 0;
+    assert_int_equal(sscanf(s + 23 + strlen(head), "%d%n", &line, &used), 1);
+    assert_true(line > 150 && line < 200); /* the call's line (compilers differ on which of its lines) */
+    assert_string_equal(s + 23 + strlen(head) + used, " | Step 100 loss=2.134 time=0.42");
 }
 
 static void patterns_use_python_names_and_flags(void **state)
