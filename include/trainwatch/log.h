@@ -261,11 +261,13 @@ void tw_log_set_rank(int rank, int local_rank, int world_size);
 /* ---- redaction --------------------------------------------------------- */
 
 /* On by default, before any sink sees a record: values of fields whose key
- * looks secret (password, passwd, token, secret, api_key, apikey,
- * authorization, cookie, credential, private_key, access_key, session) become
+ * has a secret word (password, passwd, pwd, secret, token, apikey,
+ * authorization, auth, cookie, credential(s), session, bearer, jwt, or api/
+ * private/access/secret + key; words split at non-alphanumerics and
+ * camelCase: "hf_token" is secret, "tokens_per_sec" is not) become
  * "[REDACTED]"; in messages and string values, `Bearer X`, credentials in
- * URLs (scheme://user:pass@), `secretkey=X` / `secretkey: X`, and e-mail
- * addresses. */
+ * URLs (scheme://user:pass@), `secretword=X` / `secretword: X`, and e-mail
+ * addresses. docs/logging.md has the list. */
 void tw_log_redact_enable(bool on);
 /* Adds a PCRE2 pattern whose matches become "[REDACTED]" in messages and
  * string values. TW_EINVAL (and the reason in `error`, if given) when it
@@ -309,8 +311,9 @@ struct tw_registry;
 /* Registers trainwatch_log_dropped_total (a counter) in r. */
 int tw_log_register_metrics(struct tw_registry *r);
 
-/* Flushes, stops the writer thread, closes and frees every sink and logger
- * (handles are invalid afterwards; logging again starts afresh). */
+/* Flushes, stops the writer thread, closes and frees every sink and resets
+ * every level (logger handles stay valid; sink handles do not). Not to be
+ * called while other threads log. */
 void tw_log_shutdown(void);
 
 #ifdef __cplusplus
