@@ -7,6 +7,7 @@ FUZZ_BUILD ?= build-fuzz
 JOBS       ?= 2
 
 .PHONY: all deps deps-check build asan fuzz-build demo check unit e2e fuzz bench install clean format
+PREFIX     ?= /usr/local
 
 all: build
 
@@ -43,9 +44,10 @@ bench: deps-check build
 	@/usr/bin/python3 bench/metrics.py $(BUILD)
 	@bash bench/ingest.sh $(BUILD)
 	@/usr/bin/python3 bench/supervise.py $(BUILD)
+	@/usr/bin/python3 bench/log_compare.py $(BUILD)
 
-# The binary, its man page and bash completion under PREFIX.
-PREFIX ?= /usr/local
+# libtrainwatch.so/.a, the public headers, trainwatch.pc, the trainwatch
+# binary, its man page and bash completion under PREFIX
 install: build
 	@cmake --install $(BUILD) --prefix $(PREFIX)
 

@@ -60,6 +60,7 @@ void tw_parser_rank_hint(tw_parser *p, int rank);
 
 
 extern const tw_format tw_format_trainwatch;
+extern const tw_format tw_format_twlog;
 extern const tw_format tw_format_events;
 extern const tw_format tw_format_json;
 extern const tw_format tw_format_hf_state;

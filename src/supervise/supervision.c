@@ -22,7 +22,7 @@
 #include "../core/clock.h"
 #include "alerting.h"
 #include "child.h"
-#include "rotate.h"
+#include "../log/rotate.h"
 #include "samplers.h"
 #include "sinks.h"
 #include "trainwatch/error.h"

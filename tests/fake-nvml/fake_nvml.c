@@ -19,6 +19,7 @@ static long dev_index(void *d) { return (long)(size_t)d - 1; }
 
 int nvmlInit_v2(void) { return 0; }
 int nvmlShutdown(void) { return 0; }
+int nvmlSystemGetDriverVersion(char *out, unsigned len) { snprintf(out, len, "550.54.15-fake"); return 0; }
 int nvmlDeviceGetCount_v2(unsigned *n) { *n = 2; return 0; }
 int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **d) { *d = (void *)(size_t)(i + 1); return i < 2 ? 0 : 2; }
 int nvmlDeviceGetName(void *d, char *out, unsigned len) { snprintf(out, len, "Fake H100 %ld", dev_index(d)); return 0; }

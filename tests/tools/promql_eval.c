@@ -19,7 +19,7 @@
 #include "trainwatch/error.h"
 
 #define MAX_SERIES 64
-#define MAX_SLOTS 4096
+#define MAX_SLOTS  4096
 
 typedef struct input_series {
     tw_lset labels;
@@ -111,9 +111,9 @@ int main(void)
             *sp = saved;
             s->values = calloc(MAX_SLOTS, sizeof *s->values);
             for (char *tok = strtok(sp, " "); tok && s->count < MAX_SLOTS; tok = strtok(NULL, " ")) {
-                s->values[s->count++] = !strcmp(tok, "_") ? tw_store_none()
+                s->values[s->count++] = !strcmp(tok, "_")       ? tw_store_none()
                                         : !strcmp(tok, "stale") ? tw_store_stale()
-                                                                 : strtod(tok, NULL);
+                                                                : strtod(tok, NULL);
             }
             if (s->count > slots)
                 slots = s->count;

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "core/outfile.h"
-#include "supervise/rotate.h"
+#include "log/rotate.h"
 #include "trainwatch/error.h"
 #include "trainwatch/live.h"
 #include "trainwatch/metrics.h"

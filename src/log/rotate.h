@@ -1,9 +1,15 @@
 /*
  * rotate.h: a log file with size rotation, with the semantics of Python's
- * logging.handlers.RotatingFileHandler: when writing a line would take the
- * file past max_bytes, FILE.N-1 becomes FILE.N ... FILE becomes FILE.1, and
- * a new FILE is started; at most `backups` old files are kept. With
- * max_bytes or backups 0 the file is never rotated.
+ * logging.handlers.RotatingFileHandler: when the file's size plus the next
+ * line would reach max_bytes (Python's `tell() + len(msg) >= maxBytes`),
+ * FILE.N-1 becomes FILE.N ... FILE becomes FILE.1, and a new FILE is
+ * started; at most `backups` old files are kept. With max_bytes or backups 0
+ * the file is never rotated. An empty file is never rotated (CPython 3.12.3+,
+ * gh-116263; 3.11 would rename an empty file when one record alone reaches
+ * max_bytes). Sizes are bytes (Python counts characters: the same for ASCII).
+ *
+ * This is the one rotation implementation: `trainwatch run --log-file` tees
+ * through it and libtrainwatch logging's file sinks (log.h) write through it.
  *
  * Lines are never split across files: the bytes of a line not yet ended are
  * held (up to TW_ROTATE_HOLD_MAX) until its newline says how long it is, as
@@ -16,8 +22,8 @@
  * resumes at the next line that fits. tw_rotating_write says which call
  * failed and which first succeeded again, so the caller can say so once.
  */
-#ifndef TW_SUPERVISE_ROTATE_H
-#define TW_SUPERVISE_ROTATE_H
+#ifndef TW_LOG_ROTATE_H
+#define TW_LOG_ROTATE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -33,6 +39,21 @@ int tw_rotating_open(const char *path, uint64_t max_bytes, unsigned backups, tw_
 int tw_rotating_write(tw_rotating_file *f, const char *data, size_t len);
 /* Writes a held partial line out (at the end of the output). */
 int tw_rotating_flush(tw_rotating_file *f);
+/* Whole-line mode for loggers: lines (each ending in its one newline) are
+ * gathered in a buffer of `bytes` and written together when it is full, at
+ * a rotation, at tw_rotating_flush and at close; 0 writes each line at once.
+ * A failed write drops the buffered lines whole. */
+int tw_rotating_set_buffer(tw_rotating_file *f, size_t bytes);
+/* Appends one whole line (its last byte is its only newline). */
+int tw_rotating_write_line(tw_rotating_file *f, const char *line, size_t len);
+/* Writes the buffered lines with write(2) only, no rotation, no allocation,
+ * no lock: for fatal-signal handlers. */
+void tw_rotating_flush_signal_safe(tw_rotating_file *f);
+/* The descriptor of the current file (-1 between a failed reopen and the
+ * next write). */
+int tw_rotating_fd(const tw_rotating_file *f);
+/* Lines dropped whole by failed writes so far (whole-line mode). */
+uint64_t tw_rotating_dropped_lines(const tw_rotating_file *f);
 /* Bytes dropped by failed writes so far. */
 uint64_t tw_rotating_dropped(const tw_rotating_file *f);
 /* True while the last write failed. */

@@ -29,6 +29,9 @@ struct tw_rotating_file {
     bool in_line, skipping, failing;
     uint64_t line_start;
     int last_errno;
+    char *buf; /* whole-line mode: lines not written yet */
+    size_t buf_len, buf_cap;
+    uint64_t dropped_lines;
 };
 
 static int open_current(tw_rotating_file *f)
@@ -65,8 +68,11 @@ int tw_rotating_open(const char *path, uint64_t max_bytes, unsigned backups, tw_
     return TW_OK;
 }
 
+static int flush_buffer(tw_rotating_file *f);
+
 static int rollover(tw_rotating_file *f)
 {
+    flush_buffer(f); /* a failure is counted there; the lines are gone */
     close(f->fd);
     f->fd = -1;
     size_t n = strlen(f->path) + 16;
@@ -93,7 +99,8 @@ static int rollover(tw_rotating_file *f)
 static int make_room(tw_rotating_file *f, size_t len)
 {
     bool rotating = f->max_bytes > 0 && f->backups > 0;
-    if (f->fd >= 0 && (!rotating || f->size == 0 || f->size + len <= f->max_bytes))
+    uint64_t size = f->size + f->buf_len;
+    if (f->fd >= 0 && (!rotating || size == 0 || size + len < f->max_bytes))
         return TW_OK;
     return f->fd >= 0 ? rollover(f) : open_current(f);
 }
@@ -167,7 +174,7 @@ static int write_piece(tw_rotating_file *f, const char *p, size_t n, bool ended)
 
 int tw_rotating_write(tw_rotating_file *f, const char *data, size_t len)
 {
-    int result = TW_OK;
+    int result = flush_buffer(f); /* buffered lines go first */
     while (len > 0) {
         const char *nl = memchr(data, '\n', len);
         size_t n = nl ? (size_t)(nl - data) + 1 : len;
@@ -180,10 +187,98 @@ int tw_rotating_write(tw_rotating_file *f, const char *data, size_t len)
     return result;
 }
 
+static uint64_t count_lines(const char *p, size_t n)
+{
+    uint64_t lines = 0;
+    for (const char *end = p + n; (p = memchr(p, '\n', (size_t)(end - p))) != NULL; p++)
+        lines++;
+    return lines;
+}
+
+/* Writes the buffered whole lines; on failure drops them all, counted. */
+static int flush_buffer(tw_rotating_file *f)
+{
+    if (f->buf_len == 0)
+        return TW_OK;
+    int rc = f->fd >= 0 ? TW_OK : open_current(f);
+    f->line_start = f->size;
+    if (rc == TW_OK)
+        rc = write_pieces(f, f->buf, f->buf_len, NULL, 0);
+    if (rc != TW_OK)
+        f->dropped_lines += count_lines(f->buf, f->buf_len);
+    note_result(f, rc, f->buf_len);
+    f->buf_len = 0;
+    return rc;
+}
+
+int tw_rotating_set_buffer(tw_rotating_file *f, size_t bytes)
+{
+    int rc = flush_buffer(f);
+    char *b = bytes ? malloc(bytes) : NULL;
+    if (bytes && !b)
+        return TW_ENOMEM;
+    free(f->buf);
+    f->buf = b;
+    f->buf_cap = bytes;
+    return rc;
+}
+
+int tw_rotating_write_line(tw_rotating_file *f, const char *line, size_t len)
+{
+    if (f->held_len || f->in_line || f->skipping || len == 0 || line[len - 1] != '\n')
+        return tw_rotating_write(f, line, len); /* not a whole line: the general path */
+    int rc = make_room(f, len);
+    if (rc == TW_OK && f->buf_cap >= len) {
+        if (f->buf_len + len > f->buf_cap)
+            rc = flush_buffer(f);
+        memcpy(f->buf + f->buf_len, line, len); /* kept even after a failure: the disk may recover */
+        f->buf_len += len;
+        return rc;
+    }
+    rc = rc == TW_OK ? flush_buffer(f) : rc;
+    f->line_start = f->size;
+    if (rc == TW_OK)
+        rc = write_pieces(f, line, len, NULL, 0);
+    if (rc != TW_OK)
+        f->dropped_lines++;
+    note_result(f, rc, len);
+    return rc;
+}
+
+void tw_rotating_flush_signal_safe(tw_rotating_file *f)
+{
+    if (!f || f->fd < 0)
+        return;
+    size_t done = 0;
+    while (done < f->buf_len) {
+        ssize_t w = write(f->fd, f->buf + done, f->buf_len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        done += (size_t)w;
+    }
+    f->size += done;
+    f->buf_len = 0;
+}
+
+int tw_rotating_fd(const tw_rotating_file *f)
+{
+    return f ? f->fd : -1;
+}
+
+uint64_t tw_rotating_dropped_lines(const tw_rotating_file *f)
+{
+    return f ? f->dropped_lines : 0;
+}
+
 int tw_rotating_flush(tw_rotating_file *f)
 {
-    if (!f || f->held_len == 0)
+    if (!f)
         return TW_OK;
+    int brc = flush_buffer(f);
+    if (f->held_len == 0)
+        return brc;
     int rc = make_room(f, f->held_len);
     f->line_start = f->size;
     if (rc == TW_OK)
@@ -214,6 +309,7 @@ int tw_rotating_close(tw_rotating_file *f)
     int rc = tw_rotating_flush(f);
     if (f->fd >= 0 && close(f->fd) != 0 && rc == TW_OK)
         rc = tw_status_from_errno(errno);
+    free(f->buf);
     free(f->held);
     free(f->path);
     free(f);

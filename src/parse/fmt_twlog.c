@@ -1,0 +1,224 @@
+/*
+ * fmt_twlog.c: the logs libtrainwatch logging writes (trainwatch/log.h,
+ * docs/logging.md), in both of its encodings:
+ *
+ *   text:  2024-04-05 10:25:30.123 | INFO | trainer | train_step:87 | Step 100 loss=2.134 time=0.42
+ *   JSON:  {"time":"2024-04-05T10:25:30.123+08:00","level":"INFO","logger":"trainer",
+ *           "message":"Step 100",...,"rank":0,...,"loss":2.134,"time_s":0.42}
+ *
+ * Either way the message and the fields become one "message key=value ..."
+ * text that goes through the shared key/value scanner, so the two encodings
+ * of a record give the same step. A leading "Step N" is the step. A record
+ * at ERROR or above with an `exception` field is an exception event.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "../core/json.h"
+#include "formats.h"
+
+#define SCAN_MAX 4096
+
+static bool is_text(const tw_line *l)
+{
+    const char *s = l->text;
+    return l->len > 30 && s[4] == '-' && s[7] == '-' && s[10] == ' ' && s[13] == ':' && s[19] == '.' &&
+           memcmp(s + 23, " | ", 3) == 0;
+}
+
+static bool is_json(const tw_line *l)
+{
+    return l->len > 40 && memcmp(l->text, "{\"time\":\"", 9) == 0 &&
+           tw_find(l->text, l->len < 64 ? l->len : 64, "\",\"level\":\"");
+}
+
+static bool detect(const tw_line *line)
+{
+    return is_text(line) || is_json(line);
+}
+
+typedef struct scan_text {
+    char text[SCAN_MAX];
+    size_t len;
+} scan_text;
+
+static void add(scan_text *t, const char *s, size_t n)
+{
+    if (n > SCAN_MAX - 1 - t->len)
+        n = SCAN_MAX - 1 - t->len;
+    memcpy(t->text + t->len, s, n);
+    t->len += n;
+}
+
+/* "Step 100 ..." -> "step=100 " in front of the rest. */
+static void add_message(scan_text *t, const char *m, size_t n)
+{
+    if (n > 5 && (m[0] == 'S' || m[0] == 's') && strncmp(m + 1, "tep ", 4) == 0 && m[5] >= '0' && m[5] <= '9') {
+        add(t, "step=", 5);
+        m += 5;
+        n -= 5;
+    }
+    add(t, m, n);
+}
+
+static bool is_error(const char *level, size_t n)
+{
+    return (n == 5 && memcmp(level, "ERROR", 5) == 0) || (n == 8 && memcmp(level, "CRITICAL", 8) == 0);
+}
+
+static int emit_exception(tw_parser *p, const tw_line *line, const char *text, size_t n)
+{
+    tw_record r;
+    tw_record_init(&r);
+    r.kind = TW_REC_EVENT;
+    r.event = TW_EV_EXCEPTION;
+    tw_record_set_text(r.message, text, n);
+    tw_parser_emit(p, line, &r);
+    return 1;
+}
+
+/* A record of ours without a step or metric is still ours: -1 keeps the
+ * generic formats from reading the environment record's numbers as a step. */
+static int emit(tw_parser *p, const tw_line *line, const scan_text *t)
+{
+    bool eval = tw_text_is_eval(t->text, t->len);
+    return tw_emit_fields(p, line, eval ? TW_REC_EVAL : TW_REC_STEP, t->text, t->len) > 0 ? 1 : -1;
+}
+
+/* ---- text ------------------------------------------------------------------ */
+
+static int parse_text(tw_parser *p, const tw_line *line)
+{
+    const char *s = line->text + 26, *end = line->text + line->len;
+    const char *fields[3];
+    for (int k = 0; k < 3; k++) { /* level, name, func:line */
+        fields[k] = s;
+        const char *bar = tw_find(s, (size_t)(end - s), " | ");
+        if (!bar)
+            return 0;
+        s = bar + 3;
+    }
+    size_t level_len = (size_t)(tw_find(fields[0], (size_t)(end - fields[0]), " | ") - fields[0]);
+    const char *exc = tw_find(s, (size_t)(end - s), " exception=");
+    if (exc && is_error(fields[0], level_len))
+        return emit_exception(p, line, exc + 11, (size_t)(end - exc - 11));
+    scan_text t = {.len = 0};
+    add_message(&t, s, (size_t)(end - s));
+    return emit(p, line, &t);
+}
+
+/* ---- JSON ------------------------------------------------------------------- */
+
+static const char *const fixed[] = {"time", "level", "logger",     "message", "file", "func",
+                                    "line", "rank",  "world_size", "host",    "pid",  NULL};
+
+static bool is_fixed(const char *key)
+{
+    for (size_t i = 0; fixed[i]; i++) {
+        if (strcmp(key, fixed[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* "2024-04-05T10:25:30.123+08:00" (or Z) -> seconds since the epoch. */
+static bool rfc3339(const char *s, double *out)
+{
+    int y, mo, d, h, mi, sec, ms, n = 0;
+    if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d.%3d%n", &y, &mo, &d, &h, &mi, &sec, &ms, &n) != 7 || n != 23)
+        return false;
+    struct tm tm = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h, .tm_min = mi, .tm_sec = sec};
+    double t = (double)timegm(&tm) + ms / 1000.0;
+    int oh, om;
+    if (s[23] == 'Z')
+        ;
+    else if ((s[23] == '+' || s[23] == '-') && sscanf(s + 24, "%2d:%2d", &oh, &om) == 2)
+        t -= (s[23] == '+' ? 1 : -1) * (oh * 3600.0 + om * 60.0);
+    else
+        return false;
+    *out = t;
+    return true;
+}
+
+static void add_member(scan_text *t, const tw_json_member *m)
+{
+    char value[64];
+    int n = 0;
+    if (m->type == TW_JSON_NUMBER)
+        n = snprintf(value, sizeof value, "%.17g", m->number);
+    else if (m->type == TW_JSON_BOOL)
+        n = snprintf(value, sizeof value, "%s", m->number != 0 ? "true" : "false");
+    else if (m->type != TW_JSON_STRING)
+        return;
+    const char *key = m->key[0] == '_' && is_fixed(m->key + 1) ? m->key + 1 : m->key; /* "_time": a field "time" */
+    add(t, " ", 1);
+    add(t, key, strlen(key));
+    add(t, "=", 1);
+    if (m->type == TW_JSON_STRING)
+        add(t, m->string, m->string_len);
+    else
+        add(t, value, (size_t)n);
+}
+
+static int parse_json(tw_parser *p, const tw_line *line)
+{
+    tw_json_reader reader;
+    if (!tw_json_begin(&reader, line->text, line->len))
+        return 0;
+    tw_json_member m;
+    scan_text t = {.len = 0};
+    char level[16] = "", exception[512] = "";
+    tw_line at = *line;
+    int depth = 1;
+    for (;;) {
+        tw_json_type type = tw_json_next(&reader, &m);
+        if (type == TW_JSON_ERROR)
+            return 0;
+        if (type == TW_JSON_END) {
+            if (--depth == 0)
+                break;
+            continue;
+        }
+        if (type == TW_JSON_OBJECT) {
+            depth++;
+            continue;
+        }
+        if (depth != 1)
+            continue;
+        if (strcmp(m.key, "time") == 0 && type == TW_JSON_STRING)
+            at.has_time = rfc3339(m.string, &at.time) || at.has_time;
+        else if (strcmp(m.key, "level") == 0 && type == TW_JSON_STRING)
+            snprintf(level, sizeof level, "%.15s", m.string);
+        else if (strcmp(m.key, "message") == 0 && type == TW_JSON_STRING)
+            add_message(&t, m.string, m.string_len);
+        else if (strcmp(m.key, "rank") == 0 && type == TW_JSON_NUMBER && m.number >= 0 && m.number < 1e6)
+            tw_parser_rank_hint(p, (int)m.number);
+        else if (strcmp(m.key, "exception") == 0 && type == TW_JSON_STRING)
+            snprintf(exception, sizeof exception, "%.511s", m.string);
+        else if (!is_fixed(m.key))
+            add_member(&t, &m);
+    }
+    if (exception[0] && is_error(level, strlen(level)))
+        return emit_exception(p, &at, exception, strlen(exception));
+    return emit(p, &at, &t);
+}
+
+static int parse(tw_parser *p, void *state, const tw_line *line)
+{
+    (void)state;
+    if (is_json(line))
+        return parse_json(p, line);
+    return is_text(line) ? parse_text(p, line) : 0;
+}
+
+static const char *const anchors[] = {" | ", "{\"time\":\"", NULL};
+
+const tw_format tw_format_twlog = {
+    .name = "trainwatch-log",
+    .summary =
+        "libtrainwatch logging: '2024-04-05 10:25:30.123 | INFO | name | func:line | msg k=v' and its JSON lines",
+    .anchors = anchors,
+    .detect = detect,
+    .parse = parse,
+};
