@@ -1,0 +1,187 @@
+/*
+ * findings.c: building findings, the one thing every rule does: a finding
+ * with its title, evidence and advice, placed at a step or an event; the
+ * words and number formats findings use (severity names, durations, times,
+ * file:line); and the order of a report's findings (errors first). The rules
+ * (rule_*.c), the launches (launches.c) and the report (diagnose.c) use it;
+ * it uses none of them.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "diagnose.h"
+
+const char *tw_severity_name(tw_severity s)
+{
+    switch (s) {
+    case TW_SEV_INFO:
+        return "info";
+    case TW_SEV_WARNING:
+        return "warning";
+    case TW_SEV_ERROR:
+        return "error";
+    }
+    return "unknown";
+}
+
+tw_finding *tw_finding_add(tw_findings *out, const char *rule, tw_severity severity, const char *fmt, ...)
+{
+    if (out->count == out->cap) {
+        int cap = out->cap ? out->cap * 2 : 16;
+        tw_finding *items = realloc(out->items, sizeof *items * (size_t)cap);
+        if (!items)
+            return NULL;
+        out->items = items;
+        out->cap = cap;
+    }
+    tw_finding *f = &out->items[out->count++];
+    memset(f, 0, sizeof *f);
+    f->rule = rule;
+    f->severity = severity;
+    f->launch = 0;
+    f->rank = -1;
+    f->step = -1;
+    f->value = NAN;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->title, sizeof f->title, fmt, ap);
+    va_end(ap);
+    return f;
+}
+
+static void append(char *buf, size_t cap, const char *fmt, va_list ap)
+{
+    size_t used = strlen(buf);
+    if (used + 2 >= cap)
+        return;
+    if (used > 0)
+        buf[used++] = '\n';
+    vsnprintf(buf + used, cap - used, fmt, ap);
+}
+
+void tw_finding_evidence(tw_finding *f, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    append(f->evidence, sizeof f->evidence, fmt, ap);
+    va_end(ap);
+}
+
+void tw_finding_recommend(tw_finding *f, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    append(f->recommendation, sizeof f->recommendation, fmt, ap);
+    va_end(ap);
+}
+
+void tw_finding_at(tw_finding *f, const tw_run *run, const tw_point *p, int rank)
+{
+    f->where.file = run->files[p->file];
+    f->where.line = p->line;
+    f->step = (int64_t)p->pos;
+    f->rank = rank;
+}
+
+void tw_finding_at_event(tw_finding *f, const tw_run *run, const tw_event_note *e)
+{
+    f->where.file = run->files[e->file];
+    f->where.line = e->line;
+    f->rank = e->rank;
+    f->step = e->last_pos >= 0 ? (int64_t)e->last_pos : -1;
+}
+
+const tw_event_note *tw_first_event(const tw_run *run, tw_event_kind kind)
+{
+    for (int i = 0; i < run->events_kept_count; i++) {
+        if (run->events_kept[i].kind == kind)
+            return &run->events_kept[i];
+    }
+    return NULL;
+}
+
+const char *tw_where(const tw_run *run, uint32_t file, uint64_t line, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s:%llu", file < run->file_count ? run->files[file] : "?", (unsigned long long)line);
+    return buf;
+}
+
+const char *tw_fmt_duration(double s, char *buf, size_t cap)
+{
+    if (isnan(s) || s < 0)
+        snprintf(buf, cap, "?");
+    else if (s < 0.001)
+        snprintf(buf, cap, "%.0fus", s * 1e6);
+    else if (s < 1)
+        snprintf(buf, cap, "%.0fms", s * 1000);
+    else if (s < 60)
+        snprintf(buf, cap, "%.1fs", s);
+    else if (s < 3600)
+        snprintf(buf, cap, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
+    else if (s < 86400 * 3)
+        snprintf(buf, cap, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
+    else {
+        char days[32];
+        snprintf(buf, cap, "%sd", tw_fmt_number(s / 86400, 1, days, sizeof days));
+    }
+    return buf;
+}
+
+const char *tw_fmt_number(double v, int decimals, char *buf, size_t cap)
+{
+    if (fabs(v) < 1e9)
+        snprintf(buf, cap, "%.*f", decimals, v);
+    else
+        snprintf(buf, cap, "%.3g", v);
+    return buf;
+}
+
+const char *tw_fmt_time(double t, char *buf, size_t cap)
+{
+    if (isnan(t)) {
+        snprintf(buf, cap, "?");
+        return buf;
+    }
+    time_t secs = (time_t)t;
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    if (tm.tm_year == 70) /* the log printed no year */
+        strftime(buf, cap, "%m-%d %H:%M:%S", &tm);
+    else
+        strftime(buf, cap, "%Y-%m-%d %H:%M:%S", &tm);
+    return buf;
+}
+
+static int cmp_finding(const void *a, const void *b)
+{
+    const tw_finding *x = a, *y = b;
+    if (x->severity != y->severity)
+        return (int)y->severity - (int)x->severity;
+    return 0;
+}
+
+/* Errors first; stable, so rules keep their table order within a severity. */
+void tw_findings_sort(tw_finding *items, int count)
+{
+    for (int i = 1; i < count; i++) {
+        tw_finding f = items[i];
+        int j = i - 1;
+        while (j >= 0 && cmp_finding(&items[j], &f) > 0) {
+            items[j + 1] = items[j];
+            j--;
+        }
+        items[j + 1] = f;
+    }
+}
+
+bool tw_findings_healthy(const tw_finding *items, int count)
+{
+    for (int i = 0; i < count; i++) {
+        if (items[i].severity >= TW_SEV_WARNING)
+            return false;
+    }
+    return true;
+}
