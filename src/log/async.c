@@ -55,6 +55,7 @@ static _Atomic uint64_t pending_drops;
 static pthread_t writer;
 static pthread_mutex_t wake_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+static tw_log_delivery delivery; /* set by logger.c before the writer or a crash handler runs */
 
 /* ---- copying a record into a cell and out again ----------------------------- */
 
@@ -216,7 +217,7 @@ static void write_cell(cell *c)
     tw_log_rec r;
     tw_log_field fields[CELL_FIELDS];
     read_back(&c->record, &r, fields);
-    tw_log_dispatch(c->record.logger, &r, false);
+    delivery.dispatch(c->record.logger, &r, false);
 }
 
 static void say_drops(void)
@@ -224,7 +225,7 @@ static void say_drops(void)
     uint64_t n = atomic_load(&pending_drops); /* taken off after it is said: tw_log_flush waits for that */
     if (n == 0)
         return;
-    tw_logger *root = tw_logger_get("trainwatch.log");
+    const tw_logger *root = delivery.drops;
     tw_log_field f[] = {tw_field_int("dropped", (int64_t)n),
                         tw_field_int("dropped_total", (int64_t)tw_log_dropped_total())};
     struct timespec ts;
@@ -237,7 +238,7 @@ static void say_drops(void)
                     .field_count = 2};
     r.message_len = strlen(r.message);
     if (root)
-        tw_log_dispatch(root, &r, false);
+        delivery.dispatch(root, &r, false);
     atomic_fetch_sub(&pending_drops, n);
 }
 
@@ -276,7 +277,7 @@ static void *writer_main(void *arg)
         atomic_store(&writer_busy, false);
         say_drops();
         if (wrote) { /* idle: what the file sinks buffered goes to disk */
-            tw_log_each_sink(flush_sink, NULL);
+            delivery.each_sink(flush_sink, NULL);
             wrote = false;
         }
         if (atomic_load(&stopping))
@@ -297,7 +298,12 @@ static void *writer_main(void *arg)
     }
 }
 
-int tw_log_async_start(size_t capacity)
+void tw_log_set_delivery(const tw_log_delivery *d)
+{
+    delivery = *d;
+}
+
+int tw_log_queue_start(size_t capacity)
 {
     if (atomic_load(&active))
         return TW_OK;
@@ -317,14 +323,14 @@ int tw_log_async_start(size_t capacity)
     atomic_store(&done_pos, 0);
     atomic_store(&stopping, false);
     tw_log_process_info();
-    tw_logger_get("trainwatch.log");
+    tw_log_pattern_default(); /* compiled before a crash could need it */
     if (pthread_create(&writer, NULL, writer_main, NULL) != 0) {
         free(cells);
         cells = NULL;
         return TW_ENOMEM;
     }
     atomic_store_explicit(&active, true, memory_order_release);
-    tw_log_install_crash_handlers();
+    tw_log_install_signal_handlers();
     return TW_OK;
 }
 
@@ -390,7 +396,7 @@ void tw_log_async_drain_in_signal(void)
         read_back(&c->record, &r, fields);
         const tw_log_rec *red = tw_log_redact_record(&r, &copy, crash_fields, crash_storage, sizeof crash_storage,
                                                      crash_scratch, sizeof crash_scratch);
-        tw_log_dispatch_with(c->record.logger, red, true, crash_lines);
+        delivery.dispatch_with(c->record.logger, red, true, crash_lines);
         release(c, pos);
     }
 }
@@ -404,7 +410,7 @@ static void on_fatal_signal(int sig, siginfo_t *info, void *context)
         atomic_store(&crashing, true);
         tw_log_redact_signal_mode();
         tw_log_async_drain_in_signal();
-        tw_log_each_sink(flush_sink, (void *)1);
+        delivery.each_sink(flush_sink, (void *)1);
     }
     for (size_t i = 0; i < sizeof fatal_signals / sizeof fatal_signals[0]; i++) {
         if (fatal_signals[i] == sig)
@@ -414,7 +420,7 @@ static void on_fatal_signal(int sig, siginfo_t *info, void *context)
     raise(sig); /* delivered with the previous handler when this one returns */
 }
 
-void tw_log_install_crash_handlers(void)
+void tw_log_install_signal_handlers(void)
 {
     static atomic_bool installed;
     if (atomic_exchange(&installed, true))

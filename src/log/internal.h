@@ -77,6 +77,8 @@ typedef struct tw_log_process {
     const char *rank_source;
 } tw_log_process;
 const tw_log_process *tw_log_process_info(void);
+/* Sets the rank facts (tw_log_set_rank, which also updates the gates). */
+void tw_log_process_set(int rank, int local_rank, int world_size);
 
 /* Writes a field value as text: 42, 2.134, true, the string as is,
  * <type shape=[..] size=N>. */
@@ -89,6 +91,9 @@ typedef struct tw_log_pattern tw_log_pattern;
  * where in error (if given). */
 int tw_log_pattern_compile(const char *text, tw_log_pattern **out, char *error, size_t error_len);
 void tw_log_pattern_free(tw_log_pattern *p);
+/* TW_LOG_DEFAULT_PATTERN, compiled once; never NULL after a first call that
+ * had the memory. */
+const tw_log_pattern *tw_log_pattern_default(void);
 /* Formats the record (no newline). Signal-safe. */
 void tw_log_pattern_format(const tw_log_pattern *p, const tw_log_rec *r, tw_log_out *o);
 /* The message with its fields: "Step 100 loss=2.134". */
@@ -174,6 +179,22 @@ void tw_log_gates_update(void);
 /* True when the record was queued (or dropped and counted) by the async
  * queue; false when async mode is off. */
 bool tw_log_async_push(const tw_logger *l, const tw_log_rec *r);
+/* How the async writer delivers what it dequeues: the logger's functions,
+ * handed over at start so the queue depends on nothing above it. */
+typedef struct tw_log_delivery {
+    void (*dispatch)(const tw_logger *l, const tw_log_rec *r, bool in_signal);
+    void (*dispatch_with)(const tw_logger *l, const tw_log_rec *r, bool in_signal, char *lines);
+    void (*each_sink)(void (*fn)(tw_log_sink *s, void *arg), void *arg);
+    const tw_logger *drops; /* where "records dropped" is said */
+} tw_log_delivery;
+/* Tells the queue and the crash handler how to deliver (logger.c, before
+ * either can run). */
+void tw_log_set_delivery(const tw_log_delivery *d);
+/* Starts the queue of capacity records (0: 8192) and its writer thread. */
+int tw_log_queue_start(size_t capacity);
+/* The fatal-signal handlers (tw_log_install_crash_handlers sets the
+ * delivery first). */
+void tw_log_install_signal_handlers(void);
 void tw_log_async_flush(void);
 void tw_log_async_stop(void);
 /* For the crash handler: writes what is queued, signal-safe. */

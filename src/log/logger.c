@@ -1,7 +1,7 @@
 /*
- * logger.c: the logger tree, levels, the rank facts every record carries,
- * and the path of one record: gate, redaction, one formatting per format,
- * the sinks of the logger and its ancestors.
+ * logger.c: the logger tree and its gates, and the path of one record:
+ * gate, redaction, one formatting per format, the sinks of the logger and
+ * its ancestors (the rank facts and level names are in process.c).
  *
  * Loggers live in one table for the life of the process (handles stay
  * valid); their sinks are lists pushed under the registry lock and read
@@ -24,111 +24,11 @@
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static tw_logger *loggers[TW_LOGGERS_MAX];
 static size_t logger_count;
-static tw_log_pattern *default_pattern;
 static tw_log_sink *last_resort; /* Python's logging.lastResort: WARNING and up to stderr when no sink */
-static _Atomic uint64_t dropped_total;
-
-/* ---- levels --------------------------------------------------------------- */
-
-static const struct {
-    const char *name;
-    int level;
-} level_names[] = {{"DEBUG", TW_LEVEL_DEBUG},    {"INFO", TW_LEVEL_INFO},         {"WARNING", TW_LEVEL_WARNING},
-                   {"ERROR", TW_LEVEL_ERROR},    {"CRITICAL", TW_LEVEL_CRITICAL}, {"WARN", TW_LEVEL_WARNING},
-                   {"FATAL", TW_LEVEL_CRITICAL}, {"NOTSET", TW_LEVEL_NOTSET},     {"OFF", TW_LEVEL_OFF}};
-
-const char *tw_log_level_name(int level)
-{
-    for (size_t i = 0; i < 5; i++) {
-        if (level_names[i].level == level)
-            return level_names[i].name;
-    }
-    return NULL;
-}
-
-int tw_log_level_parse(const char *text, int *level)
-{
-    if (!text || !*text)
-        return TW_EINVAL;
-    for (size_t i = 0; i < sizeof level_names / sizeof level_names[0]; i++) {
-        if (strcasecmp(text, level_names[i].name) == 0) {
-            *level = level_names[i].level;
-            return TW_OK;
-        }
-    }
-    char *end;
-    long v = strtol(text, &end, 10);
-    if (*end || v < 0 || v > TW_LEVEL_OFF)
-        return TW_EINVAL;
-    *level = (int)v;
-    return TW_OK;
-}
-
-/* ---- ranks ---------------------------------------------------------------- */
-
-static tw_log_process process;
-static pthread_once_t process_once = PTHREAD_ONCE_INIT;
-
-static const char *first_env(const char *const *names, int *value)
-{
-    for (size_t i = 0; names[i]; i++) {
-        const char *v = getenv(names[i]);
-        char *end;
-        if (!v || !*v)
-            continue;
-        long n = strtol(v, &end, 10);
-        if (*end == '\0' && n >= 0 && n < (1L << 30)) {
-            *value = (int)n;
-            return names[i];
-        }
-    }
-    return NULL;
-}
-
-static const char *const rank_vars[] = {"PADDLE_TRAINER_ID", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", NULL};
-static const char *const size_vars[] = {"PADDLE_TRAINERS_NUM", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS",
-                                        NULL};
-static const char *const local_vars[] = {"PADDLE_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
-                                         "SLURM_LOCALID", NULL};
-
-static void process_init(void)
-{
-    process.rank = 0;
-    process.world_size = 1;
-    process.rank_source = first_env(rank_vars, &process.rank);
-    first_env(size_vars, &process.world_size);
-    if (!first_env(local_vars, &process.local_rank))
-        process.local_rank = process.rank;
-    if (process.world_size <= process.rank)
-        process.world_size = process.rank + 1;
-    process.pid = (int)getpid();
-    if (gethostname(process.host, sizeof process.host - 1) != 0)
-        strcpy(process.host, "localhost");
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    tw_log_clock_refresh((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec);
-    tw_log_pattern_compile(NULL, &default_pattern, NULL, 0);
-}
-
-const tw_log_process *tw_log_process_info(void)
-{
-    pthread_once(&process_once, process_init);
-    return &process;
-}
-
-tw_log_rank_info tw_log_rank(void)
-{
-    const tw_log_process *p = tw_log_process_info();
-    return (tw_log_rank_info){p->rank, p->local_rank, p->world_size, p->rank_source};
-}
 
 void tw_log_set_rank(int rank, int local_rank, int world_size)
 {
-    tw_log_process_info();
-    process.rank = rank;
-    process.local_rank = local_rank;
-    process.world_size = world_size;
-    process.rank_source = "tw_log_set_rank";
+    tw_log_process_set(rank, local_rank, world_size);
     tw_log_gates_update();
 }
 
@@ -301,6 +201,15 @@ int tw_log_add_callback(tw_logger *l, tw_log_callback fn, void *arg, const tw_lo
     return fn ? add_sink(l, TW_SINK_CALLBACK, NULL, fn, arg, o, out) : TW_EINVAL;
 }
 
+/* A sink's level is part of its loggers' gates. */
+void tw_log_sink_set_level(tw_log_sink *s, int level)
+{
+    if (s) {
+        s->level = level;
+        tw_log_gates_update();
+    }
+}
+
 void tw_log_each_sink(void (*fn)(tw_log_sink *s, void *arg), void *arg)
 {
     size_t n = logger_count; /* loggers are only ever added */
@@ -323,7 +232,7 @@ typedef struct formatted {
 
 static const char *format_for(formatted *cache, const tw_log_sink *s, const tw_log_rec *r, size_t *len)
 {
-    const tw_log_pattern *pattern = s->json ? NULL : s->pattern ? s->pattern : default_pattern;
+    const tw_log_pattern *pattern = s->json ? NULL : s->pattern ? s->pattern : tw_log_pattern_default();
     size_t k = 0;
     while (k < FORMATS_CACHED - 1 && cache[k].done && (cache[k].json != s->json || cache[k].pattern != pattern))
         k++;
@@ -447,16 +356,6 @@ void tw_log_write(tw_logger *l, int level, const char *file, const char *func, i
 
 /* ---- counts, flushing, setup, shutdown ---------------------------------------- */
 
-void tw_log_count_drop(uint64_t n)
-{
-    atomic_fetch_add_explicit(&dropped_total, n, memory_order_relaxed);
-}
-
-uint64_t tw_log_dropped_total(void)
-{
-    return atomic_load(&dropped_total);
-}
-
 static void flush_one(tw_log_sink *s, void *arg)
 {
     (void)arg;
@@ -489,6 +388,30 @@ static void at_exit(void)
 static void register_exit(void)
 {
     atexit(at_exit);
+}
+
+/* The async queue and the crash handler deliver through this file's dispatch. */
+static void set_delivery(void)
+{
+    tw_log_delivery d = {.dispatch = tw_log_dispatch,
+                         .dispatch_with = tw_log_dispatch_with,
+                         .each_sink = tw_log_each_sink,
+                         .drops = tw_logger_get("trainwatch.log")};
+    tw_log_set_delivery(&d);
+}
+
+static pthread_once_t delivery_once = PTHREAD_ONCE_INIT;
+
+int tw_log_async_start(size_t capacity)
+{
+    pthread_once(&delivery_once, set_delivery);
+    return tw_log_queue_start(capacity);
+}
+
+void tw_log_install_crash_handlers(void)
+{
+    pthread_once(&delivery_once, set_delivery);
+    tw_log_install_signal_handlers();
 }
 
 int tw_log_setup(const tw_log_options *o)

@@ -7,6 +7,7 @@
  * Supported: %(name)[flags][width][.precision]conversion with flags '-'
  * (left-align) and '0', conversions s, d, i, f, r; `%%` is a percent sign.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -292,4 +293,18 @@ void tw_log_pattern_format(const tw_log_pattern *p, const tw_log_rec *r, tw_log_
         else
             padded(st, r, o);
     }
+}
+
+static tw_log_pattern *default_pattern;
+static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+
+static void default_init(void)
+{
+    tw_log_pattern_compile(NULL, &default_pattern, NULL, 0);
+}
+
+const tw_log_pattern *tw_log_pattern_default(void)
+{
+    pthread_once(&default_once, default_init);
+    return default_pattern;
 }

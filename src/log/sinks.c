@@ -141,14 +141,6 @@ int tw_log_sink_threshold(const tw_log_sink *s)
     return level;
 }
 
-void tw_log_sink_set_level(tw_log_sink *s, int level)
-{
-    if (s) {
-        s->level = level;
-        tw_log_gates_update();
-    }
-}
-
 uint64_t tw_log_sink_dropped(const tw_log_sink *s)
 {
     return s ? atomic_load(&s->dropped) : 0;
