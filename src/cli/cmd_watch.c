@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -91,7 +92,17 @@ static int parse(int argc, char **argv, watch_options *o)
     return optind;
 }
 
-
+/* Many followed files need many descriptors: take what the hard limit
+ * allows (the follower closes idle files beyond what that leaves). */
+static void raise_descriptor_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
+        return;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        fprintf(stderr, "trainwatch watch: raising the open-files limit: %s\n", strerror(errno));
+}
 
 static int finish(tw_cli_sinks *s, const watch_options *o, const tw_follow_stats *st)
 {
@@ -140,6 +151,8 @@ static int run(int argc, char **argv)
         fprintf(stderr, "trainwatch watch: %s: %s\n", o.records_path, strerror(errno));
         goto done;
     }
+    s.records_path = o.records_path;
+    raise_descriptor_limit();
     if (o.sup.serve) {
         o.sup.http.registry = reg;
         if (tw_http_start(&o.sup.http, &server, err, sizeof err) != TW_OK) {
@@ -151,6 +164,7 @@ static int run(int argc, char **argv)
     o.follow.patterns = (const char *const *)(argv + first);
     o.follow.pattern_count = (size_t)(argc - first);
     o.follow.sink = (tw_record_sink){tw_cli_sinks_record, &s, tw_cli_sinks_commit, tw_cli_sinks_restore};
+    o.follow.warnings = stderr;
     if (tw_follower_open(&o.follow, &follower, err, sizeof err) != TW_OK) {
         fprintf(stderr, "trainwatch watch: %s\n", err);
         goto done;
@@ -159,21 +173,27 @@ static int run(int argc, char **argv)
     signal(SIGTERM, on_signal);
     double start = tw_monotonic_clock();
     while (!stop_requested && (o.duration <= 0 || tw_monotonic_clock() - start < o.duration)) {
-        int rc = tw_follower_poll(follower, 0.5);
-        if (rc != TW_OK)
-            fprintf(stderr, "trainwatch watch: saving %s: %s\n", o.follow.state_file, tw_strerror(rc));
+        /* a state that cannot be saved is said by the follower, once */
+        (void)tw_follower_poll(follower, 0.5);
         tw_live_tick(s.live, tw_wall_clock());
         tw_cli_alerts_tick(&o.sup.alerts, tw_wall_clock());
-        if (s.records)
-            fflush(s.records); /* readers see whole records soon, state file or not */
+        tw_cli_sinks_flush(&s); /* readers see whole records soon, state file or not */
     }
+    tw_follower_finish(follower); /* the last blocks, then the state */
     tw_follow_stats stats = *tw_follower_stats(follower);
     tw_follower_close(follower);
     follower = NULL;
-    if (s.records)
-        fflush(s.records);
+    tw_cli_sinks_flush(&s);
     tw_cli_alerts_finish(&o.sup.alerts, "watch", tw_wall_clock());
     status = finish(&s, &o, &stats);
+    if (s.records) {
+        int closed = fclose(s.records), close_errno = errno;
+        s.records = NULL;
+        if (closed != 0 && !s.records_failed)
+            fprintf(stderr, "trainwatch watch: %s: %s\n", o.records_path, strerror(close_errno));
+        if (closed != 0 || s.records_failed)
+            status = TW_EXIT_USAGE; /* records were lost: the status says so too */
+    }
 done:
     tw_cli_alerts_free(&o.sup.alerts);
     tw_follower_close(follower);
