@@ -87,10 +87,11 @@ typedef struct followed {
     bool said;             /* its status was said on warnings */
     bool opened;           /* was open once (counted in stats.files) */
     int64_t gen_start;     /* stream position of byte 0 of this generation */
+    int64_t gen_read_from; /* stream position of the first byte read of it */
     bool gen_mid_line;     /* the generation began inside a line of the one before */
     bool have_prev;        /* the generation read before it, where a resume point may lie */
     generation prev;
-    int64_t prev_start;
+    int64_t prev_start, prev_read_from;
     uint64_t check_at, check_hash; /* hash of the bytes before a committed offset, for idle files */
     uint32_t check_len;
     tw_parser *parser;
@@ -243,6 +244,7 @@ static void start_at(followed *fl, uint64_t offset)
 {
     fl->offset = offset;
     fl->gen_start = stream_end(fl) - (int64_t)offset;
+    fl->gen_read_from = stream_end(fl);
     fl->gen_mid_line = offset == 0 && tw_parser_pending(fl->parser) > 0;
     fl->tail_len = 0;
     if (offset > 0) {
@@ -277,6 +279,7 @@ static uint64_t read_range(tw_follower *f, followed *fl, int fd, const generatio
     fl->have_prev = true;
     fl->prev = *g;
     fl->prev_start = stream_end(fl) - (int64_t)from;
+    fl->prev_read_from = stream_end(fl);
     uint64_t got = 0;
     for (;;) {
         ssize_t n = pread(fd, f->buf, READ_SIZE, (off_t)(from + got));
@@ -673,6 +676,7 @@ static void leave_generation(followed *fl)
     fl->have_prev = true;
     fl->prev = (generation){fl->dev, fl->ino, fl->head_len, fl->head_hash};
     fl->prev_start = fl->gen_start;
+    fl->prev_read_from = fl->gen_read_from;
 }
 
 /* The name now holds another file (inode `next`): finish the old one, read
@@ -938,6 +942,7 @@ static void resume(tw_follower *f, followed *fl, saved *s)
         /* the resume point lies in the generation before: it goes on here */
         find_ctx c = {&s->from, s->from_offset, false};
         each_sibling(f, fl, read_saved_one, &c);
+        tw_parser_set_line(fl->parser, 0); /* the file at the name counts its lines from its start */
     }
     if (fl->dev == s->g.dev && fl->ino == s->g.ino) {
         struct stat st;
@@ -951,6 +956,10 @@ static void resume(tw_follower *f, followed *fl, saved *s)
             /* the bytes are not in memory: the head stays as saved */
             fl->head_known =
                 s->offset <= s->g.head_len && pread(fl->fd, fl->head, s->g.head_len, 0) == (ssize_t)s->g.head_len;
+            /* nothing of it was read: a copy-truncate meanwhile leaves no
+             * trace in it, the copies beside it are news */
+            if (s->offset == 0 && s->g.head_len == 0)
+                catch_up(f, fl, 0, 0, 0, fl->ino, fl->ino);
             start_at(fl, s->offset);
             return;
         }
@@ -960,6 +969,7 @@ static void resume(tw_follower *f, followed *fl, saved *s)
     fl->have_prev = true;
     fl->prev = s->g;
     fl->prev_start = stream_end(fl) - (int64_t)s->offset;
+    fl->prev_read_from = stream_end(fl); /* nothing of it read in this run */
     catch_up(f, fl, s->offset, s->g.head_len, s->g.head_hash, fl->ino, fl->ino);
     if (fl->dev != s->g.dev || fl->ino != s->g.ino)
         close_line(f, fl); /* renamed away: it ended there */
@@ -1220,9 +1230,11 @@ static void commit_point(followed *fl, saved *s)
     tw_parser_resume_point(fl->parser, &r);
     int64_t at = stream_end(fl) - (int64_t)r.back;
     *s = (saved){.g = {fl->dev, fl->ino, fl->head_len, fl->head_hash}, .line = r.line, .skip_line = r.skip_line};
-    if (at >= fl->gen_start) {
+    /* only where this run read the bytes does a stream position name an
+     * offset: a generation read from its middle says nothing before that */
+    if (at >= fl->gen_read_from) {
         s->offset = (uint64_t)(at - fl->gen_start);
-    } else if (fl->have_prev && at >= fl->prev_start) {
+    } else if (fl->have_prev && at >= fl->prev_read_from) {
         s->has_from = true;
         s->from = fl->prev;
         s->from_offset = (uint64_t)(at - fl->prev_start);

@@ -481,17 +481,18 @@ static void split_lines(tw_parser *p, bool final)
         if (!nl)
             break;
         size_t len = (size_t)(nl - (buf + start));
-        uint64_t records = records_emitted(p);
         if (p->skipping) {
             p->skipping = false;
             if (p->track_rest && p->rest_skipping) {
                 p->rest_pos = base + start + len + 1;
                 p->rest_skipping = false;
             }
-        } else {
+        } else if (!p->track_rest) {
             process_line(p, buf + start, len);
-            if (p->track_rest)
-                note_line(p, base + start, base + start + len + 1, records);
+        } else {
+            uint64_t records = records_emitted(p);
+            process_line(p, buf + start, len);
+            note_line(p, base + start, base + start + len + 1, records);
         }
         start += len + 1;
     }
