@@ -719,12 +719,14 @@ static void truncated(tw_follower *f, followed *fl)
      * promise entries renamed during it): look again a few times before
      * deciding there is none, or the copy would be taken for news later and
      * read a second time. */
-    for (int tries = 0; !catch_up(f, fl, fl->offset, fl->head_len, fl->head_hash, fl->ino, fl->ino) && fl->offset > 0 &&
-                        fl->head_len > 0 && tries < 3;
-         tries++) {
+    bool copied = catch_up(f, fl, fl->offset, fl->head_len, fl->head_hash, fl->ino, fl->ino);
+    for (int tries = 0; !copied && fl->offset > 0 && fl->head_len > 0 && tries < 3; tries++) {
         struct timespec pause = {0, 2 * 1000 * 1000};
         nanosleep(&pause, NULL);
+        copied = catch_up(f, fl, fl->offset, fl->head_len, fl->head_hash, fl->ino, fl->ino);
     }
+    if (!copied && fl->offset > 0)
+        close_line(f, fl); /* rewritten, not copied: what follows is new */
     tw_parser_set_line(fl->parser, 0);
     fl->head_len = 0;
     fl->head_hash = fnv(NULL, 0);
@@ -770,7 +772,6 @@ static int reopen_idle(tw_follower *f, followed *fl)
     close_file(f, fl);
     leave_generation(fl);
     catch_up(f, fl, offset, head_len, head_hash, st.st_ino, st.st_ino);
-    close_line(f, fl);
     tw_parser_set_line(fl->parser, 0);
     if (open_file(f, fl) != 0)
         return -1;
@@ -971,8 +972,8 @@ static void resume(tw_follower *f, followed *fl, saved *s)
     fl->prev_start = stream_end(fl) - (int64_t)s->offset;
     fl->prev_read_from = stream_end(fl); /* nothing of it read in this run */
     catch_up(f, fl, s->offset, s->g.head_len, s->g.head_hash, fl->ino, fl->ino);
-    if (fl->dev != s->g.dev || fl->ino != s->g.ino)
-        close_line(f, fl); /* renamed away: it ended there */
+    /* a line left open goes on in the file at the name: the last generation
+     * read may be a copy the writer went on from */
     tw_parser_set_line(fl->parser, 0);
     start_at(fl, 0);
 }
