@@ -127,7 +127,7 @@ struct tw_follower {
     size_t open_count, open_budget;
     char *buf;
     int inotify;
-    double last_save, last_glob, next_save;
+    double last_glob, next_save;
     bool started; /* first scan done: later files are read from the start */
     bool had_state;
     saved *saved;
@@ -1035,8 +1035,6 @@ static bool has_glob(const char *s)
 static void add_or_say(tw_follower *f, const char *path, bool from_start)
 {
     int rc = add_file(f, path, from_start);
-    if (rc != TW_OK && !f->o.warnings)
-        return;
     if (rc != TW_OK)
         say(f, "%s: %s: not followed", path, tw_strerror(rc));
 }
@@ -1294,6 +1292,7 @@ static int write_state(tw_follower *f, int *reason)
         return TW_EIO; /* records not written: the state stays before them */
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", f->o.state_file);
+    errno = 0; /* a failed write leaves its reason here for ferror() below */
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         *reason = errno;
@@ -1325,7 +1324,6 @@ int tw_follower_save(tw_follower *f)
     if (!f->o.state_file)
         return TW_OK;
     int reason;
-    errno = 0;
     int rc = write_state(f, &reason);
     double now = tw_monotonic_clock();
     if (rc != TW_OK) {
@@ -1371,13 +1369,15 @@ int tw_follower_open(const tw_follow_options *o, tw_follower **out, char *err, s
     /* Save the starting positions before anything is read: a kill before the
      * first periodic save then restarts from here, and the sink is cut back
      * to its size now. */
-    if (o->state_file && (rc = tw_follower_save(f)) != TW_OK) {
-        snprintf(err, errlen, "%s: cannot be saved: %s", o->state_file, tw_strerror(rc));
+    int reason;
+    if (o->state_file && (rc = write_state(f, &reason)) != TW_OK) {
+        snprintf(err, errlen, "%s: cannot be saved: %s", o->state_file,
+                 reason ? strerror(reason) : "the records output could not be written");
         f->started = false; /* nothing to save at close */
         tw_follower_close(f);
         return rc;
     }
-    f->last_glob = f->last_save = tw_monotonic_clock();
+    f->last_glob = tw_monotonic_clock();
     *out = f;
     return TW_OK;
 }
@@ -1406,11 +1406,7 @@ int tw_follower_poll(tw_follower *f, double timeout)
     for (size_t i = 0; i < f->count; i++)
         cut += tw_parser_stats(f->files[i]->parser)->lines_cut;
     f->stats.lines_cut = cut;
-    if (f->o.state_file && tw_monotonic_clock() >= f->next_save) {
-        f->last_save = now;
-        return tw_follower_save(f);
-    }
-    return TW_OK;
+    return f->o.state_file && tw_monotonic_clock() >= f->next_save ? tw_follower_save(f) : TW_OK;
 }
 
 const tw_follow_stats *tw_follower_stats(const tw_follower *f)
