@@ -93,6 +93,26 @@ void tw_parser_set_line(tw_parser *p, uint64_t line);
 /* Forgets a held partial line (the file was truncated under it). */
 void tw_parser_drop_pending(tw_parser *p);
 
+/* Where a follower can resume after a restart so that a fresh parser goes
+ * on exactly as this one: `back` bytes before the end of what was pushed,
+ * at the start of a multi-line block still open (an OLMo metric block, a
+ * traceback: a fresh parser from there reads the whole block again), else
+ * of the partial last line. `line` is the number of the line before that
+ * point; `skip_line` says it lies inside a line cut at TW_LINE_MAX, whose
+ * rest is to be dropped up to its newline (tw_parser_skip_line). Records
+ * delivered so far all come from lines before that point. */
+typedef struct tw_parser_resume {
+    uint64_t back;
+    uint64_t line;
+    bool skip_line;
+} tw_parser_resume;
+void tw_parser_resume_point(const tw_parser *p, tw_parser_resume *out);
+/* Live input that stops (or a file that ends for good): formats deliver
+ * the blocks they hold, as at the end of input; a partial line stays held. */
+void tw_parser_end_blocks(tw_parser *p, tw_record_fn fn, void *arg);
+/* Resuming inside a cut line: drops what comes up to the next newline. */
+void tw_parser_skip_line(tw_parser *p);
+
 /* Opens a parser on no file at all, for tw_parser_feed() (name is borrowed). */
 int tw_parser_new(tw_parser **out, const char *name, const tw_format *forced, int rank);
 

@@ -118,6 +118,8 @@ static int finish(tw_supervision *sup, const watch_options *o)
         if (report->findings[i].severity == TW_SEV_ERROR)
             status = TW_EXIT_PROBLEMS;
     }
+    if (result.output_failed)
+        status = TW_EXIT_USAGE; /* records were lost: the status says so too */
     tw_report_free(report);
     if (tw_stream_flush(stdout) != 0) {
         fprintf(stderr, "trainwatch watch: could not write the report to standard output: %s\n", strerror(errno));

@@ -163,6 +163,7 @@ void tw_parser_close(tw_parser *p)
     }
     free(p->scratch);
     free(p->buf);
+    free(p->idle_state);
     if (!p->borrowed_path)
         free(p->path);
     free(p);
@@ -398,6 +399,47 @@ void tw_parser_finish_formats(tw_parser *p)
     }
 }
 
+/* Live input: true when no format holds part of a block, so a fresh parser
+ * started at the next line would continue exactly. A format that keeps
+ * something for finish() is idle when its state equals a fresh (zeroed) one. */
+static bool at_rest(tw_parser *p)
+{
+    if (p->continuing >= 0)
+        return false;
+    size_t count;
+    const tw_format *const *table = tw_formats(&count);
+    for (size_t i = 0; i < count; i++) {
+        const tw_format *f = table[i];
+        if (!f->finish || !f->state_size)
+            continue;
+        bool idle = f->same_state ? f->same_state(p->states[i], p->idle_state)
+                                  : memcmp(p->states[i], p->idle_state, f->state_size) == 0;
+        if (!idle)
+            return false;
+    }
+    return true;
+}
+
+static uint64_t records_emitted(const tw_parser *p) { return p->stats.steps + p->stats.evals + p->stats.events; }
+
+/* Moves the resume point after a line [start, end) (stream positions) was
+ * processed: past it when nothing is left open; to its start when it
+ * delivered records while a block stays open (a header line that flushed
+ * the previous block and opened the next: a fresh parser from there would
+ * not deliver them again); otherwise it stays at the start of the block. */
+static void note_line(tw_parser *p, uint64_t start, uint64_t end, uint64_t records_before)
+{
+    if (at_rest(p)) {
+        p->rest_pos = end;
+        p->rest_line = p->line_no;
+        p->rest_skipping = p->skipping;
+    } else if (records_emitted(p) != records_before) {
+        p->rest_pos = start;
+        p->rest_line = p->line_no - 1;
+        p->rest_skipping = false;
+    }
+}
+
 /* Splits p->buf into lines and keeps a partial last line for the next read,
  * unless final is set or it outgrew TW_LINE_MAX (then it is cut, counted,
  * and the rest of it up to the next newline is dropped). */
@@ -405,26 +447,41 @@ static void split_lines(tw_parser *p, bool final)
 {
     const char *buf = p->buf;
     size_t start = 0;
+    uint64_t base = p->stats.bytes - p->have; /* stream position of buf[0] */
     for (;;) {
         const char *nl = memchr(buf + start, '\n', p->have - start);
         if (!nl)
             break;
         size_t len = (size_t)(nl - (buf + start));
-        if (p->skipping)
+        if (p->skipping) {
             p->skipping = false;
-        else
+            if (p->track_rest && p->rest_skipping) {
+                p->rest_pos = base + start + len + 1;
+                p->rest_skipping = false;
+            }
+        } else if (!p->track_rest) {
             process_line(p, buf + start, len);
+        } else {
+            uint64_t records = records_emitted(p);
+            process_line(p, buf + start, len);
+            note_line(p, base + start, base + start + len + 1, records);
+        }
         start += len + 1;
     }
     size_t rest = p->have - start;
     if (p->skipping) {
         start = p->have;
+        if (p->track_rest && p->rest_skipping)
+            p->rest_pos = base + start;
     } else if (rest >= TW_LINE_MAX || (final && rest > 0)) {
         if (rest >= TW_LINE_MAX) {
             p->stats.lines_cut++;
             p->skipping = !final;
         }
+        uint64_t records = records_emitted(p);
         process_line(p, buf + start, rest >= TW_LINE_MAX ? TW_LINE_MAX : rest);
+        if (p->track_rest)
+            note_line(p, base + start, base + p->have, records);
         start = p->have;
     }
     memmove(p->buf, p->buf + start, p->have - start);
@@ -460,17 +517,71 @@ void tw_parser_push(tw_parser *p, const char *data, size_t len, tw_record_fn fn,
 {
     p->fn = fn;
     p->arg = arg;
+    if (!p->track_rest && !p->idle_state) {
+        size_t count, largest = 1;
+        const tw_format *const *table = tw_formats(&count);
+        for (size_t i = 0; i < count; i++)
+            largest = table[i]->state_size > largest ? table[i]->state_size : largest;
+        /* without it the resume point is the start of the partial line */
+        p->idle_state = calloc(1, largest);
+        p->track_rest = p->idle_state != NULL;
+        p->rest_pos = p->stats.bytes - p->have;
+        p->rest_line = p->line_no;
+        p->rest_skipping = p->skipping;
+    }
     tw_parser_ingest(p, data, len);
 }
 
 size_t tw_parser_pending(const tw_parser *p) { return p->skipping ? 0 : p->have; }
 uint64_t tw_parser_line(const tw_parser *p) { return p->line_no; }
-void tw_parser_set_line(tw_parser *p, uint64_t line) { p->line_no = line; }
+
+void tw_parser_set_line(tw_parser *p, uint64_t line)
+{
+    p->line_no = line;
+    if (p->rest_pos == p->stats.bytes - p->have)
+        p->rest_line = line;
+}
 
 void tw_parser_drop_pending(tw_parser *p)
 {
     p->have = 0;
     p->skipping = false;
+}
+
+void tw_parser_resume_point(const tw_parser *p, tw_parser_resume *out)
+{
+    if (!p->track_rest) {
+        out->back = p->have;
+        out->line = p->line_no;
+        out->skip_line = p->skipping;
+        return;
+    }
+    out->back = p->stats.bytes - p->rest_pos;
+    out->line = p->rest_line;
+    out->skip_line = p->rest_skipping;
+}
+
+void tw_parser_end_blocks(tw_parser *p, tw_record_fn fn, void *arg)
+{
+    p->fn = fn;
+    p->arg = arg;
+    tw_parser_finish_formats(p);
+    p->continuing = -1;
+    if (p->track_rest && !p->skipping) {
+        p->rest_pos = p->stats.bytes - p->have;
+        p->rest_line = p->line_no;
+        p->rest_skipping = false;
+    }
+}
+
+void tw_parser_skip_line(tw_parser *p)
+{
+    p->have = 0;
+    p->skipping = true;
+    if (p->track_rest) {
+        p->rest_pos = p->stats.bytes;
+        p->rest_skipping = true;
+    }
 }
 
 int tw_parser_feed(tw_parser *p, const char *data, size_t len, tw_record_fn fn, void *arg)

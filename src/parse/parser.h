@@ -43,6 +43,13 @@ struct tw_parser {
     uint64_t line_no;
     char *scratch;            /* ANSI-stripped copy of the current segment */
     bool emitted_data;        /* the current line produced a step or eval record */
+    /* Live input (tw_parser_push): the last point a fresh parser could
+     * resume from and continue exactly (see tw_parser_resume_point). */
+    bool track_rest;
+    bool rest_skipping;       /* that point is inside a line cut at TW_LINE_MAX */
+    uint64_t rest_pos;        /* in bytes ingested (stats.bytes) */
+    uint64_t rest_line;
+    void *idle_state;         /* zeroes, as large as the largest format state */
 };
 
 /* Parses complete lines of data (a partial last line is held back). */

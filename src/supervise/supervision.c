@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,6 +52,7 @@ struct tw_supervision {
     command_source *command;
     tw_follower *follower;
     tw_follow_stats follow_stats;
+    bool followed; /* the source was files (their statistics stay after finish) */
     bool stop;
 };
 
@@ -98,6 +100,7 @@ int tw_supervision_new(const tw_supervision_options *o, tw_supervision **out)
         rc = tw_status_from_errno(errno);
     if (rc == TW_OK)
         rc = tw_alerts_start(&s->alerts, &o->alerts, o->name, s->registry);
+    s->sinks.records_path = o->records_path;
     if (rc == TW_OK && o->records_path && !(s->sinks.records = fopen(o->records_path, "a"))) {
         fprintf(stderr, "trainwatch %s: %s: %s\n", o->name, o->records_path, strerror(errno));
         rc = tw_status_from_errno(errno);
@@ -307,12 +310,27 @@ static bool command_tick(tw_supervision *s, double wait)
 
 /* ---- followed files ------------------------------------------------ */
 
+/* Many followed files need many descriptors: take what the hard limit
+ * allows (the follower closes idle files beyond what that leaves). */
+static void raise_descriptor_limit(const char *name)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
+        return;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        fprintf(stderr, "trainwatch %s: raising the open-files limit: %s\n", name, strerror(errno));
+}
+
 int tw_supervision_follow(tw_supervision *s, tw_follow_options *f)
 {
     char err[512];
+    raise_descriptor_limit(s->o.name);
     f->format = s->o.format;
+    f->warnings = stderr;
     f->sink = (tw_record_sink){tw_sinks_record, &s->sinks, tw_sinks_commit, tw_sinks_restore};
     int rc = tw_follower_open(f, &s->follower, err, sizeof err);
+    s->followed = rc == TW_OK;
     if (rc != TW_OK)
         fprintf(stderr, "trainwatch %s: %s\n", s->o.name, err);
     return rc;
@@ -320,14 +338,11 @@ int tw_supervision_follow(tw_supervision *s, tw_follow_options *f)
 
 static bool follow_tick(tw_supervision *s, double wait)
 {
-    int rc = tw_follower_poll(s->follower, wait);
-    if (rc != TW_OK)
-        fprintf(stderr, "trainwatch %s: saving the state file: %s\n", s->o.name, tw_strerror(rc));
+    (void)tw_follower_poll(s->follower, wait); /* a state that cannot be saved is said by the follower, once */
     take_signals(s);
     tw_live_tick(s->sinks.live, tw_wall_clock());
     tw_alerts_tick(&s->alerts, tw_wall_clock());
-    if (s->sinks.records)
-        fflush(s->sinks.records); /* readers see whole records soon, state file or not */
+    tw_sinks_flush(&s->sinks); /* readers see whole records soon, state file or not */
     return !s->stop;
 }
 
@@ -342,7 +357,7 @@ bool tw_supervision_tick(tw_supervision *s, double wait)
 
 const tw_follow_stats *tw_supervision_follow_stats(const tw_supervision *s)
 {
-    return s->follower || s->follow_stats.files ? &s->follow_stats : NULL;
+    return s->followed ? &s->follow_stats : NULL;
 }
 
 /* ---- the end ------------------------------------------------------- */
@@ -407,12 +422,20 @@ int tw_supervision_finish(tw_supervision *s, tw_report **report, tw_supervision_
     if (s->command)
         command_finish(s, result);
     if (s->follower) {
+        tw_follower_finish(s->follower); /* the last blocks, then the state */
         s->follow_stats = *tw_follower_stats(s->follower);
         tw_follower_close(s->follower); /* flushes and saves the state */
         s->follower = NULL;
     }
-    if (s->sinks.records)
-        fflush(s->sinks.records);
+    if (s->sinks.records) {
+        tw_sinks_flush(&s->sinks);
+        int closed = fclose(s->sinks.records), close_errno = errno;
+        s->sinks.records = NULL;
+        if (closed != 0 && !s->sinks.records_failed)
+            fprintf(stderr, "trainwatch %s: %s: %s\n", s->o.name, s->o.records_path, strerror(close_errno));
+        if (closed != 0 || s->sinks.records_failed)
+            result->output_failed = true; /* records were lost */
+    }
     tw_alerts_finish(&s->alerts, s->o.name, tw_wall_clock());
     tw_thresholds th;
     tw_thresholds_default(&th);

@@ -1,9 +1,13 @@
 """`trainwatch watch` against logs that rotate under it: by rename and by
 copy-truncate, mixed, over a thousand times, with and without kill -9 of the
-watcher; every line must come out exactly once."""
+watcher; every line must come out exactly once. The torture cases also keep
+more than 64 generations, write in 4 KiB blocks that split lines, write
+multi-line records (OLMo metric blocks, tracebacks), rewrite a log in place
+and reach one file by two names."""
 import json
 import os
 import random
+import resource
 import signal
 import subprocess
 import sys
@@ -23,16 +27,41 @@ def watcher(tmp_path, *args):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def steps_seen(tmp_path):
+def records_seen(tmp_path):
     path = tmp_path / "records.jsonl"
     if not path.exists():
         return []
-    out = []
-    for line in path.read_text().split("\n")[:-1]:  # whole lines only: the writer may be mid-record
-        r = json.loads(line)
-        if r["kind"] == "step":
-            out.append(r["global_step"])
-    return out
+    # whole lines only: the writer may be mid-record
+    return [json.loads(line) for line in path.read_text().split("\n")[:-1]]
+
+
+def steps_seen(tmp_path):
+    return [r["global_step"] for r in records_seen(tmp_path) if r["kind"] == "step"]
+
+
+def writer(log, total, every, seed, pause, keep, *options, wait=True):
+    cmd = [sys.executable, os.path.join(HERE, "rotate_writer.py"), str(log), str(total), str(every), str(seed),
+           str(pause), str(keep), *options]
+    if wait:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+
+
+def started(tmp_path, name="train.log"):
+    wait_until(lambda: name in (tmp_path / "state").read_text(), timeout=30, what="the watcher to start")
+
+
+def kill_while(w, proc, restart, rng, low=0.2, high=2.0):
+    """kill -9 the watcher w at random moments while proc runs, starting it
+    again each time; returns the last watcher and the number of kills."""
+    kills = 0
+    while proc.poll() is None:
+        time.sleep(rng.uniform(low, high))
+        w.kill()  # SIGKILL: no chance to save anything
+        w.wait()
+        kills += 1
+        w = restart()
+    return w, kills
 
 
 def stop(proc, sig=signal.SIGTERM):
@@ -59,11 +88,10 @@ def test_rotation_torture(tmp_path):
     wait_until(lambda: "train.log" in (tmp_path / "state").read_text(), timeout=30, what="the watcher to start")
     # eight generations kept, as logrotate commonly does: a watcher more than
     # eight rotations behind (a few ms at this pace) would lose lines by design
-    total, every = 24000, 20
-    writer = subprocess.run([sys.executable, os.path.join(HERE, "rotate_writer.py"), str(log), str(total), str(every),
-                             "1", "0.001", "8"], capture_output=True, text=True, timeout=600)
-    assert writer.returncode == 0, writer.stderr
-    assert int(writer.stdout) >= 1000
+    total, every = 16000, 16
+    done = writer(log, total, every, 1, 0.001, 8)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) >= 1000
     wait_until(lambda: len(steps_seen(tmp_path)) >= total, timeout=60, what="the watcher to catch up")
     time.sleep(1)
     out, err = stop(w)
@@ -77,22 +105,14 @@ def test_rotation_torture_with_kill_9(tmp_path):
     # The writer keeps sixteen rotated generations (0.4 s of log): long enough
     # for a watcher killed at random to come back (even an ASan build on a
     # busy machine) and find every line.
-    total, every = 12000, 10
+    total, every = 4000, 10
     # the watcher first: rotated generations already there when it starts
     # are history, not news, so it must be following before the first rotation
     w = watcher(tmp_path, "--from-start", str(log))
-    wait_until(lambda: "train.log" in (tmp_path / "state").read_text(), timeout=30, what="the watcher to start")
-    writer = subprocess.Popen([sys.executable, os.path.join(HERE, "rotate_writer.py"), str(log), str(total),
-                               str(every), "7", "0.025", "16"], stdout=subprocess.PIPE, text=True)
-    rng = random.Random(3)
-    kills = 0
-    while writer.poll() is None:
-        time.sleep(rng.uniform(0.2, 2.0))
-        w.kill()  # SIGKILL: no chance to save anything
-        w.wait()
-        kills += 1
-        w = watcher(tmp_path, "--from-start", str(log))
-    assert int(writer.stdout.read()) >= 1000
+    started(tmp_path)
+    proc = writer(log, total, every, 7, 0.025, 16, wait=False)
+    w, kills = kill_while(w, proc, lambda: watcher(tmp_path, "--from-start", str(log)), random.Random(3), 0.2, 1.2)
+    assert int(proc.stdout.read()) >= 400
     wait_until(lambda: len(set(steps_seen(tmp_path))) >= total, timeout=60, what="the watcher to catch up")
     time.sleep(1.5)
     stop(w)
@@ -182,3 +202,281 @@ def test_polling_fallback_without_inotify(tmp_path):
     out, err = stop(w)
     assert "polling" in err
     check_exactly_once(steps_seen(tmp_path), total)
+
+
+def test_more_than_64_generations_with_kill_9(tmp_path):
+    # 150 generations kept and 200 rotations: every one listed, sorted, and
+    # remembered as read across restarts (a listing cut at 64 entries read
+    # old generations again or missed new ones)
+    log = tmp_path / "train.log"
+    log.write_text("")
+    w = watcher(tmp_path, "--from-start", str(log))
+    started(tmp_path)
+    # tracebacks too, written in 1 KiB blocks: one cut by a copy-truncate goes
+    # on in the truncated file, and a restart inside one reads it again whole
+    total = 2000
+    proc = writer(log, total, 10, 5, 0.02, 150, "--format", "traceback", "--chunk", "1024", wait=False)
+    w, kills = kill_while(w, proc, lambda: watcher(tmp_path, "--from-start", str(log)), random.Random(5), 0.5, 1.5)
+    rotations, tracebacks = map(int, proc.stdout.read().split())
+    assert rotations == 200 and tracebacks == total // 7
+    assert len(list(tmp_path.glob("train.log.*"))) == 150
+    wait_until(lambda: len(set(steps_seen(tmp_path))) >= total, timeout=60, what="the watcher to catch up")
+    time.sleep(1)
+    stop(w)
+    assert kills >= 2
+    check_exactly_once(steps_seen(tmp_path), total)
+    failures = [r["message"] for r in records_seen(tmp_path) if r["kind"] == "event" and r["event"] == "exception"]
+    assert sorted(failures) == sorted(f"RuntimeError: failure {n}" for n in range(7, total + 1, 7))
+
+
+def test_block_buffered_writer_copy_truncate(tmp_path):
+    # 4 KiB writes split lines; a copy-truncate then leaves the copy inside a
+    # line whose rest is the first bytes of the truncated file: one line, not
+    # two damaged ones
+    log = tmp_path / "train.log"
+    log.write_text("")
+    w = watcher(tmp_path, "--from-start", str(log))
+    started(tmp_path)
+    total = 3000
+    done = writer(log, total, 75, 2, 0.02, 8, "--chunk", "4096", "--rotate", "copytruncate")
+    assert done.returncode == 0 and int(done.stdout) == 40
+    wait_until(lambda: len(steps_seen(tmp_path)) >= total, timeout=60, what="the watcher to catch up")
+    time.sleep(0.5)
+    stop(w)
+    steps = [r for r in records_seen(tmp_path) if r["kind"] == "step"]
+    damaged = [r for r in steps if abs(r["loss"] - 1.0 / r["global_step"]) > 1e-6]
+    assert not damaged, f"{len(damaged)} damaged records, first {damaged[:2]}"
+    check_exactly_once([r["global_step"] for r in steps], total)
+
+
+def test_olmo_blocks_across_kill_9(tmp_path):
+    # multi-line records across restarts: the state must point at the start
+    # of the open block, and the graceful stop at the end delivers the last
+    # step (an OLMo block ends only when the next one starts)
+    log = tmp_path / "train.log"
+    log.write_text("")
+    w = watcher(tmp_path, "--from-start", str(log))
+    started(tmp_path)
+    total = 400
+    proc = writer(log, total, 40, 4, 0.3, 8, "--format", "olmo", "--chunk", "700", wait=False)
+    w, kills = kill_while(w, proc, lambda: watcher(tmp_path, "--from-start", str(log)), random.Random(4), 0.2, 0.6)
+    assert int(proc.stdout.read()) == 10
+    wait_until(lambda: len(set(steps_seen(tmp_path))) >= total - 1, timeout=60, what="the watcher to catch up")
+    time.sleep(0.5)
+    stop(w)
+    assert kills >= 5
+    check_exactly_once(steps_seen(tmp_path), total)
+
+
+def test_traceback_and_olmo_block_cut_by_restarts(tmp_path):
+    log = tmp_path / "train.log"
+    head = ("Traceback (most recent call last):\n  File \"train.py\", line 12, in <module>\n    main()\n"
+            "  File \"train.py\", line 40, in main\n")
+    tail = "    raise RuntimeError(\"failure\")\nRuntimeError: failure at step 40\n"
+    log.write_text("[2024/03/09 15:15:33] ppocr INFO: epoch: [1/9], global_step: 1, lr: 0.1, loss: 0.5\n" + head)
+    w = watcher(tmp_path, "--from-start", str(log))
+    wait_until(lambda: steps_seen(tmp_path) == [1] or None, timeout=10, what="the first line")
+    time.sleep(0.5)  # saved with the traceback open
+    w.kill()
+    w.wait()
+    with open(log, "a") as f:
+        f.write(tail)
+    w = watcher(tmp_path, "--from-start", str(log))
+    wait_until(lambda: any(r["kind"] == "event" for r in records_seen(tmp_path)) or None, timeout=10,
+               what="the exception")
+    stop(w)
+    events = [r for r in records_seen(tmp_path) if r["kind"] == "event"]
+    assert [e["event"] for e in events] == ["exception"]
+    assert "RuntimeError: failure at step 40" in events[0]["message"]
+
+    # an OLMo log: stopped gracefully, the watcher delivers the last step;
+    # started again, it goes on without doubling it
+    olmo = tmp_path / "olmo.log"
+    block = ("2025-12-27 22:14:36.270\thost:0\tolmo.train:990\tINFO\t[step={n}/100,epoch=0]\n"
+             "    train/CrossEntropyLoss={loss}\n")
+    olmo.write_text("".join(block.format(n=n, loss=1.0 / n) for n in (1, 2, 3)))
+    (tmp_path / "state").unlink()
+    (tmp_path / "records.jsonl").unlink()
+    w = watcher(tmp_path, "--from-start", str(olmo))
+    wait_until(lambda: steps_seen(tmp_path) == [1, 2] or None, timeout=10, what="two steps")
+    time.sleep(0.3)
+    stop(w)
+    assert steps_seen(tmp_path) == [1, 2, 3]
+    with open(olmo, "a") as f:
+        f.write(block.format(n=4, loss=0.25) + "    optim/total_grad_norm=1.0\n")
+    w = watcher(tmp_path, "--from-start", str(olmo))
+    wait_until(lambda: (tmp_path / "state").stat().st_size > 0 or None, what="the state")
+    time.sleep(0.5)
+    stop(w)
+    assert steps_seen(tmp_path) == [1, 2, 3, 4]
+
+
+def test_same_file_under_two_names_is_read_once(tmp_path):
+    logdir = tmp_path / "log"
+    logdir.mkdir()
+    target = logdir / "run1.log"
+    target.write_text("".join(f"[2024/03/09 15:15:33] ppocr INFO: epoch: [1/9], global_step: {n}, lr: 0.1, "
+                              f"loss: {1.0 / n:.4f}\n" for n in range(1, 11)))
+    os.symlink("run1.log", logdir / "latest.log")  # matched by the glob too
+    w = subprocess.Popen([binary("trainwatch"), "watch", "--web.listen-address", "none", "--records",
+                          str(tmp_path / "records.jsonl"), "--from-start", str(logdir / "*.log*"), str(target),
+                          f"{logdir}/./run1.log"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    wait_until(lambda: len(steps_seen(tmp_path)) >= 10, timeout=10, what="the steps")
+    with open(target, "a") as f:
+        f.write("[2024/03/09 15:15:34] ppocr INFO: epoch: [1/9], global_step: 11, lr: 0.1, loss: 0.09\n")
+    wait_until(lambda: 11 in steps_seen(tmp_path) or None, timeout=10, what="step 11")
+    time.sleep(0.5)
+    out, err = stop(w)
+    check_exactly_once(steps_seen(tmp_path), 11)
+    assert err.count("the same file as") == 2, err
+    assert "restart" not in out
+
+
+def test_log_rewritten_in_place_while_down(tmp_path):
+    # the same inode rewritten with `>`, starting with the same 300-byte
+    # banner: the saved offset is not a position in the new content
+    log = tmp_path / "train.log"
+    banner = "".join(f"# config {k:03d}: {'x' * 50}\n" for k in range(6))
+    line = "[2024/03/09 15:15:33] ppocr INFO: epoch: [1/9], global_step: {n}, lr: 0.1, loss: 0.5\n"
+    log.write_text(banner + "".join(line.format(n=n) for n in range(1, 51)))
+    w = watcher(tmp_path, "--from-start", str(log))
+    wait_until(lambda: len(steps_seen(tmp_path)) >= 50, timeout=10, what="50 steps")
+    time.sleep(0.3)
+    stop(w)
+    ino = log.stat().st_ino
+    with open(log, "w") as f:  # O_TRUNC: the same inode
+        f.write(banner + "".join(line.format(n=n) for n in range(1001, 1151)))
+    assert log.stat().st_ino == ino
+    w = watcher(tmp_path, "--from-start", str(log))
+    wait_until(lambda: len(steps_seen(tmp_path)) >= 200, timeout=10, what="the new content")
+    time.sleep(0.3)
+    stop(w)
+    assert steps_seen(tmp_path) == list(range(1, 51)) + list(range(1001, 1151))
+
+
+def test_records_write_error_keeps_the_state_before_it(tmp_path):
+    # a file-size limit makes the records file "full" after 20 KB (as a full
+    # disk would): the state must stay before the records not written, so a
+    # restart with room finds every record, once
+    log = tmp_path / "train.log"
+    total = 300
+    log.write_text("".join(f"[2024/03/09 15:15:33] ppocr INFO: epoch: [1/9], global_step: {n}, lr: 0.1, "
+                           f"loss: {1.0 / n:.6f}\n" for n in range(1, total + 1)))
+
+    def small_disk():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))
+
+    full = subprocess.Popen([binary("trainwatch"), "watch", "--web.listen-address", "none", "--state",
+                             str(tmp_path / "state"), "--records", str(tmp_path / "records.jsonl"), "--from-start",
+                             str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=small_disk)
+    time.sleep(1.5)
+    out, err = stop(full)
+    assert full.returncode == 2, err
+    assert err.count("no more records are written") == 1, err
+    written = (tmp_path / "records.jsonl").stat().st_size
+    assert 0 < written <= 20000
+    sink = int((tmp_path / "state").read_text().split("\n")[1].split()[1])
+    assert sink <= written
+    w = watcher(tmp_path, str(log))
+    wait_until(lambda: len(steps_seen(tmp_path)) >= total, timeout=10, what="the records after a restart")
+    time.sleep(0.3)
+    stop(w)
+    check_exactly_once(steps_seen(tmp_path), total)
+
+
+def test_state_that_cannot_be_saved_is_said_once(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("")
+    # stderr is a pipe: the file-size limit below applies to regular files only
+    w = subprocess.Popen([binary("trainwatch"), "watch", "--web.listen-address", "none", "--state",
+                          str(tmp_path / "state"), str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, preexec_fn=lambda: signal.signal(signal.SIGXFSZ, signal.SIG_IGN))
+    started(tmp_path)
+    # the disk fills up: no state file can be written any more
+    resource.prlimit(w.pid, resource.RLIMIT_FSIZE, (40, resource.RLIM_INFINITY))
+    with open(log, "a") as f:
+        f.write("[2024/03/09 15:15:33] ppocr INFO: epoch: [1/9], global_step: 1, lr: 0.1, loss: 0.5\n")
+    time.sleep(2)
+    assert not (tmp_path / "state.tmp").exists()
+    assert " 0 0 0 " in (tmp_path / "state").read_text()  # still the position before the line
+    resource.prlimit(w.pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    wait_until(lambda: " 0 0 0 " not in (tmp_path / "state").read_text() or None, timeout=10, what="a save")
+    out, err = stop(w)
+    assert err.count("cannot be saved (File too large)") == 1, err
+    assert err.count("saved again") == 1, err
+    assert not (tmp_path / "state.tmp").exists()
+
+
+def test_restart_inside_a_line_longer_than_1_mib(tmp_path):
+    log = tmp_path / "train.log"
+    line = "[2024/03/09 15:15:33] ppocr INFO: epoch: [1/9], global_step: {n}, lr: 0.1, loss: 0.5\n"
+    with open(log, "w") as f:
+        f.write(line.format(n=1) + "x" * (1536 * 1024))
+    w = watcher(tmp_path, "--from-start", str(log))
+    wait_until(lambda: "lines_cut" or None, what="")
+    wait_until(lambda: int((tmp_path / "state").read_text().split("\n")[2].split()[3]) > (1 << 20) or None,
+               timeout=10, what="the state inside the long line")
+    w.kill()
+    w.wait()
+    with open(log, "a") as f:
+        f.write(" " + line.format(n=999) + line.format(n=2))
+    w = watcher(tmp_path, "--from-start", str(log))
+    wait_until(lambda: 2 in steps_seen(tmp_path) or None, timeout=10, what="step 2")
+    stop(w)
+    assert steps_seen(tmp_path) == [1, 2]
+
+
+def test_fifo_is_refused_and_duration_kept(tmp_path):
+    fifo = tmp_path / "train.fifo"
+    os.mkfifo(fifo)
+    done = subprocess.run([binary("trainwatch"), "watch", "--web.listen-address", "none", "--duration", "1",
+                           str(fifo)], capture_output=True, text=True, timeout=30)
+    assert "not a regular file" in done.stderr
+    assert "lines from" in done.stderr  # the final report came
+
+
+def test_missing_file_is_said_and_waited_for(tmp_path):
+    log = tmp_path / "nothere.log"
+    err_path = tmp_path / "err.txt"
+    with open(err_path, "w") as err_file:
+        w = subprocess.Popen([binary("trainwatch"), "watch", "--web.listen-address", "none", "--records",
+                              str(tmp_path / "records.jsonl"), str(log)], stdout=subprocess.PIPE, stderr=err_file)
+    wait_until(lambda: "does not exist yet" in err_path.read_text() or None, timeout=10, what="the warning")
+    log.write_text("[2024/03/09 15:15:33] ppocr INFO: epoch: [1/9], global_step: 1, lr: 0.1, loss: 0.5\n")
+    wait_until(lambda: steps_seen(tmp_path) == [1] or None, timeout=10, what="the file's line")
+    stop(w)
+    err = err_path.read_text()
+    assert err.count("nothere.log: does not exist yet: waiting for it") == 1, err
+    assert "nothere.log: appeared: following it" in err
+
+
+def test_more_files_than_descriptors(tmp_path):
+    # 600 files with 128 descriptors: the watcher takes the hard limit, then
+    # closes the files idle longest and opens them again when they change
+    logdir = tmp_path / "log"
+    logdir.mkdir()
+    count = 600
+    line = "[2024/03/09 15:15:33] ppocr INFO: epoch: [1/9], global_step: {n}, lr: 0.1, loss: 0.5\n"
+    for k in range(count):
+        (logdir / f"worker.{k}.log").write_text(line.format(n=k * 10 + 1))
+
+    def few_descriptors():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
+
+    w = subprocess.Popen([binary("trainwatch"), "watch", "--web.listen-address", "none", "--state",
+                          str(tmp_path / "state"), "--records", str(tmp_path / "records.jsonl"), "--from-start",
+                          str(logdir / "*.log")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=few_descriptors)
+    wait_until(lambda: len(steps_seen(tmp_path)) >= count, timeout=30, what="the first lines")
+    for k in range(count):
+        with open(logdir / f"worker.{k}.log", "a") as f:
+            f.write(line.format(n=k * 10 + 2))
+    wait_until(lambda: len(steps_seen(tmp_path)) >= 2 * count, timeout=30, what="the second lines")
+    time.sleep(0.5)
+    out, err = stop(w)
+    assert "not followed" not in err, err
+    assert sorted(steps_seen(tmp_path)) == sorted(k * 10 + n for k in range(count) for n in (1, 2))
+    assert f"from {count} files" in err

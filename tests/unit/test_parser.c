@@ -97,6 +97,119 @@ static void test_long_line_is_cut_and_counted(void **state)
     free(c);
 }
 
+/* ---- live input: where a follower resumes -------------------------- */
+
+static const char olmo_header[] = "2025-12-27 22:14:36.270\thost:0\tolmo.train:990\tINFO\t[step=%d/100,epoch=0]\n";
+static const char olmo_metric[] = "    train/CrossEntropyLoss=0.5\n";
+
+static void push_text(tw_parser *p, const char *text, collected_records *c)
+{
+    tw_parser_push(p, text, strlen(text), collect_record, c);
+}
+
+static void test_resume_point_is_the_start_of_an_open_block(void **state)
+{
+    (void)state;
+    collected_records *c = calloc(1, sizeof *c);
+    tw_parser *p;
+    assert_int_equal(tw_parser_new(&p, "olmo.log", NULL, -1), TW_OK);
+    char header[256];
+    tw_parser_resume r;
+    snprintf(header, sizeof header, olmo_header, 1);
+    push_text(p, header, c);
+    push_text(p, olmo_metric, c);
+    tw_parser_resume_point(p, &r);
+    /* the block of step 1 is open: a restart reads it again from its header */
+    assert_int_equal(r.back, strlen(header) + strlen(olmo_metric));
+    assert_int_equal(r.line, 0);
+    assert_int_equal(c->count, 0);
+    /* step 2's header delivers step 1 and opens its own block */
+    snprintf(header, sizeof header, olmo_header, 2);
+    push_text(p, header, c);
+    push_text(p, olmo_metric, c);
+    push_text(p, "    train/Cross", c); /* and a partial line */
+    tw_parser_resume_point(p, &r);
+    assert_int_equal(count_kind(c, TW_REC_STEP), 1);
+    assert_int_equal(r.back, strlen(header) + strlen(olmo_metric) + strlen("    train/Cross"));
+    assert_int_equal(r.line, 2);
+    assert_false(r.skip_line);
+    /* the end of this run delivers the open block; the partial line stays */
+    tw_parser_end_blocks(p, collect_record, c);
+    tw_parser_resume_point(p, &r);
+    assert_int_equal(count_kind(c, TW_REC_STEP), 2);
+    assert_int_equal(r.back, strlen("    train/Cross"));
+    assert_int_equal(r.line, 4);
+    tw_parser_close(p);
+    free(c);
+}
+
+static void test_resume_point_of_a_traceback_and_of_plain_lines(void **state)
+{
+    (void)state;
+    collected_records *c = calloc(1, sizeof *c);
+    tw_parser *p;
+    assert_int_equal(tw_parser_new(&p, "train.log", NULL, -1), TW_OK);
+    char line[512];
+    tw_parser_resume r;
+    snprintf(line, sizeof line, step_line, 1);
+    push_text(p, line, c);
+    tw_parser_resume_point(p, &r);
+    assert_int_equal(r.back, 0); /* at rest after a complete line */
+    assert_int_equal(r.line, 1);
+    const char *open = "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n";
+    push_text(p, open, c);
+    tw_parser_resume_point(p, &r);
+    assert_int_equal(r.back, strlen(open));
+    assert_int_equal(r.line, 1);
+    push_text(p, "RuntimeError: boom\n", c);
+    tw_parser_resume_point(p, &r);
+    assert_int_equal(r.back, 0);
+    assert_int_equal(count_kind(c, TW_REC_EVENT), 1);
+    tw_parser_close(p);
+    free(c);
+}
+
+static void test_resume_point_inside_a_cut_line(void **state)
+{
+    (void)state;
+    collected_records *c = calloc(1, sizeof *c);
+    tw_parser *p;
+    assert_int_equal(tw_parser_new(&p, "train.log", NULL, -1), TW_OK);
+    size_t big = TW_LINE_MAX + 4096;
+    char *text = malloc(big);
+    memset(text, 'x', big);
+    tw_parser_push(p, text, big, collect_record, c);
+    tw_parser_resume r;
+    tw_parser_resume_point(p, &r);
+    /* the head of the line was taken: a restart here drops the rest of it */
+    assert_int_equal(r.back, 0);
+    assert_true(r.skip_line);
+    tw_parser_push(p, text, 100, collect_record, c);
+    tw_parser_resume_point(p, &r);
+    assert_int_equal(r.back, 0);
+    assert_true(r.skip_line);
+    char line[512];
+    int n = snprintf(line, sizeof line, "tail\n" "%s", "");
+    tw_parser_push(p, line, (size_t)n, collect_record, c);
+    tw_parser_resume_point(p, &r);
+    assert_int_equal(r.back, 0);
+    assert_false(r.skip_line);
+    /* resuming inside a cut line: its rest is no line of its own */
+    tw_parser *q;
+    assert_int_equal(tw_parser_new(&q, "train.log", NULL, -1), TW_OK);
+    tw_parser_skip_line(q);
+    snprintf(line, sizeof line, "xxxx global_step: 999, loss: 0.1\n" "%s", "");
+    push_text(q, line, c);
+    snprintf(line, sizeof line, step_line, 2);
+    push_text(q, line, c);
+    assert_int_equal(count_kind(c, TW_REC_STEP), 1);
+    assert_int_equal(nth_kind(c, TW_REC_STEP, 0)->global_step, 2);
+    tw_parser_close(q);
+    free(text);
+    tw_parser_close(p);
+    free(c);
+}
+
 static void test_lines_with_nul_are_skipped(void **state)
 {
     (void)state;
@@ -396,6 +509,9 @@ int main(void)
         cmocka_unit_test(test_blocks_whose_start_differs_are_parsed_again),
         cmocka_unit_test(test_reading_ahead_stops_when_it_does_not_pay),
         cmocka_unit_test(test_gzip_is_read_in_order_with_jobs),
+        cmocka_unit_test(test_resume_point_is_the_start_of_an_open_block),
+        cmocka_unit_test(test_resume_point_of_a_traceback_and_of_plain_lines),
+        cmocka_unit_test(test_resume_point_inside_a_cut_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
