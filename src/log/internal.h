@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "rotate.h"
 #include "trainwatch/log.h"
@@ -32,9 +33,27 @@ typedef struct tw_log_out {
     bool cut;
 } tw_log_out;
 
-void tw_out_mem(tw_log_out *o, const char *s, size_t n);
+/* Inline: a record is made of many small pieces. */
+static inline void tw_out_mem(tw_log_out *o, const char *s, size_t n)
+{
+    size_t room = o->cap - o->len;
+    if (n > room) {
+        n = room;
+        o->cut = true;
+    }
+    memcpy(o->p + o->len, s, n);
+    o->len += n;
+}
+
+static inline void tw_out_char(tw_log_out *o, char c)
+{
+    if (o->len < o->cap)
+        o->p[o->len++] = c;
+    else
+        o->cut = true;
+}
+
 void tw_out_str(tw_log_out *o, const char *s);
-void tw_out_char(tw_log_out *o, char c);
 void tw_out_int(tw_log_out *o, int64_t v);
 /* Zero-padded to width digits. */
 void tw_out_uint_pad(tw_log_out *o, uint64_t v, int width);

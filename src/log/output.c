@@ -11,45 +11,23 @@
 
 #include "internal.h"
 
-void tw_out_mem(tw_log_out *o, const char *s, size_t n)
-{
-    size_t room = o->cap - o->len;
-    if (n > room) {
-        n = room;
-        o->cut = true;
-    }
-    memcpy(o->p + o->len, s, n);
-    o->len += n;
-}
-
 void tw_out_str(tw_log_out *o, const char *s)
 {
     if (s)
         tw_out_mem(o, s, strlen(s));
 }
 
-void tw_out_char(tw_log_out *o, char c)
-{
-    if (o->len < o->cap)
-        o->p[o->len++] = c;
-    else
-        o->cut = true;
-}
-
 void tw_out_uint_pad(tw_log_out *o, uint64_t v, int width)
 {
-    char digits[24];
-    int n = 0;
+    char text[24];
+    char *end = text + sizeof text, *p = end;
     do {
-        digits[n++] = (char)('0' + v % 10);
+        *--p = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    while (n < width && n < (int)sizeof digits)
-        digits[n++] = '0';
-    char text[24];
-    for (int i = 0; i < n; i++)
-        text[i] = digits[n - 1 - i];
-    tw_out_mem(o, text, (size_t)n);
+    while (end - p < width && p > text)
+        *--p = '0';
+    tw_out_mem(o, p, (size_t)(end - p));
 }
 
 void tw_out_int(tw_log_out *o, int64_t v)
@@ -68,9 +46,29 @@ static const double pow10_table[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1
 /* 15 significant digits of a finite positive v: digits in m (1e14 <= m <
  * 1e15), v ~= m * 10^(e - 14). Scaling by exact powers of ten keeps the
  * error below the 15th digit. */
+/* floor(log10(v)) for v > 0, by the table where it reaches (most values a
+ * training loop logs), so the common case costs no log10; off by one near a
+ * power of ten is corrected by decompose as log10's rounding would be. */
+static int exponent10(double v)
+{
+    int x = 0;
+    if (v >= 1 && v < pow10_table[22]) {
+        while (v >= pow10_table[x + 1])
+            x++;
+        return x;
+    }
+    if (v < 1 && v * pow10_table[22] >= 1) {
+        do
+            x--;
+        while (v * pow10_table[-x] < 1);
+        return x;
+    }
+    return (int)floor(log10(v));
+}
+
 static void decompose(double v, int64_t *m, int *e)
 {
-    int x = (int)floor(log10(v));
+    int x = exponent10(v);
     double scaled;
     int shift = 14 - x;
     if (shift >= 0 && shift <= 22)
@@ -259,37 +257,70 @@ static civil to_civil(int64_t ns, int64_t offset)
     return c;
 }
 
-static void out_civil(tw_log_out *o, const civil *c, char between)
+static void put2(char *p, unsigned v)
 {
+    p[0] = (char)('0' + v / 10 % 10);
+    p[1] = (char)('0' + v % 10);
+}
+
+/* "YYYY-MM-DD?HH:MM:SS" of c into b (19 bytes). */
+static void civil_seconds(char *b, const civil *c, char between)
+{
+    unsigned year = c->year < 0 ? 0 : c->year > 9999 ? 9999 : (unsigned)c->year;
+    put2(b, year / 100);
+    put2(b + 2, year % 100);
+    b[4] = '-';
+    put2(b + 5, c->month);
+    b[7] = '-';
+    put2(b + 8, c->day);
+    b[10] = between;
+    put2(b + 11, c->hour);
+    b[13] = ':';
+    put2(b + 14, c->minute);
+    b[16] = ':';
+    put2(b + 17, c->second);
+}
+
+/* The date and time to the second change once a second: each thread keeps
+ * the last one it wrote (thread-local, so signal-safe) and writes only the
+ * milliseconds anew. */
+typedef struct second_cache {
+    int64_t second, offset;
+    char between;
+    char text[19];
+} second_cache;
+
+static _Thread_local second_cache cached = {.second = INT64_MIN};
+
+static void out_civil(tw_log_out *o, int64_t ns, int64_t offset, char between)
+{
+    int64_t ms = ns / 1000000 + offset * 1000;
+    int64_t second = ms >= 0 ? ms / 1000 : (ms - 999) / 1000;
+    if (cached.second != second || cached.offset != offset || cached.between != between) {
+        civil c = to_civil(ns, offset);
+        civil_seconds(cached.text, &c, between);
+        cached.second = second;
+        cached.offset = offset;
+        cached.between = between;
+    }
     char b[23];
-    tw_log_out t = {b, 0, sizeof b, false};
-    tw_out_uint_pad(&t, (uint64_t)(c->year < 0 ? 0 : c->year), 4);
-    tw_out_char(&t, '-');
-    tw_out_uint_pad(&t, c->month, 2);
-    tw_out_char(&t, '-');
-    tw_out_uint_pad(&t, c->day, 2);
-    tw_out_char(&t, between);
-    tw_out_uint_pad(&t, c->hour, 2);
-    tw_out_char(&t, ':');
-    tw_out_uint_pad(&t, c->minute, 2);
-    tw_out_char(&t, ':');
-    tw_out_uint_pad(&t, c->second, 2);
-    tw_out_char(&t, '.');
-    tw_out_uint_pad(&t, c->milli, 3);
-    tw_out_mem(o, b, t.len);
+    memcpy(b, cached.text, 19);
+    unsigned milli = (unsigned)(ms - second * 1000);
+    b[19] = '.';
+    b[20] = (char)('0' + milli / 100);
+    put2(b + 21, milli % 100);
+    tw_out_mem(o, b, sizeof b);
 }
 
 void tw_out_asctime(tw_log_out *o, int64_t ns)
 {
-    civil c = to_civil(ns, atomic_load_explicit(&offset_seconds, memory_order_relaxed));
-    out_civil(o, &c, ' ');
+    out_civil(o, ns, atomic_load_explicit(&offset_seconds, memory_order_relaxed), ' ');
 }
 
 void tw_out_rfc3339(tw_log_out *o, int64_t ns)
 {
     int64_t off = atomic_load_explicit(&offset_seconds, memory_order_relaxed);
-    civil c = to_civil(ns, off);
-    out_civil(o, &c, 'T');
+    out_civil(o, ns, off, 'T');
     if (off == 0) {
         tw_out_char(o, 'Z');
         return;

@@ -97,9 +97,15 @@ static void process_init(void)
     tw_log_clock_refresh((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec);
 }
 
+static _Atomic(const tw_log_process *) process_ready; /* set once initialised: no pthread_once per record */
+
 const tw_log_process *tw_log_process_info(void)
 {
+    const tw_log_process *p = atomic_load_explicit(&process_ready, memory_order_acquire);
+    if (p)
+        return p;
     pthread_once(&process_once, process_init);
+    atomic_store_explicit(&process_ready, &process, memory_order_release);
     return &process;
 }
 

@@ -29,16 +29,30 @@ static pthread_mutex_t patterns_lock = PTHREAD_MUTEX_INITIALIZER;
  * digit) is one of these, or two neighbouring words are one of the pairs:
  * "hf_token", "db_password", "apiKey"... but not "tokens_per_sec" or
  * "tokenizer". */
-static const char *const secret_words[] = {
-    "password",   "passwd",      "pwd",     "secret",    "token",      "apikey",    "authorization", "auth", "cookie",
-    "credential", "credentials", "session", "sessionid", "privatekey", "accesskey", "bearer",        "jwt",  NULL};
-static const char *const secret_pairs[] = {"api",    "key", "private", "key", "access", "key",
-                                           "secret", "key", "session", "id",  NULL};
+typedef struct secret_word {
+    const char *text;
+    size_t len;
+} secret_word;
 
-static bool word_is(const char *w, size_t n, const char *const *list)
+#define WORD(w)                                                                                                        \
+    {                                                                                                                  \
+        w, sizeof w - 1                                                                                                \
+    }
+/* lengths known at compile time: this runs for every field of every record */
+static const secret_word secret_words[] = {
+    WORD("password"),    WORD("passwd"),        WORD("pwd"),       WORD("secret"),     WORD("token"),
+    WORD("apikey"),      WORD("authorization"), WORD("auth"),      WORD("cookie"),     WORD("credential"),
+    WORD("credentials"), WORD("session"),       WORD("sessionid"), WORD("privatekey"), WORD("accesskey"),
+    WORD("bearer"),      WORD("jwt"),           {NULL, 0}};
+static const secret_word secret_pairs[] = {WORD("api"),     WORD("key"), WORD("private"), WORD("key"),
+                                           WORD("access"),  WORD("key"), WORD("secret"),  WORD("key"),
+                                           WORD("session"), WORD("id"),  {NULL, 0}};
+#undef WORD
+
+static bool word_is(const char *w, size_t n, const secret_word *list)
 {
-    for (size_t i = 0; list[i]; i++) {
-        if (strlen(list[i]) == n && strncasecmp(w, list[i], n) == 0)
+    for (size_t i = 0; list[i].text; i++) {
+        if (list[i].len == n && strncasecmp(w, list[i].text, n) == 0)
             return true;
     }
     return false;
@@ -46,9 +60,9 @@ static bool word_is(const char *w, size_t n, const char *const *list)
 
 static bool pair_is(const char *a, size_t an, const char *b, size_t bn)
 {
-    for (size_t i = 0; secret_pairs[i]; i += 2) {
-        if (strlen(secret_pairs[i]) == an && strncasecmp(a, secret_pairs[i], an) == 0 &&
-            strlen(secret_pairs[i + 1]) == bn && strncasecmp(b, secret_pairs[i + 1], bn) == 0)
+    for (size_t i = 0; secret_pairs[i].text; i += 2) {
+        if (secret_pairs[i].len == an && strncasecmp(a, secret_pairs[i].text, an) == 0 &&
+            secret_pairs[i + 1].len == bn && strncasecmp(b, secret_pairs[i + 1].text, bn) == 0)
             return true;
     }
     return false;
