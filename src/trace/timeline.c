@@ -117,8 +117,8 @@ static void walk_init(walk *w, const tw_ivset *const *sets, int k, double lo, do
     }
 }
 
-/* The next merged interval within [lo, hi); false when there is none. */
-static bool walk_next(walk *w, double *a, double *b)
+/* The next merged interval starting below hi, unclipped. */
+static bool walk_merge(walk *w, double *a, double *b)
 {
     bool have = false;
     for (;;) {
@@ -142,11 +142,21 @@ static bool walk_next(walk *w, double *a, double *b)
         }
         w->i[best]++;
     }
-    if (!have)
-        return false;
-    *a = fmax(*a, w->lo);
-    *b = fmin(*b, w->hi);
-    return *b > *a;
+    return have;
+}
+
+/* The next merged interval within [lo, hi); false when there is none. */
+static bool walk_next(walk *w, double *a, double *b)
+{
+    for (;;) {
+        bool more = walk_merge(w, a, b);
+        if (!more)
+            return false;
+        *a = fmax(*a, w->lo);
+        *b = fmin(*b, w->hi);
+        if (*b > *a)
+            return true;
+    }
 }
 
 static double cover(const tw_ivset *const *sets, int k, double lo, double hi)
@@ -231,8 +241,8 @@ static void flush(tw_timeline *t, double upto)
 
 void tw_timeline_add(tw_timeline *t, tw_set_kind k, double start, double end)
 {
-    if (!(end >= start))
-        return;
+    if (!(end > start))
+        return; /* empty: takes no time */
     if (k <= TW_SET_MEMCPY) {
         t->gpu_first = fmin(t->gpu_first, start);
         t->gpu_last = fmax(t->gpu_last, end);
