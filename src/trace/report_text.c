@@ -65,9 +65,7 @@ static void table(FILE *out, const char *title, const tw_trace_stat *v, int n, b
             "max us", kernels ? "<10us" : "");
     for (int i = 0; i < n; i++) {
         const tw_trace_stat *s = &v[i];
-        char name[49];
-        snprintf(name, sizeof name, "%s", s->name);
-        fprintf(out, "  %-48s %7llu %11.3f %11.1f %9.1f", name, (unsigned long long)s->count,
+        fprintf(out, "  %-48.48s %7llu %11.3f %11.1f %9.1f", s->name, (unsigned long long)s->count,
                 (self ? s->self : s->total) / 1000, s->count ? s->total / (double)s->count : 0, s->max);
         if (kernels)
             fprintf(out, " %8.0f%%", pct((double)s->short_count, (double)s->count));
