@@ -231,8 +231,13 @@ static void flush(tw_timeline *t, double upto)
     for (int k = 0; k < TW_SET_COUNT; k++) {
         tw_ivset *s = &t->sets[k];
         size_t i = first_ending_after(s, upto);
+        if (i == 0)
+            continue; /* nothing before the watermark (or an empty set) */
         memmove(s->v, &s->v[2 * i], (s->n - i) * 2 * sizeof(double));
         s->n -= i;
+    }
+    for (int k = 0; k < TW_SET_COUNT; k++) {
+        tw_ivset *s = &t->sets[k];
         if (s->n > 0 && s->v[0] < upto)
             s->v[0] = upto;
     }
