@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """mkman.py OUT VERSION SOURCE_DIR: writes the trainwatch(1) man page from the
 documentation (the README's first paragraphs, then docs/analyze.md, run.md,
-watch.md and alerts.md as the command reference), so the man page and the
+watch.md, alerts.md and trace.md as the command reference), so the man page and the
 docs cannot say different things. Reads the subset of Markdown the docs use:
 headings, paragraphs, lists, tables, fenced blocks, `code`, **bold**, links,
 HTML comments (dropped)."""
@@ -10,13 +10,15 @@ import pathlib
 import re
 import sys
 
-PAGES = [("analyze.md", "ANALYZE"), ("run.md", "RUN"), ("watch.md", "WATCH"), ("alerts.md", "ALERTS")]
+PAGES = [("analyze.md", "ANALYZE"), ("run.md", "RUN"), ("watch.md", "WATCH"), ("alerts.md", "ALERTS"),
+         ("trace.md", "TRACE")]
 
 
 def escape(text):
     text = text.replace("\\", "\\e")
     text = text.replace("-", "\\-")
-    return text
+    # anything beyond ASCII as groff's Unicode escape (µs, x, arrows...)
+    return "".join(c if ord(c) < 128 else "\\[u%04X]" % ord(c) for c in text)
 
 
 def inline(text):
@@ -112,6 +114,7 @@ def main():
             ".B trainwatch run", "[\\fIOPTIONS\\fR] \\-\\- \\fICMD\\fR [\\fIARGS\\fR...]", ".br",
             ".B trainwatch watch", "[\\fIOPTIONS\\fR] \\fIFILE\\fR|\\fIGLOB\\fR...", ".br",
             ".B trainwatch rules", "check|export|defaults ...", ".br",
+            ".B trainwatch trace", "[\\fIOPTIONS\\fR] \\fITRACE\\fR...", ".br",
             ".B trainwatch formats", ".br",
             ".B trainwatch help", "\\fICOMMAND\\fR",
             ".SH DESCRIPTION"]

@@ -55,7 +55,7 @@ def test_make_install_puts_the_binary_man_page_and_completion_under_a_prefix(tmp
     text = re.sub(r".\x08", "", text)  # overstrike bold
     text = re.sub(r"\s*‐\s*\n\s*|\s+", " ", text)  # hyphenation at line ends, and line breaks
     # the man page is the command reference: every option each command's help lists is in it
-    for command in ("analyze", "run", "watch"):
+    for command in ("analyze", "run", "watch", "trace"):
         help_text = subprocess.run([str(tw), command, "--help"], capture_output=True, text=True, timeout=30).stdout
         for option in sorted(set(re.findall(r"(--[a-z][a-z0-9.-]*)", help_text)) - {"--help"}):
             assert option in text, f"trainwatch.1 does not document {command} {option}"

@@ -1,0 +1,253 @@
+/*
+ * cmd_trace.c: `trainwatch trace [options] FILE...` reads profiler traces
+ * (Kineto / PyTorch profiler and paddle.profiler chrome traces, .json or
+ * .json.gz, and paddle.profiler summary text) and says where the time went.
+ * Options only: the reading and the rules are src/trace/.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../core/stream.h"
+#include "cli.h"
+#include "trainwatch/error.h"
+#include "trainwatch/trace.h"
+
+static const char usage_text[] =
+    "usage: trainwatch trace [OPTIONS] FILE...   (- for stdin; .gz is read as is)\n\n"
+    "Explains a profiler trace in numbers: per step, the GPU's time split into compute,\n"
+    "communication, memcpy and idle, the idle time's causes (DataLoader, synchronisation,\n"
+    "kernel gaps, host), top kernels and operators, copies, launches; then findings.\n"
+    "Reads Kineto (PyTorch profiler) and paddle.profiler chrome traces, streaming, in\n"
+    "bounded memory, and paddle.profiler summary text. Several files are several ranks\n"
+    "(from distributedInfo, else the file name, else the order).\n\n"
+    "options:\n"
+    "  --json                 print the report as JSON (schema " TW_TRACE_SCHEMA ")\n"
+    "  --fail-on SEVERITY     exit 1 when a finding is at least this severe: error (default),\n"
+    "                         warning or info\n"
+    "  --color=WHEN           colours: auto (on a terminal, without NO_COLOR), always, never\n"
+    "  --no-color             the same as --color=never\n"
+    "  --progress=WHEN        a progress line on stderr: auto (on a terminal), always, never\n"
+    "  --data-share F         GPU idle inside DataLoader spans above this share of step time\n"
+    "                         is data-loading bound (0.10)\n"
+    "  --idle-share F         GPU idle above this share of step time is reported (0.30)\n"
+    "  --reader-ratio F       a Paddle summary's Reader Ratio above this share (0.30)\n"
+    "  --short-kernel US      kernels shorter than this many microseconds are short (10)\n"
+    "  --gap US               idle gaps between GPU work up to this are kernel gaps (10)\n"
+    "  --straggler F          a rank whose median step is this x the ranks' median (1.2)\n"
+    "  -h, --help             show this help\n\n"
+    "exit status:\n"
+    "  0  analysed; no finding at or above the --fail-on severity\n"
+    "  1  analysed; a finding at or above the --fail-on severity\n"
+    "  2  bad usage, an input that could not be read at all, or the report could not be written\n";
+
+enum { OPT_JSON = 1000, OPT_FAIL_ON, OPT_COLOR, OPT_NO_COLOR, OPT_PROGRESS, OPT_HELP, OPT_NUMBER };
+
+typedef struct number_option {
+    const char *name;
+    size_t offset;
+} number_option;
+
+static const number_option numbers[] = {
+    {"data-share", offsetof(tw_trace_options, data_share)},
+    {"idle-share", offsetof(tw_trace_options, idle_share)},
+    {"reader-ratio", offsetof(tw_trace_options, reader_ratio)},
+    {"short-kernel", offsetof(tw_trace_options, short_kernel_us)},
+    {"gap", offsetof(tw_trace_options, gap_us)},
+    {"straggler", offsetof(tw_trace_options, straggler)},
+};
+#define NUMBER_COUNT (sizeof numbers / sizeof numbers[0])
+
+typedef struct trace_cli {
+    bool json;
+    int colour, progress; /* -1 auto, 0 never, 1 always */
+    tw_severity fail_on;
+    tw_trace_options o;
+} trace_cli;
+
+static int when(const char *flag, const char *arg, int *out)
+{
+    if (strcmp(arg, "auto") == 0)
+        *out = -1;
+    else if (strcmp(arg, "always") == 0)
+        *out = 1;
+    else if (strcmp(arg, "never") == 0)
+        *out = 0;
+    else {
+        fprintf(stderr, "trainwatch trace: --%s takes auto, always or never\n", flag);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_options(int argc, char **argv, trace_cli *c)
+{
+    struct option longopts[NUMBER_COUNT + 8];
+    size_t n = 0;
+    longopts[n++] = (struct option){"json", no_argument, NULL, OPT_JSON};
+    longopts[n++] = (struct option){"fail-on", required_argument, NULL, OPT_FAIL_ON};
+    longopts[n++] = (struct option){"color", required_argument, NULL, OPT_COLOR};
+    longopts[n++] = (struct option){"no-color", no_argument, NULL, OPT_NO_COLOR};
+    longopts[n++] = (struct option){"progress", required_argument, NULL, OPT_PROGRESS};
+    longopts[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
+    for (size_t i = 0; i < NUMBER_COUNT; i++)
+        longopts[n++] = (struct option){numbers[i].name, required_argument, NULL, OPT_NUMBER + (int)i};
+    longopts[n] = (struct option){0, 0, 0, 0};
+    optind = 1;
+    opterr = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case OPT_JSON:
+            c->json = true;
+            break;
+        case OPT_FAIL_ON: {
+            bool ok = false;
+            for (tw_severity s = TW_SEV_INFO; s <= TW_SEV_ERROR; s++) {
+                if (strcmp(optarg, tw_severity_name(s)) == 0)
+                    c->fail_on = s, ok = true;
+            }
+            if (!ok) {
+                fprintf(stderr, "trainwatch trace: --fail-on takes error, warning or info, not '%s'\n", optarg);
+                return -1;
+            }
+            break;
+        }
+        case OPT_COLOR:
+            if (when("color", optarg, &c->colour) != 0)
+                return -1;
+            break;
+        case OPT_NO_COLOR:
+            c->colour = 0;
+            break;
+        case OPT_PROGRESS:
+            if (when("progress", optarg, &c->progress) != 0)
+                return -1;
+            break;
+        case 'h':
+        case OPT_HELP:
+            fputs(usage_text, stdout);
+            exit(tw_stream_flush(stdout) == TW_OK ? TW_EXIT_OK : TW_EXIT_USAGE);
+        case '?':
+            fprintf(stderr, "trainwatch trace: unknown or incomplete option '%s' (see trainwatch help trace)\n",
+                    argv[optind - 1]);
+            return -1;
+        default: {
+            size_t i = (size_t)(ch - OPT_NUMBER);
+            double v;
+            if (tw_cli_number("trace", numbers[i].name, optarg, &v) != 0)
+                return -1;
+            *(double *)((char *)&c->o + numbers[i].offset) = v;
+        }
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "trainwatch trace: no input files (use - for stdin)\n");
+        return -1;
+    }
+    return optind;
+}
+
+typedef struct progress_state {
+    const char *path;
+    struct timespec start;
+    bool shown;
+} progress_state;
+
+static double since(const struct timespec *t0)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* "trace.json.gz  312 MiB of 1.0 GiB  4.1M events/s  ETA 0:12" on one line. */
+static void show_progress(void *arg, uint64_t done, uint64_t total, uint64_t events)
+{
+    progress_state *p = arg;
+    double s = since(&p->start);
+    double rate = s > 0 ? (double)events / s : 0;
+    fprintf(stderr, "\r\x1b[K%s  %.0f MiB", p->path, (double)done / 1048576.0);
+    if (total > 0) {
+        double eta = done > 0 ? s * (double)(total - (done < total ? done : total)) / (double)done : 0;
+        fprintf(stderr, " of %.0f MiB  %.1fM events/s  ETA %d:%02d", (double)total / 1048576.0, rate / 1e6,
+                (int)eta / 60, (int)eta % 60);
+    } else {
+        fprintf(stderr, "  %.1fM events/s", rate / 1e6);
+    }
+    p->shown = true;
+}
+
+static bool use(int setting, int fd)
+{
+    if (setting >= 0)
+        return setting == 1;
+    if (fd == STDOUT_FILENO) {
+        const char *no = getenv("NO_COLOR");
+        if (no && *no)
+            return false;
+    }
+    return isatty(fd);
+}
+
+static int run(int argc, char **argv)
+{
+    trace_cli c = {.colour = -1, .progress = -1, .fail_on = TW_SEV_ERROR};
+    tw_trace_options_default(&c.o);
+    int first = parse_options(argc, argv, &c);
+    if (first < 0)
+        return TW_EXIT_USAGE;
+    tw_trace *t;
+    if (tw_trace_new(&t, &c.o) != TW_OK) {
+        fprintf(stderr, "trainwatch: out of memory\n");
+        return TW_EXIT_USAGE;
+    }
+    bool progress = use(c.progress, STDERR_FILENO);
+    int files = argc - first, unreadable = 0;
+    for (int i = first; i < argc; i++) {
+        progress_state ps = {.path = argv[i]};
+        clock_gettime(CLOCK_MONOTONIC, &ps.start);
+        int rc = tw_trace_add_file(t, argv[i], -1, progress ? show_progress : NULL, &ps);
+        if (ps.shown)
+            fputs("\r\x1b[K", stderr);
+        const tw_trace_rank *r = tw_trace_rank_at(t, tw_trace_rank_count(t) - 1);
+        if (rc != TW_OK) {
+            fprintf(stderr, "trainwatch: %s: %s\n", argv[i], r && r->error[0] ? r->error : tw_strerror(rc));
+            unreadable++;
+        } else if (r && r->error[0]) {
+            fprintf(stderr, "trainwatch: %s: %s (after %llu events; what was read is analysed)\n", argv[i], r->error,
+                    (unsigned long long)r->events);
+        }
+    }
+    if (unreadable == files || tw_trace_finish(t) != TW_OK) {
+        tw_trace_free(t);
+        return TW_EXIT_USAGE;
+    }
+    if (c.json)
+        tw_trace_write_json(stdout, t);
+    else
+        tw_trace_write_text(stdout, t, use(c.colour, STDOUT_FILENO));
+    int status = unreadable ? TW_EXIT_USAGE : TW_EXIT_OK;
+    for (int i = 0; i < tw_trace_finding_count(t) && status == TW_EXIT_OK; i++) {
+        if (tw_trace_finding_at(t, i)->severity >= c.fail_on)
+            status = TW_EXIT_PROBLEMS;
+    }
+    tw_trace_free(t);
+    if (tw_stream_flush(stdout) != TW_OK) {
+        fprintf(stderr, "trainwatch trace: could not write the report to standard output: %s\n", strerror(errno));
+        return TW_EXIT_USAGE;
+    }
+    return status;
+}
+
+const tw_command tw_cmd_trace = {
+    .name = "trace",
+    .summary = "explain a profiler trace (Kineto, paddle.profiler) in numbers",
+    .usage = usage_text,
+    .run = run,
+};

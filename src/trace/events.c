@@ -1,0 +1,385 @@
+/*
+ * events.c: the chrome-trace document reader and the event classifier.
+ * The reader walks the document with the tokenizer: top-level keys other
+ * than traceEvents and distributedInfo are skipped whole; in an event only
+ * ph, cat, name, ts, dur, pid, tid and a few args are kept, deeper values
+ * are skipped without recursion. Trailing commas and the {} sentinel Paddle
+ * writes are accepted (the sentinel is an event without ph: skipped).
+ */
+#include "events.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "trainwatch/error.h"
+
+static bool starts(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+int64_t tw_trace_step_id(const char *name)
+{
+    const char *p;
+    if (starts(name, "ProfilerStep#"))
+        p = name + 13;
+    else if (starts(name, "ProfileStep#"))
+        p = name + 12;
+    else
+        return -1;
+    if (*p < '0' || *p > '9')
+        return -1;
+    int64_t v = 0;
+    for (; *p >= '0' && *p <= '9' && v < (INT64_MAX - 9) / 10; p++)
+        v = v * 10 + (*p - '0');
+    return v;
+}
+
+/* Paddle appends "[12.345 ms]" or "[123.456 us]" to every name. */
+static void strip_suffix(tw_trace_event *e)
+{
+    size_t n = e->name_len;
+    if (n < 5 || e->name[n - 1] != ']' || !(e->name[n - 2] == 's'))
+        return;
+    char *open = strrchr(e->name, '[');
+    if (!open || (strcmp(e->name + n - 4, " ms]") != 0 && strcmp(e->name + n - 4, " us]") != 0 &&
+                  strcmp(e->name + n - 3, "ms]") != 0 && strcmp(e->name + n - 3, "us]") != 0))
+        return;
+    for (const char *c = open + 1; c < e->name + n - 3; c++) {
+        if (!((*c >= '0' && *c <= '9') || *c == '.' || *c == ' '))
+            return;
+    }
+    *open = '\0';
+    e->name_len = (size_t)(open - e->name);
+}
+
+static bool comm_name(const char *n)
+{
+    return starts(n, "nccl") || starts(n, "rccl") || starts(n, "hccl") || strstr(n, "ncclKernel") ||
+           strstr(n, "ncclDevKernel") || strstr(n, "c_allreduce") || strstr(n, "all_reduce_kernel");
+}
+
+static bool cat_is(const tw_trace_event *e, const char *c)
+{
+    return strcasecmp(e->cat, c) == 0;
+}
+
+void tw_trace_classify(tw_trace_event *e)
+{
+    strip_suffix(e);
+    const char *n = e->name;
+    e->kind = TW_TK_OTHER;
+    if (e->ph == 'i' || e->ph == 'I') {
+        if (strcmp(n, "[memory]") == 0)
+            e->kind = TW_TK_MEMORY;
+        return;
+    }
+    if (e->ph != 'X')
+        return;
+    if (cat_is(e, "kernel")) {
+        e->kind = comm_name(n) ? TW_TK_COMM : TW_TK_KERNEL;
+        if (starts(n, "Memcpy") || starts(n, "hipMemcpy") || starts(n, "dma"))
+            e->kind = TW_TK_MEMCPY;
+        else if (starts(n, "Memset") || starts(n, "hipMemset"))
+            e->kind = TW_TK_MEMSET;
+    } else if (cat_is(e, "gpu_memcpy") || cat_is(e, "Memcpy")) {
+        e->kind = TW_TK_MEMCPY;
+    } else if (cat_is(e, "gpu_memset") || cat_is(e, "Memset")) {
+        e->kind = TW_TK_MEMSET;
+    } else if (cat_is(e, "cuda_sync")) {
+        e->kind = TW_TK_SYNC;
+    } else if (cat_is(e, "cuda_runtime") || cat_is(e, "Runtime") || cat_is(e, "CudaRuntime") ||
+               cat_is(e, "cuda_driver")) {
+        e->kind = strstr(n, "Synchronize") ? TW_TK_SYNC : TW_TK_RUNTIME;
+    } else if (cat_is(e, "gpu_user_annotation")) {
+        e->kind = TW_TK_OTHER; /* the GPU mirror of host annotations */
+    } else if (tw_trace_step_id(n) >= 0) {
+        e->kind = TW_TK_STEP;
+    } else if (cat_is(e, "Dataloader") || strstr(n, "DataLoader") || strstr(n, "Dataloader")) {
+        e->kind = TW_TK_DATALOADER;
+    } else if (cat_is(e, "cpu_op") || cat_is(e, "Operator")) {
+        e->kind = TW_TK_OP;
+    }
+}
+
+/* ---- the document ---------------------------------------------------- */
+
+typedef struct reader {
+    tw_jstream *s;
+    tw_trace_event_fn fn;
+    void *arg;
+    tw_trace_reader_stats *st;
+    tw_trace_event ev;
+} reader;
+
+static bool fail(reader *r, const char *why)
+{
+    if (!r->s->error)
+        r->s->error = why;
+    return false;
+}
+
+/* A number, or a string holding one ("123(Python)", "stream 7", "1.5"). */
+static bool read_number(reader *r, double *out, bool *is_string)
+{
+    tw_jtok t = tw_jstream_next(r->s);
+    *is_string = false;
+    if (t == TW_JT_NUMBER) {
+        *out = r->s->num;
+        return true;
+    }
+    if (t == TW_JT_STRING) {
+        *is_string = true;
+        const char *p = r->s->str;
+        while (*p && !(*p >= '0' && *p <= '9') && *p != '-')
+            p++;
+        char *end;
+        double v = strtod(p, &end);
+        *out = end == p ? NAN : v;
+        return true;
+    }
+    *out = NAN;
+    return tw_jstream_skip(r->s, t);
+}
+
+static bool read_string(reader *r, char *out, size_t cap, size_t *len)
+{
+    tw_jtok t = tw_jstream_next(r->s);
+    if (t != TW_JT_STRING) {
+        out[0] = '\0';
+        if (len)
+            *len = 0;
+        return tw_jstream_skip(r->s, t);
+    }
+    size_t n = r->s->str_len < cap - 1 ? r->s->str_len : cap - 1;
+    memcpy(out, r->s->str, n);
+    out[n] = '\0';
+    if (len)
+        *len = n;
+    return true;
+}
+
+/* Reads "key": and leaves the value next; false at the object's end. */
+static int member_key(reader *r, bool first, char *key, size_t cap)
+{
+    tw_jtok t = tw_jstream_next(r->s);
+    if (!first) {
+        if (t == TW_JT_OBJECT_END)
+            return 0;
+        if (t != TW_JT_COMMA)
+            return fail(r, "expected , or } in an object") ? -1 : -1;
+        t = tw_jstream_next(r->s);
+    }
+    if (t == TW_JT_OBJECT_END)
+        return 0; /* {} or a trailing comma */
+    if (t != TW_JT_STRING)
+        return fail(r, t == TW_JT_EOF ? "unexpected end of input" : "expected a key"), -1;
+    size_t n = r->s->str_len < cap - 1 ? r->s->str_len : cap - 1;
+    memcpy(key, r->s->str, n);
+    key[n] = '\0';
+    if (tw_jstream_next(r->s) != TW_JT_COLON)
+        return fail(r, "expected : after a key"), -1;
+    return 1;
+}
+
+static bool read_args(reader *r)
+{
+    char key[64];
+    bool first = true, str;
+    double v;
+    tw_trace_event *e = &r->ev;
+    for (;;) {
+        int k = member_key(r, first, key, sizeof key);
+        first = false;
+        if (k <= 0)
+            return k == 0;
+        double *target = NULL;
+        int64_t *itarget = NULL;
+        if (strcasecmp(key, "correlation") == 0 || strcasecmp(key, "correlation id") == 0)
+            itarget = &e->correlation;
+        else if (strcasecmp(key, "external id") == 0)
+            itarget = &e->external_id;
+        else if (strcmp(key, "bytes") == 0)
+            target = &e->bytes;
+        else if (strcmp(key, "device") == 0)
+            target = &e->device;
+        else if (strcmp(key, "stream") == 0)
+            target = &e->stream;
+        else if (strcmp(key, "Total Allocated") == 0 || strcmp(key, "current_allocated") == 0)
+            target = &e->allocated;
+        else if (strcmp(key, "Total Reserved") == 0 || strcmp(key, "current_reserved") == 0)
+            target = &e->reserved;
+        if (!target && !itarget) {
+            if (!tw_jstream_skip(r->s, tw_jstream_next(r->s)))
+                return false;
+            continue;
+        }
+        if (!read_number(r, &v, &str))
+            return false;
+        if (target)
+            *target = v;
+        else if (v == v && v >= 0 && v < 9e18)
+            *itarget = (int64_t)v;
+    }
+}
+
+static void event_reset(tw_trace_event *e)
+{
+    e->ph = 0;
+    e->name[0] = e->cat[0] = '\0';
+    e->name_len = 0;
+    e->has_ts = e->has_dur = false;
+    e->ts = e->dur = NAN;
+    e->pid = e->tid = -1;
+    e->correlation = e->external_id = -1;
+    e->bytes = e->device = e->stream = e->allocated = e->reserved = NAN;
+}
+
+static int64_t as_id(double v)
+{
+    return v == v && fabs(v) < 9e18 ? (int64_t)v : -1;
+}
+
+static bool read_event(reader *r)
+{
+    tw_trace_event *e = &r->ev;
+    event_reset(e);
+    char key[32], ph[8];
+    bool first = true, str;
+    double v;
+    for (;;) {
+        int k = member_key(r, first, key, sizeof key);
+        first = false;
+        if (k < 0)
+            return false;
+        if (k == 0)
+            break;
+        bool ok = true;
+        if (strcmp(key, "ph") == 0) {
+            ok = read_string(r, ph, sizeof ph, NULL);
+            e->ph = ph[0];
+        } else if (strcmp(key, "name") == 0) {
+            ok = read_string(r, e->name, sizeof e->name, &e->name_len);
+        } else if (strcmp(key, "cat") == 0) {
+            ok = read_string(r, e->cat, sizeof e->cat, NULL);
+        } else if (strcmp(key, "ts") == 0 || strcmp(key, "dur") == 0) {
+            ok = read_number(r, &v, &str);
+            if (key[0] == 't')
+                e->ts = v, e->has_ts = !str && isfinite(v);
+            else
+                e->dur = v, e->has_dur = !str && isfinite(v) && v >= 0;
+        } else if (strcmp(key, "pid") == 0 || strcmp(key, "tid") == 0) {
+            ok = read_number(r, &v, &str);
+            *(key[0] == 'p' ? &e->pid : &e->tid) = as_id(v);
+        } else if (strcmp(key, "args") == 0) {
+            tw_jtok t = tw_jstream_next(r->s);
+            ok = t == TW_JT_OBJECT ? read_args(r) : tw_jstream_skip(r->s, t);
+        } else {
+            ok = tw_jstream_skip(r->s, tw_jstream_next(r->s));
+        }
+        if (!ok)
+            return false;
+    }
+    if (e->ph == 0)
+        return true; /* Paddle's {} sentinel, or not an event */
+    if (e->cat[0] == 'O' || e->cat[0] == 'K' || e->cat[0] == 'R')
+        r->st->legacy |= strcmp(e->cat, "Operator") == 0 || strcmp(e->cat, "Runtime") == 0;
+    r->st->paddle |= strcmp(e->cat, "CudaRuntime") == 0 || strcmp(e->cat, "ProfileStep") == 0;
+    r->st->kineto |= strcmp(e->cat, "cpu_op") == 0 || strcmp(e->cat, "kernel") == 0;
+    tw_trace_classify(e);
+    r->st->events++;
+    r->fn(r->arg, e);
+    return true;
+}
+
+static bool read_events(reader *r)
+{
+    bool first = true;
+    for (;;) {
+        tw_jtok t = tw_jstream_next(r->s);
+        if (!first) {
+            if (t == TW_JT_ARRAY_END)
+                return true;
+            if (t != TW_JT_COMMA)
+                return fail(r, t == TW_JT_EOF ? "unexpected end of input" : "expected , or ] between events");
+            t = tw_jstream_next(r->s);
+        }
+        first = false;
+        if (t == TW_JT_ARRAY_END)
+            return true;
+        if (t == TW_JT_OBJECT) {
+            if (!read_event(r))
+                return false;
+        } else if (t == TW_JT_EOF) {
+            return fail(r, "unexpected end of input");
+        } else if (!tw_jstream_skip(r->s, t)) {
+            return false;
+        }
+    }
+}
+
+static bool read_distributed(reader *r)
+{
+    char key[32];
+    bool first = true, str;
+    for (;;) {
+        int k = member_key(r, first, key, sizeof key);
+        first = false;
+        if (k <= 0)
+            return k == 0;
+        if (strcmp(key, "rank") == 0) {
+            double v;
+            if (!read_number(r, &v, &str))
+                return false;
+            if (v == v && v >= 0 && v <= 1e9)
+                r->st->rank = (int)v;
+        } else if (!tw_jstream_skip(r->s, tw_jstream_next(r->s))) {
+            return false;
+        }
+    }
+}
+
+int tw_trace_read(tw_jstream *s, tw_trace_event_fn fn, void *arg, tw_trace_reader_stats *st, const char **error)
+{
+    memset(st, 0, sizeof *st);
+    st->rank = -1;
+    reader *r = malloc(sizeof *r);
+    if (!r)
+        return TW_ENOMEM;
+    *r = (reader){.s = s, .fn = fn, .arg = arg, .st = st};
+    bool ok;
+    tw_jtok t = tw_jstream_next(s);
+    if (t == TW_JT_ARRAY) {
+        ok = read_events(r);
+    } else if (t == TW_JT_OBJECT) {
+        char key[32];
+        bool first = true;
+        ok = true;
+        for (;;) {
+            int k = member_key(r, first, key, sizeof key);
+            first = false;
+            if (k <= 0) {
+                ok = k == 0;
+                break;
+            }
+            tw_jtok v = tw_jstream_next(s);
+            if (strcmp(key, "traceEvents") == 0 && v == TW_JT_ARRAY)
+                ok = read_events(r);
+            else if (strcmp(key, "distributedInfo") == 0 && v == TW_JT_OBJECT)
+                ok = read_distributed(r);
+            else
+                ok = tw_jstream_skip(s, v);
+            if (!ok)
+                break;
+        }
+    } else {
+        ok = fail(r, t == TW_JT_EOF ? "empty input" : "not a JSON object or array");
+    }
+    free(r);
+    if (ok)
+        return TW_OK;
+    *error = s->error ? s->error : "not JSON";
+    return TW_EFORMAT;
+}

@@ -1,0 +1,66 @@
+/*
+ * events.h: one trace event as the reader hands it over, and the reader of
+ * a chrome-trace document: {"traceEvents": [...], "distributedInfo": {...}}
+ * in any key order, or the bare array form. Each event is classified once
+ * (tw_trace_kind) from its cat and name, so the schemas of Kineto (cpu_op,
+ * kernel, gpu_memcpy...), legacy Kineto (Operator, Kernel, Runtime...) and
+ * paddle.profiler (capitalised cats, "name[1.234 ms]" suffixes, string
+ * tids, the trailing {}) meet in one model.
+ */
+#ifndef TW_TRACE_EVENTS_H
+#define TW_TRACE_EVENTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "jstream.h"
+#include "trainwatch/trace.h"
+
+typedef enum tw_trace_kind {
+    TW_TK_OTHER,
+    TW_TK_OP,         /* a CPU operator (cpu_op, Operator) */
+    TW_TK_KERNEL,     /* a GPU compute kernel */
+    TW_TK_COMM,       /* a GPU communication kernel (NCCL, RCCL, HCCL) */
+    TW_TK_MEMCPY,     /* GPU memcpy */
+    TW_TK_MEMSET,     /* GPU memset */
+    TW_TK_RUNTIME,    /* a CUDA/HIP runtime or driver call */
+    TW_TK_SYNC,       /* host synchronisation (cudaStreamSynchronize, Stream Sync) */
+    TW_TK_STEP,       /* ProfilerStep#N / ProfileStep#N on the host */
+    TW_TK_DATALOADER, /* a DataLoader span on the host */
+    TW_TK_MEMORY,     /* a [memory] instant event */
+} tw_trace_kind;
+
+typedef struct tw_trace_event {
+    char ph;
+    tw_trace_kind kind;
+    char name[TW_JSTR_MAX + 1];
+    size_t name_len;
+    char cat[48];
+    double ts, dur;
+    bool has_ts, has_dur;
+    int64_t pid, tid;
+    int64_t correlation, external_id; /* -1: absent */
+    double bytes, device, stream;     /* NAN: absent */
+    double allocated, reserved;       /* memory events; NAN: absent */
+} tw_trace_event;
+
+typedef struct tw_trace_reader_stats {
+    uint64_t events;
+    int rank;                    /* distributedInfo.rank, -1 if absent */
+    bool legacy, paddle, kineto; /* schema hints seen */
+} tw_trace_reader_stats;
+
+typedef void (*tw_trace_event_fn)(void *arg, const tw_trace_event *e);
+
+/* Reads the whole document, calling fn per event. Returns TW_OK, or
+ * TW_EFORMAT with *error set when the input is not (or stops being) a
+ * trace; the events before that point were handed over. */
+int tw_trace_read(tw_jstream *s, tw_trace_event_fn fn, void *arg, tw_trace_reader_stats *st, const char **error);
+
+/* Classifies an event whose cat and name are filled; strips Paddle's
+ * "[1.234 ms]" name suffix. */
+void tw_trace_classify(tw_trace_event *e);
+/* "ProfilerStep#12" -> 12; -1 when the name is not a step. */
+int64_t tw_trace_step_id(const char *name);
+
+#endif

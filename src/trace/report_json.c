@@ -1,0 +1,188 @@
+/*
+ * report_json.c: the report as one JSON document, schema
+ * "trainwatch.trace/1" (docs/trace.md). Times in microseconds as in the
+ * traces; findings are the objects of trainwatch.analysis/1. Keys are
+ * stable within version 1; new keys may be added.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "../core/json.h"
+#include "internal.h"
+
+static void num(FILE *out, const char *key, double v, bool comma)
+{
+    fprintf(out, "%s\"%s\":", comma ? "," : "", key);
+    if (isfinite(v))
+        tw_json_number(out, v);
+    else
+        fputs("null", out);
+}
+
+static void split(FILE *out, const tw_trace_split *s)
+{
+    num(out, "wall_us", s->wall, false);
+    num(out, "compute_us", s->compute, true);
+    num(out, "comm_us", s->comm, true);
+    num(out, "memcpy_us", s->memcpy, true);
+    num(out, "idle_us", s->idle, true);
+    fputs(",\"idle\":{", out);
+    num(out, "dataloader_us", s->idle_data, false);
+    num(out, "sync_us", s->idle_sync, true);
+    num(out, "kernel_gap_us", s->idle_gap, true);
+    num(out, "host_us", s->idle_host, true);
+    fputc('}', out);
+    num(out, "dataloader_span_us", s->data_span, true);
+    num(out, "comm_total_us", s->comm_total, true);
+    num(out, "comm_overlap_us", s->comm_overlap, true);
+}
+
+static void stats(FILE *out, const char *key, const tw_trace_stat *v, int n)
+{
+    fprintf(out, ",\"%s\":[", key);
+    for (int i = 0; i < n; i++) {
+        fprintf(out, "%s{\"name\":", i ? "," : "");
+        tw_json_cstring(out, v[i].name);
+        fprintf(out, ",\"count\":%llu", (unsigned long long)v[i].count);
+        num(out, "total_us", v[i].total, true);
+        num(out, "self_us", v[i].self, true);
+        num(out, "mean_us", v[i].count ? v[i].total / (double)v[i].count : NAN, true);
+        num(out, "max_us", v[i].max, true);
+        num(out, "min_us", v[i].min, true);
+        fprintf(out, ",\"short_count\":%llu", (unsigned long long)v[i].short_count);
+        fputs(",\"issuer\":", out);
+        if (v[i].issuer[0])
+            tw_json_cstring(out, v[i].issuer);
+        else
+            fputs("null", out);
+        fputc('}', out);
+    }
+    fputc(']', out);
+}
+
+static void rank(FILE *out, const tw_trace_rank *r)
+{
+    fputs("{\"path\":", out);
+    tw_json_cstring(out, r->path);
+    fprintf(out, ",\"rank\":%d,\"source\":", r->rank);
+    tw_json_cstring(out, r->source ? r->source : "unread");
+    fputs(",\"error\":", out);
+    if (r->error[0])
+        tw_json_cstring(out, r->error);
+    else
+        fputs("null", out);
+    fprintf(out,
+            ",\"bytes\":%llu,\"events\":%llu,\"skipped\":%llu,\"late\":%llu,\"names_cut\":%llu,"
+            "\"names_over\":%llu,\"steps_over\":%llu",
+            (unsigned long long)r->bytes, (unsigned long long)r->events, (unsigned long long)r->skipped,
+            (unsigned long long)r->late, (unsigned long long)r->names_cut, (unsigned long long)r->names_over,
+            (unsigned long long)r->steps_over);
+    fputs(",\"total\":{", out);
+    split(out, &r->total);
+    fputs("},\"steps\":[", out);
+    for (int i = 0; i < r->step_count; i++) {
+        const tw_trace_step *s = &r->steps[i];
+        fprintf(out, "%s{\"id\":%lld", i ? "," : "", (long long)s->id);
+        num(out, "start_us", s->start, true);
+        num(out, "end_us", s->end, true);
+        fputc(',', out);
+        split(out, &s->split);
+        num(out, "peak_allocated_bytes", s->peak_allocated, true);
+        num(out, "peak_reserved_bytes", s->peak_reserved, true);
+        fputc('}', out);
+    }
+    fprintf(out, "],\"kernels\":{\"count\":%llu,\"names\":%d", (unsigned long long)r->kernels, r->kernel_names);
+    num(out, "total_us", r->kernel_time, true);
+    fprintf(out, ",\"short_count\":%llu", (unsigned long long)r->short_kernels);
+    num(out, "short_total_us", r->short_kernel_time, true);
+    fprintf(out, ",\"launches_matched\":%llu", (unsigned long long)r->launches);
+    num(out, "launch_delay_mean_us", r->launches ? r->launch_delay_sum / (double)r->launches : NAN, true);
+    num(out, "launch_delay_max_us", r->launches ? r->launch_delay_max : NAN, true);
+    num(out, "launch_call_total_us", r->launch_time_sum, true);
+    fprintf(out, ",\"shorter_than_launch\":%llu}", (unsigned long long)r->launch_bound);
+    stats(out, "top_kernels", r->top_kernels, r->top_kernel_count);
+    stats(out, "top_operators", r->top_ops, r->top_op_count);
+    stats(out, "top_operators_self", r->top_self, r->top_self_count);
+    fputs(",\"copies\":{", out);
+    for (int d = 0; d < TW_COPY_COUNT; d++) {
+        const tw_trace_copy *c = &r->copies[d];
+        fprintf(out, "%s\"%s\":{\"count\":%llu", d ? "," : "", tw_copy_dir_name((tw_copy_dir)d),
+                (unsigned long long)c->count);
+        num(out, "bytes", c->bytes, true);
+        num(out, "time_us", c->time, true);
+        num(out, "gb_per_s", c->time > 0 ? c->bytes / c->time / 1e3 : NAN, true);
+        fputc('}', out);
+    }
+    fprintf(out, "},\"pageable_copies\":%llu", (unsigned long long)r->pageable_count);
+    num(out, "pageable_bytes", r->pageable_bytes, true);
+    fputs(",\"streams\":[", out);
+    for (int i = 0; i < r->stream_count; i++) {
+        fprintf(out, "%s{\"device\":%lld,\"stream\":%lld,\"kernels\":%llu", i ? "," : "",
+                (long long)r->streams[i].device, (long long)r->streams[i].stream,
+                (unsigned long long)r->streams[i].kernels);
+        num(out, "busy_us", r->streams[i].busy, true);
+        fputc('}', out);
+    }
+    fprintf(out, "],\"sync_calls\":%llu", (unsigned long long)r->sync_calls);
+    num(out, "sync_us", r->sync_time, true);
+    num(out, "peak_allocated_bytes", r->peak_allocated, true);
+    num(out, "peak_reserved_bytes", r->peak_reserved, true);
+    num(out, "reader_ratio", r->reader_ratio, true);
+    fputs(",\"reader_ratios\":[", out);
+    for (int b = 0; b < r->summary_blocks; b++) {
+        if (b)
+            fputc(',', out);
+        tw_json_number(out, r->block_ratios[b]);
+    }
+    fputc(']', out);
+    num(out, "dataloader_ratio", r->dataloader_ratio, true);
+    num(out, "ips", r->ips, true);
+    fputc('}', out);
+}
+
+static void finding(FILE *out, const tw_finding *f)
+{
+    fputs("{\"rule\":", out);
+    tw_json_cstring(out, f->rule);
+    fprintf(out, ",\"severity\":\"%s\",\"title\":", tw_severity_name(f->severity));
+    tw_json_cstring(out, f->title);
+    fputs(",\"evidence\":", out);
+    tw_json_cstring(out, f->evidence);
+    fputs(",\"recommendation\":", out);
+    tw_json_cstring(out, f->recommendation);
+    fputs(",\"file\":", out);
+    if (f->where.file)
+        tw_json_cstring(out, f->where.file);
+    else
+        fputs("null", out);
+    fputs(",\"line\":null,\"rank\":", out);
+    if (f->rank >= 0)
+        fprintf(out, "%d", f->rank);
+    else
+        fputs("null", out);
+    fputs(",\"step\":", out);
+    if (f->step >= 0)
+        fprintf(out, "%lld", (long long)f->step);
+    else
+        fputs("null", out);
+    num(out, "value", f->value, true);
+    fputc('}', out);
+}
+
+void tw_trace_write_json(FILE *out, const tw_trace *t)
+{
+    fprintf(out, "{\"schema\":\"" TW_TRACE_SCHEMA "\",\"healthy\":%s,\"ranks\":[",
+            tw_trace_healthy(t) ? "true" : "false");
+    for (int i = 0; i < tw_trace_rank_count(t); i++) {
+        if (i)
+            fputc(',', out);
+        rank(out, tw_trace_rank_at(t, i));
+    }
+    fputs("],\"findings\":[", out);
+    for (int i = 0; i < tw_trace_finding_count(t); i++) {
+        if (i)
+            fputc(',', out);
+        finding(out, tw_trace_finding_at(t, i));
+    }
+    fputs("]}\n", out);
+}

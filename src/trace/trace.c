@@ -1,0 +1,314 @@
+/*
+ * trace.c: tw_trace, the inputs of one `trainwatch trace` run. Each file is
+ * opened through zlib (gzip or plain alike), its start looked at once: a
+ * Paddle summary text is read whole (it is a few KB of tables; at most
+ * TW_SUMMARY_MAX bytes), anything else streams through the tokenizer into
+ * a rank accumulator, which is finished and freed before the next file, so
+ * only the small rank summaries stay.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "internal.h"
+#include "trainwatch/error.h"
+#include "trainwatch/parse.h"
+
+#define HEAD           4096
+#define TW_SUMMARY_MAX (16u << 20)
+#define PROGRESS_EVERY (16u << 20)
+
+struct tw_trace {
+    tw_trace_options o;
+    tw_trace_rank *ranks;
+    int n, cap;
+    tw_finding_list findings;
+};
+
+void tw_trace_options_default(tw_trace_options *o)
+{
+    *o = (tw_trace_options){.short_kernel_us = 10,
+                            .gap_us = 10,
+                            .data_share = 0.10,
+                            .reader_ratio = 0.30,
+                            .straggler = 1.2,
+                            .idle_share = 0.30};
+}
+
+int tw_trace_new(tw_trace **out, const tw_trace_options *o)
+{
+    tw_trace *t = calloc(1, sizeof *t);
+    if (!t)
+        return TW_ENOMEM;
+    if (o)
+        t->o = *o;
+    else
+        tw_trace_options_default(&t->o);
+    *out = t;
+    return TW_OK;
+}
+
+void tw_trace_free(tw_trace *t)
+{
+    if (!t)
+        return;
+    for (int i = 0; i < t->n; i++) {
+        free(t->ranks[i].steps);
+        free((char *)t->ranks[i].path);
+    }
+    free(t->ranks);
+    free(t->findings.v);
+    free(t);
+}
+
+static tw_trace_rank *new_rank(tw_trace *t, const char *path)
+{
+    if (t->n == t->cap) {
+        int cap = t->cap ? t->cap * 2 : 8;
+        tw_trace_rank *v = realloc(t->ranks, (size_t)cap * sizeof *v);
+        if (!v)
+            return NULL;
+        t->ranks = v;
+        t->cap = cap;
+    }
+    tw_trace_rank *r = &t->ranks[t->n];
+    memset(r, 0, sizeof *r);
+    r->path = strdup(path);
+    if (!r->path)
+        return NULL;
+    r->rank = -1;
+    r->peak_allocated = r->peak_reserved = NAN;
+    r->reader_ratio = r->dataloader_ratio = r->ips = NAN;
+    t->n++;
+    return r;
+}
+
+/* ---- sources ------------------------------------------------------------ */
+
+typedef struct source {
+    gzFile gz; /* or NULL: memory */
+    const char *mem;
+    size_t mem_len, mem_pos;
+    const char *head; /* bytes already read, handed out first */
+    size_t head_len, head_pos;
+    uint64_t total, next_report;
+    uint64_t *events;
+    tw_trace_progress_fn progress;
+    void *arg;
+    bool gz_error;
+} source;
+
+static long source_read(void *arg, char *buf, size_t cap)
+{
+    source *s = arg;
+    if (s->head_pos < s->head_len) {
+        size_t n = s->head_len - s->head_pos < cap ? s->head_len - s->head_pos : cap;
+        memcpy(buf, s->head + s->head_pos, n);
+        s->head_pos += n;
+        return (long)n;
+    }
+    if (!s->gz) {
+        size_t n = s->mem_len - s->mem_pos < cap ? s->mem_len - s->mem_pos : cap;
+        memcpy(buf, s->mem + s->mem_pos, n);
+        s->mem_pos += n;
+        return (long)n;
+    }
+    int n = gzread(s->gz, buf, (unsigned)cap);
+    if (n < 0) {
+        s->gz_error = true;
+        return -1;
+    }
+    if (n == 0) {
+        int err;
+        gzerror(s->gz, &err);
+        /* a gzip stream cut short ends with Z_BUF_ERROR */
+        if (err != Z_OK)
+            s->gz_error = true;
+    }
+    if (s->progress) {
+        uint64_t done = (uint64_t)gzoffset(s->gz);
+        if (done >= s->next_report) {
+            s->progress(s->arg, done, s->total, *s->events);
+            s->next_report = done + PROGRESS_EVERY;
+        }
+    }
+    return n;
+}
+
+static const char *source_name(const tw_trace_rank *r, bool legacy, bool paddle, bool kineto)
+{
+    (void)r;
+    return paddle ? "paddle" : legacy ? "kineto-legacy" : kineto ? "kineto" : "chrome";
+}
+
+/* Streams the JSON of src into rank r. */
+static int read_json(tw_trace *t, tw_trace_rank *r, source *src, int rank)
+{
+    tw_rank_acc *acc;
+    int rc = tw_rank_acc_new(&acc, r, &t->o);
+    if (rc != TW_OK)
+        return rc;
+    tw_jstream js;
+    if (tw_jstream_init(&js, source_read, src) != TW_OK) {
+        tw_rank_acc_free(acc);
+        return TW_ENOMEM;
+    }
+    src->events = &r->events;
+    tw_trace_reader_stats st;
+    const char *error = NULL;
+    rc = tw_trace_read(&js, tw_rank_acc_event, acc, &st, &error);
+    r->bytes = tw_jstream_offset(&js);
+    r->names_cut = js.strings_cut;
+    r->source = source_name(r, st.legacy, st.paddle, st.kineto);
+    if (rc == TW_EFORMAT) {
+        char *m = r->error;
+        if (src->gz_error)
+            snprintf(m, sizeof r->error, "corrupt or truncated gzip data after %llu bytes",
+                     (unsigned long long)r->bytes);
+        else
+            snprintf(m, sizeof r->error, "%s at byte %llu", error, (unsigned long long)r->bytes);
+    }
+    int frc = tw_rank_acc_finish(acc);
+    tw_rank_acc_free(acc);
+    tw_jstream_free(&js);
+    if (frc != TW_OK)
+        return frc;
+    r->rank = rank >= 0 ? rank : st.rank >= 0 ? st.rank : tw_rank_from_path(r->path);
+    if (r->rank < 0)
+        r->rank = t->n - 1;
+    if (rc == TW_EFORMAT && r->events == 0)
+        return TW_EFORMAT;
+    return rc == TW_EFORMAT ? TW_OK : rc;
+}
+
+static int read_summary(tw_trace_rank *r, source *src, int rank, int order)
+{
+    char *text = malloc(TW_SUMMARY_MAX);
+    if (!text)
+        return TW_ENOMEM;
+    size_t len = 0;
+    long n;
+    while (len < TW_SUMMARY_MAX && (n = source_read(src, text + len, TW_SUMMARY_MAX - len)) > 0)
+        len += (size_t)n;
+    r->bytes = len;
+    r->source = "paddle-summary";
+    bool ok = tw_trace_summary_read(r, text, len);
+    free(text);
+    r->rank = rank >= 0 ? rank : tw_rank_from_path(r->path);
+    if (r->rank < 0)
+        r->rank = order;
+    if (!ok) {
+        snprintf(r->error, sizeof r->error, "%s", "no Perf Summary, Model Summary or Overview Summary found");
+        return TW_EFORMAT;
+    }
+    return TW_OK;
+}
+
+static int read_source(tw_trace *t, tw_trace_rank *r, source *src, int rank)
+{
+    char head[HEAD];
+    long n = source_read(src, head, sizeof head);
+    if (n < 0) {
+        snprintf(r->error, sizeof r->error, "%s", "corrupt gzip data");
+        return TW_EGZIP;
+    }
+    src->head = head;
+    src->head_len = (size_t)n;
+    src->head_pos = 0;
+    if (tw_trace_summary_detect(head, (size_t)n))
+        return read_summary(r, src, rank, t->n - 1);
+    return read_json(t, r, src, rank);
+}
+
+int tw_trace_add_file(tw_trace *t, const char *path, int rank, tw_trace_progress_fn progress, void *arg)
+{
+    tw_trace_rank *r = new_rank(t, path);
+    if (!r)
+        return TW_ENOMEM;
+    bool is_stdin = strcmp(path, "-") == 0;
+    struct stat sb;
+    if (!is_stdin) {
+        if (stat(path, &sb) != 0) {
+            snprintf(r->error, sizeof r->error, "%s", tw_strerror(tw_status_from_errno(errno)));
+            return tw_status_from_errno(errno);
+        }
+        if (S_ISDIR(sb.st_mode)) {
+            snprintf(r->error, sizeof r->error, "%s", tw_strerror(TW_EISDIR));
+            return TW_EISDIR;
+        }
+    }
+    int fd = is_stdin ? dup(STDIN_FILENO) : -1;
+    gzFile gz = is_stdin ? gzdopen(fd, "rb") : gzopen(path, "rb");
+    if (!gz) {
+        int rc = errno ? tw_status_from_errno(errno) : TW_ENOMEM;
+        if (fd >= 0)
+            close(fd);
+        snprintf(r->error, sizeof r->error, "%s", tw_strerror(rc));
+        return rc;
+    }
+    gzbuffer(gz, 1u << 18);
+    source src = {.gz = gz, .progress = progress, .arg = arg, .total = is_stdin ? 0 : (uint64_t)sb.st_size};
+    src.next_report = PROGRESS_EVERY;
+    uint64_t none = 0;
+    src.events = &none;
+    int rc = read_source(t, r, &src, rank);
+    gzclose(gz);
+    if (rc == TW_OK && src.gz_error && !r->error[0])
+        snprintf(r->error, sizeof r->error, "%s", "corrupt or truncated gzip data");
+    return rc;
+}
+
+int tw_trace_add_buffer(tw_trace *t, const char *path, const char *data, size_t len, int rank)
+{
+    tw_trace_rank *r = new_rank(t, path);
+    if (!r)
+        return TW_ENOMEM;
+    uint64_t none = 0;
+    source src = {.mem = data, .mem_len = len, .events = &none};
+    return read_source(t, r, &src, rank);
+}
+
+int tw_trace_finish(tw_trace *t)
+{
+    return tw_trace_rules(t->ranks, t->n, &t->o, &t->findings);
+}
+
+int tw_trace_rank_count(const tw_trace *t)
+{
+    return t->n;
+}
+
+const tw_trace_rank *tw_trace_rank_at(const tw_trace *t, int i)
+{
+    return i >= 0 && i < t->n ? &t->ranks[i] : NULL;
+}
+
+int tw_trace_finding_count(const tw_trace *t)
+{
+    return t->findings.n;
+}
+
+const tw_finding *tw_trace_finding_at(const tw_trace *t, int i)
+{
+    return i >= 0 && i < t->findings.n ? &t->findings.v[i] : NULL;
+}
+
+bool tw_trace_healthy(const tw_trace *t)
+{
+    for (int i = 0; i < t->findings.n; i++) {
+        if (t->findings.v[i].severity >= TW_SEV_WARNING)
+            return false;
+    }
+    return true;
+}
+
+const char *tw_copy_dir_name(tw_copy_dir d)
+{
+    static const char *const names[] = {"HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "other", "memset"};
+    return d < TW_COPY_COUNT ? names[d] : "?";
+}

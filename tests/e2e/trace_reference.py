@@ -1,0 +1,119 @@
+"""An independent reference for `trainwatch trace`: the same figures from
+Python's json module, loading the whole trace and sorting/merging interval
+lists the obvious way. Slow and memory-hungry, but easy to check by eye.
+Usable as a script: python3 trace_reference.py TRACE.json[.gz] prints JSON."""
+import gzip
+import json
+import math
+import re
+import sys
+
+STEP = re.compile(r"^Profiler?Step#(\d+)")
+SUFFIX = re.compile(r"\[[0-9. ]+ ?[mu]s\]$")
+
+
+def load(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+        doc = json.load(f)
+    return doc if isinstance(doc, list) else doc.get("traceEvents", [])
+
+
+def is_comm(name):
+    return name.startswith(("nccl", "rccl", "hccl")) or any(
+        s in name for s in ("ncclKernel", "ncclDevKernel", "c_allreduce", "all_reduce_kernel"))
+
+
+def kind(e):
+    if e.get("ph") != "X":
+        return None
+    name, cat = SUFFIX.sub("", str(e.get("name", ""))), str(e.get("cat", "")).lower()
+    if cat == "kernel":
+        if name.startswith(("Memcpy", "hipMemcpy", "dma", "Memset", "hipMemset")):
+            return "mem"
+        return "comm" if is_comm(name) else "comp"
+    if cat in ("gpu_memcpy", "memcpy", "gpu_memset", "memset"):
+        return "mem"
+    if cat in ("cuda_sync", "cuda_runtime", "runtime", "cudaruntime", "cuda_driver", "gpu_user_annotation"):
+        return None
+    if STEP.match(name):
+        return "step"
+    if cat == "dataloader" or "DataLoader" in name or "Dataloader" in name:
+        return "data"
+    return None
+
+
+def union(intervals):
+    out = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return out
+
+
+def covered(merged, lo, hi):
+    return sum(max(0.0, min(b, hi) - max(a, lo)) for a, b in merged)
+
+
+def reference(path):
+    events = load(path)
+    sets = {"comp": [], "comm": [], "mem": [], "data": []}
+    steps, kernels, copies = [], {}, {}
+    for e in events:
+        k = kind(e)
+        ts, dur = e.get("ts"), e.get("dur")
+        if k is None or not isinstance(ts, (int, float)) or not isinstance(dur, (int, float)):
+            continue
+        if not (math.isfinite(ts) and math.isfinite(dur) and dur >= 0):
+            continue
+        name = SUFFIX.sub("", str(e["name"]))
+        if k == "step":
+            steps.append((ts, ts + dur, int(STEP.match(name).group(1))))
+            continue
+        sets[k].append((ts, ts + dur))
+        if k in ("comp", "comm"):
+            s = kernels.setdefault(name[:255], [0, 0.0])
+            s[0] += 1
+            s[1] += dur
+        if k == "mem":
+            args = e.get("args", {})
+            d = "memset" if name.startswith("Memset") or "memset" in str(e.get("cat", "")).lower() else next(
+                (x for x in ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP") if x in name), "other")
+            c = copies.setdefault(d, [0, 0.0])
+            c[0] += 1
+            c[1] += args.get("bytes", 0) if isinstance(args.get("bytes"), (int, float)) else 0
+    comp, ck = union(sets["comp"]), union(sets["comp"] + sets["comm"])
+    comm, allw, data = union(sets["comm"]), union(sets["comp"] + sets["comm"] + sets["mem"]), union(sets["data"])
+    if steps:
+        windows = sorted(steps)
+    elif allw:
+        windows = [(allw[0][0], allw[-1][1], -1)]
+    else:
+        windows = []
+    out_steps = []
+    for lo, hi, sid in windows:
+        C, CK, A, K = covered(comp, lo, hi), covered(ck, lo, hi), covered(allw, lo, hi), covered(comm, lo, hi)
+        gaps = []  # the idle gaps inside the window
+        prev = lo
+        for a, b in allw:
+            if b <= lo or a >= hi:
+                continue
+            if a > prev:
+                gaps.append((prev, a))
+            prev = max(prev, b)
+        if hi > prev:
+            gaps.append((prev, hi))
+        idle_data = sum(covered(data, a, b) for a, b in gaps)
+        out_steps.append({"id": sid, "wall_us": hi - lo, "compute_us": C, "comm_us": CK - C, "memcpy_us": A - CK,
+                          "idle_us": (hi - lo) - A, "idle_dataloader_us": idle_data, "comm_total_us": K,
+                          "comm_overlap_us": K - (CK - C)})
+    top = sorted(kernels.items(), key=lambda kv: -kv[1][1])[:10]
+    return {"steps": out_steps, "kernel_count": sum(v[0] for v in kernels.values()),
+            "kernel_total_us": sum(v[1] for v in kernels.values()),
+            "top_kernels": [(n, v[0], v[1]) for n, v in top], "copies": copies}
+
+
+if __name__ == "__main__":
+    print(json.dumps(reference(sys.argv[1]), indent=1))
