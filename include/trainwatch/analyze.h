@@ -186,6 +186,8 @@ void tw_report_free(tw_report *report);
 /* Human text; colour adds ANSI colours (use only on a terminal). */
 void tw_report_write_text(FILE *out, const tw_report *report, bool colour);
 /* JSON, schema "trainwatch.analysis/2" (docs/analysis-json.md). */
+/* One finding as the JSON object both analyze's and trace's reports hold. */
+void tw_finding_write_json(FILE *out, const tw_finding *f);
 void tw_report_write_json(FILE *out, const tw_report *report);
 
 #define TW_ANALYSIS_SCHEMA "trainwatch.analysis/2"

@@ -95,7 +95,7 @@ static void summary(FILE *out, const tw_summary *s)
     fputs("}}", out);
 }
 
-static void finding(FILE *out, const tw_finding *f)
+void tw_finding_write_json(FILE *out, const tw_finding *f)
 {
     fputs("{\"rule\":", out);
     tw_json_cstring(out, f->rule);
@@ -129,7 +129,7 @@ static void findings(FILE *out, const tw_finding *items, int n)
     for (int i = 0; i < n; i++) {
         if (i)
             fputc(',', out);
-        finding(out, &items[i]);
+        tw_finding_write_json(out, &items[i]);
     }
     fputc(']', out);
 }

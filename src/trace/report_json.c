@@ -140,35 +140,6 @@ static void rank(FILE *out, const tw_trace_rank *r)
     fputc('}', out);
 }
 
-static void finding(FILE *out, const tw_finding *f)
-{
-    fputs("{\"rule\":", out);
-    tw_json_cstring(out, f->rule);
-    fprintf(out, ",\"severity\":\"%s\",\"title\":", tw_severity_name(f->severity));
-    tw_json_cstring(out, f->title);
-    fputs(",\"evidence\":", out);
-    tw_json_cstring(out, f->evidence);
-    fputs(",\"recommendation\":", out);
-    tw_json_cstring(out, f->recommendation);
-    fputs(",\"file\":", out);
-    if (f->where.file)
-        tw_json_cstring(out, f->where.file);
-    else
-        fputs("null", out);
-    fputs(",\"line\":null,\"rank\":", out);
-    if (f->rank >= 0)
-        fprintf(out, "%d", f->rank);
-    else
-        fputs("null", out);
-    fputs(",\"step\":", out);
-    if (f->step >= 0)
-        fprintf(out, "%lld", (long long)f->step);
-    else
-        fputs("null", out);
-    num(out, "value", f->value, true);
-    fputc('}', out);
-}
-
 void tw_trace_write_json(FILE *out, const tw_trace *t)
 {
     fprintf(out, "{\"schema\":\"" TW_TRACE_SCHEMA "\",\"healthy\":%s,\"ranks\":[",
@@ -182,7 +153,7 @@ void tw_trace_write_json(FILE *out, const tw_trace *t)
     for (int i = 0; i < tw_trace_finding_count(t); i++) {
         if (i)
             fputc(',', out);
-        finding(out, tw_trace_finding_at(t, i));
+        tw_finding_write_json(out, tw_trace_finding_at(t, i)); /* analyze's finding objects */
     }
     fputs("]}\n", out);
 }
