@@ -27,7 +27,9 @@ def inline(text):
     out, pos = [], 0
     for m in re.finditer(r"`([^`]+)`|\*\*([^*]+)\*\*", text):
         out.append(escape(text[pos:m.start()]))
-        out.append("\\fB" + escape(m.group(1) or m.group(2)) + "\\fR")
+        code = escape(m.group(1) or m.group(2))
+        # a long code word may break after a comma (\\: is a zero-width break point)
+        out.append("\\fB" + code.replace(",", ",\\:") + "\\fR")
         pos = m.end()
     out.append(escape(text[pos:]))
     return "".join(out)
@@ -108,6 +110,7 @@ def main():
     intro = readme.split("\n## ", 1)[0].split("\n", 1)[1].strip()
     date = datetime.date.today().isoformat()
     roff = [f'.TH TRAINWATCH 1 "{date}" "trainwatch {version}" "User Commands"',
+            ".ad l",  # ragged right: long code words never leave a line that cannot be adjusted
             ".SH NAME", "trainwatch \\- observability for deep\\-learning training runs",
             ".SH SYNOPSIS",
             ".B trainwatch analyze", "[\\fIOPTIONS\\fR] \\fIFILE\\fR...", ".br",
