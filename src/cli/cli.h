@@ -6,10 +6,12 @@
 #ifndef TW_CLI_CLI_H
 #define TW_CLI_CLI_H
 
+#include <stdio.h>
+
 typedef struct tw_command {
     const char *name;
     const char *summary;
-    const char *usage;       /* full help text, printed by `trainwatch help NAME` */
+    const char *usage; /* full help text, printed by `trainwatch help NAME` */
     int (*run)(int argc, char **argv);
 } tw_command;
 
@@ -23,12 +25,18 @@ extern const tw_command tw_cmd_trace;
 /* Reads a non-negative number for --flag; says what is wrong and returns -1. */
 int tw_cli_number(const char *command, const char *flag, const char *arg, double *out);
 
+/* Writes a page with write(out, arg) to path ("-": stdout), a file whole
+ * or not at all (--html of analyze, run and trace). Returns 0, or -1 when
+ * it could not be written, said on stderr as "trainwatch COMMAND: --html
+ * reason". */
+int tw_cli_write_html(const char *command, const char *path, int (*write)(FILE *out, const void *arg), const void *arg);
+
 /* Exit statuses shared by the subcommands. */
 enum {
     TW_EXIT_OK = 0,
-    TW_EXIT_PROBLEMS = 1,   /* the job ran and found errors */
-    TW_EXIT_USAGE = 2,      /* bad usage or unreadable input */
-    TW_EXIT_LINT = 3,       /* rules check: a lint found something, with --lint-fatal (as promtool) */
+    TW_EXIT_PROBLEMS = 1, /* the job ran and found errors */
+    TW_EXIT_USAGE = 2,    /* bad usage or unreadable input */
+    TW_EXIT_LINT = 3,     /* rules check: a lint found something, with --lint-fatal (as promtool) */
 };
 
 #endif

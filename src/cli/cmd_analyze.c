@@ -315,28 +315,16 @@ static void html_title(char *buf, size_t cap, int argc, char **argv, int first)
         snprintf(buf, cap, "trainwatch: %s", name);
 }
 
-/* The HTML page, to stdout ("-") or written whole or not at all; -1 when
- * it could not be (said). */
-static int write_html(const char *path, const tw_report *report, const tw_run *run, const char *title)
+typedef struct html_page {
+    const tw_report *report;
+    const tw_run *run;
+    const char *title;
+} html_page;
+
+static int write_page(FILE *out, const void *arg)
 {
-    char err[600];
-    if (strcmp(path, "-") == 0)
-        return tw_report_write_html(stdout, report, run, title) == TW_OK ? 0 : -1;
-    tw_outfile out;
-    if (tw_outfile_open(&out, path, err, sizeof err) != 0) {
-        fprintf(stderr, "trainwatch analyze: --html %s\n", err);
-        return -1;
-    }
-    if (tw_report_write_html(out.f, report, run, title) != TW_OK) {
-        tw_outfile_abort(&out);
-        fprintf(stderr, "trainwatch analyze: --html %s: out of memory\n", path);
-        return -1;
-    }
-    if (tw_outfile_commit(&out, err, sizeof err) != 0) {
-        fprintf(stderr, "trainwatch analyze: --html %s\n", err);
-        return -1;
-    }
-    return 0;
+    const html_page *p = arg;
+    return tw_report_write_html(out, p->report, p->run, p->title);
 }
 
 static bool use_colour(const analyze_options *o)
@@ -411,7 +399,8 @@ static int run(int argc, char **argv)
     if (o.html) {
         char title[256];
         html_title(title, sizeof title, argc, argv, first);
-        if (write_html(o.html, report, trun, title) != 0)
+        html_page page = {report, trun, title};
+        if (tw_cli_write_html("analyze", o.html, write_page, &page) != 0)
             status = TW_EXIT_USAGE;
     }
     if (status == TW_EXIT_OK) {

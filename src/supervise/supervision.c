@@ -21,9 +21,9 @@
 #include <unistd.h>
 
 #include "../core/clock.h"
+#include "../log/rotate.h"
 #include "alerting.h"
 #include "child.h"
-#include "../log/rotate.h"
 #include "samplers.h"
 #include "sinks.h"
 #include "trainwatch/error.h"
@@ -448,6 +448,11 @@ int tw_supervision_finish(tw_supervision *s, tw_report **report, tw_supervision_
     if (tw_live_stall_finding(s->sinks.live, tw_wall_clock(), &stall))
         tw_report_append(*report, &stall);
     return TW_OK;
+}
+
+const tw_run *tw_supervision_run(const tw_supervision *s)
+{
+    return s->sinks.run;
 }
 
 void tw_supervision_write_samples(const tw_supervision *s, const tw_report *report, FILE *out)
