@@ -196,6 +196,8 @@ static void read_file_quotes(tw_html_quote *q, int n, int first)
             for (int i = first; i < n; i++) {
                 if (q[i].line == line && !q[i].text && q[i].file && strcmp(q[i].file, path) == 0) {
                     size_t keep = len > QUOTE_MAX ? QUOTE_MAX : len;
+                    while (keep < len && keep > 0 && ((unsigned char)buf[keep] & 0xC0) == 0x80)
+                        keep--; /* not inside a UTF-8 character */
                     while (keep && (buf[keep - 1] == '\n' || buf[keep - 1] == '\r'))
                         keep--;
                     q[i].text = malloc(keep + 1);
