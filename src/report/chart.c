@@ -90,6 +90,33 @@ int tw_chart_point_add(tw_chart_series *s, double step, double time, double y)
     return push(&s->bad, &s->bad_count, &s->bad_cap, p);
 }
 
+static bool has_step(const tw_chart_point *items, size_t n, double step)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (items[i].step == step)
+            return true;
+    }
+    return false;
+}
+
+int tw_chart_point_insert(tw_chart_series *s, double step, double time, double y)
+{
+    if (!isfinite(step) || has_step(s->points, s->count, step) || has_step(s->bad, s->bad_count, step))
+        return TW_OK;
+    tw_chart_point **items = isfinite(y) ? &s->points : &s->bad;
+    size_t *count = isfinite(y) ? &s->count : &s->bad_count, *cap = isfinite(y) ? &s->cap : &s->bad_cap;
+    if (push(items, count, cap, (tw_chart_point){step, time, y}) != TW_OK)
+        return TW_ENOMEM;
+    size_t i = *count - 1;
+    while (i > 0 && (*items)[i - 1].step > step) {
+        tw_chart_point t = (*items)[i - 1];
+        (*items)[i - 1] = (*items)[i];
+        (*items)[i] = t;
+        i--;
+    }
+    return TW_OK;
+}
+
 void tw_chart_band_add(tw_chart *c, double step0, double step1, double time0, double time1, const char *label)
 {
     if (c->band_count == TW_CHART_BANDS)

@@ -76,6 +76,9 @@ void tw_chart_free(tw_chart *c);
 tw_chart_series *tw_chart_series_add(tw_chart *c, const char *name, int colour);
 /* Adds a point (a non-finite y goes to the markers). TW_ENOMEM or TW_OK. */
 int tw_chart_point_add(tw_chart_series *s, double step, double time, double y);
+/* Inserts a point in step order unless one at that step is there already
+ * (an exact extreme the series' own downsampling may have dropped). */
+int tw_chart_point_insert(tw_chart_series *s, double step, double time, double y);
 void tw_chart_band_add(tw_chart *c, double step0, double step1, double time0, double time1, const char *label);
 void tw_chart_mark_add(tw_chart *c, int finding, double step, double time);
 /* Points in the chart (finite and not), to leave out an empty chart. */

@@ -134,6 +134,32 @@ static int add_points(tw_chart_series *s, const tw_rank *rk, unsigned f, double 
     return TW_OK;
 }
 
+/* The points the run keeps exactly whatever its series dropped (its worst
+ * loss spike, its first NaN, its slowest step, its first and last), put
+ * back where the series lacks them: a long run's series keeps one record
+ * in every stride, and these are the ones a reader must see. */
+static int add_extremes(tw_chart_series *s, const tw_rank *rk, unsigned f, double offset, bool compute)
+{
+    const tw_point *kept[5] = {&rk->first, &rk->last, NULL, NULL, NULL};
+    if (rk->spikes)
+        kept[2] = &rk->worst_spike;
+    if (rk->have_nan)
+        kept[3] = &rk->nan_point;
+    if (rk->step_times.count)
+        kept[4] = &rk->batch_max_point;
+    if (rk->series.stride <= 1)
+        return TW_OK; /* the series has every record */
+    for (int i = 0; i < 5; i++) {
+        const tw_point *pt = kept[i];
+        if (!pt || !(pt->fields & f) || (compute && !(pt->fields & TW_F_DATA_TIME)))
+            continue;
+        double y = compute ? pt->batch - pt->data : field(pt, f);
+        if (tw_chart_point_insert(s, pt->pos + offset, pt->time, y) != TW_OK)
+            return TW_ENOMEM;
+    }
+    return TW_OK;
+}
+
 /* One series over every launch: per launch the first rank that logged it. */
 static int series_of(page *p, tw_chart *c, const char *name, int colour, unsigned f, bool compute)
 {
@@ -158,7 +184,8 @@ static int series_of(page *p, tw_chart *c, const char *name, int colour, unsigne
         return TW_ENOMEM;
     for (int i = 0; i < p->launches; i++) {
         const tw_rank *rk = rank_with(tw_run_launch(p->run, i), compute ? TW_F_DATA_TIME : f);
-        if (rk && add_points(s, rk, f, p->offset[i], compute) != TW_OK)
+        if (rk && (add_points(s, rk, f, p->offset[i], compute) != TW_OK ||
+                   add_extremes(s, rk, f, p->offset[i], compute) != TW_OK))
             return TW_ENOMEM;
     }
     return TW_OK;
@@ -272,6 +299,8 @@ static int rank_overlay(page *p, tw_chart *c)
                 snprintf(name, sizeof name, "rank %d", r->rank->rank);
             tw_chart_series *s = tw_chart_series_add(c, name, k);
             rc = s ? add_points(s, r->rank, TW_F_BATCH_TIME, p->offset[r->launch], false) : TW_ENOMEM;
+            if (rc == TW_OK)
+                rc = add_extremes(s, r->rank, TW_F_BATCH_TIME, p->offset[r->launch], false);
         }
     }
     free(o);
@@ -298,6 +327,8 @@ static int build_charts(page *p)
         rc = series_of(p, &c[CH_STEP], "data wait", 1, TW_F_DATA_TIME, false);
     if (rc == TW_OK)
         rc = series_of(p, &c[CH_STEP], "compute", 2, TW_F_BATCH_TIME, true);
+    if (rc == TW_OK && c[CH_STEP].series_count == 3)
+        c[CH_STEP].series[2].dashed = true; /* over the step time when data wait is small */
     if (rc == TW_OK)
         rc = series_of(p, &c[CH_IPS], "samples/s", 4, TW_F_SAMPLES_PER_SEC, false);
     if (rc == TW_OK)
