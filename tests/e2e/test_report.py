@@ -358,3 +358,17 @@ def test_bad_data_still_gives_a_valid_page(browser, tmp_path, case):
     if case == "one-record":
         check_series(page, "chart-loss", "loss", recs, "loss")
     check_findings(browser, page, report)
+
+
+def test_long_run_keeps_its_spike_and_nan_when_downsampled(browser, tmp_path):
+    steps = 20000
+    log = tmp_path / "long.log"
+    log.write_text("".join(line(s, "9.5" if s == 12345 else "nan" if s == 15000 else f"{1 + 1 / s:.6f}")
+                           for s in range(1, steps + 1)))
+    report, page, _ = analyze_page(browser, tmp_path, "long-run", [log])
+    s = chart(page, "chart-loss")["data"]["series"][0]
+    assert s["points"] < steps  # the run's series is downsampled ...
+    assert s["max"] == 9.5 and s["not_finite"] >= 1  # ... and keeps the spike and the NaN
+    assert s["drawn"] <= 600
+    check_drawn(chart(page, "chart-loss"))
+    check_findings(browser, page, report)
