@@ -566,7 +566,6 @@ static void write_page(FILE *out, page *p, const char *title, char (*targets)[32
     subtitle(r, sub, sizeof sub);
     tw_html_begin(out, title, sub, any_time(p));
     tw_html_findings(out, r->findings, r->finding_count, targets, quotes);
-    summary_table(out, r);
     fputs("<section id=\"charts\"><h2>Charts</h2>\n", out);
     int drawn = 0;
     for (int i = 0; i < CH_COUNT; i++) {
@@ -578,6 +577,7 @@ static void write_page(FILE *out, page *p, const char *title, char (*targets)[32
     if (!drawn)
         fputs("<p>No step in the log carried a value to draw.</p>\n", out);
     fputs("</section>\n", out);
+    summary_table(out, r);
     if (r->summary.train_metric_count || r->summary.eval_metric_count) {
         fputs("<section id=\"metrics\"><h2>Metrics</h2>\n", out);
         metrics_table(out, "training metrics", r->summary.train_metrics, r->summary.train_metric_count);

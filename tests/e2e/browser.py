@@ -168,12 +168,13 @@ class Browser:
             raise RuntimeError(f"script failed: {r['exceptionDetails']}")
         return r["result"].get("value")
 
-    def screenshot(self, path, full=False):
+    def screenshot(self, path, full=False, height=None, scale=1):
+        """The viewport; full: the whole page; height: the page's top."""
         params = {"format": "png"}
-        if full:
+        if full or height:
             params["captureBeyondViewport"] = True
             h = self.evaluate("document.documentElement.scrollHeight")
-            params["clip"] = {"x": 0, "y": 0, "width": 1000, "height": min(h, 16000), "scale": 1}
+            params["clip"] = {"x": 0, "y": 0, "width": 1000, "height": min(h, height or 16000), "scale": scale}
         data = self.call("Page.captureScreenshot", **params)["data"]
         with open(path, "wb") as f:
             f.write(base64.b64decode(data))
