@@ -359,10 +359,11 @@ static void marks(FILE *out, const tw_chart *c, const frame *f)
         if (!isfinite(x))
             continue;
         double X = px(f, x);
-        fprintf(out,
-                "<g class=\"hl\"%s%d%s data-f=\"%d\"><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"/></g>",
-                f->time ? "" : " id=\"f-", f->time ? 0 : m->finding, f->time ? "" : "\"", m->finding, X - w / 2, TOP, w,
-                H - TOP - BOTTOM);
+        fputs("<g class=\"hl\"", out);
+        if (!f->time) /* the link's target is in the step view; the script lights the time view's too */
+            fprintf(out, " id=\"f-%d\"", m->finding);
+        fprintf(out, " data-f=\"%d\"><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"/></g>", m->finding,
+                X - w / 2, TOP, w, H - TOP - BOTTOM);
     }
 }
 

@@ -12,11 +12,12 @@ A screenshot of each page is kept under the build's test-artifacts/report/;
 TW_UPDATE_SCREENSHOT=1 also writes docs/images/report.png (the README's,
 the top of `run --html`'s page of the demo trainer whose loss turns NaN).
 """
+import html.parser
 import json
 import math
 import os
 import pathlib
-import shutil
+import re
 import subprocess
 
 import pytest
@@ -67,8 +68,10 @@ FOLLOW = r"""(async href => {
   const el = document.querySelector(href);
   if (!el) return {exists: false};
   const box = el.getBoundingClientRect();
+  const n = href.slice(3);
   return {exists: true, shown: getComputedStyle(el).display !== 'none' && box.width > 0 && box.height > 0,
-          highlighted: href.startsWith('#f-') ? document.querySelectorAll('.hl.on').length : null};
+          highlighted: href.startsWith('#f-') ? document.querySelectorAll('.hl.on[data-f="' + n + '"]').length : null,
+          views: el.closest('figure').querySelectorAll('svg.plot').length};
 })"""
 
 
@@ -93,7 +96,44 @@ def close(a, b):
     return a == b or (a is not None and b is not None and math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12))
 
 
+class Markup(html.parser.HTMLParser):
+    """Attributes well formed and the elements the writers open closed."""
+    CHECKED = {"html", "head", "body", "main", "section", "figure", "svg", "g", "table", "details", "ul", "ol",
+               "script", "style", "header", "footer", "figcaption", "blockquote", "caption", "thead"}
+
+    def __init__(self):
+        super().__init__()
+        self.stack, self.errors = [], []
+
+    def handle_starttag(self, tag, attrs):
+        for name, _ in attrs:
+            if not re.fullmatch(r"[a-z][a-z0-9-]*", name):
+                self.errors.append(f"<{tag}> attribute {name!r}")
+        if tag in self.CHECKED:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag, attrs):
+        for name, _ in attrs:
+            if not re.fullmatch(r"[a-z][a-z0-9-]*", name):
+                self.errors.append(f"<{tag}/> attribute {name!r}")
+
+    def handle_endtag(self, tag):
+        if tag in self.CHECKED:
+            if not self.stack or self.stack[-1] != tag:
+                self.errors.append(f"</{tag}> closes {self.stack[-1:] or 'nothing'}")
+            else:
+                self.stack.pop()
+
+
+def check_markup(path):
+    m = Markup()
+    m.feed(pathlib.Path(path).read_text())
+    m.close()
+    assert not m.errors and not m.stack, (m.errors[:5], m.stack)
+
+
 def open_page(browser, html, name):
+    check_markup(html)
     url, requests, errors = browser.open(html)
     assert requests == [url], f"the page requested more than itself: {requests}"
     assert not errors, errors
@@ -156,8 +196,8 @@ def check_findings(browser, page, report):
         if shown["href"]:
             result = browser.evaluate(f"({FOLLOW})({json.dumps(shown['href'])})", wait=True)
             assert result["exists"] and result["shown"], (shown, result)
-            if shown["href"].startswith("#f-"):
-                assert result["highlighted"] >= 1
+            if shown["href"].startswith("#f-"):  # lit in the step view and, when there is one, the time view
+                assert result["highlighted"] == result["views"], (shown, result)
 
 
 def analyze_page(browser, tmp_path, name, inputs, *options):
