@@ -413,3 +413,30 @@ def test_long_run_keeps_its_spike_and_nan_when_downsampled(browser, tmp_path):
     assert s["drawn"] <= 600
     check_drawn(chart(page, "chart-loss"))
     check_findings(browser, page, report)
+
+
+def test_hover_dark_mode_and_print(browser, tmp_path):
+    log = demo_log(tmp_path, "look", "--lr-spike-at", "30")
+    _, page, _ = analyze_page(browser, tmp_path, "demo-look", [log])
+    box = browser.evaluate("(() => { const r = document.querySelector('#chart-loss svg.v-step')"
+                           ".getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; })()")
+    browser.call("Input.dispatchMouseEvent", type="mouseMoved", x=box[0] + box[2] * 0.3, y=box[1] + box[3] / 2)
+    tip = browser.evaluate("(() => { const t = document.querySelector('#chart-loss .tip');"
+                           " return {hidden: t.hidden, text: t.textContent}; })()")
+    assert not tip["hidden"] and tip["text"].startswith("loss: "), tip
+    background = "getComputedStyle(document.body).backgroundColor"
+    assert browser.evaluate(background) == "rgb(255, 255, 255)"
+    browser.call("Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": "dark"}])
+    try:
+        assert browser.evaluate(background) == "rgb(21, 23, 26)"
+        browser.screenshot(str(ARTIFACTS / "demo-look-dark.png"))
+    finally:
+        browser.call("Emulation.setEmulatedMedia", features=[])
+    browser.call("Emulation.setEmulatedMedia", media="print")
+    try:
+        shown = browser.evaluate("[...document.querySelectorAll('svg.plot')].map(s => getComputedStyle(s).display)")
+        views = browser.evaluate("[...document.querySelectorAll('svg.plot')].map(s => s.classList[1])")
+        assert all((d != "none") == (v == "v-step") for d, v in zip(shown, views))
+        assert browser.evaluate("getComputedStyle(document.querySelector('.xaxis')).display") == "none"
+    finally:
+        browser.call("Emulation.setEmulatedMedia", media="")
