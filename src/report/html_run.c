@@ -540,8 +540,8 @@ static void subtitle(const tw_report *r, char *buf, size_t cap)
     const tw_summary *s = &r->summary;
     char d[64];
     snprintf(buf, cap, "%s. %d rank%s, %llu step records%s%s, %d launch%s.", r->healthy ? "Healthy" : "Problems found",
-             s->ranks, s->ranks == 1 ? "" : "s", (unsigned long long)s->step_records, isnan(s->duration) ? "" : ", ",
-             isnan(s->duration) ? "" : tw_fmt_duration(s->duration, d, sizeof d), r->launch_count,
+             s->ranks, s->ranks == 1 ? "" : "s", (unsigned long long)s->step_records, s->duration > 0 ? ", " : "",
+             s->duration > 0 ? tw_fmt_duration(s->duration, d, sizeof d) : "", r->launch_count,
              r->launch_count == 1 ? "" : "es");
 }
 
