@@ -219,7 +219,7 @@ def demo_log(tmp_path, name, *flags, rank=None):
 
 FAULTS = {
     "clean": ([], [], None),
-    "slow-reader": (["--slow-reader", "4"], [], "data_loading_bound"),
+    "slow-reader": (["--slow-reader", "20"], [], "data_loading_bound"),
     "lr-spike": (["--lr-spike-at", "30"], [], "nan_loss"),
     "leak": (["--leak-mb", "4"], ["--device-memory", "2"], "memory_growth"),
     "stall": (["--stall-at", "50", "--stall-seconds", "2"], ["--stall-seconds", "1"], "stall"),
