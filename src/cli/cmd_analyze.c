@@ -349,6 +349,10 @@ static int run(int argc, char **argv)
     if (first < 0)
         return TW_EXIT_USAGE;
     char err[600];
+    if (o.html && o.records) {
+        fprintf(stderr, "trainwatch analyze: --html and --records do not go together (records are not a report)\n");
+        return TW_EXIT_USAGE;
+    }
     if (o.html && strcmp(o.html, "-") != 0 && tw_outfile_check(o.html, err, sizeof err) != 0) {
         fprintf(stderr, "trainwatch analyze: --html %s\n", err);
         return TW_EXIT_USAGE;

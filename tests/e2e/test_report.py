@@ -328,19 +328,38 @@ def test_corpus_restarted_job_links_its_findings(browser, tmp_path, corpus):
     check_findings(browser, page, report)
 
 
-def test_trace_page_bars_and_top_tables(browser, tmp_path, corpus):
-    trace = corpus / "traces" / "kineto-resnet50-num_workers_0.pt.trace.json.gz"
+TRACES = sorted(p.name for p in (SOURCE.parent / "shared" / "corpus" / "traces").glob("*")) or ["(no corpus)"]
+
+
+@pytest.mark.parametrize("name", TRACES + ["hta-sampled-rank0+1"])
+def test_trace_page_bars_and_top_tables(browser, tmp_path, corpus, name):
+    if name == "hta-sampled-rank0+1":
+        traces = [corpus / "traces" / f"hta-sampled-rank{r}-ws128.kineto.json.gz" for r in (0, 1)]
+    else:
+        traces = [corpus / "traces" / name]
     html = tmp_path / "trace.html"
-    out = run(["trainwatch", "trace", "--json", "--html", html, trace])
+    out = run(["trainwatch", "trace", "--json", "--html", html, *traces])
     assert out.returncode in (0, 1), out.stderr
     report = json.loads(out.stdout)
-    page = open_page(browser, html, "trace-resnet50")
-    rank = report["ranks"][0]
-    c = chart(page, "trace-rank-0")
-    assert c["data"]["steps"] == len(rank["steps"]) == c["bars"] == c["data"]["bars"]
-    assert page["tables"]["top-kernels"][0] == [k["name"] for k in rank["top_kernels"]]
-    assert page["tables"]["top-ops"][0] == [k["name"] for k in rank["top_operators"]]
+    page = open_page(browser, html, "trace-" + name.split(".")[0])
+    for i, rank in enumerate(report["ranks"]):
+        c = chart(page, f"trace-rank-{i}")
+        if not rank["steps"]:
+            assert c is None
+            continue
+        assert c["data"]["steps"] == len(rank["steps"]) == c["bars"] == c["data"]["bars"]
+    kernels = [[k["name"] for k in r["top_kernels"]] for r in report["ranks"] if r["top_kernels"]]
+    ops = [[k["name"] for k in r["top_operators"]] for r in report["ranks"] if r["top_operators"]]
+    assert page["tables"].get("top-kernels", []) == kernels
+    assert page["tables"].get("top-ops", []) == ops
     check_findings(browser, page, report)
+
+
+def test_trace_html_to_stdout(corpus):
+    trace = corpus / "traces" / "hta-alexnet-a100.kineto.json.gz"
+    out = run(["trainwatch", "trace", "--html", "-", trace])
+    assert out.returncode in (0, 1), out.stderr
+    assert out.stdout.startswith("<!DOCTYPE html>") and "split-table" in out.stdout
 
 
 def test_html_to_stdout_is_the_same_page(tmp_path, corpus):
@@ -354,8 +373,11 @@ def test_html_to_stdout_is_the_same_page(tmp_path, corpus):
 
 
 def test_unwritable_html_path_is_an_error_before_any_work(tmp_path):
-    out = run(["trainwatch", "analyze", "--html", tmp_path / "no" / "such" / "r.html", "/nonexistent"])
-    assert out.returncode == 2 and "--html" in out.stderr
+    for command in ("analyze", "trace"):
+        out = run(["trainwatch", command, "--html", tmp_path / "no" / "such" / "r.html", "/nonexistent"])
+        assert out.returncode == 2 and "--html" in out.stderr and "/nonexistent" not in out.stderr
+    out = run(["trainwatch", "analyze", "--records", "--html", tmp_path / "r.html", "/nonexistent"])
+    assert out.returncode == 2 and "--records" in out.stderr
 
 
 def line(step, loss="0.5", stamp=True, rank_time=0.1):
