@@ -11,7 +11,7 @@
 typedef struct tw_command {
     const char *name;
     const char *summary;
-    const char *usage; /* full help text, printed by `trainwatch help NAME` */
+    const char *usage;       /* full help text, printed by `trainwatch help NAME` */
     int (*run)(int argc, char **argv);
 } tw_command;
 
@@ -29,14 +29,15 @@ int tw_cli_number(const char *command, const char *flag, const char *arg, double
  * or not at all (--html of analyze, run and trace). Returns 0, or -1 when
  * it could not be written, said on stderr as "trainwatch COMMAND: --html
  * reason". */
-int tw_cli_write_html(const char *command, const char *path, int (*write)(FILE *out, const void *arg), const void *arg);
+int tw_cli_write_html(const char *command, const char *path, int (*write)(FILE *out, const void *arg),
+                      const void *arg);
 
 /* Exit statuses shared by the subcommands. */
 enum {
     TW_EXIT_OK = 0,
-    TW_EXIT_PROBLEMS = 1, /* the job ran and found errors */
-    TW_EXIT_USAGE = 2,    /* bad usage or unreadable input */
-    TW_EXIT_LINT = 3,     /* rules check: a lint found something, with --lint-fatal (as promtool) */
+    TW_EXIT_PROBLEMS = 1,   /* the job ran and found errors */
+    TW_EXIT_USAGE = 2,      /* bad usage or unreadable input */
+    TW_EXIT_LINT = 3,       /* rules check: a lint found something, with --lint-fatal (as promtool) */
 };
 
 #endif

@@ -24,7 +24,6 @@ static int run(int argc, char **argv)
 const tw_command tw_cmd_formats = {
     .name = "formats",
     .summary = "list the log formats analyze recognises",
-    .usage = "usage: trainwatch formats\n\nLists the log formats, in detection order; any name can be given "
-             "to\n`analyze --format`.\n",
+    .usage = "usage: trainwatch formats\n\nLists the log formats, in detection order; any name can be given to\n`analyze --format`.\n",
     .run = run,
 };

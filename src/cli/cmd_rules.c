@@ -131,10 +131,8 @@ static int rules_check(int argc, char **argv)
             fputs(check_usage, stdout);
             return CHECK_OK;
         } else {
-            fprintf(stderr,
-                    "trainwatch rules check: unknown or incomplete option '%s' (--lint=all|duplicate-rules|none, "
-                    "--lint-fatal)\n",
-                    argv[optind - 1]);
+            fprintf(stderr, "trainwatch rules check: unknown or incomplete option '%s' (--lint=all|duplicate-rules|none, "
+                            "--lint-fatal)\n", argv[optind - 1]);
             return CHECK_FAILED;
         }
     }
@@ -180,12 +178,8 @@ static int rules_export(int argc, char **argv)
             }
             files[count++] = optarg;
             break;
-        case 'n':
-            defaults = false;
-            break;
-        case 'o':
-            output = optarg;
-            break;
+        case 'n': defaults = false; break;
+        case 'o': output = optarg; break;
         default:
             fprintf(stderr, "trainwatch rules export: unknown or incomplete option '%s'\n", argv[optind - 1]);
             return TW_EXIT_USAGE;
@@ -198,8 +192,7 @@ static int rules_export(int argc, char **argv)
         return TW_EXIT_USAGE;
     int rc = TW_OK;
     if (defaults)
-        rc = tw_ruleset_load_text(rs, "<default rules>", tw_default_rules(), strlen(tw_default_rules()), to_stderr,
-                                  NULL);
+        rc = tw_ruleset_load_text(rs, "<default rules>", tw_default_rules(), strlen(tw_default_rules()), to_stderr, NULL);
     for (size_t i = 0; i < count; i++) {
         int r = tw_ruleset_load_file(rs, files[i], to_stderr, NULL);
         /* exported for Prometheus: constructs only we cannot run are fine there */
@@ -213,7 +206,7 @@ static int rules_export(int argc, char **argv)
             perror(output);
         } else {
             fprintf(out, "# Rules for Prometheus, written by trainwatch rules export.\n"
-                         "# Scrape trainwatch with honor_labels: true so job and rank stay as trainwatch sets them.\n");
+                        "# Scrape trainwatch with honor_labels: true so job and rank stay as trainwatch sets them.\n");
             if (tw_ruleset_export(rs, out) == TW_OK)
                 status = TW_EXIT_OK;
             else

@@ -76,11 +76,18 @@ static int env_rank(void)
 
 static int parse(int argc, char **argv, run_options *o)
 {
-    static const struct option longopts[] = {
-        {"log-file", 1, 0, 'L'}, {"log-max-bytes", 1, 0, 'M'}, {"log-backups", 1, 0, 'B'},
-        {"rank", 1, 0, 'r'},     {"kill-after", 1, 0, 'K'},    {"report", 1, 0, 'R'},
-        {"html", 1, 0, 'H'},     {"pushgateway", 1, 0, 'P'},   {"separate-stderr", 0, 0, 'S'},
-        {"help", 0, 0, 'h'},     TW_CLI_SUPERVISION_LONGOPTS,  {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"log-file", 1, 0, 'L'},
+                                             {"log-max-bytes", 1, 0, 'M'},
+                                             {"log-backups", 1, 0, 'B'},
+                                             {"rank", 1, 0, 'r'},
+                                             {"kill-after", 1, 0, 'K'},
+                                             {"report", 1, 0, 'R'},
+                                             {"html", 1, 0, 'H'},
+                                             {"pushgateway", 1, 0, 'P'},
+                                             {"separate-stderr", 0, 0, 'S'},
+                                             {"help", 0, 0, 'h'},
+                                             TW_CLI_SUPERVISION_LONGOPTS,
+                                             {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int c;

@@ -12,7 +12,12 @@
 #endif
 
 static const tw_command *const commands[] = {
-    &tw_cmd_analyze, &tw_cmd_formats, &tw_cmd_watch, &tw_cmd_run, &tw_cmd_rules, &tw_cmd_trace,
+    &tw_cmd_analyze,
+    &tw_cmd_formats,
+    &tw_cmd_watch,
+    &tw_cmd_run,
+    &tw_cmd_rules,
+    &tw_cmd_trace,
 };
 
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])

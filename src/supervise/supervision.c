@@ -21,9 +21,9 @@
 #include <unistd.h>
 
 #include "../core/clock.h"
-#include "../log/rotate.h"
 #include "alerting.h"
 #include "child.h"
+#include "../log/rotate.h"
 #include "samplers.h"
 #include "sinks.h"
 #include "trainwatch/error.h"
