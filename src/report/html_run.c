@@ -411,17 +411,16 @@ static void link_findings(page *p, char (*targets)[32])
 
 /* ---- tables -------------------------------------------------------- */
 
+/* v as the text report writes it, "unknown" for NAN. */
 static const char *num(double v, int decimals, char *buf, size_t cap)
 {
-    if (!isfinite(v))
-        return isnan(v) ? "unknown" : tw_fmt_number(v, decimals, buf, cap);
-    return tw_fmt_number(v, decimals, buf, cap);
+    return isnan(v) ? "unknown" : tw_fmt_number(v, decimals, buf, cap);
 }
 
 static void summary_table(FILE *out, const tw_report *r)
 {
     const tw_summary *s = &r->summary;
-    char a[64], b[64];
+    char a[64], b[64], c[64], d[64];
     fputs("<section id=\"summary\"><h2>Summary</h2>", out);
     if (r->launch_count > 1) {
         fputs("<p class=\"note\">", out);
@@ -447,8 +446,7 @@ static void summary_table(FILE *out, const tw_report *r)
     if (!isnan(s->step_time_p50))
         tw_html_row(out, "step time p50 / p95 / p99 / max", "%s / %s / %s / %s s",
                     num(s->step_time_p50, 4, a, sizeof a), num(s->step_time_p95, 4, b, sizeof b),
-                    tw_fmt_number(s->step_time_p99, 4, (char[64]){0}, 64),
-                    tw_fmt_number(s->step_time_max, 4, (char[64]){0}, 64));
+                    num(s->step_time_p99, 4, c, sizeof c), num(s->step_time_max, 4, d, sizeof d));
     if (!isnan(s->data_share))
         tw_html_row(out, "data wait share", "%.1f%%", s->data_share * 100);
     if (!isnan(s->samples_per_sec))
@@ -456,7 +454,7 @@ static void summary_table(FILE *out, const tw_report *r)
     if (!isnan(s->first_loss))
         tw_html_row(out, "loss first / best / final", "%s / %s (step %lld) / %s", num(s->first_loss, 4, a, sizeof a),
                     num(s->best_loss, 4, b, sizeof b), (long long)s->best_loss_step,
-                    s->final_loss_known ? num(s->final_loss, 4, (char[64]){0}, 64) : "unknown");
+                    s->final_loss_known ? num(s->final_loss, 4, c, sizeof c) : "unknown");
     if (!isnan(s->final_lr))
         tw_html_row(out, "final learning rate", "%.6g", s->final_lr);
     if (!isnan(s->peak_mem_bytes))
