@@ -10,6 +10,7 @@
  * the chart of their theme (the loss for anything else with a step).
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +23,9 @@
 #define RANKS_DRAWN 8 /* ranks in the per-rank overlay: the fastest, the slowest and evenly between */
 #define GIB         (1024.0 * 1024.0 * 1024.0)
 
-enum { CH_LOSS, CH_LR, CH_STEP, CH_IPS, CH_MEM, CH_RANKS, CH_COUNT };
+#define EVAL_CHARTS 4 /* evaluation metrics with a chart of their own; all are in the metrics table */
+
+enum { CH_LOSS, CH_LR, CH_STEP, CH_IPS, CH_MEM, CH_RANKS, CH_EVAL, CH_COUNT = CH_EVAL + EVAL_CHARTS };
 
 typedef struct page {
     const tw_report *report;
@@ -307,6 +310,47 @@ static int rank_overlay(page *p, tw_chart *c)
     return rc;
 }
 
+/* One chart per evaluation metric (the first EVAL_CHARTS names of every
+ * launch, in the order first seen), from the run's evaluation series: per
+ * launch the results of the first rank that reported the metric (ranks
+ * come one after another in a log; their steps would go back). */
+static int eval_charts(page *p)
+{
+    int charts = 0;
+    for (int i = 0; i < p->launches; i++) {
+        const tw_run *l = tw_run_launch(p->run, i);
+        int rank_of_chart[EVAL_CHARTS];
+        for (int c = 0; c < EVAL_CHARTS; c++)
+            rank_of_chart[c] = INT32_MIN;
+        for (size_t k = 0; k < l->eval_series.count; k++) {
+            const tw_eval_point *e = &l->eval_series.points[k];
+            const char *name = l->eval_metrics.items[e->metric].s.name;
+            int c = 0;
+            while (c < charts && strcmp(p->charts[CH_EVAL + c].series[0].name, name) != 0)
+                c++;
+            if (c == charts) {
+                if (charts == EVAL_CHARTS)
+                    continue;
+                char id[32], title[96];
+                snprintf(id, sizeof id, "chart-eval-%d", charts + 1);
+                snprintf(title, sizeof title, "Evaluation: %s", name);
+                tw_chart_init(&p->charts[CH_EVAL + c], id, title, name);
+                if (!tw_chart_series_add(&p->charts[CH_EVAL + c], name, 4 + c))
+                    return TW_ENOMEM;
+                charts++;
+            }
+            if (rank_of_chart[c] == INT32_MIN)
+                rank_of_chart[c] = e->rank;
+            if (e->rank != rank_of_chart[c])
+                continue;
+            if (tw_chart_point_add(&p->charts[CH_EVAL + c].series[0], e->pos + p->offset[i], e->time, e->value) !=
+                TW_OK)
+                return TW_ENOMEM;
+        }
+    }
+    return TW_OK;
+}
+
 static int build_charts(page *p)
 {
     tw_chart *c = p->charts;
@@ -337,6 +381,8 @@ static int build_charts(page *p)
         rc = memory_projection(p, &c[CH_MEM]);
     if (rc == TW_OK && p->report->summary.ranks > 1)
         rc = rank_overlay(p, &c[CH_RANKS]);
+    if (rc == TW_OK)
+        rc = eval_charts(p);
     for (int i = 0; i < CH_COUNT; i++) {
         add_bands(p, &c[i]);
         c[i].step_offsets = moved;
@@ -359,7 +405,7 @@ static int chart_of(const char *rule)
         {"plateau", CH_LOSS},          {"data_loading_bound", CH_STEP}, {"stall", CH_STEP},
         {"step_time_jitter", CH_STEP}, {"epoch_start_wait", CH_STEP},   {"throughput_drop", CH_IPS},
         {"memory_growth", CH_MEM},     {"memory_spike", CH_MEM},        {"oom", CH_MEM},
-        {"straggler", CH_RANKS},       {"rank_stopped", CH_RANKS},
+        {"straggler", CH_RANKS},       {"rank_stopped", CH_RANKS},      {"eval_contradiction", CH_EVAL},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
         if (strcmp(map[i].rule, rule) == 0)

@@ -183,6 +183,21 @@ def check_series(page, cid, name, recs, key, rank=None):
     return s
 
 
+def check_eval_charts(page, report, recs):
+    """One chart per evaluation metric (up to 4) with a point per evaluation
+    record carrying it, its extremes, and the report's best among them."""
+    for i, m in enumerate(report["summary"]["eval_metrics"][:4]):
+        c = chart(page, f"chart-eval-{i + 1}")
+        assert c is not None and c["data"]["series"][0]["name"] == m["name"]
+        values = [r["metrics"][m["name"]] for r in recs if r["kind"] == "eval" and m["name"] in r.get("metrics", {})]
+        s = c["data"]["series"][0]
+        assert s["points"] == len(values) == m["count"], (m, s)
+        assert close(s["min"], min(values)) and close(s["max"], max(values))
+        assert close(m["best"], s["min"]) or close(m["best"], s["max"])
+        check_drawn(c)
+    assert chart(page, f"chart-eval-{min(4, len(report['summary']['eval_metrics'])) + 1}") is None
+
+
 def check_findings(browser, page, report):
     titles = [f["title"] for f in page["findings"]]
     assert titles == [f["title"] for f in report["findings"]]
@@ -244,6 +259,7 @@ def test_demo_fault_page_has_its_finding_charts_and_links(browser, tmp_path, fau
     assert close(step["max"], report["summary"]["step_time_max"])
     check_series(page, "chart-step", "data wait", recs, "data_time")
     check_series(page, "chart-throughput", "samples/s", recs, "samples_per_sec")
+    check_eval_charts(page, report, recs)
     mem = check_series(page, "chart-memory", "memory", recs, "mem_bytes")
     assert close(mem["max"], report["summary"]["peak_memory_bytes"])
     assert chart(page, "chart-loss")["time_view"]
@@ -305,6 +321,14 @@ def test_corpus_single_rank(browser, tmp_path, corpus):
     assert close(step["max"], report["summary"]["step_time_max"])
     check_series(page, "chart-lr", "learning rate", recs, "lr")
     check_series(page, "chart-throughput", "samples/s", recs, "samples_per_sec")
+    check_findings(browser, page, report)
+
+
+def test_corpus_evaluations(browser, tmp_path, corpus):
+    log = corpus / "paddle-suites" / "paddlevideo-3dresnet18-ucf101-train.log"
+    report, page, _ = analyze_page(browser, tmp_path, "corpus-paddlevideo", [log])
+    assert len(report["summary"]["eval_metrics"]) >= 2
+    check_eval_charts(page, report, records_of(log))
     check_findings(browser, page, report)
 
 

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "diagnose/run.h"
 #include "report/chart.h"
 #include "report/html.h"
 #include "trainwatch/error.h"
@@ -126,6 +127,42 @@ static void test_insert_keeps_step_order_and_skips_known_steps(void **state)
     tw_chart_free(&c);
 }
 
+/* 5000 evaluations of two metrics: the run keeps at most TW_EVALS_KEPT
+ * points, both metrics of each evaluation kept, spread over the whole run. */
+static void test_run_keeps_a_bounded_evenly_spread_evaluation_series(void **state)
+{
+    (void)state;
+    tw_run *run;
+    assert_int_equal(tw_run_new(&run, NULL), TW_OK);
+    for (int i = 0; i < 5000; i++) {
+        tw_record r;
+        tw_record_init(&r);
+        r.kind = TW_REC_EVAL;
+        r.rank = 0;
+        r.source.file = "eval.log";
+        r.source.line = (uint64_t)i + 1;
+        r.global_step = i * 100;
+        r.metric_count = 2;
+        snprintf(r.metrics[0].name, sizeof r.metrics[0].name, "acc");
+        r.metrics[0].value = i / 5000.0;
+        snprintf(r.metrics[1].name, sizeof r.metrics[1].name, "loss");
+        r.metrics[1].value = 5000.0 - i;
+        tw_run_add(run, &r);
+    }
+    const tw_eval_series *s = &run->eval_series;
+    assert_true(s->count <= TW_EVALS_KEPT);
+    assert_true(s->count >= TW_EVALS_KEPT / 2);
+    assert_int_equal(s->count % 2, 0);
+    assert_true(s->points[0].pos == 0);
+    assert_true(s->points[s->count - 1].pos >= 4900 * 100 - 100 * (double)s->stride);
+    for (size_t i = 0; i + 1 < s->count; i += 2) {
+        assert_true(s->points[i].ordinal == s->points[i + 1].ordinal); /* both metrics of one evaluation */
+        assert_int_not_equal(s->points[i].metric, s->points[i + 1].metric);
+        assert_int_equal(s->points[i].ordinal % s->stride, 0);
+    }
+    tw_run_free(run);
+}
+
 static void test_text_is_escaped(void **state)
 {
     (void)state;
@@ -145,6 +182,7 @@ int main(void)
         cmocka_unit_test(test_short_series_is_drawn_whole),
         cmocka_unit_test(test_not_finite_values_are_markers_not_points),
         cmocka_unit_test(test_insert_keeps_step_order_and_skips_known_steps),
+        cmocka_unit_test(test_run_keeps_a_bounded_evenly_spread_evaluation_series),
         cmocka_unit_test(test_text_is_escaped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
