@@ -24,6 +24,7 @@
 #include "supervision.h"
 #include "trainwatch/analyze.h"
 #include "trainwatch/error.h"
+#include "trainwatch/html.h"
 #include "trainwatch/push.h"
 #include "trainwatch/supervise.h"
 
@@ -31,6 +32,7 @@ typedef struct run_options {
     tw_supervision_options sup;
     tw_command_options command;
     const char *report_file;
+    const char *html_file;
     const char *pushgateway;
 } run_options;
 
@@ -58,6 +60,7 @@ static void usage(FILE *out)
             "  --separate-stderr           keep CMD's stderr apart from its stdout (two pipes; their lines\n"
             "                              may then interleave out of order in the log and the parse)\n"
             "  --report FILE               write the final diagnosis as JSON\n"
+            "  --html FILE                 write the final diagnosis as a self-contained HTML page with charts\n"
             "  --pushgateway URL           push the final metrics (grouping job, rank, instance)\n\n%s",
             tw_cli_alerts_usage);
 }
@@ -82,6 +85,7 @@ static int parse(int argc, char **argv, run_options *o)
                                              {"rank", 1, 0, 'r'},
                                              {"kill-after", 1, 0, 'K'},
                                              {"report", 1, 0, 'R'},
+                                             {"html", 1, 0, 'H'},
                                              {"pushgateway", 1, 0, 'P'},
                                              {"separate-stderr", 0, 0, 'S'},
                                              {"help", 0, 0, 'h'},
@@ -117,6 +121,13 @@ static int parse(int argc, char **argv, run_options *o)
             break;
         case 'R':
             o->report_file = optarg;
+            break;
+        case 'H':
+            if (strcmp(optarg, "-") == 0) {
+                fprintf(stderr, "trainwatch run: --html needs a file (standard output carries the command's)\n");
+                return -1;
+            }
+            o->html_file = optarg;
             break;
         case 'P':
             o->pushgateway = optarg;
@@ -170,6 +181,18 @@ static void push_final(const run_options *o, tw_registry *reg)
         tw_say(TW_SAY_ERROR, "run", "pushing to the Pushgateway failed: %s", err);
 }
 
+typedef struct html_page {
+    const tw_report *report;
+    const tw_run *run;
+    const char *title;
+} html_page;
+
+static int write_page(FILE *out, const void *arg)
+{
+    const html_page *p = arg;
+    return tw_report_write_html(out, p->report, p->run, p->title);
+}
+
 /* What can be checked before the command starts; false when it is wrong (said). */
 static bool ready_to_start(const run_options *o)
 {
@@ -177,6 +200,10 @@ static bool ready_to_start(const run_options *o)
     const char *cmd = o->command.argv[0];
     if (o->report_file && tw_outfile_check(o->report_file, err, sizeof err) != 0) {
         tw_say(TW_SAY_ERROR, "run", "--report %s (not starting %s)", err, cmd);
+        return false;
+    }
+    if (o->html_file && tw_outfile_check(o->html_file, err, sizeof err) != 0) {
+        tw_say(TW_SAY_ERROR, "run", "--html %s (not starting %s)", err, cmd);
         return false;
     }
     if (o->pushgateway && tw_http_client_load(err, sizeof err) != TW_OK) {
@@ -217,6 +244,13 @@ static int report_end(const run_options *o, tw_supervision *sup)
     int status = result.status;
     if (o->report_file && !write_report(o->report_file, report) && status == 0)
         status = TW_EXIT_PROBLEMS; /* the command succeeded, the report it was asked for is missing */
+    if (o->html_file) {
+        char title[256];
+        snprintf(title, sizeof title, "trainwatch run: %s", o->sup.job);
+        html_page page = {report, tw_supervision_run(sup), title};
+        if (tw_cli_write_html("run", o->html_file, write_page, &page) != 0 && status == 0)
+            status = TW_EXIT_PROBLEMS;
+    }
     if (tw_say_current_format() == TW_SAY_TEXT) {
         fprintf(stderr, "\n== trainwatch: %s\n", o->sup.job);
         tw_report_write_text(stderr, report, isatty(STDERR_FILENO));

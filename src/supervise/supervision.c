@@ -451,6 +451,11 @@ int tw_supervision_finish(tw_supervision *s, tw_report **report, tw_supervision_
     return TW_OK;
 }
 
+const tw_run *tw_supervision_run(const tw_supervision *s)
+{
+    return s->sinks.run;
+}
+
 void tw_supervision_write_samples(const tw_supervision *s, const tw_report *report, FILE *out)
 {
     if (s->command && s->command->samplers)
