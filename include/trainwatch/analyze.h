@@ -72,6 +72,12 @@ void tw_run_add(void *run, const tw_record *record);
 void tw_run_note_input(tw_run *run, const char *path, const char *format, uint64_t lines, uint64_t records,
                        const char *error);
 
+/* Adds one sample of a GPU telemetry log read beside the training logs
+ * (file is copied). Samples past TW_GPU_SAMPLES_MAX are counted, not kept.
+ * Returns 0 or TW_ENOMEM. */
+#define TW_GPU_SAMPLES_MAX (1u << 20)
+int tw_run_add_gpu(tw_run *run, const char *file, const tw_gpu_sample *sample);
+
 typedef enum tw_severity {
     TW_SEV_INFO,
     TW_SEV_WARNING,
@@ -104,6 +110,22 @@ typedef struct tw_metric_summary {
 
 #define TW_SUMMARY_METRICS 24
 
+/* The GPU telemetry of one launch: the samples whose time falls in the
+ * launch's span (or all of them, when neither side has times and the log
+ * holds one launch). Unknown values are NAN. */
+typedef struct tw_gpu_summary {
+    uint64_t samples;     /* used for this launch; 0: none */
+    uint64_t samples_all; /* in the GPU logs given; 0: no GPU log */
+    int gpus;             /* distinct GPU indexes among the samples used */
+    bool aligned;         /* chosen by time (false: all samples, no times to align) */
+    double util_mean;     /* percent */
+    double util_zero_share; /* share of samples at 0% */
+    double mem_first, mem_last; /* bytes: median of the first and last quarter of the samples */
+    double mem_max, mem_total;  /* bytes */
+    double log_first_time, log_last_time; /* of all samples with a time */
+    tw_source first;      /* the first sample used (file borrowed from the run) */
+} tw_gpu_summary;
+
 typedef struct tw_summary {
     int ranks; /* ranks that reported steps */
     uint64_t step_records, eval_records, events;
@@ -125,6 +147,7 @@ typedef struct tw_summary {
     int eval_metric_count;
     tw_metric_summary eval_metrics[TW_SUMMARY_METRICS];
     uint64_t event_counts[TW_EV_COUNT];
+    tw_gpu_summary gpu;
 } tw_summary;
 
 typedef struct tw_input_summary {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../core/stream.h"
+#include "../parse/gpu_log.h"
 #include "cli.h"
 #include "trainwatch/analyze.h"
 #include "trainwatch/error.h"
@@ -293,6 +294,55 @@ static int analyze_input(const char *path, int rank, const analyze_options *o, t
     return result;
 }
 
+/* A GPU telemetry log given beside the training logs (nvidia-smi CSV, dmon,
+ * pmon, -q; detected from its first lines): a plain file only. */
+static bool is_gpu_log(const char *path)
+{
+    size_t n = strlen(path);
+    if (strcmp(path, "-") == 0 || (n > 3 && strcmp(path + n - 3, ".gz") == 0))
+        return false;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false; /* the parser says why */
+    enum { HEAD = 65536 }; /* a --query-gpu header with every field is about 7 KB */
+    char *head = malloc(HEAD);
+    size_t got = head ? fread(head, 1, HEAD, f) : 0;
+    fclose(f);
+    bool gpu = head && tw_gpu_log_detect(head, got);
+    free(head);
+    return gpu;
+}
+
+typedef struct gpu_input {
+    tw_run *run;
+    const char *path;
+    int rc;
+} gpu_input;
+
+static void add_gpu_sample(void *arg, const tw_gpu_sample *s)
+{
+    gpu_input *in = arg;
+    if (in->rc == TW_OK)
+        in->rc = tw_run_add_gpu(in->run, in->path, s);
+}
+
+/* Reads a GPU log into the run. Returns 0, or -1 when it could not be read. */
+static int analyze_gpu_input(const char *path, const analyze_options *o, tw_run *run)
+{
+    gpu_input in = {.run = run, .path = path};
+    uint64_t lines = 0, samples = 0;
+    int rc = o->records ? TW_OK : tw_gpu_log_read(path, add_gpu_sample, &in, &lines, &samples);
+    if (rc == TW_OK)
+        rc = in.rc;
+    if (rc != TW_OK)
+        fprintf(stderr, "trainwatch: %s: %s\n", path, tw_strerror(rc));
+    else if (!o->records && samples == 0)
+        fprintf(stderr, "trainwatch: %s: a GPU log with no samples in %llu lines\n", path,
+                (unsigned long long)lines);
+    tw_run_note_input(run, path, "gpu-telemetry", lines, samples, rc == TW_OK ? NULL : tw_strerror(rc));
+    return rc == TW_OK ? 0 : -1;
+}
+
 static bool use_colour(const analyze_options *o)
 {
     if (o->colour >= 0)
@@ -319,14 +369,29 @@ static int run(int argc, char **argv)
         fprintf(stderr, "trainwatch: out of memory\n");
         return TW_EXIT_USAGE;
     }
-    int files = argc - first, failed = 0;
+    bool *gpu = calloc((size_t)argc, sizeof *gpu);
+    if (!gpu) {
+        fprintf(stderr, "trainwatch: out of memory\n");
+        tw_run_free(trun);
+        return TW_EXIT_USAGE;
+    }
+    int files = 0, failed = 0, logs = 0;
+    for (int i = first; i < argc; i++)
+        files += !(gpu[i] = is_gpu_log(argv[i]));
     for (int i = first; i < argc; i++) {
+        if (gpu[i]) {
+            failed += analyze_gpu_input(argv[i], &o, trun) != 0;
+            continue;
+        }
         int rank = tw_rank_from_path(argv[i]);
         if (rank < 0 && files > 1)
-            rank = i - first; /* several files without rank names: one rank each */
+            rank = logs; /* several files without rank names: one rank each */
+        logs++;
         if (analyze_input(argv[i], rank, &o, trun) != 0)
             failed++;
     }
+    free(gpu);
+    files = argc - first;
     int status = failed ? TW_EXIT_USAGE : TW_EXIT_OK;
     if (o.records) {
         tw_run_free(trun);

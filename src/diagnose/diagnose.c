@@ -5,6 +5,7 @@
  * The thresholds' defaults are in thresholds.c.
  */
 #include "diagnose.h"
+#include "gpu.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -35,6 +36,7 @@ static const tw_rule *const rules[] = {
     &tw_rule_eval_contradiction,
     &tw_rule_ranks_over_limit,
     &tw_rule_jitter,
+    &tw_rule_gpu, /* last: it adds GPU evidence to the findings above */
 };
 
 
@@ -147,6 +149,9 @@ static int diagnose_launch(const tw_run *root, int index, const tw_thresholds *t
     view->files = root->files;
     view->file_count = root->file_count;
     summarize(view, &out->summary);
+    view->gpu = root->gpu;
+    tw_gpu_summarize(root, view, &out->summary.gpu);
+    view->gpu_summary = &out->summary.gpu;
     tw_findings findings = {.run = view};
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
         rules[i]->check(view, t, &findings);

@@ -8,6 +8,7 @@
 
 #include "../core/json.h"
 #include "diagnose.h"
+#include "gpu.h"
 
 static void num_or_null(FILE *out, double v, bool valid)
 {
@@ -92,7 +93,9 @@ static void summary(FILE *out, const tw_summary *s)
     for (int k = 1; k < TW_EV_COUNT; k++)
         fprintf(out, "%s\"%s\":%llu", k > 1 ? "," : "", tw_event_name((tw_event_kind)k),
                 (unsigned long long)s->event_counts[k]);
-    fputs("}}", out);
+    fputs("},\"gpu\":", out);
+    tw_gpu_summary_json(out, &s->gpu);
+    fputc('}', out);
 }
 
 void tw_finding_write_json(FILE *out, const tw_finding *f)

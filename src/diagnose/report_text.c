@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "diagnose.h"
+#include "gpu.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -135,6 +136,12 @@ static void write_summary(FILE *out, const tw_report *r, const style *st)
             fprintf(out, "peak %s GiB reported\n", tw_fmt_number(s->peak_mem_bytes / GIB, 2, a, sizeof a));
         else
             fprintf(out, "peak %.0f MiB reported\n", s->peak_mem_bytes / (1024 * 1024));
+    }
+    if (s->gpu.samples > 0) {
+        char gpu[256];
+        tw_gpu_summary_text(&s->gpu, gpu, sizeof gpu);
+        row(out, st, "GPU log");
+        fprintf(out, "%s\n", gpu);
     }
     if (s->train_metric_count > 0) {
         row(out, st, "train metrics");

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "gpu.h"
 #include "run.h"
 #include "trainwatch/error.h"
 
@@ -64,6 +65,7 @@ void tw_run_free(tw_run *run)
         free(run->inputs[i].error);
     }
     free(run->inputs);
+    tw_gpu_notes_free(run->gpu);
     free(run);
 }
 

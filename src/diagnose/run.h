@@ -214,6 +214,8 @@ struct tw_run {
     tw_contradiction contradiction;
     tw_input_note *inputs;
     int input_count, input_cap;
+    struct tw_gpu_notes *gpu;           /* GPU telemetry beside the logs (gpu.c); the first run owns it */
+    const tw_gpu_summary *gpu_summary;  /* this launch's share of it, set on the view the rules see */
 };
 
 /* Launch i (0-based) of the run: i == 0 is the run itself. */
