@@ -159,9 +159,10 @@ static void fill(const tw_gpu_reader *r, const char **starts, const size_t *lens
                 out->time = NAN;
             break;
         case ROLE_DATE: {
-            int v = field_int(s, len);
-            if (v >= 19700101 && v <= 29991231)
-                date = tw_civil_seconds(v / 10000, v / 100 % 100, v % 100, 0, 0, 0);
+            long long v = 0;
+            trim(&s, &len);
+            if (len == 8 && tw_scan_uint(s, s + len, &v) == 8 && v >= 19700101 && v <= 29991231)
+                date = tw_civil_seconds((int)(v / 10000), (int)(v / 100 % 100), (int)(v % 100), 0, 0, 0);
             break;
         }
         case ROLE_CLOCK: {
@@ -201,6 +202,7 @@ static void fill(const tw_gpu_reader *r, const char **starts, const size_t *lens
 /* "utilization.gpu [%]" and paddle's "utilization_gpu" name the same thing. */
 static role csv_role(const char *s, size_t len)
 {
+    trim(&s, &len);
     const char *bracket = memchr(s, '[', len);
     if (bracket) {
         len = (size_t)(bracket - s);
