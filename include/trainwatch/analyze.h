@@ -123,6 +123,7 @@ typedef struct tw_gpu_summary {
     double mem_first, mem_last; /* bytes: median of the first and last quarter of the samples */
     double mem_max, mem_total;  /* bytes */
     double log_first_time, log_last_time; /* of all samples with a time */
+    double steps_first_time, steps_last_time; /* the launch's steps, what samples are aligned with */
     tw_source first;      /* the first sample used (file borrowed from the run) */
 } tw_gpu_summary;
 

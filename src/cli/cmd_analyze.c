@@ -327,7 +327,7 @@ static void add_gpu_sample(void *arg, const tw_gpu_sample *s)
 }
 
 /* Reads a GPU log into the run. Returns 0, or -1 when it could not be read. */
-static int analyze_gpu_input(const char *path, const analyze_options *o, tw_run *run)
+static int analyze_gpu_input(const char *path, const analyze_options *o, tw_run *run, bool alone)
 {
     gpu_input in = {.run = run, .path = path};
     uint64_t lines = 0, samples = 0;
@@ -339,6 +339,11 @@ static int analyze_gpu_input(const char *path, const analyze_options *o, tw_run 
     else if (!o->records && samples == 0)
         fprintf(stderr, "trainwatch: %s: a GPU log with no samples in %llu lines\n", path,
                 (unsigned long long)lines);
+    else if (alone)
+        fprintf(stderr,
+                "trainwatch: %s: GPU telemetry (%llu samples), no training records recognised: give the training "
+                "logs beside it\n",
+                path, (unsigned long long)samples);
     tw_run_note_input(run, path, "gpu-telemetry", lines, samples, rc == TW_OK ? NULL : tw_strerror(rc));
     return rc == TW_OK ? 0 : -1;
 }
@@ -380,7 +385,7 @@ static int run(int argc, char **argv)
         files += !(gpu[i] = is_gpu_log(argv[i]));
     for (int i = first; i < argc; i++) {
         if (gpu[i]) {
-            failed += analyze_gpu_input(argv[i], &o, trun) != 0;
+            failed += analyze_gpu_input(argv[i], &o, trun, files == 0) != 0;
             continue;
         }
         int rank = tw_rank_from_path(argv[i]);

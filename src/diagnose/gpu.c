@@ -5,7 +5,7 @@
  * odd sample moves neither) and its peak.
  *
  * Alignment is by time: a launch takes the samples from a minute before its
- * first timestamped record to a minute after its last (nvidia-smi CSV rows
+ * first timestamped step to a minute after its last (nvidia-smi CSV rows
  * come every 30 s in paddle's default.gpu.log). Without times on either
  * side the samples are used only when the log holds a single launch; a
  * launch the GPU log does not overlap gets none, and the rule says so.
@@ -80,12 +80,29 @@ void tw_gpu_notes_free(tw_gpu_notes *n)
     free(n);
 }
 
-static bool in_launch(const tw_gpu_sample *s, const tw_run *view, bool by_time)
+/* The launch's training time: from its first step to its last on any rank
+ * (the span of its steps, not of every record: a start line may carry a
+ * timestamp without a year). False when its steps carry no time. */
+static bool step_span(const tw_run *view, double *from, double *to)
+{
+    *from = *to = NAN;
+    for (int i = 0; i < view->rank_count; i++) {
+        const tw_rank *rk = view->ranks[i];
+        if (!rk->used)
+            continue;
+        if (!isnan(rk->first.time) && !(rk->first.time >= *from))
+            *from = rk->first.time;
+        if (!isnan(rk->last.time) && !(rk->last.time <= *to))
+            *to = rk->last.time;
+    }
+    return !isnan(*from) && !isnan(*to);
+}
+
+static bool in_span(const tw_gpu_sample *s, bool by_time, double from, double to)
 {
     if (!by_time)
         return true;
-    return !isnan(s->time) && s->time >= view->launch.first_time - ALIGN_SLACK &&
-           s->time <= view->launch.last_time + ALIGN_SLACK;
+    return !isnan(s->time) && s->time >= from - ALIGN_SLACK && s->time <= to + ALIGN_SLACK;
 }
 
 /* Median of the memory of the samples [from, to) of `picked`. */
@@ -144,6 +161,7 @@ void tw_gpu_summarize(const tw_run *root, const tw_run *view, tw_gpu_summary *ou
     memset(out, 0, sizeof *out);
     out->util_mean = out->util_zero_share = out->mem_first = out->mem_last = NAN;
     out->mem_max = out->mem_total = out->log_first_time = out->log_last_time = NAN;
+    out->steps_first_time = out->steps_last_time = NAN;
     const tw_gpu_notes *n = root->gpu;
     if (!n || n->count == 0)
         return;
@@ -159,8 +177,10 @@ void tw_gpu_summarize(const tw_run *root, const tw_run *view, tw_gpu_summary *ou
         if (!(t <= out->log_last_time))
             out->log_last_time = t;
     }
-    bool launch_timed = !isnan(view->launch.first_time) && !isnan(view->launch.last_time);
-    bool by_time = timed && launch_timed;
+    double from = NAN, to = NAN;
+    bool by_time = timed && step_span(view, &from, &to);
+    out->steps_first_time = from;
+    out->steps_last_time = to;
     if (!by_time && tw_run_launches(root) > 1)
         return; /* nothing to say which launch the samples belong to */
     size_t *picked = malloc(sizeof *picked * n->count);
@@ -168,7 +188,7 @@ void tw_gpu_summarize(const tw_run *root, const tw_run *view, tw_gpu_summary *ou
         return;
     size_t count = 0;
     for (size_t i = 0; i < n->count; i++) {
-        if (in_launch(&n->items[i].s, view, by_time))
+        if (in_span(&n->items[i].s, by_time, from, to))
             picked[count++] = i;
     }
     if (count) {

@@ -54,7 +54,7 @@ static void memory_evidence(tw_finding *f, const tw_gpu_summary *g, const tw_thr
                         gib(g->mem_max), memory_growing(g, t) ? "growing" : "flat");
 }
 
-static void not_overlapping(const tw_run *run, const tw_gpu_summary *g, tw_findings *out)
+static void not_overlapping(const tw_gpu_summary *g, tw_findings *out)
 {
     char a[32], b[32], c[32], d[32];
     tw_finding *f = tw_finding_add(out, "gpu_log_not_aligned", TW_SEV_INFO,
@@ -63,8 +63,8 @@ static void not_overlapping(const tw_run *run, const tw_gpu_summary *g, tw_findi
         return;
     tw_finding_evidence(f, "GPU log: %llu samples from %s to %s", (unsigned long long)g->samples_all,
                         tw_fmt_time(g->log_first_time, a, sizeof a), tw_fmt_time(g->log_last_time, b, sizeof b));
-    tw_finding_evidence(f, "this launch: %s to %s", tw_fmt_time(run->launch.first_time, c, sizeof c),
-                        tw_fmt_time(run->launch.last_time, d, sizeof d));
+    tw_finding_evidence(f, "this launch's steps: %s to %s", tw_fmt_time(g->steps_first_time, c, sizeof c),
+                        tw_fmt_time(g->steps_last_time, d, sizeof d));
     tw_finding_recommend(f, "Give the GPU log of the same run (paddle.distributed.launch writes it beside "
                             "workerlog.N as default.gpu.log), or analyse the launch it covers (--launch N).");
 }
@@ -119,8 +119,8 @@ static void check_gpu(const tw_run *run, const tw_thresholds *t, tw_findings *ou
     if (!g || g->samples_all == 0)
         return;
     if (g->samples == 0) {
-        if (!isnan(g->log_first_time) && !isnan(run->launch.first_time))
-            not_overlapping(run, g, out);
+        if (!isnan(g->log_first_time) && !isnan(g->steps_first_time))
+            not_overlapping(g, out);
         return;
     }
     tw_finding *data = find(out, "data_loading_bound");
