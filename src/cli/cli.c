@@ -4,8 +4,13 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "../parse/user_formats.h"
+#include "trainwatch/error.h"
 
 int tw_cli_number(const char *command, const char *flag, const char *arg, double *out)
 {
@@ -18,4 +23,30 @@ int tw_cli_number(const char *command, const char *flag, const char *arg, double
     }
     *out = v;
     return 0;
+}
+
+/* --pattern REGEX / --formats FILE: adds to *set (made on first use). A bad
+ * pattern is said with its position, and the pattern with a caret under it. */
+int tw_cli_user_format(struct tw_user_formats **set, const char *flag, const char *arg, const char *command)
+{
+    if (!*set && tw_user_formats_new(set) != TW_OK) {
+        fprintf(stderr, "trainwatch %s: out of memory\n", command);
+        return -1;
+    }
+    char err[512];
+    bool pattern = strcmp(flag, "pattern") == 0;
+    int rc = pattern ? tw_user_formats_add_pattern(*set, arg, err, sizeof err)
+                     : tw_user_formats_load_file(*set, arg, err, sizeof err);
+    if (rc == TW_OK)
+        return 0;
+    if (pattern) {
+        const char *why = strncmp(err, "pattern: ", 9) == 0 ? err + 9 : err;
+        fprintf(stderr, "trainwatch %s: --pattern %d: %s\n", command, tw_user_formats_count(*set) + 1, why);
+        size_t offset;
+        if (sscanf(why, "offset %zu:", &offset) == 1 && offset <= strlen(arg) && strlen(arg) < 200)
+            fprintf(stderr, "  %s\n  %*s^\n", arg, (int)offset, "");
+    } else {
+        fprintf(stderr, "trainwatch %s: --formats %s: %s\n", command, arg, err);
+    }
+    return -1;
 }

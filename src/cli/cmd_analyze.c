@@ -15,6 +15,7 @@
 
 #include "../core/stream.h"
 #include "../parse/gpu_log.h"
+#include "../parse/user_formats.h"
 #include "cli.h"
 #include "trainwatch/analyze.h"
 #include "trainwatch/error.h"
@@ -45,6 +46,8 @@ enum {
     OPT_BLOCK_SIZE,
     OPT_FAIL_ON,
     OPT_LAUNCH,
+    OPT_PATTERN,
+    OPT_FORMATS,
     OPT_HELP,
     OPT_THRESHOLD
 };
@@ -58,6 +61,7 @@ typedef struct analyze_options {
     tw_severity fail_on; /* exit 1 when a finding is at least this severe */
     int launch;          /* TW_LAUNCH_LAST, TW_LAUNCH_ALL or 1-based */
     tw_thresholds th;
+    tw_user_formats *user; /* --pattern, --formats; owned */
 } analyze_options;
 
 // clang-format off
@@ -70,6 +74,11 @@ static const char usage_text[] =
     "order of the files).\n\n"
     "options:\n"
     "  --format NAME          use this format instead of detecting (see trainwatch formats)\n"
+    "  --pattern REGEX        a line format of your own: PCRE2 with named groups (?<step>...),\n"
+    "                         (?<loss>...), (?<lr>...), (?<epoch>...), (?<step_time>...),\n"
+    "                         (?<data_time>...); other names become metrics (repeatable)\n"
+    "  --formats FILE         line formats of your own from a YAML file (formats: a list of\n"
+    "                         name, pattern, detect, kind); tried before the built-in ones\n"
     "  --json                 print the report as JSON (schema " TW_ANALYSIS_SCHEMA ")\n"
     "  --records              print the parsed records as JSON lines (schema " TW_RECORD_SCHEMA ")\n"
     "  --fail-on SEVERITY     exit 1 when a finding is at least this severe: error (default),\n"
@@ -153,7 +162,7 @@ static int finish_stdout(const char *what)
 /* Returns the index of the first file argument, or -1 on a usage error. */
 static int parse_options(int argc, char **argv, analyze_options *o)
 {
-    struct option longopts[THRESHOLD_COUNT + 11];
+    struct option longopts[THRESHOLD_COUNT + 13];
     size_t n = 0;
     longopts[n++] = (struct option){"format", required_argument, NULL, OPT_FORMAT};
     longopts[n++] = (struct option){"json", no_argument, NULL, OPT_JSON};
@@ -164,6 +173,8 @@ static int parse_options(int argc, char **argv, analyze_options *o)
     longopts[n++] = (struct option){"block-size", required_argument, NULL, OPT_BLOCK_SIZE};
     longopts[n++] = (struct option){"fail-on", required_argument, NULL, OPT_FAIL_ON};
     longopts[n++] = (struct option){"launch", required_argument, NULL, OPT_LAUNCH};
+    longopts[n++] = (struct option){"pattern", required_argument, NULL, OPT_PATTERN};
+    longopts[n++] = (struct option){"formats", required_argument, NULL, OPT_FORMATS};
     longopts[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
     for (size_t i = 0; i < THRESHOLD_COUNT; i++)
         longopts[n++] = (struct option){thresholds[i].name, required_argument, NULL, OPT_THRESHOLD + (int)i};
@@ -231,6 +242,11 @@ static int parse_options(int argc, char **argv, analyze_options *o)
                 return -1;
             }
             break;
+        case OPT_PATTERN:
+        case OPT_FORMATS:
+            if (tw_cli_user_format(&o->user, c == OPT_PATTERN ? "pattern" : "formats", optarg, "analyze") != 0)
+                return -1;
+            break;
         case 'h':
         case OPT_HELP:
             fputs(usage_text, stdout);
@@ -268,6 +284,7 @@ static int analyze_input(const char *path, int rank, const analyze_options *o, t
         return -1;
     }
     tw_parser_set_jobs(p, o->jobs, o->block_size);
+    tw_parser_set_user_formats(p, o->user);
     rc = o->records ? tw_parser_run(p, write_record, stdout) : tw_parser_run(p, tw_run_add, run);
     const tw_parse_stats *st = tw_parser_stats(p);
     uint64_t records = st->steps + st->evals + st->events;
@@ -356,19 +373,8 @@ static bool use_colour(const analyze_options *o)
     return isatty(STDOUT_FILENO) && !(no && *no);
 }
 
-static int run(int argc, char **argv)
+static int analyze(analyze_options o, int argc, char **argv, int first)
 {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    analyze_options o = {.colour = -1,
-                         .fail_on = TW_SEV_ERROR,
-                         .launch = TW_LAUNCH_LAST,
-                         .jobs = cores < 1                   ? 1
-                                 : cores > TW_PARSE_JOBS_MAX ? TW_PARSE_JOBS_MAX
-                                                             : (int)cores};
-    tw_thresholds_default(&o.th);
-    int first = parse_options(argc, argv, &o);
-    if (first < 0)
-        return TW_EXIT_USAGE;
     tw_run *trun;
     if (tw_run_new(&trun, &o.th) != TW_OK) {
         fprintf(stderr, "trainwatch: out of memory\n");
@@ -438,6 +444,22 @@ static int run(int argc, char **argv)
     tw_run_free(trun);
     if (finish_stdout("the report") != 0)
         return TW_EXIT_USAGE;
+    return status;
+}
+
+static int run(int argc, char **argv)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    analyze_options o = {.colour = -1,
+                         .fail_on = TW_SEV_ERROR,
+                         .launch = TW_LAUNCH_LAST,
+                         .jobs = cores < 1                   ? 1
+                                 : cores > TW_PARSE_JOBS_MAX ? TW_PARSE_JOBS_MAX
+                                                             : (int)cores};
+    tw_thresholds_default(&o.th);
+    int first = parse_options(argc, argv, &o);
+    int status = first < 0 ? TW_EXIT_USAGE : analyze(o, argc, argv, first);
+    tw_user_formats_free(o.user);
     return status;
 }
 

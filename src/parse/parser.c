@@ -164,6 +164,8 @@ void tw_parser_close(tw_parser *p)
     free(p->scratch);
     free(p->buf);
     free(p->idle_state);
+    if (p->user_match)
+        tw_user_match_free(p->user_match);
     if (!p->borrowed_path)
         free(p->path);
     free(p);
@@ -247,6 +249,8 @@ static void dispatch(tw_parser *p, const tw_line *line)
     const tw_format *const *table = tw_formats(&count);
     /* A format in the middle of a block (traceback, JSON document, metric
      * list) sees the next line first, whatever format is locked. */
+    if (p->user && tw_user_formats_parse(p, line))
+        return;
     int cont = p->continuing;
     p->continuing = -1;
     if (cont >= 0 && try_format(p, (size_t)cont, table[cont], line) != 0)
@@ -636,6 +640,7 @@ void tw_parser_copy_state(tw_parser *dst, const tw_parser *src)
     dst->continuing = src->continuing;
     memcpy(dst->recent, src->recent, sizeof dst->recent);
     dst->rank = src->rank;
+    dst->user = src->user;
     for (size_t i = 0; i < count; i++) {
         if (table[i]->state_size)
             memcpy(dst->states[i], src->states[i], table[i]->state_size);
