@@ -25,13 +25,23 @@ int tw_cli_number(const char *command, const char *flag, const char *arg, double
     return 0;
 }
 
+/* The set of a command's user formats lives as long as the process: its
+ * parsers (and run's and watch's followers) borrow it to the end. */
+static struct tw_user_formats *process_formats;
+
+static void free_process_formats(void) { tw_user_formats_free(process_formats); }
+
 /* --pattern REGEX / --formats FILE: adds to *set (made on first use). A bad
  * pattern is said with its position, and the pattern with a caret under it. */
 int tw_cli_user_format(struct tw_user_formats **set, const char *flag, const char *arg, const char *command)
 {
-    if (!*set && tw_user_formats_new(set) != TW_OK) {
-        fprintf(stderr, "trainwatch %s: out of memory\n", command);
-        return -1;
+    if (!*set) {
+        if (process_formats || tw_user_formats_new(set) != TW_OK) {
+            fprintf(stderr, "trainwatch %s: out of memory\n", command);
+            return -1;
+        }
+        process_formats = *set;
+        atexit(free_process_formats);
     }
     char err[512];
     bool pattern = strcmp(flag, "pattern") == 0;

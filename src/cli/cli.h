@@ -24,7 +24,8 @@ extern const tw_command tw_cmd_trace;
 int tw_cli_number(const char *command, const char *flag, const char *arg, double *out);
 
 /* --pattern REGEX or --formats FILE (flag "pattern" or "formats") into
- * *set, made on first use (the caller frees it with tw_user_formats_free).
+ * *set, made on first use and freed when the process exits (one set per
+ * process).
  * Says what is wrong, with the position, and returns -1. */
 struct tw_user_formats;
 int tw_cli_user_format(struct tw_user_formats **set, const char *flag, const char *arg, const char *command);

@@ -61,7 +61,7 @@ typedef struct analyze_options {
     tw_severity fail_on; /* exit 1 when a finding is at least this severe */
     int launch;          /* TW_LAUNCH_LAST, TW_LAUNCH_ALL or 1-based */
     tw_thresholds th;
-    tw_user_formats *user; /* --pattern, --formats; owned */
+    tw_user_formats *user; /* --pattern, --formats (tw_cli_user_format's) */
 } analyze_options;
 
 // clang-format off
@@ -458,9 +458,7 @@ static int run(int argc, char **argv)
                                                              : (int)cores};
     tw_thresholds_default(&o.th);
     int first = parse_options(argc, argv, &o);
-    int status = first < 0 ? TW_EXIT_USAGE : analyze(o, argc, argv, first);
-    tw_user_formats_free(o.user);
-    return status;
+    return first < 0 ? TW_EXIT_USAGE : analyze(o, argc, argv, first);
 }
 
 const tw_command tw_cmd_analyze = {

@@ -32,6 +32,12 @@ static int store_option(tw_supervision_options *s, const char *command, int code
         return 1;
     case 4:
         return tw_cli_number(command, "stall-after", arg, &s->stall_after) ? -1 : 1;
+    case 5:
+    case 6:
+        return tw_cli_user_format(&s->user_formats, code == TW_CLI_SUPERVISION_OPT + 5 ? "pattern" : "formats", arg,
+                                  command)
+                   ? -1
+                   : 1;
     default:
         return 0;
     }

@@ -1,5 +1,6 @@
 /*
- * supervision.h: the options `run` and `watch` share: the log format, the
+ * supervision.h: the options `run` and `watch` share: the log format (and
+ * --pattern / --formats), the
  * job label, where and how the metrics are served (--web.listen-address,
  * --web.config.file), the stall threshold, and the alerting options of
  * alerts.h, read into the supervision's options (trainwatch/supervise.h).
@@ -20,6 +21,7 @@
     {"format", 1, 0, TW_CLI_SUPERVISION_OPT}, {"job", 1, 0, TW_CLI_SUPERVISION_OPT + 1},                               \
         {"web.listen-address", 1, 0, TW_CLI_SUPERVISION_OPT + 2},                                                      \
         {"web.config.file", 1, 0, TW_CLI_SUPERVISION_OPT + 3}, {"stall-after", 1, 0, TW_CLI_SUPERVISION_OPT + 4},      \
+        {"pattern", 1, 0, TW_CLI_SUPERVISION_OPT + 5}, {"formats", 1, 0, TW_CLI_SUPERVISION_OPT + 6},                  \
         TW_CLI_ALERT_LONGOPTS
 
 /* Reads a getopt_long code that is not the command's own: 0 when it was one

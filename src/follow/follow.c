@@ -21,6 +21,7 @@
  * but needs no help from the writer; the generations already read are
  * remembered by inode and first-bytes hash as long as they are there.
  */
+#include "../parse/user_formats.h"
 #include "trainwatch/follow.h"
 #include "../core/clock.h"
 
@@ -1003,6 +1004,7 @@ static int add_file(tw_follower *f, const char *path, bool from_start)
         free(fl);
         return rc;
     }
+    tw_parser_set_user_formats(fl->parser, f->o.user_formats);
     f->files[f->count++] = fl;
     f->index[index_slot(f, fl->path)] = f->count;
     if (!f->had_state && !f->started)

@@ -8,6 +8,7 @@
  * parser per stream; samplers.h on a one-second timer) or a follower of log
  * files (follow.h). Signals arrive through a self-pipe.
  */
+#include "../parse/user_formats.h"
 #include "trainwatch/supervise.h"
 
 #include <errno.h>
@@ -235,6 +236,8 @@ int tw_supervision_spawn(tw_supervision *s, const tw_command_options *o, int *st
         const char *name = o->log_file ? o->log_file : (i == 0 ? "<stdout>" : "<stderr>");
         if (i == 0 || o->separate_stderr)
             rc = tw_parser_new(&c->parsers[i], name, s->o.format, s->o.rank);
+        if (rc == TW_OK && c->parsers[i])
+            tw_parser_set_user_formats(c->parsers[i], s->o.user_formats);
     }
     if (rc != TW_OK)
         return rc;
@@ -327,6 +330,7 @@ int tw_supervision_follow(tw_supervision *s, tw_follow_options *f)
     char err[512];
     raise_descriptor_limit(s->o.name);
     f->format = s->o.format;
+    f->user_formats = s->o.user_formats;
     f->warnings = stderr;
     f->sink = (tw_record_sink){tw_sinks_record, &s->sinks, tw_sinks_commit, tw_sinks_restore};
     int rc = tw_follower_open(f, &s->follower, err, sizeof err);
