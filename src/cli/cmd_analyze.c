@@ -17,6 +17,7 @@
 #include "../parse/gpu_log.h"
 #include "../parse/user_formats.h"
 #include "cli.h"
+#include "explain.h"
 #include "trainwatch/analyze.h"
 #include "trainwatch/error.h"
 #include "trainwatch/parse.h"
@@ -48,13 +49,14 @@ enum {
     OPT_LAUNCH,
     OPT_PATTERN,
     OPT_FORMATS,
+    OPT_EXPLAIN,
     OPT_HELP,
     OPT_THRESHOLD
 };
 
 typedef struct analyze_options {
     const tw_format *format;
-    bool json, records;
+    bool json, records, explain;
     int colour;          /* -1 auto, 0 never, 1 always */
     int jobs;            /* threads per large plain file */
     size_t block_size;   /* their block size, 0: the default */
@@ -79,6 +81,8 @@ static const char usage_text[] =
     "                         (?<data_time>...); other names become metrics (repeatable)\n"
     "  --formats FILE         line formats of your own from a YAML file (formats: a list of\n"
     "                         name, pattern, detect, kind); tried before the built-in ones\n"
+    "  --explain              say on stderr what was read from each input: the format (and\n"
+    "                         whether a fallback), the fields and metrics, the first step line\n"
     "  --json                 print the report as JSON (schema " TW_ANALYSIS_SCHEMA ")\n"
     "  --records              print the parsed records as JSON lines (schema " TW_RECORD_SCHEMA ")\n"
     "  --fail-on SEVERITY     exit 1 when a finding is at least this severe: error (default),\n"
@@ -162,7 +166,7 @@ static int finish_stdout(const char *what)
 /* Returns the index of the first file argument, or -1 on a usage error. */
 static int parse_options(int argc, char **argv, analyze_options *o)
 {
-    struct option longopts[THRESHOLD_COUNT + 13];
+    struct option longopts[THRESHOLD_COUNT + 14];
     size_t n = 0;
     longopts[n++] = (struct option){"format", required_argument, NULL, OPT_FORMAT};
     longopts[n++] = (struct option){"json", no_argument, NULL, OPT_JSON};
@@ -175,6 +179,7 @@ static int parse_options(int argc, char **argv, analyze_options *o)
     longopts[n++] = (struct option){"launch", required_argument, NULL, OPT_LAUNCH};
     longopts[n++] = (struct option){"pattern", required_argument, NULL, OPT_PATTERN};
     longopts[n++] = (struct option){"formats", required_argument, NULL, OPT_FORMATS};
+    longopts[n++] = (struct option){"explain", no_argument, NULL, OPT_EXPLAIN};
     longopts[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
     for (size_t i = 0; i < THRESHOLD_COUNT; i++)
         longopts[n++] = (struct option){thresholds[i].name, required_argument, NULL, OPT_THRESHOLD + (int)i};
@@ -242,6 +247,9 @@ static int parse_options(int argc, char **argv, analyze_options *o)
                 return -1;
             }
             break;
+        case OPT_EXPLAIN:
+            o->explain = true;
+            break;
         case OPT_PATTERN:
         case OPT_FORMATS:
             if (tw_cli_user_format(&o->user, c == OPT_PATTERN ? "pattern" : "formats", optarg, "analyze") != 0)
@@ -272,6 +280,19 @@ static void write_record(void *arg, const tw_record *r)
     tw_record_write_json(arg, r);
 }
 
+typedef struct explained {
+    tw_explain *explain;
+    tw_record_fn fn;
+    void *arg;
+} explained;
+
+static void explain_record(void *arg, const tw_record *r)
+{
+    explained *x = arg;
+    tw_explain_record(x->explain, r);
+    x->fn(x->arg, r);
+}
+
 /* Parses one input into the run (or onto stdout as records). Returns 0, or
  * -1 when the input could not be read at all. */
 static int analyze_input(const char *path, int rank, const analyze_options *o, tw_run *run)
@@ -285,8 +306,13 @@ static int analyze_input(const char *path, int rank, const analyze_options *o, t
     }
     tw_parser_set_jobs(p, o->jobs, o->block_size);
     tw_parser_set_user_formats(p, o->user);
-    rc = o->records ? tw_parser_run(p, write_record, stdout) : tw_parser_run(p, tw_run_add, run);
+    explained x = {o->explain ? tw_explain_new() : NULL, o->records ? write_record : tw_run_add,
+                   o->records ? (void *)stdout : (void *)run};
+    rc = x.explain ? tw_parser_run(p, explain_record, &x) : tw_parser_run(p, x.fn, x.arg);
     const tw_parse_stats *st = tw_parser_stats(p);
+    if (x.explain)
+        tw_explain_write(stderr, x.explain, tw_parser_path(p), st->format);
+    tw_explain_free(x.explain);
     uint64_t records = st->steps + st->evals + st->events;
     int result = 0;
     if (rc != TW_OK) {

@@ -5,6 +5,7 @@ for PaddleOCR's lines must read the same numbers from the same lines as the
 built-in ppocr format (computed independently here with Python's re)."""
 import json
 import re
+import subprocess
 
 from conftest import analyze_json, records, run
 
@@ -104,3 +105,46 @@ def test_run_and_watch_take_patterns(corpus, tmp_path):
     result = run(["trainwatch", "watch", "--pattern", "bad(", log])
     assert result.returncode == 2
     assert "trainwatch watch: --pattern 1: offset 4: missing closing parenthesis" in result.stderr
+
+
+TRAINER = r'''
+import json, random, sys
+# a real (tiny) training loop: linear regression by SGD, printing its loss the
+# way in-house scripts do; the losses it computed go to the second file
+random.seed(0)
+data = [(x / 10, 3 * x / 10 + 1 + random.gauss(0, 0.1)) for x in range(50)]
+w = b = 0.0
+style, log, truth = sys.argv[1], open(sys.argv[2], "w"), []
+step = 0
+for epoch in range(1, 4):
+    for i in range(0, 50, 5):
+        batch = data[i:i + 5]
+        loss = sum((w * x + b - y) ** 2 for x, y in batch) / len(batch)
+        gw = sum(2 * (w * x + b - y) * x for x, y in batch) / len(batch)
+        gb = sum(2 * (w * x + b - y) for x, y in batch) / len(batch)
+        w, b, step = w - 0.05 * gw, b - 0.05 * gb, step + 1
+        text = {"epoch-step": f"Epoch {epoch} Step {step}: loss {loss:.4f}",
+                "it-bar": f"it {step} | loss={loss:.4f} | w {w:.3f}",
+                "paddle-list": f"step: {step} loss: [{loss:.4f}]"}[style]
+        print(text, file=log)
+        truth.append([step, round(loss, 4)])
+json.dump(truth, open(sys.argv[3], "w"))
+'''
+
+
+def test_fallback_reads_in_house_lines_and_explains(tmp_path):
+    """No pattern: lines with a step-like counter and numbers are read by the
+    fallbacks, and --explain says which one and what it picked up."""
+    script = tmp_path / "train.py"
+    script.write_text(TRAINER)
+    for style, format in (("epoch-step", "counter"), ("it-bar", "counter"), ("paddle-list", "kv")):
+        log, truth = tmp_path / f"{style}.log", tmp_path / f"{style}.json"
+        subprocess.run(["/usr/bin/python3", script, style, log, truth], check=True)
+        got, result = records("--explain", log)
+        assert [[r["step"], r["loss"]] for r in got] == json.loads(truth.read_text()), style
+        first_line = log.read_text().splitlines()[0]
+        assert f"explain: {log}: read by {format} (the fallback for" in result.stderr
+        assert f'first step record: line 1: "{first_line}"' in result.stderr
+        assert "fields:" in result.stderr and " loss" in result.stderr
+        if style == "it-bar":
+            assert "explain:   metrics: w\n" in result.stderr
