@@ -158,6 +158,28 @@ typedef struct tw_input_summary {
     const char *error; /* NULL when read fully */
 } tw_input_summary;
 
+/* A 0-100 training-health score: 100 minus weighted penalties (each 0-1)
+ * of eight components, capped at 84 with a warning finding and at 59 with
+ * an error one, so a run with a problem never outranks one without
+ * (docs/analyze.md#health-score has the weights). */
+#define TW_HEALTH_COMPONENTS 8
+#define TW_HEALTH_CAP_WARNING 84.0
+#define TW_HEALTH_CAP_ERROR 59.0
+
+typedef struct tw_health_component {
+    const char *name; /* "failures", "nan", "data_loading", "gpu_idle", "stalls_jitter", "memory",
+                         "loss_trend", "rank_balance" */
+    double weight;    /* points it can take off; the weights sum to 100 */
+    double penalty;   /* 0..1 */
+    char why[96];     /* what set the penalty ("crash", "data wait 35% of step time"), "" when 0 */
+} tw_health_component;
+
+typedef struct tw_health {
+    double score; /* 0..100 */
+    const char *cap; /* NULL, "warning" or "error": the cap that applied */
+    tw_health_component components[TW_HEALTH_COMPONENTS];
+} tw_health;
+
 /* One launch: where it starts, how far it went, how it ended. */
 typedef struct tw_launch_span {
     int index;         /* 1-based, in log order */
@@ -179,6 +201,7 @@ typedef struct tw_launch_report {
     int finding_count;
     tw_finding *findings; /* errors first */
     bool healthy;
+    tw_health health;
 } tw_launch_report;
 
 #define TW_LAUNCH_LAST (-1) /* the launch a report shows by default */
@@ -194,6 +217,7 @@ typedef struct tw_report {
     int launch;   /* the launch shown, 1-based, or TW_LAUNCH_ALL */
     int launch_count;
     tw_launch_report *launches; /* every launch, in log order */
+    tw_health health;           /* of the summary and findings above */
 } tw_report;
 
 /* The report of the last launch, with what the launches before it say
@@ -206,6 +230,10 @@ int tw_diagnose_launch(const tw_run *run, const tw_thresholds *t, int launch, tw
  * the order (errors first) and the healthy flag right. f is copied. */
 int tw_report_append(tw_report *report, const tw_finding *f);
 void tw_report_free(tw_report *report);
+
+/* The health score of a summary and its findings (tw_diagnose fills the
+ * report's and each launch's; tw_report_append updates the report's). */
+void tw_health_compute(const tw_summary *s, const tw_finding *findings, int count, tw_health *out);
 
 /* Human text; colour adds ANSI colours (use only on a terminal). */
 void tw_report_write_text(FILE *out, const tw_report *report, bool colour);

@@ -209,6 +209,7 @@ int tw_diagnose_launch(const tw_run *run, const tw_thresholds *t, int launch, tw
         report->inputs[i] = (tw_input_summary){run->inputs[i].path, run->inputs[i].format, run->inputs[i].lines,
                                                run->inputs[i].records, run->inputs[i].error};
     }
+    tw_health_report(report);
     *out = report;
     return TW_OK;
 }
@@ -232,6 +233,7 @@ int tw_report_append(tw_report *report, const tw_finding *f)
     report->finding_count++;
     if (f->severity >= TW_SEV_WARNING)
         report->healthy = false;
+    tw_health_compute(&report->summary, report->findings, report->finding_count, &report->health);
     return TW_OK;
 }
 

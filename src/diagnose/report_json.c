@@ -169,6 +169,8 @@ static void launch(FILE *out, const tw_launch_report *l)
     summary(out, &l->summary);
     fputs(",\"findings\":", out);
     findings(out, l->findings, l->finding_count);
+    fputs(",\"health\":", out);
+    tw_health_write_json(out, &l->health);
     fputc('}', out);
 }
 
@@ -198,6 +200,8 @@ void tw_report_write_json(FILE *out, const tw_report *r)
     summary(out, &r->summary);
     fputs(",\"findings\":", out);
     findings(out, r->findings, r->finding_count);
+    fputs(",\"health\":", out);
+    tw_health_write_json(out, &r->health);
     if (r->launch == TW_LAUNCH_ALL)
         fputs(",\"launch\":\"all\"", out);
     else

@@ -168,6 +168,12 @@ static void write_summary(FILE *out, const tw_report *r, const style *st)
     }
     if (any)
         fputc('\n', out);
+    if (s->step_records > 0 || s->eval_records > 0) {
+        char health[256];
+        tw_health_text(&r->health, health, sizeof health);
+        row(out, st, "health");
+        fprintf(out, "%s\n", health);
+    }
 }
 
 static void write_indented(FILE *out, const char *text, const char *prefix, const char *colour, const char *reset)

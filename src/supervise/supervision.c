@@ -9,6 +9,7 @@
  * files (follow.h). Signals arrive through a self-pipe.
  */
 #include "../parse/user_formats.h"
+#include "health.h"
 #include "trainwatch/supervise.h"
 
 #include <errno.h>
@@ -55,6 +56,7 @@ struct tw_supervision {
     tw_follow_stats follow_stats;
     bool followed; /* the source was files (their statistics stay after finish) */
     bool stop;
+    tw_health_gauge health; /* trainwatch_health_score */
 };
 
 static int signal_fd = -1; /* the catching supervision's pipe: a handler takes no argument */
@@ -97,6 +99,8 @@ int tw_supervision_new(const tw_supervision_options *o, tw_supervision **out)
             .registry = s->registry, .job = o->job, .stall_after = o->stall_after, .warnings = stderr};
         rc = tw_live_new(&lo, &s->sinks.live);
     }
+    if (rc == TW_OK)
+        rc = tw_health_gauge_init(&s->health, s->registry, s->o.job);
     if (rc == TW_OK && pipe2(s->signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
         rc = tw_status_from_errno(errno);
     if (rc == TW_OK)
@@ -352,6 +356,7 @@ static bool follow_tick(tw_supervision *s, double wait)
 
 bool tw_supervision_tick(tw_supervision *s, double wait)
 {
+    tw_health_gauge_tick(&s->health, s->sinks.run, tw_monotonic_clock());
     if (s->command)
         return command_tick(s, wait);
     if (s->follower)
@@ -451,6 +456,7 @@ int tw_supervision_finish(tw_supervision *s, tw_report **report, tw_supervision_
     tw_finding stall;
     if (tw_live_stall_finding(s->sinks.live, tw_wall_clock(), &stall))
         tw_report_append(*report, &stall);
+    tw_health_gauge_set(&s->health, *report);
     return TW_OK;
 }
 
