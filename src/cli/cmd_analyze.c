@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../core/stream.h"
@@ -18,6 +19,7 @@
 #include "../parse/user_formats.h"
 #include "cli.h"
 #include "explain.h"
+#include "progress.h"
 #include "trainwatch/analyze.h"
 #include "trainwatch/error.h"
 #include "trainwatch/parse.h"
@@ -50,13 +52,14 @@ enum {
     OPT_PATTERN,
     OPT_FORMATS,
     OPT_EXPLAIN,
+    OPT_QUIET,
     OPT_HELP,
     OPT_THRESHOLD
 };
 
 typedef struct analyze_options {
     const tw_format *format;
-    bool json, records, explain;
+    bool json, records, explain, quiet;
     int colour;          /* -1 auto, 0 never, 1 always */
     int jobs;            /* threads per large plain file */
     size_t block_size;   /* their block size, 0: the default */
@@ -81,6 +84,8 @@ static const char usage_text[] =
     "                         (?<data_time>...); other names become metrics (repeatable)\n"
     "  --formats FILE         line formats of your own from a YAML file (formats: a list of\n"
     "                         name, pattern, detect, kind); tried before the built-in ones\n"
+    "  --quiet                no progress line (shown on a terminal for inputs over 100 MB or\n"
+    "                         20 files, unless CI is set)\n"
     "  --explain              say on stderr what was read from each input: the format (and\n"
     "                         whether a fallback), the fields and metrics, the first step line\n"
     "  --json                 print the report as JSON (schema " TW_ANALYSIS_SCHEMA ")\n"
@@ -166,7 +171,7 @@ static int finish_stdout(const char *what)
 /* Returns the index of the first file argument, or -1 on a usage error. */
 static int parse_options(int argc, char **argv, analyze_options *o)
 {
-    struct option longopts[THRESHOLD_COUNT + 14];
+    struct option longopts[THRESHOLD_COUNT + 15];
     size_t n = 0;
     longopts[n++] = (struct option){"format", required_argument, NULL, OPT_FORMAT};
     longopts[n++] = (struct option){"json", no_argument, NULL, OPT_JSON};
@@ -180,6 +185,7 @@ static int parse_options(int argc, char **argv, analyze_options *o)
     longopts[n++] = (struct option){"pattern", required_argument, NULL, OPT_PATTERN};
     longopts[n++] = (struct option){"formats", required_argument, NULL, OPT_FORMATS};
     longopts[n++] = (struct option){"explain", no_argument, NULL, OPT_EXPLAIN};
+    longopts[n++] = (struct option){"quiet", no_argument, NULL, OPT_QUIET};
     longopts[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
     for (size_t i = 0; i < THRESHOLD_COUNT; i++)
         longopts[n++] = (struct option){thresholds[i].name, required_argument, NULL, OPT_THRESHOLD + (int)i};
@@ -250,6 +256,9 @@ static int parse_options(int argc, char **argv, analyze_options *o)
         case OPT_EXPLAIN:
             o->explain = true;
             break;
+        case OPT_QUIET:
+            o->quiet = true;
+            break;
         case OPT_PATTERN:
         case OPT_FORMATS:
             if (tw_cli_user_format(&o->user, c == OPT_PATTERN ? "pattern" : "formats", optarg, "analyze") != 0)
@@ -295,10 +304,25 @@ static void explain_record(void *arg, const tw_record *r)
 
 /* Parses one input into the run (or onto stdout as records). Returns 0, or
  * -1 when the input could not be read at all. */
-static int analyze_input(const char *path, int rank, const analyze_options *o, tw_run *run)
+/* The progress line's view of the inputs: bytes and files finished. */
+typedef struct progress_state {
+    tw_progress *line; /* NULL: no line */
+    uint64_t bytes;
+    int files;
+} progress_state;
+
+static uint64_t input_size(const char *path)
+{
+    struct stat st;
+    return strcmp(path, "-") != 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+}
+
+static int analyze_input(const char *path, int rank, const analyze_options *o, tw_run *run, progress_state *ps)
 {
     tw_parser *p;
     int rc = tw_parser_open(&p, path, o->format, rank);
+    if (rc == TW_OK)
+        tw_progress_reading(ps->line, p, ps->bytes, ps->files);
     if (rc != TW_OK) {
         fprintf(stderr, "trainwatch: %s: %s\n", path, tw_strerror(rc));
         tw_run_note_input(run, path, NULL, 0, 0, tw_strerror(rc));
@@ -333,6 +357,7 @@ static int analyze_input(const char *path, int rank, const analyze_options *o, t
         fprintf(stderr, "trainwatch: %s: skipped %llu lines with NUL bytes\n", tw_parser_path(p),
                 (unsigned long long)st->binary_lines);
     tw_run_note_input(run, tw_parser_path(p), st->format, st->lines, records, rc == TW_OK ? NULL : tw_strerror(rc));
+    tw_progress_reading(ps->line, NULL, ps->bytes += input_size(path), ++ps->files);
     tw_parser_close(p);
     return result;
 }
@@ -413,8 +438,12 @@ static int analyze(analyze_options o, int argc, char **argv, int first)
         return TW_EXIT_USAGE;
     }
     int files = 0, failed = 0, logs = 0;
-    for (int i = first; i < argc; i++)
+    uint64_t total = 0;
+    for (int i = first; i < argc; i++) {
         files += !(gpu[i] = is_gpu_log(argv[i]));
+        total += gpu[i] ? 0 : input_size(argv[i]);
+    }
+    progress_state ps = {tw_progress_wanted(o.quiet, total, files) ? tw_progress_start(total, files) : NULL, 0, 0};
     for (int i = first; i < argc; i++) {
         if (gpu[i]) {
             failed += analyze_gpu_input(argv[i], &o, trun, files == 0) != 0;
@@ -424,9 +453,10 @@ static int analyze(analyze_options o, int argc, char **argv, int first)
         if (rank < 0 && files > 1)
             rank = logs; /* several files without rank names: one rank each */
         logs++;
-        if (analyze_input(argv[i], rank, &o, trun) != 0)
+        if (analyze_input(argv[i], rank, &o, trun, &ps) != 0)
             failed++;
     }
+    tw_progress_stop(ps.line);
     free(gpu);
     files = argc - first;
     int status = failed ? TW_EXIT_USAGE : TW_EXIT_OK;

@@ -24,6 +24,7 @@
  * the caller's parser p; p itself is only given the totals at the end.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -472,6 +473,7 @@ typedef struct delivery {
     void *arg;
     const char *path;
     uint64_t base;             /* absolute number of the line before LINE_BASE */
+    _Atomic uint64_t *progress; /* the caller's parser's: bytes taken in order */
     tw_record scratch;
 } delivery;
 
@@ -623,6 +625,7 @@ static int run_blocks(pool *pl, tw_parser **truth, delivery *d, tw_parse_stats *
         pthread_mutex_unlock(&pl->lock);
         if (rc != TW_OK)
             return rc;
+        atomic_store_explicit(d->progress, s->end, memory_order_relaxed);
         recent = ((recent << 1) | (total->blocks_reparsed != reparsed)) & ((1u << RECENT_BLOCKS) - 1);
         if (next + 1 >= RECENT_BLOCKS && __builtin_popcount(recent) > RECENT_BLOCKS / 2)
             ahead = false;
@@ -662,7 +665,7 @@ static int run_parallel(tw_parser *p, tw_record_fn fn, void *arg)
         return TW_PARSE_SEQUENTIAL;
     }
     truth->line_no = LINE_BASE;
-    delivery d = {.fn = fn, .arg = arg, .path = p->path, .base = 0};
+    delivery d = {.fn = fn, .arg = arg, .path = p->path, .base = 0, .progress = &p->progress};
     tw_parse_stats total = {0};
     rc = run_blocks(&pl, &truth, &d, &total);
     stop_workers(&pl, threads, started);

@@ -34,6 +34,10 @@
 
 const char *tw_parser_path(const tw_parser *p) { return p->path; }
 const tw_parse_stats *tw_parser_stats(const tw_parser *p) { return &p->stats; }
+uint64_t tw_parser_progress(const tw_parser *p)
+{
+    return atomic_load_explicit(&((tw_parser *)p)->progress, memory_order_relaxed);
+}
 
 int tw_rank_from_path(const char *path)
 {
@@ -619,6 +623,9 @@ int tw_parser_run_in_order(tw_parser *p, tw_record_fn fn, void *arg)
         p->have += (size_t)n;
         p->stats.bytes += (uint64_t)n;
         split_lines(p, false);
+        z_off_t at = gzoffset(p->gz);
+        if (at >= 0)
+            atomic_store_explicit(&p->progress, (uint64_t)at, memory_order_relaxed);
     }
     if (rc == TW_OK) {
         /* zlib reports a gzip stream cut short only once it is drained. */

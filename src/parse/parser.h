@@ -10,6 +10,7 @@
 #ifndef TW_PARSE_PARSER_H
 #define TW_PARSE_PARSER_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <zlib.h>
@@ -52,6 +53,7 @@ struct tw_parser {
     void *idle_state;         /* zeroes, as large as the largest format state */
     const struct tw_user_formats *user; /* --pattern / --formats, borrowed; NULL: none */
     void *user_match;         /* their PCRE2 match data, owned (user_formats.c) */
+    _Atomic uint64_t progress; /* input bytes consumed (compressed, for .gz): tw_parser_progress */
 };
 
 /* user_formats.c: tries the user's formats on a line; 1 when one emitted. */
