@@ -68,6 +68,10 @@ void tw_run_free(tw_run *run);
 int tw_run_launches(const tw_run *run);
 /* Adds one record; matches tw_record_fn so a parser can feed a run directly. */
 void tw_run_add(void *run, const tw_record *record);
+/* The template table of the lines no format read (analyze --templates):
+ * they reach the run when its parsers were asked for them
+ * (tw_parser_set_unparsed). */
+void tw_run_write_templates(FILE *out, const tw_run *run);
 /* Notes an input that could not be read fully (shown in the report). */
 void tw_run_note_input(tw_run *run, const char *path, const char *format, uint64_t lines, uint64_t records,
                        const char *error);
@@ -207,6 +211,22 @@ typedef struct tw_launch_report {
 #define TW_LAUNCH_LAST (-1) /* the launch a report shows by default */
 #define TW_LAUNCH_ALL  0
 
+/* A rare line no format read that looks like trouble (src/diagnose/templates.c). */
+#define TW_UNUSUAL_MAX 10
+enum {
+    TW_UNUSUAL_TROUBLE = 1,         /* error, fatal, fail, timeout, killed, refused ... */
+    TW_UNUSUAL_ONE_RANK = 2,        /* on one rank of several */
+    TW_UNUSUAL_AFTER_LAST_STEP = 4, /* first seen after its rank's last step */
+};
+typedef struct tw_unusual_line {
+    char template_text[200]; /* numbers, hex, paths and quoted strings masked */
+    char example[TW_MESSAGE_MAX]; /* its first line as printed (after the timestamp) */
+    unsigned why;             /* TW_UNUSUAL_* */
+    uint64_t count;           /* lines of this template */
+    int rank;                 /* of its first line */
+    tw_source where;          /* its first line (file borrowed from the run) */
+} tw_unusual_line;
+
 typedef struct tw_report {
     tw_summary summary;   /* of the launch shown (the last one with TW_LAUNCH_ALL) */
     int finding_count;
@@ -218,6 +238,8 @@ typedef struct tw_report {
     int launch_count;
     tw_launch_report *launches; /* every launch, in log order */
     tw_health health;           /* of the summary and findings above */
+    int unusual_count;
+    tw_unusual_line *unusual;   /* over the whole log (all launches), when the parsers delivered unread lines */
 } tw_report;
 
 /* The report of the last launch, with what the launches before it say

@@ -37,6 +37,7 @@ typedef enum tw_record_kind {
     TW_REC_STEP,
     TW_REC_EVAL,
     TW_REC_EVENT,
+    TW_REC_LINE, /* a line no format read: only from a parser asked for them (tw_parser_set_unparsed) */
 } tw_record_kind;
 
 /* Event kinds; tw_event_name() gives the stable lower-case name used in JSON. */

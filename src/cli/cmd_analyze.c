@@ -53,13 +53,14 @@ enum {
     OPT_FORMATS,
     OPT_EXPLAIN,
     OPT_QUIET,
+    OPT_TEMPLATES,
     OPT_HELP,
     OPT_THRESHOLD
 };
 
 typedef struct analyze_options {
     const tw_format *format;
-    bool json, records, explain, quiet;
+    bool json, records, explain, quiet, templates;
     int colour;          /* -1 auto, 0 never, 1 always */
     int jobs;            /* threads per large plain file */
     size_t block_size;   /* their block size, 0: the default */
@@ -84,6 +85,8 @@ static const char usage_text[] =
     "                         (?<data_time>...); other names become metrics (repeatable)\n"
     "  --formats FILE         line formats of your own from a YAML file (formats: a list of\n"
     "                         name, pattern, detect, kind); tried before the built-in ones\n"
+    "  --templates            after the report, the table of the lines no format read, grouped\n"
+    "                         into templates (numbers, hex, paths, quoted strings masked)\n"
     "  --quiet                no progress line (shown on a terminal for inputs over 100 MB or\n"
     "                         20 files, unless CI is set)\n"
     "  --explain              say on stderr what was read from each input: the format (and\n"
@@ -171,7 +174,7 @@ static int finish_stdout(const char *what)
 /* Returns the index of the first file argument, or -1 on a usage error. */
 static int parse_options(int argc, char **argv, analyze_options *o)
 {
-    struct option longopts[THRESHOLD_COUNT + 15];
+    struct option longopts[THRESHOLD_COUNT + 16];
     size_t n = 0;
     longopts[n++] = (struct option){"format", required_argument, NULL, OPT_FORMAT};
     longopts[n++] = (struct option){"json", no_argument, NULL, OPT_JSON};
@@ -186,6 +189,7 @@ static int parse_options(int argc, char **argv, analyze_options *o)
     longopts[n++] = (struct option){"formats", required_argument, NULL, OPT_FORMATS};
     longopts[n++] = (struct option){"explain", no_argument, NULL, OPT_EXPLAIN};
     longopts[n++] = (struct option){"quiet", no_argument, NULL, OPT_QUIET};
+    longopts[n++] = (struct option){"templates", no_argument, NULL, OPT_TEMPLATES};
     longopts[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
     for (size_t i = 0; i < THRESHOLD_COUNT; i++)
         longopts[n++] = (struct option){thresholds[i].name, required_argument, NULL, OPT_THRESHOLD + (int)i};
@@ -259,6 +263,9 @@ static int parse_options(int argc, char **argv, analyze_options *o)
         case OPT_QUIET:
             o->quiet = true;
             break;
+        case OPT_TEMPLATES:
+            o->templates = true;
+            break;
         case OPT_PATTERN:
         case OPT_FORMATS:
             if (tw_cli_user_format(&o->user, c == OPT_PATTERN ? "pattern" : "formats", optarg, "analyze") != 0)
@@ -298,7 +305,8 @@ typedef struct explained {
 static void explain_record(void *arg, const tw_record *r)
 {
     explained *x = arg;
-    tw_explain_record(x->explain, r);
+    if (r->kind != TW_REC_LINE)
+        tw_explain_record(x->explain, r);
     x->fn(x->arg, r);
 }
 
@@ -330,6 +338,7 @@ static int analyze_input(const char *path, int rank, const analyze_options *o, t
     }
     tw_parser_set_jobs(p, o->jobs, o->block_size);
     tw_parser_set_user_formats(p, o->user);
+    tw_parser_set_unparsed(p, !o->records); /* the template miner's input */
     explained x = {o->explain ? tw_explain_new() : NULL, o->records ? write_record : tw_run_add,
                    o->records ? (void *)stdout : (void *)run};
     rc = x.explain ? tw_parser_run(p, explain_record, &x) : tw_parser_run(p, x.fn, x.arg);
@@ -488,6 +497,8 @@ static int analyze(analyze_options o, int argc, char **argv, int first)
         tw_report_write_json(stdout, report);
     else
         tw_report_write_text(stdout, report, use_colour(&o));
+    if (o.templates && !o.json)
+        tw_run_write_templates(stdout, trun);
     if (status == TW_EXIT_OK) {
         if (nothing)
             status = TW_EXIT_USAGE;

@@ -6,6 +6,7 @@
  */
 #include "diagnose.h"
 #include "gpu.h"
+#include "templates.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -210,6 +211,10 @@ int tw_diagnose_launch(const tw_run *run, const tw_thresholds *t, int launch, tw
                                                run->inputs[i].records, run->inputs[i].error};
     }
     tw_health_report(report);
+    if (tw_templates_unusual(run, &report->unusual, &report->unusual_count) != TW_OK) {
+        tw_report_free(report);
+        return TW_ENOMEM;
+    }
     *out = report;
     return TW_OK;
 }
@@ -246,5 +251,6 @@ void tw_report_free(tw_report *report)
     free(report->launches);
     free(report->findings);
     free(report->inputs);
+    free(report->unusual);
     free(report);
 }

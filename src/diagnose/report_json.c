@@ -9,6 +9,7 @@
 #include "../core/json.h"
 #include "diagnose.h"
 #include "gpu.h"
+#include "templates.h"
 
 static void num_or_null(FILE *out, double v, bool valid)
 {
@@ -202,6 +203,21 @@ void tw_report_write_json(FILE *out, const tw_report *r)
     findings(out, r->findings, r->finding_count);
     fputs(",\"health\":", out);
     tw_health_write_json(out, &r->health);
+    fputs(",\"unusual_lines\":[", out);
+    for (int i = 0; i < r->unusual_count; i++) {
+        const tw_unusual_line *u = &r->unusual[i];
+        char why[96];
+        fputs(i ? ",{\"template\":" : "{\"template\":", out);
+        tw_json_cstring(out, u->template_text);
+        fputs(",\"example\":", out);
+        tw_json_cstring(out, u->example);
+        fputs(",\"why\":", out);
+        tw_json_cstring(out, tw_unusual_why(u->why, why, sizeof why));
+        fprintf(out, ",\"count\":%llu,\"rank\":%d,\"file\":", (unsigned long long)u->count, u->rank);
+        tw_json_cstring(out, u->where.file ? u->where.file : "");
+        fprintf(out, ",\"line\":%llu}", (unsigned long long)u->where.line);
+    }
+    fputc(']', out);
     if (r->launch == TW_LAUNCH_ALL)
         fputs(",\"launch\":\"all\"", out);
     else

@@ -9,6 +9,7 @@
 
 #include "diagnose.h"
 #include "gpu.h"
+#include "templates.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -223,6 +224,17 @@ void tw_report_write_text(FILE *out, const tw_report *r, bool colour)
         fprintf(out, "\n%sFindings%s\n", st->bold, st->reset);
         for (int i = 0; i < r->finding_count; i++)
             write_finding(out, &r->findings[i], r->launch_count, st);
+    }
+    if (r->unusual_count > 0) {
+        fprintf(out, "\n%sUnusual lines%s  rare lines no format read that look like trouble\n", st->bold,
+                st->reset);
+        for (int i = 0; i < r->unusual_count; i++) {
+            const tw_unusual_line *u = &r->unusual[i];
+            char why[96];
+            fprintf(out, "  %s:%llu  rank %d, %llu line%s (%s)\n      %s\n", u->where.file,
+                    (unsigned long long)u->where.line, u->rank, (unsigned long long)u->count, u->count == 1 ? "" : "s",
+                    tw_unusual_why(u->why, why, sizeof why), u->example);
+        }
     }
     fputc('\n', out);
     if (r->summary.step_records == 0 && r->summary.eval_records == 0 && errors == 0)

@@ -21,6 +21,7 @@
 #include <strings.h>
 
 #include "gpu.h"
+#include "templates.h"
 #include "run.h"
 #include "trainwatch/error.h"
 
@@ -66,6 +67,7 @@ void tw_run_free(tw_run *run)
     }
     free(run->inputs);
     tw_gpu_notes_free(run->gpu);
+    tw_templates_free(run->templates);
     free(run);
 }
 
@@ -918,6 +920,10 @@ static void note_time(tw_launch_info *l, const tw_record *r)
 void tw_run_add(void *arg, const tw_record *r)
 {
     tw_run *root = arg;
+    if (r->kind == TW_REC_LINE) { /* a line no format read: the template miner's, no rank's record */
+        tw_templates_add(&root->templates, r, intern_file(root, r->source.file));
+        return;
+    }
     tw_cursor *c = cursor_of(root, r->rank);
     tw_run *run = c ? launch_at(root, c->launch) : root;
     switch (r->kind) {
@@ -929,6 +935,8 @@ void tw_run_add(void *arg, const tw_record *r)
         break;
     case TW_REC_EVENT:
         add_event(root, run, c, r);
+        break;
+    case TW_REC_LINE:
         break;
     }
     if (r->fields & TW_F_TIME) {

@@ -414,6 +414,8 @@ void tw_live_record(void *arg, const tw_record *r)
     case TW_REC_EVENT:
         on_event(l, s, r);
         break;
+    case TW_REC_LINE: /* the template miner's, not asked for here */
+        break;
     }
 }
 

@@ -53,6 +53,7 @@ struct tw_parser {
     void *idle_state;         /* zeroes, as large as the largest format state */
     const struct tw_user_formats *user; /* --pattern / --formats, borrowed; NULL: none */
     void *user_match;         /* their PCRE2 match data, owned (user_formats.c) */
+    bool unparsed;            /* deliver lines no format read as TW_REC_LINE records */
     _Atomic uint64_t progress; /* input bytes consumed (compressed, for .gz): tw_parser_progress */
 };
 
