@@ -211,7 +211,7 @@ int tw_diagnose_launch(const tw_run *run, const tw_thresholds *t, int launch, tw
                                                run->inputs[i].records, run->inputs[i].error};
     }
     tw_health_report(report);
-    if (tw_templates_unusual(run, &report->unusual, &report->unusual_count) != TW_OK) {
+    if (tw_templates_unusual(run, report->healthy, &report->unusual, &report->unusual_count) != TW_OK) {
         tw_report_free(report);
         return TW_ENOMEM;
     }

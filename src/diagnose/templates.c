@@ -16,7 +16,8 @@
  * either says trouble (error, fatal, fail, timeout, killed, refused,
  * abort, denied, exception, out of range, segmentation), or appeared on
  * one rank of a run of several, or first appeared after its rank's last
- * training step.
+ * training step of a run with a problem (a healthy run's closing lines,
+ * "training completed", a final summary, are not news).
  */
 #include "templates.h"
 
@@ -200,13 +201,22 @@ static bool has_word(const char *text)
     return false;
 }
 
+/* The template first appeared after the last step its rank made in the
+ * launch the line belongs to (the last launch starting at or before it in
+ * that file): what a process printed as it went down. */
 static bool after_last_step(const tw_run *run, const tw_template *e)
 {
-    const tw_rank *rk = tw_run_rank(run, e->first_rank);
-    return rk && rk->steps > 0 && rk->last.file == e->file && e->first_line > rk->last.line;
+    const tw_run *owner = run;
+    for (int i = 1; i < tw_run_launches(run); i++) {
+        const tw_launch_info *l = &tw_run_launch(run, i)->launch;
+        if (l->have_start && l->file == e->file && l->line <= e->first_line)
+            owner = tw_run_launch(run, i);
+    }
+    const tw_rank *rk = tw_run_rank(owner, e->first_rank);
+    return rk && rk->steps > 0 && rk->last.file == e->file && rk->last.line < e->first_line;
 }
 
-int tw_templates_unusual(const tw_run *run, tw_unusual_line **out, int *count)
+int tw_templates_unusual(const tw_run *run, bool healthy, tw_unusual_line **out, int *count)
 {
     *out = NULL;
     *count = 0;
@@ -231,7 +241,7 @@ int tw_templates_unusual(const tw_run *run, tw_unusual_line **out, int *count)
         unsigned why = 0;
         why |= says_trouble(e->text) ? TW_UNUSUAL_TROUBLE : 0;
         why |= ranks > 1 && __builtin_popcountll(e->ranks_seen) == 1 ? TW_UNUSUAL_ONE_RANK : 0;
-        why |= after_last_step(run, e) ? TW_UNUSUAL_AFTER_LAST_STEP : 0;
+        why |= !healthy && after_last_step(run, e) ? TW_UNUSUAL_AFTER_LAST_STEP : 0;
         if (!why)
             continue;
         tw_unusual_line *u = &items[n++];

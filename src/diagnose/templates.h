@@ -17,8 +17,9 @@
 int tw_templates_add(tw_templates **t, const tw_record *r, uint32_t file);
 void tw_templates_free(tw_templates *t);
 /* The unusual lines of the run, in file and line order, at most
- * TW_UNUSUAL_MAX (allocated; the caller frees *out). */
-int tw_templates_unusual(const tw_run *run, tw_unusual_line **out, int *count);
+ * TW_UNUSUAL_MAX (allocated; the caller frees *out). After the last step
+ * counts only when the report is not healthy. */
+int tw_templates_unusual(const tw_run *run, bool healthy, tw_unusual_line **out, int *count);
 /* The whole table (--templates). */
 void tw_templates_write(FILE *out, const tw_run *run);
 /* "says trouble, after the last step" */

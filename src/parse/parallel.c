@@ -81,7 +81,7 @@ static void packed_put(packed *pk, const void *src, size_t n)
 
 static void pack_record(packed *pk, const char *path, const tw_record *r)
 {
-    bool event = r->kind == TW_REC_EVENT;
+    bool event = r->kind == TW_REC_EVENT || r->kind == TW_REC_LINE; /* records with text */
     size_t message = event ? strlen(r->message) + 1 : 0, detail = event ? strlen(r->detail) + 1 : 0;
     size_t file = r->source.file != path ? strlen(r->source.file) + 1 : 0;
     size_t names[TW_METRICS_MAX], metrics = 0;
@@ -131,7 +131,7 @@ static size_t unpack_record(const char *at, const char *path, tw_record *r)
     memcpy(&r->exit_code, q, sizeof r->exit_code);
     q += sizeof r->exit_code;
     r->message[0] = r->detail[0] = '\0';
-    if (r->kind == TW_REC_EVENT) {
+    if (r->kind == TW_REC_EVENT || r->kind == TW_REC_LINE) {
         take_string(&q, r->message);
         take_string(&q, r->detail);
     }
