@@ -414,8 +414,7 @@ static int analyze_gpu_input(const char *path, const analyze_options *o, tw_run 
     if (rc != TW_OK)
         fprintf(stderr, "trainwatch: %s: %s\n", path, tw_strerror(rc));
     else if (!o->records && samples == 0)
-        fprintf(stderr, "trainwatch: %s: a GPU log with no samples in %llu lines\n", path,
-                (unsigned long long)lines);
+        fprintf(stderr, "trainwatch: %s: a GPU log with no samples in %llu lines\n", path, (unsigned long long)lines);
     else if (alone)
         fprintf(stderr,
                 "trainwatch: %s: GPU telemetry (%llu samples), no training records recognised: give the training "

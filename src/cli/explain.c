@@ -25,8 +25,14 @@ struct tw_explain {
     int metric_count;
 };
 
-tw_explain *tw_explain_new(void) { return calloc(1, sizeof(tw_explain)); }
-void tw_explain_free(tw_explain *e) { free(e); }
+tw_explain *tw_explain_new(void)
+{
+    return calloc(1, sizeof(tw_explain));
+}
+void tw_explain_free(tw_explain *e)
+{
+    free(e);
+}
 
 static void note_metric(tw_explain *e, const char *name)
 {
@@ -108,9 +114,12 @@ void tw_explain_write(FILE *out, const tw_explain *e, const char *path, const ch
     static const struct {
         unsigned bit;
         const char *name;
-    } names[] = {{TW_F_LOSS, "loss"},       {TW_F_LR, "lr"},
-                 {TW_F_BATCH_TIME, "step_time"}, {TW_F_DATA_TIME, "data_time"},
-                 {TW_F_SAMPLES_PER_SEC, "samples_per_sec"}, {TW_F_ETA, "eta"},
+    } names[] = {{TW_F_LOSS, "loss"},
+                 {TW_F_LR, "lr"},
+                 {TW_F_BATCH_TIME, "step_time"},
+                 {TW_F_DATA_TIME, "data_time"},
+                 {TW_F_SAMPLES_PER_SEC, "samples_per_sec"},
+                 {TW_F_ETA, "eta"},
                  {TW_F_MEM, "memory"}};
     fprintf(out, "explain:   fields:");
     if (e->epoch)

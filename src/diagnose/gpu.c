@@ -200,12 +200,14 @@ void tw_gpu_summarize(const tw_run *root, const tw_run *view, tw_gpu_summary *ou
     free(picked);
 }
 
-static double gib(double bytes) { return bytes / (1024.0 * 1024 * 1024); }
+static double gib(double bytes)
+{
+    return bytes / (1024.0 * 1024 * 1024);
+}
 
 void tw_gpu_summary_text(const tw_gpu_summary *g, char *buf, size_t cap)
 {
-    int n = snprintf(buf, cap, "%llu samples%s", (unsigned long long)g->samples,
-                     g->aligned ? " over the launch" : "");
+    int n = snprintf(buf, cap, "%llu samples%s", (unsigned long long)g->samples, g->aligned ? " over the launch" : "");
     if (n > 0 && (size_t)n < cap && !isnan(g->util_mean))
         n += snprintf(buf + n, cap - (size_t)n, ", utilisation %.0f%% on average, 0%% in %.0f%%", g->util_mean,
                       g->util_zero_share * 100);
@@ -230,9 +232,8 @@ void tw_gpu_summary_json(FILE *out, const tw_gpu_summary *g)
         fputs("null", out);
         return;
     }
-    fprintf(out, "{\"samples\":%llu,\"samples_all\":%llu,\"gpus\":%d,\"aligned\":%s",
-            (unsigned long long)g->samples, (unsigned long long)g->samples_all, g->gpus,
-            g->aligned ? "true" : "false");
+    fprintf(out, "{\"samples\":%llu,\"samples_all\":%llu,\"gpus\":%d,\"aligned\":%s", (unsigned long long)g->samples,
+            (unsigned long long)g->samples_all, g->gpus, g->aligned ? "true" : "false");
     number_or_null(out, "utilization_mean", g->util_mean);
     number_or_null(out, "utilization_zero_share", g->util_zero_share);
     number_or_null(out, "memory_first_bytes", g->mem_first);

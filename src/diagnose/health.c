@@ -32,9 +32,10 @@ static const struct {
     const char *name;
     double weight;
 } components[TW_HEALTH_COMPONENTS] = {
-    [C_FAILURES] = {"failures", 25},   [C_NAN] = {"nan", 15},       [C_DATA] = {"data_loading", 10},
-    [C_GPU] = {"gpu_idle", 10},        [C_STALLS] = {"stalls_jitter", 10}, [C_MEMORY] = {"memory", 10},
-    [C_LOSS] = {"loss_trend", 10},     [C_BALANCE] = {"rank_balance", 10},
+    [C_FAILURES] = {"failures", 25},    [C_NAN] = {"nan", 15},
+    [C_DATA] = {"data_loading", 10},    [C_GPU] = {"gpu_idle", 10},
+    [C_STALLS] = {"stalls_jitter", 10}, [C_MEMORY] = {"memory", 10},
+    [C_LOSS] = {"loss_trend", 10},      [C_BALANCE] = {"rank_balance", 10},
 };
 
 /* What each rule's finding costs, and in which component. A rule not listed
@@ -45,14 +46,30 @@ static const struct {
     component component;
     double penalty;
 } costs[] = {
-    {"crash", C_FAILURES, 1},          {"killed", C_FAILURES, 1},        {"exit_status", C_FAILURES, 1},
-    {"oom", C_FAILURES, 1},            {"rank_stopped", C_BALANCE, 1},   {"failed_launches", C_FAILURES, 0.6},
-    {"incomplete", C_FAILURES, 0.4},   {"restarts", C_FAILURES, 0.3},    {"eval_contradiction", C_FAILURES, 0.6},
-    {"nan_loss", C_NAN, 1},            {"nan_check", C_NAN, 1},          {"data_loading_bound", C_DATA, 1},
-    {"epoch_start_wait", C_DATA, 0.2}, {"gpu_underused", C_GPU, 1},      {"stall", C_STALLS, 1},
-    {"throughput_drop", C_STALLS, 0.6}, {"step_time_jitter", C_STALLS, 0.2}, {"memory_growth", C_MEMORY, 1},
-    {"gpu_memory_growth", C_MEMORY, 1}, {"memory_spike", C_MEMORY, 0.2}, {"divergence", C_LOSS, 1},
-    {"plateau", C_LOSS, 0.5},          {"loss_spikes", C_LOSS, 0.2},     {"straggler", C_BALANCE, 1},
+    {"crash", C_FAILURES, 1},
+    {"killed", C_FAILURES, 1},
+    {"exit_status", C_FAILURES, 1},
+    {"oom", C_FAILURES, 1},
+    {"rank_stopped", C_BALANCE, 1},
+    {"failed_launches", C_FAILURES, 0.6},
+    {"incomplete", C_FAILURES, 0.4},
+    {"restarts", C_FAILURES, 0.3},
+    {"eval_contradiction", C_FAILURES, 0.6},
+    {"nan_loss", C_NAN, 1},
+    {"nan_check", C_NAN, 1},
+    {"data_loading_bound", C_DATA, 1},
+    {"epoch_start_wait", C_DATA, 0.2},
+    {"gpu_underused", C_GPU, 1},
+    {"stall", C_STALLS, 1},
+    {"throughput_drop", C_STALLS, 0.6},
+    {"step_time_jitter", C_STALLS, 0.2},
+    {"memory_growth", C_MEMORY, 1},
+    {"gpu_memory_growth", C_MEMORY, 1},
+    {"memory_spike", C_MEMORY, 0.2},
+    {"divergence", C_LOSS, 1},
+    {"plateau", C_LOSS, 0.5},
+    {"loss_spikes", C_LOSS, 0.2},
+    {"straggler", C_BALANCE, 1},
     {"gpu_log_not_aligned", C_GPU, 0},
 };
 

@@ -226,8 +226,7 @@ void tw_report_write_text(FILE *out, const tw_report *r, bool colour)
             write_finding(out, &r->findings[i], r->launch_count, st);
     }
     if (r->unusual_count > 0) {
-        fprintf(out, "\n%sUnusual lines%s  rare lines no format read that look like trouble\n", st->bold,
-                st->reset);
+        fprintf(out, "\n%sUnusual lines%s  rare lines no format read that look like trouble\n", st->bold, st->reset);
         for (int i = 0; i < r->unusual_count; i++) {
             const tw_unusual_line *u = &r->unusual[i];
             char why[96];

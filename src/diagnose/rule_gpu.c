@@ -25,7 +25,10 @@ static tw_finding *find(tw_findings *out, const char *rule)
     return NULL;
 }
 
-static double gib(double bytes) { return bytes / (1024.0 * 1024 * 1024); }
+static double gib(double bytes)
+{
+    return bytes / (1024.0 * 1024 * 1024);
+}
 
 static bool memory_growing(const tw_gpu_summary *g, const tw_thresholds *t)
 {
@@ -49,9 +52,10 @@ static void memory_evidence(tw_finding *f, const tw_gpu_summary *g, const tw_thr
     char total[64] = "";
     if (!isnan(g->mem_total))
         snprintf(total, sizeof total, " of %.1f GiB", gib(g->mem_total));
-    tw_finding_evidence(f, "GPU log (%s:%llu): memory used %.2f GiB at the start, %.2f GiB at the end%s (peak %.2f GiB): %s",
-                        g->first.file, (unsigned long long)g->first.line, gib(g->mem_first), gib(g->mem_last), total,
-                        gib(g->mem_max), memory_growing(g, t) ? "growing" : "flat");
+    tw_finding_evidence(
+        f, "GPU log (%s:%llu): memory used %.2f GiB at the start, %.2f GiB at the end%s (peak %.2f GiB): %s",
+        g->first.file, (unsigned long long)g->first.line, gib(g->mem_first), gib(g->mem_last), total, gib(g->mem_max),
+        memory_growing(g, t) ? "growing" : "flat");
 }
 
 static void not_overlapping(const tw_gpu_summary *g, tw_findings *out)
@@ -78,8 +82,10 @@ static void data_evidence(tw_finding *f, const tw_run *run)
         data += run->ranks[i]->sum_data;
     }
     if (batch > 0)
-        tw_finding_evidence(f, "the step logs: waiting for data is %.0f%% of step time, so the data loader is not "
-                               "what keeps the GPU idle", data / batch * 100);
+        tw_finding_evidence(f,
+                            "the step logs: waiting for data is %.0f%% of step time, so the data loader is not "
+                            "what keeps the GPU idle",
+                            data / batch * 100);
 }
 
 static void underused(const tw_run *run, const tw_gpu_summary *g, tw_findings *out)

@@ -21,8 +21,8 @@
 #include <strings.h>
 
 #include "gpu.h"
-#include "templates.h"
 #include "run.h"
+#include "templates.h"
 #include "trainwatch/error.h"
 
 #define HIST_MIN_LOG10       (-6.0)

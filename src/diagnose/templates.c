@@ -46,9 +46,9 @@ struct tw_templates {
     uint64_t lines, other;
 };
 
-static const char *const trouble_words[] = {"error", "fatal", "fail", "timeout", "timed out", "killed",
-                                            "refused", "abort", "denied", "exception", "out of range",
-                                            "segmentation", NULL};
+static const char *const trouble_words[] = {"error",        "fatal",        "fail",  "timeout", "timed out",
+                                            "killed",       "refused",      "abort", "denied",  "exception",
+                                            "out of range", "segmentation", NULL};
 
 void tw_templates_free(tw_templates *t)
 {
@@ -283,7 +283,10 @@ void tw_templates_write(FILE *out, const tw_run *run)
     free(list);
 }
 
-void tw_run_write_templates(FILE *out, const tw_run *run) { tw_templates_write(out, run); }
+void tw_run_write_templates(FILE *out, const tw_run *run)
+{
+    tw_templates_write(out, run);
+}
 
 const char *tw_unusual_why(unsigned why, char *buf, size_t cap)
 {

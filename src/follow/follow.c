@@ -21,9 +21,9 @@
  * but needs no help from the writer; the generations already read are
  * remembered by inode and first-bytes hash as long as they are there.
  */
-#include "../parse/user_formats.h"
 #include "trainwatch/follow.h"
 #include "../core/clock.h"
+#include "../parse/user_formats.h"
 
 #include <dirent.h>
 #include <errno.h>

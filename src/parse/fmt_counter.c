@@ -19,7 +19,10 @@
 
 #define COUNTER_PAIRS_MAX 32
 
-static bool is_key_char(char c) { return tw_is_alpha(c) || tw_is_digit(c) || c == '_' || c == '.' || c == '/'; }
+static bool is_key_char(char c)
+{
+    return tw_is_alpha(c) || tw_is_digit(c) || c == '_' || c == '.' || c == '/';
+}
 
 static const char *const counter_words[] = {"step", "iter", "iteration", "it", "epoch", "global_step", "batch", NULL};
 
@@ -88,7 +91,11 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
         if (!next_pair(line->body, end, &pos, &kv))
             continue;
         if (kv.key_len == 2 && strncasecmp(kv.key, "it", 2) == 0)
-            kv = (tw_kv){.key = "iter", .key_len = 4, .value = kv.value, .end = kv.end, .number = kv.number,
+            kv = (tw_kv){.key = "iter",
+                         .key_len = 4,
+                         .value = kv.value,
+                         .end = kv.end,
+                         .number = kv.number,
                          .value_len = kv.value_len};
         tw_fields_apply(&r, &kv);
     }

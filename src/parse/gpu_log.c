@@ -362,8 +362,7 @@ static double q_timestamp(const char *s, size_t len)
     if (sscanf(buf, "%3s %3s %d %d:%d:%d %d", wday, mon, &day, &h, &m, &sec, &year) != 7)
         return NAN;
     const char *at = strstr(months, mon);
-    if (!at || (at - months) % 3 || day < 1 || day > 31 || h > 23 || m > 59 || sec > 60 || year < 1970 ||
-        year > 2999)
+    if (!at || (at - months) % 3 || day < 1 || day > 31 || h > 23 || m > 59 || sec > 60 || year < 1970 || year > 2999)
         return NAN;
     return tw_civil_seconds(year, (int)(at - months) / 3 + 1, day, h, m, sec);
 }
@@ -463,11 +462,23 @@ int tw_gpu_reader_new(tw_gpu_reader **out)
     return TW_OK;
 }
 
-void tw_gpu_reader_free(tw_gpu_reader *r) { free(r); }
+void tw_gpu_reader_free(tw_gpu_reader *r)
+{
+    free(r);
+}
 
-uint64_t tw_gpu_reader_lines(const tw_gpu_reader *r) { return r->lines; }
-uint64_t tw_gpu_reader_samples(const tw_gpu_reader *r) { return r->samples; }
-const char *tw_gpu_reader_dialect(const tw_gpu_reader *r) { return r->current ? r->current->name : NULL; }
+uint64_t tw_gpu_reader_lines(const tw_gpu_reader *r)
+{
+    return r->lines;
+}
+uint64_t tw_gpu_reader_samples(const tw_gpu_reader *r)
+{
+    return r->samples;
+}
+const char *tw_gpu_reader_dialect(const tw_gpu_reader *r)
+{
+    return r->current ? r->current->name : NULL;
+}
 
 void tw_gpu_reader_line(tw_gpu_reader *r, const char *text, size_t len, tw_gpu_sample_fn fn, void *arg)
 {

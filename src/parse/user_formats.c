@@ -44,9 +44,15 @@ static const struct {
     const char *name;
     field field;
 } field_names[] = {
-    {"step", FIELD_STEP},           {"global_step", FIELD_GLOBAL_STEP}, {"epoch", FIELD_EPOCH},
-    {"loss", FIELD_LOSS},           {"lr", FIELD_LR},                   {"step_time", FIELD_STEP_TIME},
-    {"data_time", FIELD_DATA_TIME}, {"samples_per_sec", FIELD_SAMPLES_PER_SEC}, {"eta", FIELD_ETA},
+    {"step", FIELD_STEP},
+    {"global_step", FIELD_GLOBAL_STEP},
+    {"epoch", FIELD_EPOCH},
+    {"loss", FIELD_LOSS},
+    {"lr", FIELD_LR},
+    {"step_time", FIELD_STEP_TIME},
+    {"data_time", FIELD_DATA_TIME},
+    {"samples_per_sec", FIELD_SAMPLES_PER_SEC},
+    {"eta", FIELD_ETA},
 };
 
 typedef struct group {
@@ -87,7 +93,10 @@ void tw_user_formats_free(tw_user_formats *set)
     free(set);
 }
 
-int tw_user_formats_count(const tw_user_formats *set) { return set ? set->count : 0; }
+int tw_user_formats_count(const tw_user_formats *set)
+{
+    return set ? set->count : 0;
+}
 
 /* Compiles regex; on error writes "offset N: why" into err. */
 static pcre2_code *compile(const char *regex, size_t len, char *err, size_t cap)
@@ -136,8 +145,9 @@ static int map_groups(user_format *f, char *err, size_t cap)
         counter |= g->field == FIELD_STEP || g->field == FIELD_GLOBAL_STEP || g->field == FIELD_EPOCH;
     }
     if (!counter && !f->eval) {
-        snprintf(err, cap, "no step counter: a training line needs (?<step>...), (?<global_step>...) or "
-                           "(?<epoch>...) (or kind: eval in a formats file)");
+        snprintf(err, cap,
+                 "no step counter: a training line needs (?<step>...), (?<global_step>...) or "
+                 "(?<epoch>...) (or kind: eval in a formats file)");
         return TW_ECONFIG;
     }
     return TW_OK;
@@ -232,8 +242,7 @@ static int load_entry(tw_user_formats *set, yaml_ctx *y, yaml_node_t *map)
         } else if (strcmp(key, "detect") == 0) {
             detect = value;
             detect_node = vn;
-        }
-        else if (strcmp(key, "kind") == 0)
+        } else if (strcmp(key, "kind") == 0)
             kind = value;
         else {
             char why[128];
@@ -422,4 +431,7 @@ int tw_user_formats_parse(tw_parser *p, const tw_line *line)
     return 0;
 }
 
-void tw_user_match_free(void *match) { pcre2_match_data_free(match); }
+void tw_user_match_free(void *match)
+{
+    pcre2_match_data_free(match);
+}

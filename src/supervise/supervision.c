@@ -8,8 +8,6 @@
  * parser per stream; samplers.h on a one-second timer) or a follower of log
  * files (follow.h). Signals arrive through a self-pipe.
  */
-#include "../parse/user_formats.h"
-#include "health.h"
 #include "trainwatch/supervise.h"
 
 #include <errno.h>
@@ -23,8 +21,10 @@
 #include <unistd.h>
 
 #include "../core/clock.h"
+#include "../parse/user_formats.h"
 #include "alerting.h"
 #include "child.h"
+#include "health.h"
 #include "../log/rotate.h"
 #include "samplers.h"
 #include "sinks.h"

@@ -4,12 +4,12 @@
  * are the shapes of the real outputs in ../shared/corpus/gpu/ (the
  * end-to-end test reads those files whole).
  */
+#include <cmocka.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-#include <math.h>
 #include <string.h>
 
 #include "parse/gpu_log.h"
@@ -49,13 +49,14 @@ static got *read_text(const char *text)
 static void paddle_default_gpu_log(void **state)
 {
     (void)state;
-    got *g = read_text("index,uuid,driver_version,name,gpu_serial,display_active,display_mode\n"
-                       "0,GPU-43db14ef-15e7-0c43-1a35-c81191c2a009,546.17,NVIDIA GeForce RTX 4070,[N/A],Enabled,Enabled\n"
-                       "\n"
-                       "pid,process_name,gpu_uuid,gpu_name,used_memory\n"
-                       "index,utilization_gpu,memory_total,memory_used,memory_free,timestamp\n"
-                       "0,5,12282,405,11620,2024/03/11 16:02:37.871\n"
-                       "0,31,12282,9337,2688,2024/03/11 16:03:07.921\n");
+    got *g =
+        read_text("index,uuid,driver_version,name,gpu_serial,display_active,display_mode\n"
+                  "0,GPU-43db14ef-15e7-0c43-1a35-c81191c2a009,546.17,NVIDIA GeForce RTX 4070,[N/A],Enabled,Enabled\n"
+                  "\n"
+                  "pid,process_name,gpu_uuid,gpu_name,used_memory\n"
+                  "index,utilization_gpu,memory_total,memory_used,memory_free,timestamp\n"
+                  "0,5,12282,405,11620,2024/03/11 16:02:37.871\n"
+                  "0,31,12282,9337,2688,2024/03/11 16:03:07.921\n");
     assert_int_equal(g->n, 2);
     assert_int_equal(g->s[0].gpu, 0);
     assert_true(g->s[0].util == 5);
