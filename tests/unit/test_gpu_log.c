@@ -4,13 +4,14 @@
  * are the shapes of the real outputs in ../shared/corpus/gpu/ (the
  * end-to-end test reads those files whole).
  */
-#include <cmocka.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#include <cmocka.h> /* after the headers it needs */
 
 #include "parse/gpu_log.h"
 #include "parse/scan.h"
