@@ -238,6 +238,11 @@ typedef struct tw_report {
     int launch_count;
     tw_launch_report *launches; /* every launch, in log order */
     tw_health health;           /* of the summary and findings above */
+    int rank_health_count;
+    struct tw_rank_health {
+        int rank;
+        tw_health health; /* its findings, the run-wide ones and its own data wait */
+    } *rank_health;             /* the ranks with steps in the launch shown, by rank */
     int unusual_count;
     tw_unusual_line *unusual;   /* over the whole log (all launches), when the parsers delivered unread lines */
 } tw_report;

@@ -211,6 +211,10 @@ int tw_diagnose_launch(const tw_run *run, const tw_thresholds *t, int launch, tw
                                                run->inputs[i].records, run->inputs[i].error};
     }
     tw_health_report(report);
+    if (tw_health_ranks(run, report) != TW_OK) {
+        tw_report_free(report);
+        return TW_ENOMEM;
+    }
     if (tw_templates_unusual(run, report->healthy, &report->unusual, &report->unusual_count) != TW_OK) {
         tw_report_free(report);
         return TW_ENOMEM;
@@ -252,5 +256,6 @@ void tw_report_free(tw_report *report)
     free(report->findings);
     free(report->inputs);
     free(report->unusual);
+    free(report->rank_health);
     free(report);
 }

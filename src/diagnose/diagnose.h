@@ -59,6 +59,8 @@ int tw_report_select(const tw_run *run, tw_report *report);
 /* health.c: the report's and each launch's health score; the summary's
  * "health" line; the JSON object (docs/analysis-json.md). */
 void tw_health_report(tw_report *r);
+/* Each rank's score in the launch shown (report->rank_health). */
+int tw_health_ranks(const tw_run *run, tw_report *r);
 void tw_health_text(const tw_health *h, char *buf, size_t cap);
 void tw_health_write_json(FILE *out, const tw_health *h);
 

@@ -12,10 +12,12 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../core/json.h"
 #include "diagnose.h"
+#include "trainwatch/error.h"
 
 typedef enum component {
     C_FAILURES,
@@ -142,6 +144,40 @@ void tw_health_report(tw_report *r)
         tw_health_compute(&r->launches[i].summary, r->launches[i].findings, r->launches[i].finding_count,
                           &r->launches[i].health);
     tw_health_compute(&r->summary, r->findings, r->finding_count, &r->health);
+}
+
+/* One rank: the findings about it or about no rank in particular, and its
+ * own data wait; the GPU share is the launch's (GPU logs have no ranks). */
+static void rank_health(const tw_report *r, const tw_rank *rk, tw_health *out)
+{
+    tw_summary s = r->summary;
+    s.data_share = rk->sum_batch > 0 ? rk->sum_data / rk->sum_batch : NAN;
+    tw_finding *mine = malloc(sizeof *mine * (size_t)(r->finding_count ? r->finding_count : 1));
+    int n = 0;
+    for (int i = 0; mine && i < r->finding_count; i++) {
+        if (r->findings[i].rank < 0 || r->findings[i].rank == rk->rank)
+            mine[n++] = r->findings[i];
+    }
+    tw_health_compute(&s, mine, n, out);
+    free(mine);
+}
+
+int tw_health_ranks(const tw_run *run, tw_report *r)
+{
+    int shown = r->launch == TW_LAUNCH_ALL ? r->launch_count : r->launch;
+    const tw_run *launch = tw_run_launch(run, shown - 1);
+    r->rank_health = calloc((size_t)(launch->rank_count ? launch->rank_count : 1), sizeof *r->rank_health);
+    if (!r->rank_health)
+        return TW_ENOMEM;
+    for (int i = 0; i < launch->rank_count; i++) {
+        const tw_rank *rk = launch->ranks[i];
+        if (!rk->used)
+            continue;
+        struct tw_rank_health *h = &r->rank_health[r->rank_health_count++];
+        h->rank = rk->rank;
+        rank_health(r, rk, &h->health);
+    }
+    return TW_OK;
 }
 
 void tw_health_text(const tw_health *h, char *buf, size_t cap)

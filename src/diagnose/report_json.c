@@ -203,7 +203,13 @@ void tw_report_write_json(FILE *out, const tw_report *r)
     findings(out, r->findings, r->finding_count);
     fputs(",\"health\":", out);
     tw_health_write_json(out, &r->health);
-    fputs(",\"unusual_lines\":[", out);
+    fputs(",\"rank_health\":[", out);
+    for (int i = 0; i < r->rank_health_count; i++) {
+        fprintf(out, "%s{\"rank\":%d,\"health\":", i ? "," : "", r->rank_health[i].rank);
+        tw_health_write_json(out, &r->rank_health[i].health);
+        fputc('}', out);
+    }
+    fputs("],\"unusual_lines\":[", out);
     for (int i = 0; i < r->unusual_count; i++) {
         const tw_unusual_line *u = &r->unusual[i];
         char why[96];

@@ -174,6 +174,12 @@ static void write_summary(FILE *out, const tw_report *r, const style *st)
         tw_health_text(&r->health, health, sizeof health);
         row(out, st, "health");
         fprintf(out, "%s\n", health);
+        if (r->rank_health_count > 1) {
+            row(out, st, "health by rank");
+            for (int i = 0; i < r->rank_health_count && i < 16; i++)
+                fprintf(out, "%s%d: %.0f", i ? "   " : "", r->rank_health[i].rank, r->rank_health[i].health.score);
+            fputs(r->rank_health_count > 16 ? "   (all in --json)\n" : "\n", out);
+        }
     }
 }
 

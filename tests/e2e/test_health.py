@@ -105,3 +105,19 @@ def test_pushgateway_gets_the_final_score(procs, corpus, tmp_path):
     assert m, gw.metrics()[-2000:]
     final = float(m.group(1))
     assert 0 <= final <= 84  # the data-loading warning caps it
+
+
+def test_per_rank_scores(corpus):
+    """Each rank of the launch shown has its score: its own findings and data
+    wait; a single-rank log's rank scores what the run scores."""
+    report, _ = analyze_json(corpus / "paddle-distributed/vinvl-4gpu-30epoch-workerlog.0",
+                             corpus / "paddle-distributed/vinvl-4gpu-30epoch-workerlog.3")
+    assert [r["rank"] for r in report["rank_health"]] == [0, 3]
+    assert all(90 <= r["health"]["score"] <= 100 for r in report["rank_health"])
+    one, _ = analyze_json(corpus / DATA_BOUND)
+    assert [r["rank"] for r in one["rank_health"]] == [0]
+    assert one["rank_health"][0]["health"] == one["health"]
+    text = run(["trainwatch", "analyze", "--no-color", corpus / "paddle-distributed/vinvl-4gpu-30epoch-workerlog.0",
+                corpus / "paddle-distributed/vinvl-4gpu-30epoch-workerlog.3"]).stdout
+    scores = "   ".join(f"{r['rank']}: {r['health']['score']:.0f}" for r in report["rank_health"])
+    assert f"  health by rank {scores}\n" in text
