@@ -6,6 +6,7 @@ tests/corpus-extra/gpu/ (see its SOURCES.md); the expected figures are
 computed here from the files with the csv module, not taken from trainwatch."""
 import csv
 import datetime
+import statistics
 
 from conftest import SOURCE, analyze_json, run
 
@@ -69,6 +70,11 @@ def test_paddle_gpu_log_aligned_with_the_launch_it_covers(corpus):
     assert abs(gpu["utilization_zero_share"] - sum(r[2] == 0 for r in used) / len(used)) < 1e-9
     assert gpu["memory_max_bytes"] == max(r[3] for r in used) * 1048576
     assert gpu["memory_total_bytes"] == 12282 * 1048576
+    # memory at the start and the end: medians of the first and last quarter of the samples (flat here)
+    quarter = len(used) // 4
+    assert gpu["memory_first_bytes"] == statistics.median(r[3] for r in used[:quarter]) * 1048576
+    assert gpu["memory_last_bytes"] == statistics.median(r[3] for r in used[-quarter:]) * 1048576
+    assert "gpu_memory_growth" not in rules(report)
     assert (gpu["file"], gpu["line"]) == (str(corpus / PADDLE_GPU), used[0][0])
     idle = [f for f in report["findings"] if f["rule"] == "gpu_underused"]
     assert len(idle) == 1 and idle[0]["severity"] == "warning" and idle[0]["launch"] == 1
