@@ -78,6 +78,7 @@ typedef struct tw_supervision_options {
     const char *job;         /* the job label */
     int rank;                /* the rank of a command's output and samples */
     const tw_format *format; /* NULL: detect */
+    struct tw_user_formats *user_formats; /* --pattern / --formats, borrowed; NULL: none */
     double stall_after;      /* seconds; 0: derived from the step interval */
     bool serve;              /* serve /metrics with http */
     tw_http_options http;    /* its registry is the supervision's */

@@ -32,6 +32,13 @@ int tw_cli_number(const char *command, const char *flag, const char *arg, double
 int tw_cli_write_html(const char *command, const char *path, int (*write)(FILE *out, const void *arg),
                       const void *arg);
 
+/* --pattern REGEX or --formats FILE (flag "pattern" or "formats") into
+ * *set, made on first use and freed when the process exits (one set per
+ * process).
+ * Says what is wrong, with the position, and returns -1. */
+struct tw_user_formats;
+int tw_cli_user_format(struct tw_user_formats **set, const char *flag, const char *arg, const char *command);
+
 /* Exit statuses shared by the subcommands. */
 enum {
     TW_EXIT_OK = 0,

@@ -45,6 +45,9 @@ static void usage(FILE *out)
             "  --state FILE                remember positions across restarts (written atomically)\n"
             "  --records FILE              also append the records as JSON lines (exactly once with --state)\n"
             "  --format NAME               use this log format (see trainwatch formats)\n"
+            "  --pattern REGEX             a line format of your own (PCRE2 named groups: step, loss,\n"
+            "                              lr, epoch, step_time, data_time, others are metrics)\n"
+            "  --formats FILE              line formats of your own from a YAML file\n"
             "  --job NAME                  the job label of the metrics (default: watch)\n"
             "  --web.listen-address ADDR   serve /metrics here (default " TW_HTTP_DEFAULT_ADDRESS
             "; 'none': do not serve)\n"

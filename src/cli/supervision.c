@@ -52,6 +52,12 @@ static int store_option(tw_supervision_options *s, const char *command, int code
     case 20:
     case 21:
         return store_say_option(command, code - TW_CLI_SUPERVISION_OPT == 20, arg);
+    case 5:
+    case 6:
+        return tw_cli_user_format(&s->user_formats, code == TW_CLI_SUPERVISION_OPT + 5 ? "pattern" : "formats", arg,
+                                  command)
+                   ? -1
+                   : 1;
     default:
         return 0;
     }

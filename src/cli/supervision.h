@@ -1,5 +1,6 @@
 /*
- * supervision.h: the options `run` and `watch` share: the log format, the
+ * supervision.h: the options `run` and `watch` share: the log format (and
+ * --pattern / --formats), the
  * job label, where and how the metrics are served (--web.listen-address,
  * --web.config.file), the stall threshold, the level and format of
  * trainwatch's own messages (--log.level, --log.format: core/say.h, set
@@ -22,6 +23,7 @@
         {"web.listen-address", 1, 0, TW_CLI_SUPERVISION_OPT + 2},                                                      \
         {"web.config.file", 1, 0, TW_CLI_SUPERVISION_OPT + 3}, {"stall-after", 1, 0, TW_CLI_SUPERVISION_OPT + 4},      \
         {"log.level", 1, 0, TW_CLI_SUPERVISION_OPT + 20}, {"log.format", 1, 0, TW_CLI_SUPERVISION_OPT + 21},           \
+        {"pattern", 1, 0, TW_CLI_SUPERVISION_OPT + 5}, {"formats", 1, 0, TW_CLI_SUPERVISION_OPT + 6},                  \
         TW_CLI_ALERT_LONGOPTS
 
 /* Sets up trainwatch's own messages as coming from command (text prefixes

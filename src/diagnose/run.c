@@ -20,7 +20,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "gpu.h"
 #include "run.h"
+#include "templates.h"
 #include "trainwatch/error.h"
 
 #define HIST_MIN_LOG10       (-6.0)
@@ -65,6 +67,8 @@ void tw_run_free(tw_run *run)
         free(run->inputs[i].error);
     }
     free(run->inputs);
+    tw_gpu_notes_free(run->gpu);
+    tw_templates_free(run->templates);
     free(run);
 }
 
@@ -959,6 +963,10 @@ static void note_time(tw_launch_info *l, const tw_record *r)
 void tw_run_add(void *arg, const tw_record *r)
 {
     tw_run *root = arg;
+    if (r->kind == TW_REC_LINE) { /* a line no format read: the template miner's, no rank's record */
+        tw_templates_add(&root->templates, r, intern_file(root, r->source.file));
+        return;
+    }
     tw_cursor *c = cursor_of(root, r->rank);
     tw_run *run = c ? launch_at(root, c->launch) : root;
     switch (r->kind) {
@@ -970,6 +978,8 @@ void tw_run_add(void *arg, const tw_record *r)
         break;
     case TW_REC_EVENT:
         add_event(root, run, c, r);
+        break;
+    case TW_REC_LINE:
         break;
     }
     if (r->fields & TW_F_TIME) {

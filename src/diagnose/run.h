@@ -28,6 +28,8 @@ typedef struct tw_hist {
 
 /* A named metric over all the records that carry it: the last value, the
  * best finite one (NAN and step -1 until there is one) and the count. */
+typedef struct tw_templates tw_templates;
+
 typedef struct tw_metric_note {
     tw_metric_summary s;
     bool lower_is_better; /* from the name: loss, error, time ... */
@@ -235,6 +237,9 @@ struct tw_run {
     tw_input_note *inputs;
     int input_count, input_cap;
     tw_eval_series eval_series;
+    struct tw_gpu_notes *gpu;           /* GPU telemetry beside the logs (gpu.c); the first run owns it */
+    const tw_gpu_summary *gpu_summary;  /* this launch's share of it, set on the view the rules see */
+    struct tw_templates *templates;     /* lines no format read, as templates (templates.c); the first run's */
 };
 
 /* Launch i (0-based) of the run: i == 0 is the run itself. */

@@ -23,6 +23,7 @@
  */
 #include "trainwatch/follow.h"
 #include "../core/clock.h"
+#include "../parse/user_formats.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -1001,6 +1002,7 @@ static int add_file(tw_follower *f, const char *path, bool from_start)
         free(fl);
         return rc;
     }
+    tw_parser_set_user_formats(fl->parser, f->o.user_formats);
     f->files[f->count++] = fl;
     f->index[index_slot(f, fl->path)] = f->count;
     if (!f->had_state && !f->started)

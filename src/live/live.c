@@ -397,6 +397,8 @@ static void on_event(tw_live *l, live_rank *s, const tw_record *r)
 void tw_live_record(void *arg, const tw_record *r)
 {
     tw_live *l = arg;
+    if (r->kind == TW_REC_LINE)
+        return; /* the template miner's (analyze), never a rank's progress */
     live_rank *s = rank_state(l, r->rank);
     if (!s)
         return;
@@ -415,6 +417,8 @@ void tw_live_record(void *arg, const tw_record *r)
         break;
     case TW_REC_EVENT:
         on_event(l, s, r);
+        break;
+    case TW_REC_LINE: /* the template miner's, not asked for here */
         break;
     }
 }

@@ -22,8 +22,10 @@
 
 #include "../core/clock.h"
 #include "../core/say.h"
+#include "../parse/user_formats.h"
 #include "alerting.h"
 #include "child.h"
+#include "health.h"
 #include "../log/rotate.h"
 #include "samplers.h"
 #include "sinks.h"
@@ -55,6 +57,7 @@ struct tw_supervision {
     tw_follow_stats follow_stats;
     bool followed; /* the source was files (their statistics stay after finish) */
     bool stop;
+    tw_health_gauge health; /* trainwatch_health_score */
 };
 
 static int signal_fd = -1; /* the catching supervision's pipe: a handler takes no argument */
@@ -97,6 +100,8 @@ int tw_supervision_new(const tw_supervision_options *o, tw_supervision **out)
             .registry = s->registry, .job = o->job, .stall_after = o->stall_after, .warnings = stderr};
         rc = tw_live_new(&lo, &s->sinks.live);
     }
+    if (rc == TW_OK)
+        rc = tw_health_gauge_init(&s->health, s->registry, s->o.job);
     if (rc == TW_OK && pipe2(s->signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
         rc = tw_status_from_errno(errno);
     if (rc == TW_OK)
@@ -236,6 +241,8 @@ int tw_supervision_spawn(tw_supervision *s, const tw_command_options *o, int *st
         const char *name = o->log_file ? o->log_file : (i == 0 ? "<stdout>" : "<stderr>");
         if (i == 0 || o->separate_stderr)
             rc = tw_parser_new(&c->parsers[i], name, s->o.format, s->o.rank);
+        if (rc == TW_OK && c->parsers[i])
+            tw_parser_set_user_formats(c->parsers[i], s->o.user_formats);
     }
     if (rc != TW_OK)
         return rc;
@@ -328,6 +335,7 @@ int tw_supervision_follow(tw_supervision *s, tw_follow_options *f)
     char err[512];
     raise_descriptor_limit(s->o.name);
     f->format = s->o.format;
+    f->user_formats = s->o.user_formats;
     f->warnings = stderr;
     f->sink = (tw_record_sink){tw_sinks_record, &s->sinks, tw_sinks_commit, tw_sinks_restore};
     int rc = tw_follower_open(f, &s->follower, err, sizeof err);
@@ -349,6 +357,7 @@ static bool follow_tick(tw_supervision *s, double wait)
 
 bool tw_supervision_tick(tw_supervision *s, double wait)
 {
+    tw_health_gauge_tick(&s->health, s->sinks.run, tw_monotonic_clock());
     if (s->command)
         return command_tick(s, wait);
     if (s->follower)
@@ -448,6 +457,7 @@ int tw_supervision_finish(tw_supervision *s, tw_report **report, tw_supervision_
     tw_finding stall;
     if (tw_live_stall_finding(s->sinks.live, tw_wall_clock(), &stall))
         tw_report_append(*report, &stall);
+    tw_health_gauge_set(&s->health, *report);
     return TW_OK;
 }
 
