@@ -75,8 +75,12 @@ typedef struct tw_alerts_config {
 
 typedef struct tw_supervision_options {
     const char *name;        /* "run", "watch": the prefix of messages */
-    const char *job;         /* the job label */
+    const char *run;         /* the run label of per-run series (never job/instance: the scraper's) */
     int rank;                /* the rank of a command's output and samples */
+    int local_rank;          /* for trainwatch_run_info; -1: unknown */
+    int world_size;          /* for trainwatch_run_info; -1: unknown */
+    const char *command;     /* for trainwatch_run_info: the command line or the files watched */
+    const char *address_file; /* write the bound /metrics address here (whole or not at all); NULL: none */
     const tw_format *format; /* NULL: detect */
     double stall_after;      /* seconds; 0: derived from the step interval */
     bool serve;              /* serve /metrics with http */

@@ -44,9 +44,12 @@ static void usage(FILE *out)
             "  --state FILE                remember positions across restarts (written atomically)\n"
             "  --records FILE              also append the records as JSON lines (exactly once with --state)\n"
             "  --format NAME               use this log format (see trainwatch formats)\n"
-            "  --job NAME                  the job label of the metrics (default: watch)\n"
+            "  --run-name NAME             the run label of the metrics (default: the first file's name\n"
+            "                              up to its first '.' or wildcard; --job: old name)\n"
             "  --web.listen-address ADDR   serve /metrics here (default " TW_HTTP_DEFAULT_ADDRESS
-            "; 'none': do not serve)\n"
+            "; 'none': do not serve;\n"
+            "                              port 0: any free one; HOST:PORT+LOCAL_RANK or +RANK: one port per rank)\n"
+            "  --web.address-file FILE     write the address bound (HOST:PORT) to FILE\n"
             "  --web.config.file FILE      TLS and basic auth, exporter-toolkit format\n"
             "  --stall-after SECONDS       warn when no step arrives for this long (default: 10x the\n"
             "                              usual step interval, at least 60)\n"
@@ -96,6 +99,39 @@ static int parse(int argc, char **argv, watch_options *o)
     return optind;
 }
 
+/* The default run name: the file's name up to its first '.' or wildcard
+ * ("log/workerlog.*": workerlog), else its folder's name, else "watch". */
+static const char *run_name(const char *path, char *buf, size_t len)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t n = strcspn(base, ".*?[");
+    if (n == 0 && slash) {
+        const char *start = slash;
+        while (start > path && start[-1] != '/')
+            start--;
+        base = start;
+        n = (size_t)(slash - start);
+        n = n < strcspn(base, "*?[") ? n : strcspn(base, "*?[");
+    }
+    if (n == 0 || n >= len)
+        return "watch";
+    memcpy(buf, base, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* The files watched for trainwatch_run_info: the arguments joined by
+ * spaces, cut to fit. */
+static const char *files_watched(char **patterns, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; patterns[i] && n + 1 < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? " " : "", patterns[i]);
+    return buf;
+}
+
 /* The diagnosis when stopped, on stdout; the exit status as for analyze. */
 static int finish(tw_supervision *sup, const watch_options *o)
 {
@@ -130,10 +166,15 @@ static int finish(tw_supervision *sup, const watch_options *o)
 
 static int run(int argc, char **argv)
 {
-    watch_options o = {.sup = {.name = "watch", .serve = true, .job = "watch"}};
+    watch_options o = {.sup = {.name = "watch", .serve = true}};
+    tw_cli_rank_env(&o.sup.rank, &o.sup.local_rank, &o.sup.world_size);
     int first = parse(argc, argv, &o);
-    if (first < 0)
+    if (first < 0 || tw_cli_supervision_finish(&o.sup, "watch") < 0)
         return TW_EXIT_USAGE;
+    char name[256], files[512];
+    if (!o.sup.run)
+        o.sup.run = run_name(argv[first], name, sizeof name);
+    o.sup.command = files_watched(argv + first, files, sizeof files);
     tw_supervision *sup;
     if (tw_supervision_new(&o.sup, &sup) != TW_OK)
         return TW_EXIT_USAGE;

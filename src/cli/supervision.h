@@ -1,7 +1,8 @@
 /*
  * supervision.h: the options `run` and `watch` share: the log format, the
- * job label, where and how the metrics are served (--web.listen-address,
- * --web.config.file), the stall threshold, and the alerting options of
+ * run label (--run-name; --job is its old name), where and how the metrics
+ * are served (--web.listen-address, --web.config.file, --web.address-file),
+ * the stall threshold, and the alerting options of
  * alerts.h, read into the supervision's options (trainwatch/supervise.h).
  * Each command reads its own options around them.
  */
@@ -17,10 +18,10 @@
  * the alerting options' (TW_CLI_ALERT_OPT and up). */
 #define TW_CLI_SUPERVISION_OPT 900
 #define TW_CLI_SUPERVISION_LONGOPTS                                                                                    \
-    {"format", 1, 0, TW_CLI_SUPERVISION_OPT}, {"job", 1, 0, TW_CLI_SUPERVISION_OPT + 1},                               \
-        {"web.listen-address", 1, 0, TW_CLI_SUPERVISION_OPT + 2},                                                      \
+    {"format", 1, 0, TW_CLI_SUPERVISION_OPT}, {"run-name", 1, 0, TW_CLI_SUPERVISION_OPT + 1},                          \
+        {"job", 1, 0, TW_CLI_SUPERVISION_OPT + 1}, {"web.listen-address", 1, 0, TW_CLI_SUPERVISION_OPT + 2},           \
         {"web.config.file", 1, 0, TW_CLI_SUPERVISION_OPT + 3}, {"stall-after", 1, 0, TW_CLI_SUPERVISION_OPT + 4},      \
-        TW_CLI_ALERT_LONGOPTS
+        {"web.address-file", 1, 0, TW_CLI_SUPERVISION_OPT + 5}, TW_CLI_ALERT_LONGOPTS
 
 /* Reads a getopt_long code that is not the command's own: 0 when it was one
  * of these options and is stored; -1 when its value is bad or the option is
@@ -28,5 +29,15 @@
  * command. */
 int tw_cli_supervision_option(tw_supervision_options *s, const char *command, int code, const char *arg,
                               const char *as_given);
+
+/* The rank, local rank and world size the launchers' environment variables
+ * give (PADDLE_*, torchrun's, Open MPI's, Slurm's); -1 each when unset. */
+void tw_cli_rank_env(int *rank, int *local_rank, int *world_size);
+
+/* After the options: resolves a "+LOCAL_RANK" or "+RANK" offset on the port
+ * of --web.listen-address (so the ranks of a node each get their own port;
+ * port 0 stays 0: any free port). -1 when the address or the offset is bad
+ * (said). The resolved address lives in a buffer of this file. */
+int tw_cli_supervision_finish(tw_supervision_options *s, const char *command);
 
 #endif
