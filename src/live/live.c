@@ -125,7 +125,7 @@ int tw_live_new(const tw_live_options *o, tw_live **out)
         "Last value of each other scalar of the step records (accuracy, grad_norm, loss parts, tokens/s...).",
         TW_METRIC_GAUGE, 1, "name");
     FAM(f_steps, "trainwatch_train_steps_total",
-        "Training steps seen: the step counter's advance between step records (1 when it does not advance).",
+        "Training steps logged: the step counter at the first step record, then its advance.",
         TW_METRIC_COUNTER, 0, NULL);
     FAM(f_nan_streak, "trainwatch_nan_loss_streak",
         "Consecutive step records whose loss was NaN or Inf (0 after a finite loss).", TW_METRIC_GAUGE, 0, NULL);
@@ -358,9 +358,10 @@ static void on_step(tw_live *l, live_rank *s, const tw_record *r, double now)
         tw_gauge_set(named_gauge(l, s, &s->trains, l->f_train, r->metrics[i].name), r->metrics[i].value);
     double pos = position(r);
     bool progress = !isnan(pos) && (!s->have_pos || pos != s->last_pos);
-    bool advanced = progress && s->have_pos && pos > s->last_pos;
+    /* steps: the counter's value at its first record, then its advance; one
+     * for a record without a counter or after a restart to an earlier step */
     if (isnan(pos) || progress)
-        tw_counter_add(s->steps, advanced ? pos - s->last_pos : 1);
+        tw_counter_add(s->steps, !progress || pos < 1 ? 1 : !s->have_pos ? pos : pos > s->last_pos ? pos - s->last_pos : 1);
     if (progress && s->is_stalled)
         note_stall(l, s, now - s->last_step_wall); /* its whole length, at its step */
     if (!isnan(pos)) {

@@ -157,6 +157,8 @@ static int info_metrics(tw_supervision *s)
     if (rc == TW_OK)
         rc = info_series(s->registry, "trainwatch_build_info", "The trainwatch build (value 1).", 3, build_labels,
                          build_values);
+    if (rc != TW_OK)
+        fprintf(stderr, "trainwatch %s: the info metrics: %s\n", s->o.name, tw_strerror(rc));
     return rc;
 }
 

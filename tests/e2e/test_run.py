@@ -19,14 +19,18 @@ def tw_run(*args, timeout=300, **kwargs):
                           timeout=timeout, **kwargs)
 
 
+def tw_version():
+    return subprocess.run([binary("trainwatch"), "--version"], capture_output=True, text=True).stdout.split()[-1]
+
+
 def demo(*flags):
     return ["--", binary("demo-train"), "--batch", "8", *flags]
 
 
 def test_prometheus_scrapes_a_supervised_run(procs, tmp_path):
     port = free_port()
-    # our series carry their own job label: honor it, as for a Pushgateway
-    prom = procs(Prometheus, str(tmp_path), [{"job_name": "tw", "honor_labels": True,
+    # a stock scrape configuration: no honor_labels, the target's job and instance
+    prom = procs(Prometheus, str(tmp_path), [{"job_name": "tw", "scrape_interval": "1s",
                                               "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}])
     log = tmp_path / "train.log"
     proc = subprocess.Popen([binary("trainwatch"), "run", "--web.listen-address", f"127.0.0.1:{port}", "--log-file",
@@ -34,9 +38,10 @@ def test_prometheus_scrapes_a_supervised_run(procs, tmp_path):
                                              "--slow-reader", "60")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # while it runs, Prometheus scrapes it; read the progress back as it goes
-    seen = wait_until(lambda: prom.query('trainwatch_train_step{job="demo-train"} > 0'), timeout=60,
+    seen = wait_until(lambda: prom.query('trainwatch_train_step{run="demo-train"} > 0'), timeout=60,
                       what="a training step in Prometheus")
     assert seen[0]["metric"]["rank"] == "0"
+    assert seen[0]["metric"]["job"] == "tw" and seen[0]["metric"]["instance"] == f"127.0.0.1:{port}"
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     lines = [l for l in log.read_text().splitlines() if "global_step:" in l]
@@ -46,16 +51,29 @@ def test_prometheus_scrapes_a_supervised_run(procs, tmp_path):
     # what Prometheus scraped matches the trainer's own log: the last step it saw
     # is a step of the log, and the loss beside it is that step's (or, if the
     # scrape fell between the two updates, the next one's)
-    step = int(float(prom.query('max_over_time(trainwatch_train_step{job="demo-train"}[1m])')[0]["value"][1]))
-    loss = float(prom.query('last_over_time(trainwatch_train_loss{job="demo-train"}[1m])')[0]["value"][1])
+    step = int(float(prom.query('max_over_time(trainwatch_train_step{run="demo-train"}[1m])')[0]["value"][1]))
+    loss = float(prom.query('last_over_time(trainwatch_train_loss{run="demo-train"}[1m])')[0]["value"][1])
     assert step in by_step
     steps = sorted(by_step)
     nxt = steps[min(steps.index(step) + 1, len(steps) - 1)]
     assert abs(loss - by_step[step]) < 1e-6 or abs(loss - by_step[nxt]) < 1e-6
     assert step >= steps[len(steps) // 2]  # it scraped well into the run
-    counted = float(prom.query('max_over_time(trainwatch_step_duration_seconds_count{job="demo-train"}[1m])')[0]["value"][1])
+    counted = float(prom.query('max_over_time(trainwatch_step_duration_seconds_count{run="demo-train"}[1m])')[0]["value"][1])
     assert 0 < counted <= count
-    assert float(prom.query('max_over_time(trainwatch_process_tree_resident_memory_bytes{job="demo-train"}[1m])')[0]["value"][1]) > 1e5
+    assert float(prom.query('max_over_time(trainwatch_process_tree_resident_memory_bytes{run="demo-train"}[1m])')[0]["value"][1]) > 1e5
+    # no series of trainwatch's had a label the scrape had to rename
+    for series in prom.series('{__name__=~"trainwatch_.+|DCGM_.+"}'):
+        assert not [k for k in series if k.startswith("exported_")], series
+        assert series["job"] == "tw" and series["instance"] == f"127.0.0.1:{port}"
+    info = prom.query('last_over_time(trainwatch_run_info[5m])')[0]["metric"]
+    assert {k: info[k] for k in ("run", "rank", "host", "version")} == {
+        "run": "demo-train", "rank": "0", "host": socket.gethostname(), "version": tw_version()}
+    assert info["command"].startswith(binary("demo-train") + " --batch 8")
+    build = prom.query('last_over_time(trainwatch_build_info[5m])')[0]["metric"]
+    assert build["version"] == tw_version() and build["revision"] and build["compiler"]
+    # the steps counted are the steps the log printed by the last scrape
+    steps_total = float(prom.query('max_over_time(trainwatch_train_steps_total{run="demo-train"}[1m])')[0]["value"][1])
+    assert steps_total in by_step and steps_total >= step
     # stdout passed through unchanged and logged
     assert out == log.read_text()
     assert "== trainwatch: demo-train" in err and "Summary" in err
@@ -126,7 +144,7 @@ def test_final_metrics_reach_the_pushgateway(procs, tmp_path):
     assert result.returncode == 0, result.stderr
     text = gw.metrics()
     host = socket.gethostname()
-    want = f'trainwatch_train_step{{instance="{host}",job="demo-train",rank="3"}} 20'
+    want = f'trainwatch_train_step{{instance="{host}",job="demo-train",rank="3",run="demo-train"}} 20'
     assert want in text, text[-2000:]
 
 
@@ -153,7 +171,7 @@ def test_gpu_metrics_through_nvml(tmp_path):
         return series if sampled else None
 
     series = wait_until(gpu_series, timeout=30, what="GPU series")
-    labels = 'job="demo-train",rank="0",gpu="0",UUID="GPU-fake-0",modelName="Fake H100 0"'
+    labels = 'run="demo-train",rank="0",gpu="0",UUID="GPU-fake-0",modelName="Fake H100 0"'
     assert series[f"DCGM_FI_DEV_GPU_UTIL{{{labels}}}"] == 37
     assert series[f"DCGM_FI_DEV_FB_USED{{{labels}}}"] == 10240
     assert series[f"DCGM_FI_DEV_FB_FREE{{{labels}}}"] == 71680
@@ -162,7 +180,7 @@ def test_gpu_metrics_through_nvml(tmp_path):
     assert series[f"DCGM_FI_DEV_SM_CLOCK{{{labels}}}"] == 1755
     assert series[f"trainwatch_gpu_clock_event_reasons{{{labels}}}"] == 4
     assert series[f"trainwatch_gpu_process_memory_bytes{{{labels}}}"] == 1 << 30
-    gpu1 = 'job="demo-train",rank="0",gpu="1",UUID="GPU-fake-1",modelName="Fake H100 1"'
+    gpu1 = 'run="demo-train",rank="0",gpu="1",UUID="GPU-fake-1",modelName="Fake H100 1"'
     assert series[f"DCGM_FI_DEV_GPU_UTIL{{{gpu1}}}"] == 81
     assert series[f"trainwatch_gpu_process_memory_bytes{{{gpu1}}}"] == 0
     out, err = proc.communicate(timeout=120)

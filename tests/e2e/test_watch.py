@@ -124,7 +124,7 @@ def test_glob_picks_up_new_rank_files_and_serves_metrics(tmp_path):
     logdir = tmp_path / "log"
     logdir.mkdir()
     port = free_port()
-    w = subprocess.Popen([binary("trainwatch"), "watch", "--web.listen-address", f"127.0.0.1:{port}", "--job", "fleet",
+    w = subprocess.Popen([binary("trainwatch"), "watch", "--web.listen-address", f"127.0.0.1:{port}", "--run-name", "fleet",
                           str(logdir / "workerlog.*")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_until(lambda: http(f"http://127.0.0.1:{port}/-/healthy")[0] == 200 or None, what="the watcher's server")
     for rank in range(3):
@@ -141,7 +141,7 @@ def test_glob_picks_up_new_rank_files_and_serves_metrics(tmp_path):
     # the files may be read in more than one poll: wait for all three at their last step
     got = wait_until(lambda: (lambda s: s if len(s) == 3 and set(s.values()) == {"50"} else None)(steps()),
                      timeout=20, what="three ranks at step 50")
-    assert got == {f'trainwatch_train_step{{job="fleet",rank="{r}"}}': "50" for r in range(3)}
+    assert got == {f'trainwatch_train_step{{run="fleet",rank="{r}"}}': "50" for r in range(3)}
     out, err = stop(w)
     assert "3 with training steps" in out
 
