@@ -331,6 +331,65 @@ def test_run_says_where_it_listens(tmp_path):
     proc.communicate(timeout=30)
 
 
+FETCH = ("import sys, urllib.request\n"
+         "address = open(sys.argv[1]).read()\n"
+         "body = urllib.request.urlopen('http://' + address.strip() + '/metrics').read().decode()\n"
+         "print(address.strip(), 'trainwatch_run_info{' in body)\n")
+
+
+def test_port_0_is_written_to_the_address_file_before_the_command_starts(tmp_path):
+    """The command itself reads the address file and scrapes the address it
+    names: the file is complete before the command starts."""
+    address_file = tmp_path / "address"
+    result = tw_run("--web.listen-address", "127.0.0.1:0", "--web.address-file", address_file, "--",
+                    "python3", "-c", FETCH, address_file)
+    assert result.returncode == 0, result.stderr
+    printed = re.search(r"trainwatch run: serving /metrics on (127\.0\.0\.1:(\d+))$", result.stderr, re.M)
+    assert printed and int(printed.group(2)) != 0
+    assert result.stdout == f"{printed.group(1)} True\n"
+    assert address_file.read_text() == printed.group(1) + "\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["address"]  # no temporary file left
+
+
+def test_local_rank_offset_gives_each_rank_its_own_port(tmp_path):
+    base = free_port()
+    procs, files = [], []
+    for local_rank in range(2):
+        files.append(tmp_path / f"address.{local_rank}")
+        env = dict(os.environ, LOCAL_RANK=str(local_rank))
+        procs.append(subprocess.Popen([binary("trainwatch"), "run", "--web.listen-address",
+                                       f"127.0.0.1:{base}+LOCAL_RANK", "--web.address-file", files[-1], "--",
+                                       "python3", "-c", FETCH + "import time; time.sleep(1)\n", files[-1]],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+    outs = [p.communicate(timeout=60) for p in procs]
+    for local_rank, (p, (out, err)) in enumerate(zip(procs, outs)):
+        assert p.returncode == 0, err
+        assert out == f"127.0.0.1:{base + local_rank} True\n"
+        assert f"serving /metrics on 127.0.0.1:{base + local_rank}" in err
+
+
+@pytest.mark.parametrize("address, said", [
+    ("127.0.0.1:9464+NODE", "expected HOST:PORT+LOCAL_RANK or HOST:PORT+RANK"),
+    ("127.0.0.1:+LOCAL_RANK", "expected HOST:PORT+LOCAL_RANK or HOST:PORT+RANK"),
+    ("127.0.0.1:65535+RANK", "port 65538 is past 65535"),
+])
+def test_bad_port_offset_is_refused(tmp_path, address, said):
+    marker = tmp_path / "started"
+    result = tw_run("--web.listen-address", address, "--", "touch", marker, env=dict(os.environ, RANK="3"))
+    assert result.returncode == 2
+    assert said in result.stderr and address in result.stderr
+    assert not marker.exists()
+
+
+def test_unwritable_address_file_does_not_start_the_command(tmp_path):
+    marker = tmp_path / "started"
+    result = tw_run("--web.listen-address", "127.0.0.1:0", "--web.address-file", tmp_path / "no-dir" / "a", "--",
+                    "touch", marker)
+    assert result.returncode == 2
+    assert "--web.address-file" in result.stderr and "no-dir/a" in result.stderr
+    assert not marker.exists()
+
+
 def test_report_path_is_checked_before_the_command_starts(tmp_path):
     marker = tmp_path / "started"
     result = tw_run("--web.listen-address", "none", "--report", tmp_path / "no-such-dir" / "r.json", "--",
