@@ -10,6 +10,8 @@
 
 #include "cli.h"
 
+static int remote_write_option(tw_remote_write_options *r, const char *command, int code, const char *arg);
+
 /* 1: stored; 0: not one of these; -1: a bad value (said). */
 static int store_option(tw_supervision_options *s, const char *command, int code, const char *arg)
 {
@@ -40,6 +42,55 @@ static int store_option(tw_supervision_options *s, const char *command, int code
         return tw_cli_number(command, "stall-after", arg, &s->stall_after) ? -1 : 1;
     case 5:
         s->address_file = arg;
+        return 1;
+    default:
+        return remote_write_option(&s->remote_write, command, code - TW_CLI_SUPERVISION_OPT, arg);
+    }
+}
+
+const char tw_cli_supervision_usage[] =
+    "remote-write (Prometheus remote-write 1.0):\n"
+    "  --remote-write URL          also send the metrics to this receiver (repeatable, up to 8)\n"
+    "  --remote-write-interval S   seconds between samples sent (default 15)\n"
+    "  --remote-write-queue N      samples kept per receiver while it cannot take them; the oldest\n"
+    "                              are dropped past N (default 100000)\n"
+    "  --remote-write-bearer-token-file FILE   send Authorization: Bearer with FILE's token\n"
+    "  --remote-write-basic-auth-file FILE     basic auth with FILE's USER:PASSWORD\n\n";
+
+/* The remote-write options (codes 6 and up): 1 stored, 0 not one, -1 bad. */
+static int remote_write_option(tw_remote_write_options *r, const char *command, int code, const char *arg)
+{
+    double v;
+    switch (code) {
+    case 6:
+        if (r->url_count == TW_REMOTE_WRITE_MAX) {
+            fprintf(stderr, "trainwatch %s: at most %d --remote-write URLs\n", command, TW_REMOTE_WRITE_MAX);
+            return -1;
+        }
+        r->urls[r->url_count++] = arg;
+        return 1;
+    case 7:
+        if (tw_cli_number(command, "remote-write-interval", arg, &r->interval))
+            return -1;
+        if (r->interval <= 0) {
+            fprintf(stderr, "trainwatch %s: --remote-write-interval must be more than 0\n", command);
+            return -1;
+        }
+        return 1;
+    case 8:
+        if (tw_cli_number(command, "remote-write-queue", arg, &v))
+            return -1;
+        if (v < 1 || v > 1e8) {
+            fprintf(stderr, "trainwatch %s: --remote-write-queue must be from 1 to 100000000\n", command);
+            return -1;
+        }
+        r->queue_samples = (size_t)v;
+        return 1;
+    case 9:
+        r->bearer_token_file = arg;
+        return 1;
+    case 10:
+        r->basic_auth_file = arg;
         return 1;
     default:
         return 0;

@@ -2,7 +2,7 @@
  * supervision.h: the options `run` and `watch` share: the log format, the
  * run label (--run-name; --job is its old name), where and how the metrics
  * are served (--web.listen-address, --web.config.file, --web.address-file),
- * the stall threshold, and the alerting options of
+ * remote-write (--remote-write...), the stall threshold, and the alerting options of
  * alerts.h, read into the supervision's options (trainwatch/supervise.h).
  * Each command reads its own options around them.
  */
@@ -21,12 +21,18 @@
     {"format", 1, 0, TW_CLI_SUPERVISION_OPT}, {"run-name", 1, 0, TW_CLI_SUPERVISION_OPT + 1},                          \
         {"job", 1, 0, TW_CLI_SUPERVISION_OPT + 1}, {"web.listen-address", 1, 0, TW_CLI_SUPERVISION_OPT + 2},           \
         {"web.config.file", 1, 0, TW_CLI_SUPERVISION_OPT + 3}, {"stall-after", 1, 0, TW_CLI_SUPERVISION_OPT + 4},      \
-        {"web.address-file", 1, 0, TW_CLI_SUPERVISION_OPT + 5}, TW_CLI_ALERT_LONGOPTS
+        {"web.address-file", 1, 0, TW_CLI_SUPERVISION_OPT + 5}, {"remote-write", 1, 0, TW_CLI_SUPERVISION_OPT + 6},     \
+        {"remote-write-interval", 1, 0, TW_CLI_SUPERVISION_OPT + 7},                                                   \
+        {"remote-write-queue", 1, 0, TW_CLI_SUPERVISION_OPT + 8},                                                      \
+        {"remote-write-bearer-token-file", 1, 0, TW_CLI_SUPERVISION_OPT + 9},                                          \
+        {"remote-write-basic-auth-file", 1, 0, TW_CLI_SUPERVISION_OPT + 10}, TW_CLI_ALERT_LONGOPTS
 
 /* Reads a getopt_long code that is not the command's own: 0 when it was one
  * of these options and is stored; -1 when its value is bad or the option is
  * unknown (as_given, the argument as typed), said on stderr naming the
  * command. */
+extern const char tw_cli_supervision_usage[];
+
 int tw_cli_supervision_option(tw_supervision_options *s, const char *command, int code, const char *arg,
                               const char *as_given);
 

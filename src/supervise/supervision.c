@@ -69,6 +69,9 @@ struct tw_supervision {
     tw_follow_stats follow_stats;
     bool followed; /* the source was files (their statistics stay after finish) */
     bool stop;
+    tw_remote_write *remote;
+    double remote_at;                  /* monotonic time of the last collection */
+    char host[256], rank_text[16];     /* the remote-write labels' values */
 };
 
 static int signal_fd = -1; /* the catching supervision's pipe: a handler takes no argument */
@@ -162,6 +165,37 @@ static int info_metrics(tw_supervision *s)
     return rc;
 }
 
+/* The remote-write senders: series get job "trainwatch", this host as
+ * instance, and the run and rank when they have none. */
+static int remote_start(tw_supervision *s)
+{
+    char err[600];
+    tw_remote_write_options ro = s->o.remote_write;
+    gethostname(s->host, sizeof s->host - 1);
+    snprintf(s->rank_text, sizeof s->rank_text, "%d", s->o.rank);
+    ro.job = "trainwatch";
+    ro.instance = s->host;
+    ro.run = s->o.run ? s->o.run : "trainwatch";
+    ro.rank = s->rank_text;
+    int rc = tw_remote_write_new(&ro, s->registry, stderr, &s->remote, err, sizeof err);
+    if (rc != TW_OK)
+        fprintf(stderr, "trainwatch %s: --remote-write: %s\n", s->o.name, err);
+    s->remote_at = tw_monotonic_clock();
+    return rc;
+}
+
+/* Queues the registry's samples for the remote-write receivers when the
+ * interval has passed (or now, at the end). */
+static void remote_tick(tw_supervision *s, bool now)
+{
+    double t = tw_monotonic_clock();
+    double interval = s->o.remote_write.interval > 0 ? s->o.remote_write.interval : 15;
+    if (!s->remote || (!now && t - s->remote_at < interval))
+        return;
+    s->remote_at = t;
+    tw_remote_write_collect(s->remote, s->registry, tw_wall_clock());
+}
+
 int tw_supervision_new(const tw_supervision_options *o, tw_supervision **out)
 {
     tw_supervision *s = calloc(1, sizeof *s);
@@ -189,6 +223,8 @@ int tw_supervision_new(const tw_supervision_options *o, tw_supervision **out)
         fprintf(stderr, "trainwatch %s: %s: %s\n", o->name, o->records_path, strerror(errno));
         rc = tw_status_from_errno(errno);
     }
+    if (rc == TW_OK && o->remote_write.url_count)
+        rc = remote_start(s);
     if (rc == TW_OK)
         rc = serve(s);
     if (rc != TW_OK) {
@@ -215,6 +251,7 @@ void tw_supervision_free(tw_supervision *s)
 {
     if (!s)
         return;
+    tw_remote_write_free(s->remote); /* drains first: the server goes on meanwhile */
     tw_alerts_free(&s->alerts);
     command_free(s->command);
     tw_follower_close(s->follower);
@@ -388,6 +425,7 @@ static bool command_tick(tw_supervision *s, double wait)
     if (t - c->last_sample >= 1)
         on_second(s, t);
     tw_alerts_tick(&s->alerts, tw_wall_clock());
+    remote_tick(s, false);
     bool drained = tw_child_fd(c->child, 0) < 0 && tw_child_fd(c->child, 1) < 0;
     return !(c->exited && (drained || t - c->exited_at > OUTPUT_DRAIN_SECONDS));
 }
@@ -426,6 +464,7 @@ static bool follow_tick(tw_supervision *s, double wait)
     take_signals(s);
     tw_live_tick(s->sinks.live, tw_wall_clock());
     tw_alerts_tick(&s->alerts, tw_wall_clock());
+    remote_tick(s, false);
     tw_sinks_flush(&s->sinks); /* readers see whole records soon, state file or not */
     return !s->stop;
 }
@@ -521,6 +560,7 @@ int tw_supervision_finish(tw_supervision *s, tw_report **report, tw_supervision_
             result->output_failed = true; /* records were lost */
     }
     tw_alerts_finish(&s->alerts, s->o.name, tw_wall_clock());
+    remote_tick(s, true); /* the last values, drained when freed */
     tw_thresholds th;
     tw_thresholds_default(&th);
     int rc = tw_diagnose(s->sinks.run, &th, report);
