@@ -176,7 +176,7 @@ static int remote_start(tw_supervision *s)
     ro.job = "trainwatch";
     ro.instance = s->host;
     ro.run = s->o.run ? s->o.run : "trainwatch";
-    ro.rank = s->rank_text;
+    ro.rank = s->o.rank >= 0 ? s->rank_text : NULL; /* watch: each file's own */
     int rc = tw_remote_write_new(&ro, s->registry, stderr, &s->remote, err, sizeof err);
     if (rc != TW_OK)
         fprintf(stderr, "trainwatch %s: --remote-write: %s\n", s->o.name, err);

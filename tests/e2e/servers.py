@@ -149,9 +149,9 @@ class Alertmanager(Process):
 
 class WebhookReceiver:
     """An HTTP server on 127.0.0.1 (in a thread) that records every request.
-    fail_first: answer 500 to that many requests first."""
+    fail_first: answer fail_status (500) to that many requests first."""
 
-    def __init__(self, port=None, fail_first=0):
+    def __init__(self, port=None, fail_first=0, fail_status=500):
         import http.server
         import threading
         self.requests = []
@@ -167,8 +167,8 @@ class WebhookReceiver:
                     if failing:
                         receiver.fail_first -= 1
                     receiver.requests.append({"path": self.path, "headers": dict(self.headers),
-                                              "body": body, "answered": 500 if failing else 200})
-                self.send_response(500 if failing else 200)
+                                              "body": body, "answered": fail_status if failing else 200})
+                self.send_response(fail_status if failing else 200)
                 self.send_header("Content-Type", "application/json")
                 self.end_headers()
                 self.wfile.write(b'{"errcode":1,"errmsg":"test failure"}' if failing else b'{"errcode":0}')
