@@ -71,7 +71,7 @@ struct tw_supervision {
     bool stop;
     tw_remote_write *remote;
     double remote_at;                  /* monotonic time of the last collection */
-    char host[256], rank_text[16];     /* the remote-write labels' values */
+    char host[256], rank_text[16];     /* host.name of records; the remote-write labels' values */
 };
 
 static int signal_fd = -1; /* the catching supervision's pipe: a handler takes no argument */
@@ -171,7 +171,6 @@ static int remote_start(tw_supervision *s)
 {
     char err[600];
     tw_remote_write_options ro = s->o.remote_write;
-    gethostname(s->host, sizeof s->host - 1);
     snprintf(s->rank_text, sizeof s->rank_text, "%d", s->o.rank);
     ro.job = "trainwatch";
     ro.instance = s->host;
@@ -219,6 +218,8 @@ int tw_supervision_new(const tw_supervision_options *o, tw_supervision **out)
     if (rc == TW_OK)
         rc = tw_alerts_start(&s->alerts, &o->alerts, o->name, s->registry);
     s->sinks.records_path = o->records_path;
+    gethostname(s->host, sizeof s->host - 1);
+    s->sinks.writer = (tw_record_ecs){.host = s->host, .pid = (long)getpid()};
     if (rc == TW_OK && o->records_path && !(s->sinks.records = fopen(o->records_path, "a"))) {
         fprintf(stderr, "trainwatch %s: %s: %s\n", o->name, o->records_path, strerror(errno));
         rc = tw_status_from_errno(errno);
