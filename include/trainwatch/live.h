@@ -3,10 +3,9 @@
  *
  * tw_live turns the record stream of a running job (followed log files, or
  * a supervised child's output) into the Prometheus series below, labelled
- * run and rank (never job or instance: those are the scraper's target labels), and watches for trouble as it happens: a NaN loss, an OOM, an
- * exception, and a stall (no new training step for stall_after seconds;
- * derived from the observed step interval when not given: ten times the
- * median, at least 60 s; a rank that logged its end is not stalled).
+ * run and rank (never job or instance: those are the scraper's target labels), and watches for trouble as it happens: a
+ * NaN loss, an OOM, an exception, and a stall (no new training step for stall_after seconds; derived from the observed
+ * step interval when not given: ten times the median, at least 60 s; a rank that logged its end is not stalled).
  * Warnings go to a stream (stderr) as one line each. Any rank number works
  * (up to 65536 distinct ranks); a series refused at its family's series
  * limit is counted in trainwatch_dropped_series_total and skipped.

@@ -30,7 +30,7 @@
 void tw_record_write_json(FILE *out, const tw_record *r);
 
 #define TW_RECORD_ECS_DATASET "trainwatch.record"
-#define TW_ECS_VERSION "8.11.0"
+#define TW_ECS_VERSION        "8.11.0"
 
 /* Who writes the ECS lines: host.name and process.pid. */
 typedef struct tw_record_ecs {

@@ -37,14 +37,14 @@
 typedef struct tw_remote_write_options {
     const char *urls[TW_REMOTE_WRITE_MAX];
     size_t url_count;
-    const char *bearer_token_file; /* "Authorization: Bearer" with its contents; NULL: none */
-    const char *basic_auth_file;   /* "USER:PASSWORD" for basic auth; NULL: none */
-    double interval;               /* seconds between collections, the caller's to keep; 0: 15 */
-    size_t queue_samples;          /* per URL; 0: 100000 */
-    size_t batch_samples;          /* per request; 0: 2000 */
-    double timeout;                /* per request; 0: 10 s */
-    double backoff_initial, backoff_max; /* 0: 0.5 s and 30 s */
-    double drain_seconds;          /* at free; 0: 10 s */
+    const char *bearer_token_file;           /* "Authorization: Bearer" with its contents; NULL: none */
+    const char *basic_auth_file;             /* "USER:PASSWORD" for basic auth; NULL: none */
+    double interval;                         /* seconds between collections, the caller's to keep; 0: 15 */
+    size_t queue_samples;                    /* per URL; 0: 100000 */
+    size_t batch_samples;                    /* per request; 0: 2000 */
+    double timeout;                          /* per request; 0: 10 s */
+    double backoff_initial, backoff_max;     /* 0: 0.5 s and 30 s */
+    double drain_seconds;                    /* at free; 0: 10 s */
     const char *job, *instance, *run, *rank; /* added when a series lacks them; NULL: not added */
 } tw_remote_write_options;
 

@@ -35,30 +35,31 @@ typedef struct run_options {
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: trainwatch run [OPTIONS] -- CMD [ARGS...]\n\n"
-            "Runs CMD and supervises it: output passed through (and logged), parsed live,\n"
-            "metrics served, warnings on NaN, OOM, exceptions and stalls, the diagnosis at the end.\n"
-            "Exits with CMD's status (128+signal when it was killed).\n\n"
-            "options:\n"
-            "  --log-file FILE             also write CMD's output here (stdout and stderr as one stream)\n"
-            "  --log-max-bytes N           rotate the log file past N bytes (0: never)\n"
-            "  --log-backups N             keep N rotated files (as Python's RotatingFileHandler)\n"
-            "  --run-name NAME             the run label of the metrics (default: CMD's name; --job: old name)\n"
-            "  --rank N                    the rank label (default: PADDLE_TRAINER_ID, RANK, ..., or 0)\n"
-            "  --format NAME               the log format (default: detect)\n"
-            "  --web.listen-address ADDR   serve /metrics here (default " TW_HTTP_DEFAULT_ADDRESS "; 'none'; port 0:\n"
-            "                              any free one; HOST:PORT+LOCAL_RANK or +RANK: one port per rank)\n"
-            "  --web.address-file FILE     write the address bound (HOST:PORT) to FILE\n"
-            "  --web.config.file FILE      TLS and basic auth, exporter-toolkit format\n"
-            "  --stall-after SECONDS       warn when no step arrives for this long (default: derived, >= 60)\n"
-            "  --kill-after SECONDS        after forwarding SIGINT/SIGTERM/SIGHUP, SIGKILL the group if it is\n"
-            "                              still there this long after (default: never)\n"
-            "  --separate-stderr           keep CMD's stderr apart from its stdout (two pipes; their lines\n"
-            "                              may then interleave out of order in the log and the parse)\n"
-            "  --report FILE               write the final diagnosis as JSON\n"
-            "  --pushgateway URL           push the final metrics (grouping job (the run name), rank, instance)\n\n%s%s",
-            tw_cli_supervision_usage, tw_cli_alerts_usage);
+    fprintf(
+        out,
+        "usage: trainwatch run [OPTIONS] -- CMD [ARGS...]\n\n"
+        "Runs CMD and supervises it: output passed through (and logged), parsed live,\n"
+        "metrics served, warnings on NaN, OOM, exceptions and stalls, the diagnosis at the end.\n"
+        "Exits with CMD's status (128+signal when it was killed).\n\n"
+        "options:\n"
+        "  --log-file FILE             also write CMD's output here (stdout and stderr as one stream)\n"
+        "  --log-max-bytes N           rotate the log file past N bytes (0: never)\n"
+        "  --log-backups N             keep N rotated files (as Python's RotatingFileHandler)\n"
+        "  --run-name NAME             the run label of the metrics (default: CMD's name; --job: old name)\n"
+        "  --rank N                    the rank label (default: PADDLE_TRAINER_ID, RANK, ..., or 0)\n"
+        "  --format NAME               the log format (default: detect)\n"
+        "  --web.listen-address ADDR   serve /metrics here (default " TW_HTTP_DEFAULT_ADDRESS "; 'none'; port 0:\n"
+        "                              any free one; HOST:PORT+LOCAL_RANK or +RANK: one port per rank)\n"
+        "  --web.address-file FILE     write the address bound (HOST:PORT) to FILE\n"
+        "  --web.config.file FILE      TLS and basic auth, exporter-toolkit format\n"
+        "  --stall-after SECONDS       warn when no step arrives for this long (default: derived, >= 60)\n"
+        "  --kill-after SECONDS        after forwarding SIGINT/SIGTERM/SIGHUP, SIGKILL the group if it is\n"
+        "                              still there this long after (default: never)\n"
+        "  --separate-stderr           keep CMD's stderr apart from its stdout (two pipes; their lines\n"
+        "                              may then interleave out of order in the log and the parse)\n"
+        "  --report FILE               write the final diagnosis as JSON\n"
+        "  --pushgateway URL           push the final metrics (grouping job (the run name), rank, instance)\n\n%s%s",
+        tw_cli_supervision_usage, tw_cli_alerts_usage);
 }
 
 /* The command line for trainwatch_run_info: its words joined by spaces, cut

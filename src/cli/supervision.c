@@ -156,8 +156,7 @@ int tw_cli_supervision_finish(tw_supervision_options *s, const char *command)
     long port = colon && colon < plus ? strtol(colon + 1, &end, 10) : -1;
     int offset = offset_value(plus + 1);
     if (port < 0 || end != plus || colon + 1 == plus || offset < 0) {
-        fprintf(stderr,
-                "trainwatch %s: --web.listen-address '%s': expected HOST:PORT+LOCAL_RANK or HOST:PORT+RANK\n",
+        fprintf(stderr, "trainwatch %s: --web.listen-address '%s': expected HOST:PORT+LOCAL_RANK or HOST:PORT+RANK\n",
                 command, address);
         return -1;
     }

@@ -21,7 +21,7 @@
     {"format", 1, 0, TW_CLI_SUPERVISION_OPT}, {"run-name", 1, 0, TW_CLI_SUPERVISION_OPT + 1},                          \
         {"job", 1, 0, TW_CLI_SUPERVISION_OPT + 1}, {"web.listen-address", 1, 0, TW_CLI_SUPERVISION_OPT + 2},           \
         {"web.config.file", 1, 0, TW_CLI_SUPERVISION_OPT + 3}, {"stall-after", 1, 0, TW_CLI_SUPERVISION_OPT + 4},      \
-        {"web.address-file", 1, 0, TW_CLI_SUPERVISION_OPT + 5}, {"remote-write", 1, 0, TW_CLI_SUPERVISION_OPT + 6},     \
+        {"web.address-file", 1, 0, TW_CLI_SUPERVISION_OPT + 5}, {"remote-write", 1, 0, TW_CLI_SUPERVISION_OPT + 6},    \
         {"remote-write-interval", 1, 0, TW_CLI_SUPERVISION_OPT + 7},                                                   \
         {"remote-write-queue", 1, 0, TW_CLI_SUPERVISION_OPT + 8},                                                      \
         {"remote-write-bearer-token-file", 1, 0, TW_CLI_SUPERVISION_OPT + 9},                                          \

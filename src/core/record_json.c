@@ -148,7 +148,11 @@ void tw_record_write_ecs(FILE *out, const tw_record *r, const tw_record_ecs *who
     if (gmtime_r(&secs, &tm))
         strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
     fprintf(out, "{\"@timestamp\":\"%s.%03dZ\",\"event.dataset\":\"" TW_RECORD_ECS_DATASET "\",\"log.level\":\"%s\"",
-            stamp, ms < 0 ? 0 : ms > 999 ? 999 : ms, ecs_level(r));
+            stamp,
+            ms < 0     ? 0
+            : ms > 999 ? 999
+                       : ms,
+            ecs_level(r));
     fputs(",\"message\":", out);
     ecs_message(out, r);
     fputs(",\"ecs.version\":\"" TW_ECS_VERSION "\",\"host.name\":", out);

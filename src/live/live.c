@@ -24,7 +24,7 @@
 
 #define RANKS_MAX  65536
 #define INTERVALS  32
-#define NAMED_KEPT 32    /* scalar names whose series a rank keeps looked up */
+#define NAMED_KEPT  32   /* scalar names whose series a rank keeps looked up */
 #define NAMED_LIMIT 1000 /* series of trainwatch_train_metric / _eval_metric, all ranks */
 
 /* The gauges of a rank's named scalars, by name, the first NAMED_KEPT kept. */
@@ -125,8 +125,8 @@ int tw_live_new(const tw_live_options *o, tw_live **out)
         "Last value of each other scalar of the step records (accuracy, grad_norm, loss parts, tokens/s...).",
         TW_METRIC_GAUGE, 1, "name");
     FAM(f_steps, "trainwatch_train_steps_total",
-        "Training steps logged: the step counter at the first step record, then its advance.",
-        TW_METRIC_COUNTER, 0, NULL);
+        "Training steps logged: the step counter at the first step record, then its advance.", TW_METRIC_COUNTER, 0,
+        NULL);
     FAM(f_nan_streak, "trainwatch_nan_loss_streak",
         "Consecutive step records whose loss was NaN or Inf (0 after a finite loss).", TW_METRIC_GAUGE, 0, NULL);
     FAM(f_interval, "trainwatch_step_interval_seconds", "Usual wall time between new steps: the median of the last 32.",
@@ -147,8 +147,8 @@ void tw_live_free(tw_live *l)
     for (size_t i = 0; i < l->rank_cap; i++)
         free(l->ranks[i]);
     free(l->ranks);
-    tw_family *all[] = {l->f_loss,    l->f_step,      l->f_epoch,      l->f_lr,      l->f_ips,    l->f_last,
-                        l->f_stalled, l->f_step_time, l->f_data_wait,  l->f_nan,     l->f_stalls, l->f_events,
+    tw_family *all[] = {l->f_loss,    l->f_step,      l->f_epoch,      l->f_lr,       l->f_ips,    l->f_last,
+                        l->f_stalled, l->f_step_time, l->f_data_wait,  l->f_nan,      l->f_stalls, l->f_events,
                         l->f_records, l->f_eval,      l->f_nan_streak, l->f_interval, l->f_train,  l->f_steps};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (all[i])
@@ -361,7 +361,10 @@ static void on_step(tw_live *l, live_rank *s, const tw_record *r, double now)
     /* steps: the counter's value at its first record, then its advance; one
      * for a record without a counter or after a restart to an earlier step */
     if (isnan(pos) || progress)
-        tw_counter_add(s->steps, !progress || pos < 1 ? 1 : !s->have_pos ? pos : pos > s->last_pos ? pos - s->last_pos : 1);
+        tw_counter_add(s->steps, !progress || pos < 1 ? 1
+                                 : !s->have_pos       ? pos
+                                 : pos > s->last_pos  ? pos - s->last_pos
+                                                      : 1);
     if (progress && s->is_stalled)
         note_stall(l, s, now - s->last_step_wall); /* its whole length, at its step */
     if (!isnan(pos)) {

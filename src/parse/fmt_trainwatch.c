@@ -15,7 +15,7 @@
 #include "formats.h"
 #include "trainwatch/record_json.h"
 
-#define ECS_START "{\"@timestamp\":\""
+#define ECS_START   "{\"@timestamp\":\""
 #define ECS_DATASET "\"event.dataset\":\"" TW_RECORD_ECS_DATASET "\""
 
 static bool is_ecs(const tw_line *line)

@@ -172,7 +172,8 @@ static void add_member(scan_text *t, const tw_json_member *m, const char *const 
         n = snprintf(value, sizeof value, "%s", m->number != 0 ? "true" : "false");
     else if (m->type != TW_JSON_STRING)
         return;
-    const char *key = m->key[0] == '_' && is_fixed(fixed_keys, m->key + 1) ? m->key + 1 : m->key; /* "_rank": a field "rank" */
+    const char *key =
+        m->key[0] == '_' && is_fixed(fixed_keys, m->key + 1) ? m->key + 1 : m->key; /* "_rank": a field "rank" */
     add(t, " ", 1);
     add(t, key, strlen(key));
     add(t, "=", 1);
@@ -184,9 +185,8 @@ static void add_member(scan_text *t, const tw_json_member *m, const char *const 
 
 /* One member of the record: the top level's (depth 1), or a field (depth
  * 1 in the earlier JSON, under "trainwatch" in the ECS one). */
-static void json_member(tw_parser *p, const tw_json_member *m, bool field, const char *const *fixed_keys,
-                        tw_line *at, char *level, size_t level_cap, char *exception, size_t exception_cap,
-                        scan_text *t)
+static void json_member(tw_parser *p, const tw_json_member *m, bool field, const char *const *fixed_keys, tw_line *at,
+                        char *level, size_t level_cap, char *exception, size_t exception_cap, scan_text *t)
 {
     if (!field) {
         if ((strcmp(m->key, "time") == 0 || strcmp(m->key, "@timestamp") == 0) && m->type == TW_JSON_STRING)

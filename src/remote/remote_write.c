@@ -90,7 +90,10 @@ static int read_secret(const char *path, char *out, size_t cap, char *err, size_
         out[--n] = '\0';
     if (failed || more || n == 0 || strpbrk(out, "\r\n")) {
         snprintf(err, errlen, "%s: %s", path,
-                 failed ? "read error" : more ? "longer than 4 KiB" : n ? "more than one line" : "empty");
+                 failed ? "read error"
+                 : more ? "longer than 4 KiB"
+                 : n    ? "more than one line"
+                        : "empty");
         return TW_EINVAL;
     }
     return TW_OK;
@@ -178,10 +181,10 @@ static outcome send_batch(endpoint *e, const tw_buffer *body)
     tw_http_answer answer;
     char why[256] = "";
     int rc = tw_http_send(&rq, &answer, why, sizeof why);
-    outcome result = rc != TW_OK                                       ? RETRY
-                     : answer.status >= 200 && answer.status < 300     ? SENT
-                     : answer.status == 429 || answer.status >= 500    ? RETRY
-                                                                       : REJECTED;
+    outcome result = rc != TW_OK                                    ? RETRY
+                     : answer.status >= 200 && answer.status < 300  ? SENT
+                     : answer.status == 429 || answer.status >= 500 ? RETRY
+                                                                    : REJECTED;
     if (result == SENT && e->failing) {
         e->failing = false;
         note(e->owner, "remote write to %s works again", e->shown);

@@ -22,9 +22,9 @@
 
 #include "../core/clock.h"
 #include "../core/outfile.h"
+#include "../log/rotate.h"
 #include "alerting.h"
 #include "child.h"
-#include "../log/rotate.h"
 #include "samplers.h"
 #include "sinks.h"
 #include "trainwatch/error.h"
@@ -70,8 +70,8 @@ struct tw_supervision {
     bool followed; /* the source was files (their statistics stay after finish) */
     bool stop;
     tw_remote_write *remote;
-    double remote_at;                  /* monotonic time of the last collection */
-    char host[256], rank_text[16];     /* host.name of records; the remote-write labels' values */
+    double remote_at;              /* monotonic time of the last collection */
+    char host[256], rank_text[16]; /* host.name of records; the remote-write labels' values */
 };
 
 static int signal_fd = -1; /* the catching supervision's pipe: a handler takes no argument */

@@ -175,10 +175,11 @@ static void test_ecs_envelope_round_trip(void **state)
     r.fields = TW_F_LOSS;
     tw_record_set_metric(&r, "acc", 3, 0.75);
     char *line = capture(write_ecs, &r);
-    assert_memory_equal(line, "{\"@timestamp\":\"2025-12-03T13:45:01.250Z\",\"event.dataset\":\"trainwatch.record\","
-                              "\"log.level\":\"info\",\"message\":\"step 40 loss 0.5 acc 0.75\",\"ecs.version\":\"8.11.0\","
-                              "\"host.name\":\"node1\",\"process.pid\":4242,\"log.file.path\":\"orig.log\","
-                              "\"trainwatch\":{\"schema\":\"trainwatch.record/1\",",
+    assert_memory_equal(line,
+                        "{\"@timestamp\":\"2025-12-03T13:45:01.250Z\",\"event.dataset\":\"trainwatch.record\","
+                        "\"log.level\":\"info\",\"message\":\"step 40 loss 0.5 acc 0.75\",\"ecs.version\":\"8.11.0\","
+                        "\"host.name\":\"node1\",\"process.pid\":4242,\"log.file.path\":\"orig.log\","
+                        "\"trainwatch\":{\"schema\":\"trainwatch.record/1\",",
                         268);
     collected_records *c = parse_text(line, NULL, NULL);
     assert_string_equal(c->stats.format, "trainwatch");

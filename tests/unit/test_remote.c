@@ -45,11 +45,11 @@ static void a_request_holds_one_series_per_sample(void **state)
     /* 1.5 is 0x3FF8000000000000; 1000 ms is the varint e8 07 */
     tw_rw_sample s = {labels, sizeof labels - 1, 1.5, 1000};
     tw_rw_encode_request(&s, 1, &b);
-    static const char want[] = "\x0a\x17"                  /* WriteRequest.timeseries, 23 bytes */
-                               "\x0a\x07\x0a\x01x\x12\x02yz" /* the labels as given */
-                               "\x12\x0c"                  /* TimeSeries.samples, 12 bytes */
+    static const char want[] = "\x0a\x17"                             /* WriteRequest.timeseries, 23 bytes */
+                               "\x0a\x07\x0a\x01x\x12\x02yz"          /* the labels as given */
+                               "\x12\x0c"                             /* TimeSeries.samples, 12 bytes */
                                "\x09\x00\x00\x00\x00\x00\x00\xf8\x3f" /* value, fixed64 little-endian */
-                               "\x10\xe8\x07";             /* timestamp, varint */
+                               "\x10\xe8\x07";                        /* timestamp, varint */
     assert_int_equal(b.len, sizeof want - 1);
     assert_memory_equal(b.data, want, sizeof want - 1);
     tw_buffer_free(&b);
