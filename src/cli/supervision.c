@@ -147,6 +147,11 @@ static int offset_value(const char *name)
 int tw_cli_supervision_finish(tw_supervision_options *s, const char *command)
 {
     static char resolved[300];
+    if (s->address_file && !s->serve) {
+        fprintf(stderr, "trainwatch %s: --web.address-file needs /metrics served (not --web.listen-address none)\n",
+                command);
+        return -1;
+    }
     const char *address = s->http.listen_address;
     const char *plus = address ? strrchr(address, '+') : NULL;
     if (!s->serve || !plus)

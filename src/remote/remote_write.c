@@ -213,21 +213,18 @@ static void timed_wait(endpoint *e, double seconds)
     pthread_cond_timedwait(&e->wake, &e->lock, &ts);
 }
 
-/* Sends one batch until it is sent, refused, or the drain time is over
- * (lock held on entry and exit, released around each try). */
+/* Sends one batch until it is sent, refused, or the drain time is over.
+ * Called and returns with the lock held; encoding and each try run without
+ * it, so collecting never waits on them. */
 static void deliver(endpoint *e, tw_rw_sample *batch, size_t n, tw_buffer *raw, tw_buffer *body, double *backoff)
 {
     const tw_remote_write_options *o = &e->owner->o;
+    pthread_mutex_unlock(&e->lock);
     tw_buffer_reset(raw);
     tw_rw_encode_request(batch, n, raw);
     bool ok = !raw->failed && tw_rw_compress(raw, body) == TW_OK;
     for (;;) {
-        if (!ok) {
-            tw_counter_add(e->dropped_rejected, (double)n);
-            return;
-        }
-        pthread_mutex_unlock(&e->lock);
-        outcome r = send_batch(e, body);
+        outcome r = ok ? send_batch(e, body) : REJECTED;
         pthread_mutex_lock(&e->lock);
         if (r == SENT) {
             tw_counter_add(e->sent, (double)n);
@@ -249,6 +246,7 @@ static void deliver(endpoint *e, tw_rw_sample *batch, size_t n, tw_buffer *raw, 
         while (tw_monotonic_clock() < until)
             timed_wait(e, until - tw_monotonic_clock());
         *backoff = *backoff * 2 < o->backoff_max ? *backoff * 2 : o->backoff_max;
+        pthread_mutex_unlock(&e->lock);
     }
 }
 

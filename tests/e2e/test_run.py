@@ -381,6 +381,13 @@ def test_bad_port_offset_is_refused(tmp_path, address, said):
     assert not marker.exists()
 
 
+def test_address_file_without_a_server_is_refused(tmp_path):
+    marker = tmp_path / "started"
+    result = tw_run("--web.listen-address", "none", "--web.address-file", tmp_path / "a", "--", "touch", marker)
+    assert result.returncode == 2 and "--web.address-file needs /metrics served" in result.stderr
+    assert not marker.exists() and not (tmp_path / "a").exists()
+
+
 def test_unwritable_address_file_does_not_start_the_command(tmp_path):
     marker = tmp_path / "started"
     result = tw_run("--web.listen-address", "127.0.0.1:0", "--web.address-file", tmp_path / "no-dir" / "a", "--",
