@@ -368,6 +368,26 @@ def test_local_rank_offset_gives_each_rank_its_own_port(tmp_path):
         assert f"serving /metrics on 127.0.0.1:{base + local_rank}" in err
 
 
+def test_run_info_names_the_run_from_the_launchers_variables(tmp_path):
+    """The command reads trainwatch's /metrics itself: trainwatch_run_info
+    carries rank, local rank and world size from torchrun's variables."""
+    address_file = tmp_path / "address"
+    show = ("import sys, urllib.request\n"
+            "body = urllib.request.urlopen('http://' + open(sys.argv[1]).read().strip() + '/metrics').read().decode()\n"
+            "print([l for l in body.splitlines() if l.startswith('trainwatch_run_info')][0])\n")
+    env = dict(os.environ, RANK="5", LOCAL_RANK="1", WORLD_SIZE="8")
+    for k in ("PADDLE_TRAINER_ID", "PADDLE_GLOBAL_RANK", "PADDLE_LOCAL_RANK", "PADDLE_TRAINERS_NUM"):
+        env.pop(k, None)
+    result = tw_run("--web.listen-address", "127.0.0.1:0", "--web.address-file", address_file, "--run-name", "exp7",
+                    "--", "python3", "-c", show, address_file, env=env)
+    assert result.returncode == 0, result.stderr
+    labels = dict(re.findall(r'(\w+)="([^"]*)"', result.stdout))
+    escaped = show.replace("\n", "\\n")  # as the exposition escapes a newline in a label value
+    assert labels == {"run": "exp7", "command": f"python3 -c {escaped} {address_file}", "host": socket.gethostname(),
+                      "rank": "5", "local_rank": "1", "world_size": "8", "version": tw_version()}
+    assert result.stdout.rstrip().endswith("} 1")
+
+
 @pytest.mark.parametrize("address, said", [
     ("127.0.0.1:9464+NODE", "expected HOST:PORT+LOCAL_RANK or HOST:PORT+RANK"),
     ("127.0.0.1:+LOCAL_RANK", "expected HOST:PORT+LOCAL_RANK or HOST:PORT+RANK"),
