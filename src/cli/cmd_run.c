@@ -38,46 +38,48 @@ typedef struct run_options {
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: trainwatch run [OPTIONS] -- CMD [ARGS...]\n\n"
-            "Runs CMD and supervises it: output passed through (and logged), parsed live,\n"
-            "metrics served, warnings on NaN, OOM, exceptions and stalls, the diagnosis at the end.\n"
-            "Exits with CMD's status (128+signal when it was killed).\n\n"
-            "options:\n"
-            "  --log-file FILE             also write CMD's output here (stdout and stderr as one stream)\n"
-            "  --log-max-bytes N           rotate the log file past N bytes (0: never)\n"
-            "  --log-backups N             keep N rotated files (as Python's RotatingFileHandler)\n"
-            "  --job NAME                  the job label (default: CMD's name)\n"
-            "  --rank N                    the rank label (default: PADDLE_TRAINER_ID, RANK, ..., or 0)\n"
-            "  --format NAME               the log format (default: detect)\n"
-            "  --pattern REGEX             a line format of your own (PCRE2 named groups: step, loss,\n"
-            "                              lr, epoch, step_time, data_time, others are metrics)\n"
-            "  --formats FILE              line formats of your own from a YAML file\n"
-            "  --web.listen-address ADDR   serve /metrics here (default " TW_HTTP_DEFAULT_ADDRESS "; 'none')\n"
-            "  --web.config.file FILE      TLS and basic auth, exporter-toolkit format\n"
-            "  --stall-after SECONDS       warn when no step arrives for this long (default: derived, >= 60)\n"
-            "  --log.level LEVEL           trainwatch's own messages: debug, info (default), warn, error\n"
-            "  --log.format FORMAT         ... as text (default), logfmt or json lines on stderr\n"
-            "  --kill-after SECONDS        after forwarding SIGINT/SIGTERM/SIGHUP, SIGKILL the group if it is\n"
-            "                              still there this long after (default: never)\n"
-            "  --separate-stderr           keep CMD's stderr apart from its stdout (two pipes; their lines\n"
-            "                              may then interleave out of order in the log and the parse)\n"
-            "  --report FILE               write the final diagnosis as JSON\n"
-            "  --html FILE                 write the final diagnosis as a self-contained HTML page with charts\n"
-            "  --pushgateway URL           push the final metrics (grouping job, rank, instance)\n\n%s",
-            tw_cli_alerts_usage);
+    fprintf(
+        out,
+        "usage: trainwatch run [OPTIONS] -- CMD [ARGS...]\n\n"
+        "Runs CMD and supervises it: output passed through (and logged), parsed live,\n"
+        "metrics served, warnings on NaN, OOM, exceptions and stalls, the diagnosis at the end.\n"
+        "Exits with CMD's status (128+signal when it was killed).\n\n"
+        "options:\n"
+        "  --log-file FILE             also write CMD's output here (stdout and stderr as one stream)\n"
+        "  --log-max-bytes N           rotate the log file past N bytes (0: never)\n"
+        "  --log-backups N             keep N rotated files (as Python's RotatingFileHandler)\n"
+        "  --run-name NAME             the run label of the metrics (default: CMD's name; --job: old name)\n"
+        "  --rank N                    the rank label (default: PADDLE_TRAINER_ID, RANK, ..., or 0)\n"
+        "  --format NAME               the log format (default: detect)\n"
+        "  --pattern REGEX             a line format of your own (PCRE2 named groups: step, loss,\n"
+        "                              lr, epoch, step_time, data_time, others are metrics)\n"
+        "  --formats FILE              line formats of your own from a YAML file\n"
+        "  --web.listen-address ADDR   serve /metrics here (default " TW_HTTP_DEFAULT_ADDRESS "; 'none'; port 0:\n"
+        "                              any free one; HOST:PORT+LOCAL_RANK or +RANK: one port per rank)\n"
+        "  --web.address-file FILE     write the address bound (HOST:PORT) to FILE\n"
+        "  --web.config.file FILE      TLS and basic auth, exporter-toolkit format\n"
+        "  --stall-after SECONDS       warn when no step arrives for this long (default: derived, >= 60)\n"
+        "  --log.level LEVEL           trainwatch's own messages: debug, info (default), warn, error\n"
+        "  --log.format FORMAT         ... as text (default), logfmt or json lines on stderr\n"
+        "  --kill-after SECONDS        after forwarding SIGINT/SIGTERM/SIGHUP, SIGKILL the group if it is\n"
+        "                              still there this long after (default: never)\n"
+        "  --separate-stderr           keep CMD's stderr apart from its stdout (two pipes; their lines\n"
+        "                              may then interleave out of order in the log and the parse)\n"
+        "  --report FILE               write the final diagnosis as JSON\n"
+        "  --html FILE                 write the final diagnosis as a self-contained HTML page with charts\n"
+        "  --pushgateway URL           push the final metrics (grouping job (the run name), rank, instance)\n\n%s%s",
+        tw_cli_supervision_usage, tw_cli_alerts_usage);
 }
 
-static int env_rank(void)
+/* The command line for trainwatch_run_info: its words joined by spaces, cut
+ * to fit. */
+static const char *command_line(char **argv, char *buf, size_t len)
 {
-    static const char *const names[] = {"PADDLE_TRAINER_ID", "PADDLE_GLOBAL_RANK", "RANK", "OMPI_COMM_WORLD_RANK",
-                                        "SLURM_PROCID"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        const char *v = getenv(names[i]);
-        if (v && *v)
-            return atoi(v);
-    }
-    return 0;
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; argv[i] && n + 1 < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? " " : "", argv[i]);
+    return buf;
 }
 
 static int parse(int argc, char **argv, run_options *o)
@@ -176,7 +178,7 @@ static void push_final(const run_options *o, tw_registry *reg)
     gethostname(host, sizeof host - 1);
     snprintf(rank, sizeof rank, "%d", o->sup.rank);
     tw_push_options p = {.url = o->pushgateway,
-                         .job = o->sup.job,
+                         .job = o->sup.run,
                          .grouping_count = 2,
                          .grouping_names = {"rank", "instance"},
                          .grouping_values = {rank, host}};
@@ -249,13 +251,13 @@ static int report_end(const run_options *o, tw_supervision *sup)
         status = TW_EXIT_PROBLEMS; /* the command succeeded, the report it was asked for is missing */
     if (o->html_file) {
         char title[256];
-        snprintf(title, sizeof title, "trainwatch run: %s", o->sup.job);
+        snprintf(title, sizeof title, "trainwatch run: %s", o->sup.run);
         html_page page = {report, tw_supervision_run(sup), title};
         if (tw_cli_write_html("run", o->html_file, write_page, &page) != 0 && status == 0)
             status = TW_EXIT_PROBLEMS;
     }
     if (tw_say_current_format() == TW_SAY_TEXT) {
-        fprintf(stderr, "\n== trainwatch: %s\n", o->sup.job);
+        fprintf(stderr, "\n== trainwatch: %s\n", o->sup.run);
         tw_report_write_text(stderr, report, isatty(STDERR_FILENO));
         tw_supervision_write_samples(sup, report, stderr);
     } else {
@@ -270,16 +272,21 @@ static int report_end(const run_options *o, tw_supervision *sup)
 static int run(int argc, char **argv)
 {
     tw_cli_say_as("run");
-    run_options o = {.sup = {.name = "run", .serve = true, .rank = env_rank()}, .command = {.sample = true}};
+    run_options o = {.sup = {.name = "run", .serve = true}, .command = {.sample = true}};
+    tw_cli_rank_env(&o.sup.rank, &o.sup.local_rank, &o.sup.world_size);
+    if (o.sup.rank < 0)
+        o.sup.rank = 0;
     int first = parse(argc, argv, &o);
-    if (first < 0)
+    if (first < 0 || tw_cli_supervision_finish(&o.sup, "run") < 0)
         return TW_EXIT_USAGE;
     o.command.argv = argv + first;
     const char *cmd = o.command.argv[0];
-    if (!o.sup.job) {
+    if (!o.sup.run) {
         const char *slash = strrchr(cmd, '/');
-        o.sup.job = slash ? slash + 1 : cmd;
+        o.sup.run = slash ? slash + 1 : cmd;
     }
+    char line[512];
+    o.sup.command = command_line(o.command.argv, line, sizeof line);
     if (!ready_to_start(&o))
         return TW_EXIT_USAGE;
     tw_supervision *sup;

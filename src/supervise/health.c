@@ -12,15 +12,15 @@
 
 #define HEALTH_INTERVAL 15.0
 
-int tw_health_gauge_init(tw_health_gauge *h, tw_registry *r, const char *job)
+int tw_health_gauge_init(tw_health_gauge *h, tw_registry *r, const char *run)
 {
-    static const char *const labels[] = {"job"};
+    static const char *const labels[] = {"run"};
     tw_family_options o = {.name = "trainwatch_health_score",
                            .help = "Training health 0-100 (trainwatch analyze's score) of the run so far.",
                            .type = TW_METRIC_GAUGE,
                            .label_count = 1,
                            .label_names = labels};
-    *h = (tw_health_gauge){.job = job};
+    *h = (tw_health_gauge){.run = run};
     return tw_family_register(r, &o, &h->family);
 }
 
@@ -28,7 +28,7 @@ void tw_health_gauge_set(tw_health_gauge *h, const tw_report *report)
 {
     if (!h->family || (report->summary.step_records == 0 && report->summary.eval_records == 0))
         return;
-    const char *values[] = {h->job};
+    const char *values[] = {h->run};
     if (!h->gauge && tw_family_series(h->family, values, &h->gauge) != TW_OK)
         return;
     tw_gauge_set(h->gauge, report->health.score);

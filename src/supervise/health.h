@@ -1,5 +1,5 @@
 /*
- * health.h: `trainwatch_health_score{job}` while `run` or `watch` goes: the
+ * health.h: `trainwatch_health_score{run}` while `run` or `watch` goes: the
  * analyze health score (src/diagnose/health.c) of the run so far, refreshed
  * every HEALTH_INTERVAL seconds on the supervision's timer and set from the
  * final diagnosis at the end (so a Pushgateway push carries the final one).
@@ -15,11 +15,11 @@
 typedef struct tw_health_gauge {
     tw_family *family;
     tw_gauge *gauge; /* NULL until the run has a training record */
-    const char *job;
+    const char *run;
     double next; /* monotonic time of the next refresh */
 } tw_health_gauge;
 
-int tw_health_gauge_init(tw_health_gauge *h, tw_registry *r, const char *job);
+int tw_health_gauge_init(tw_health_gauge *h, tw_registry *r, const char *run);
 /* Refreshes the score from the run when it is due. */
 void tw_health_gauge_tick(tw_health_gauge *h, const tw_run *run, double now);
 /* Sets it from a report (the final diagnosis). */

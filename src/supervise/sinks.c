@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../core/say.h"
+#include "../core/clock.h"
 #include "trainwatch/record_json.h"
 
 static void records_failed(tw_sinks *s, int err)
@@ -33,7 +34,7 @@ void tw_sinks_record(void *arg, const tw_record *r)
     tw_live_record(s->live, r);
     if (s->records && !s->records_failed) {
         errno = 0;
-        tw_record_write_json(s->records, r);
+        tw_record_write_ecs(s->records, r, &s->writer, tw_wall_clock());
         if (ferror(s->records))
             records_failed(s, errno);
     }

@@ -70,13 +70,13 @@ def test_run_exports_the_score_while_it_goes_and_at_the_end(corpus, tmp_path):
     score analyze gives the same log."""
     expected, _ = analyze_json(corpus / DATA_BOUND)
     port = free_port()
-    proc = subprocess.Popen([binary("trainwatch"), "run", "--web.listen-address", f"127.0.0.1:{port}", "--job", "h",
+    proc = subprocess.Popen([binary("trainwatch"), "run", "--web.listen-address", f"127.0.0.1:{port}", "--run-name", "h",
                              "--", "sh", "-c", f"cat {corpus / DATA_BOUND}; sleep 3"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         def score():
             status, _, body = http(f"http://127.0.0.1:{port}/metrics")
-            m = re.search(r'^trainwatch_health_score\{job="h"\} (\S+)$', body.decode(), re.M)
+            m = re.search(r'^trainwatch_health_score\{run="h"\} (\S+)$', body.decode(), re.M)
             return m and float(m.group(1))
         live = wait_until(score, timeout=30, what="trainwatch_health_score")
         assert live == expected["health"]["score"]
@@ -98,7 +98,7 @@ def test_watch_reports_the_score_in_json(corpus, tmp_path):
 def test_pushgateway_gets_the_final_score(procs, corpus, tmp_path):
     gw = procs(Pushgateway, str(tmp_path))
     result = subprocess.run([binary("trainwatch"), "run", "--web.listen-address", "none", "--pushgateway", gw.url,
-                             "--job", "h", "--", "cat", str(corpus / DATA_BOUND)], capture_output=True, text=True,
+                             "--run-name", "h", "--", "cat", str(corpus / DATA_BOUND)], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
     m = re.search(r'^trainwatch_health_score\{[^}]*job="h"[^}]*\} (\S+)$', gw.metrics(), re.M)

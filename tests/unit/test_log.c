@@ -148,18 +148,21 @@ static void fields_keep_their_types_in_json(void **state)
     capture(l, NULL, true);
     TW_LOG_WARNING(l, "say \"hi\"\n", tw_field_int("step", -3), tw_field_double("loss", 0.5),
                    tw_field_str("name", NULL), tw_field_bool("ok", false), tw_field_double("nan", 0.0 / 0.0),
-                   tw_field_str("message", "shadowed"));
+                   tw_field_str("message", "shadowed"), tw_field_int("rank", 7));
     assert_int_equal(captured.count, 1);
     const char *j = captured.text[0];
-    assert_memory_equal(j, "{\"time\":\"", 9);
-    assert_non_null(strstr(j, "\",\"level\":\"WARNING\",\"logger\":\"json.fields\",\"message\":\"say \\\"hi\\\"\\n\","
-                              "\"file\":\""));
-    assert_non_null(strstr(j, "\"func\":\"fields_keep_their_types_in_json\",\"line\":"));
-    assert_non_null(strstr(j, ",\"rank\":0,\"world_size\":1,\"host\":\""));
-    assert_non_null(
-        strstr(j, ",\"step\":-3,\"loss\":0.5,\"name\":null,\"ok\":false,\"nan\":\"NaN\",\"_message\":\"shadowed\"}"));
+    /* Elastic Common Schema names; trainwatch's own under "trainwatch" */
+    assert_memory_equal(j, "{\"@timestamp\":\"", 15);
+    assert_non_null(strstr(j, "\",\"log.level\":\"WARNING\",\"log.logger\":\"json.fields\",\"message\":\"say "
+                              "\\\"hi\\\"\\n\",\"log.origin.file.name\":\""));
+    assert_non_null(strstr(j, "\"log.origin.function\":\"fields_keep_their_types_in_json\",\"log.origin.file.line\":"));
+    assert_non_null(strstr(j, ",\"host.name\":\""));
+    assert_non_null(strstr(j, ",\"process.pid\":"));
+    assert_non_null(strstr(j, ",\"ecs.version\":\"8.11.0\",\"trainwatch\":{\"rank\":0,\"world_size\":1,"));
+    assert_non_null(strstr(j, ",\"step\":-3,\"loss\":0.5,\"name\":null,\"ok\":false,\"nan\":\"NaN\","
+                              "\"message\":\"shadowed\",\"_rank\":7}}"));
     /* RFC 3339 with milliseconds and a zone */
-    const char *t = j + 9;
+    const char *t = j + 15;
     assert_int_equal(t[4], '-');
     assert_int_equal(t[10], 'T');
     assert_int_equal(t[19], '.');
