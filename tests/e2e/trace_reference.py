@@ -2,6 +2,7 @@
 Python's json module, loading the whole trace and sorting/merging interval
 lists the obvious way. Slow and memory-hungry, but easy to check by eye.
 Usable as a script: python3 trace_reference.py TRACE.json[.gz] prints JSON."""
+import bisect
 import gzip
 import json
 import math
@@ -43,18 +44,33 @@ def kind(e):
     return None
 
 
+class Merged(list):
+    """Disjoint sorted [a, b] intervals, with their ends for bisect."""
+
+    def from_lo(self, lo):
+        """The intervals from the first one ending after lo, in order."""
+        for i in range(bisect.bisect_right(self.ends, lo), len(self)):
+            yield self[i]
+
+
 def union(intervals):
-    out = []
+    out = Merged()
     for a, b in sorted(intervals):
         if out and a <= out[-1][1]:
             out[-1][1] = max(out[-1][1], b)
         else:
             out.append([a, b])
+    out.ends = [b for _, b in out]
     return out
 
 
 def covered(merged, lo, hi):
-    return sum(max(0.0, min(b, hi) - max(a, lo)) for a, b in merged)
+    total = 0.0
+    for a, b in merged.from_lo(lo):
+        if a >= hi:
+            break
+        total += max(0.0, min(b, hi) - max(a, lo))
+    return total
 
 
 def reference(path):
@@ -97,9 +113,9 @@ def reference(path):
         C, CK, A, K = covered(comp, lo, hi), covered(ck, lo, hi), covered(allw, lo, hi), covered(comm, lo, hi)
         gaps = []  # the idle gaps inside the window
         prev = lo
-        for a, b in allw:
-            if b <= lo or a >= hi:
-                continue
+        for a, b in allw.from_lo(lo):
+            if a >= hi:
+                break
             if a > prev:
                 gaps.append((prev, a))
             prev = max(prev, b)
