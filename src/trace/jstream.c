@@ -137,6 +137,25 @@ static inline uint64_t has_byte(uint64_t w, unsigned char b)
     return (x - 0x0101010101010101ull) & ~x & 0x8080808080808080ull;
 }
 
+/* The first " or \\ in [p, end), or end: eight bytes at a time. */
+static inline const char *find_quote(const char *p, const char *end)
+{
+    for (uint64_t w, m; p + 8 <= end; p += 8) {
+        memcpy(&w, p, 8);
+        m = has_byte(w, '"') | has_byte(w, '\\');
+        if (m) {
+#if defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            return p + (__builtin_ctzll(m) >> 3); /* the lowest flagged byte is exact */
+#else
+            break;
+#endif
+        }
+    }
+    while (p < end && *p != '"' && *p != '\\')
+        p++;
+    return p;
+}
+
 /* A short string with no escape that ends in the buffer (most keys and
  * names): scanned and copied at once. False leaves pos where it was. */
 static bool string_fast(tw_jstream *s)
@@ -145,13 +164,7 @@ static bool string_fast(tw_jstream *s)
     if ((size_t)(end - p) > TW_JSTR_MAX)
         end = p + TW_JSTR_MAX;
     const char *q = p;
-    for (uint64_t w; q + 8 <= end; q += 8) { /* eight bytes at a time while none is " or \\ */
-        memcpy(&w, q, 8);
-        if (has_byte(w, '"') | has_byte(w, '\\'))
-            break;
-    }
-    while (q < end && *q != '"' && *q != '\\')
-        q++;
+    q = find_quote(q, end);
     if (q == end || *q != '"')
         return false;
     size_t n = (size_t)(q - p);
@@ -471,13 +484,7 @@ bool tw_jstream_key_fast(tw_jstream *s, bool first, int *result)
     if (*p != '"')
         return false;
     const char *k = ++p, *stop = end - k > TW_JSTR_MAX ? k + TW_JSTR_MAX : end;
-    for (uint64_t w; p + 8 <= stop; p += 8) {
-        memcpy(&w, p, 8);
-        if (has_byte(w, '"') | has_byte(w, '\\'))
-            break;
-    }
-    while (p < stop && *p != '"' && *p != '\\')
-        p++;
+    p = find_quote(p, stop);
     if (p == stop || *p != '"')
         return false;
     const char *colon = skip_space(p + 1, end);
