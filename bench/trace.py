@@ -194,6 +194,37 @@ def compare(tw, ref):
             f"{rank['late']}")
 
 
+def reader_bench(build, work, trace, size):
+    """The JSON reader alone against yajl (bench/trace_reader.c): the same
+    job (total kernel time) on the big trace, on one 256 MiB string, and on
+    what paddle.profiler writes (a raw control byte in a name, a trailing
+    comma)."""
+    prog = build / "bench-trace-reader"
+    if not prog.exists():
+        print("  (bench-trace-reader not built: libyajl-dev is not installed)")
+        return
+    print("the JSON reader alone, total kernel time (bench-trace-reader):")
+    for mode in ("yajl", "tokens", "events"):
+        measure(f"{mode} on the trace", [str(prog), mode, str(trace)], size)
+    huge = work / "huge.json"
+    with open(huge, "w") as f:
+        f.write('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "')
+        for _ in range(256):
+            f.write("k" * (1 << 20))
+        f.write('", "ts": 1, "dur": 2}]}')
+    for mode in ("yajl", "tokens"):
+        measure(f"{mode}, one 256 MiB string", [str(prog), mode, str(huge)], huge.stat().st_size)
+    for label, body in (("a raw control byte", b'{"ph": "X", "cat": "Kernel", "name": "a\x01b[1.000 ms]", "ts": 1, '
+                                                 b'"dur": 2}'),
+                        ("a trailing comma", b'{"ph": "X", "cat": "Kernel", "name": "ab", "ts": 1, "dur": 2}, {}, ')):
+        paddle = work / "paddle.json"
+        paddle.write_bytes(b'{"traceEvents": [' + body + b']}')
+        for mode in ("yajl", "tokens"):
+            proc = subprocess.run([str(prog), mode, str(paddle)], capture_output=True, text=True)
+            print(f"  {mode:<6} on {label}: " + ("read, " + proc.stdout.split()[2] if proc.returncode == 0 else
+                                                   "error: " + proc.stderr.strip().splitlines()[0]))
+
+
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--keep")]
     keep = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--keep=")), None)
@@ -223,6 +254,7 @@ def main():
             print(f"  (plain jq skipped: {avail / 2**30:.1f} GiB available, it needs about 12x the trace)")
         res["jqs"] = measure("jq --stream, total kernel time", ["jq", "-n", "--stream", JQ_STREAM_PROG, str(trace)],
                              size)
+        reader_bench(build, work, trace, size)
         tw = json.loads(res["tw"][2])
         print(f"events: {tw['ranks'][0]['events']:,} ({tw['ranks'][0]['events'] / res['tw'][0] / 1e6:.2f} M/s)")
         ref = json.loads(res["py"][2]) if res["py"][2].strip() else None

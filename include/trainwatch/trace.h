@@ -82,10 +82,15 @@ typedef struct tw_trace_copy {
     double bytes, time;
 } tw_trace_copy;
 
+/* One (device, stream): its GPU work by kind. A stream runs one thing at a
+ * time, so durations are summed; idle is the stream's span (its first
+ * start to its last end) less its busy time. */
 typedef struct tw_trace_stream {
     int64_t device, stream;
-    uint64_t kernels;
-    double busy; /* sum of kernel durations */
+    uint64_t kernels, copies;     /* kernels (compute and communication); memcpy/memset */
+    double busy;                  /* compute + comm + memcpy */
+    double compute, comm, memcpy; /* sums of durations */
+    double first, last;           /* the span of its work */
 } tw_trace_stream;
 
 /* One input: a rank's trace, or a Paddle summary text. */
@@ -125,6 +130,7 @@ typedef struct tw_trace_rank {
 
     int stream_count;
     tw_trace_stream streams[TW_TRACE_STREAMS];
+    uint64_t streams_over; /* GPU events on streams past the cap (counted in the totals only) */
     uint64_t sync_calls;
     double sync_time;
 

@@ -71,6 +71,7 @@ typedef enum cat_class {
     CAT_RUNTIME,
     CAT_GPU_ANNOTATION,
     CAT_DATALOADER,
+    CAT_COMM_SPAN,
     CAT_OP,
 } cat_class;
 
@@ -92,6 +93,7 @@ static cat_class cat_of(const char *cat)
         {"cuda_driver", CAT_RUNTIME},
         {"gpu_user_annotation", CAT_GPU_ANNOTATION},
         {"dataloader", CAT_DATALOADER},
+        {"communication", CAT_COMM_SPAN},
         {"cpu_op", CAT_OP},
         {"operator", CAT_OP},
     };
@@ -140,6 +142,9 @@ void tw_trace_classify(tw_trace_event *e)
     case CAT_DATALOADER:
         e->kind = tw_trace_step_id(n) >= 0 ? TW_TK_STEP : TW_TK_DATALOADER;
         return;
+    case CAT_COMM_SPAN:
+        e->kind = TW_TK_COMM_SPAN;
+        return;
     case CAT_OP:
     case CAT_NONE:
         break;
@@ -154,12 +159,29 @@ void tw_trace_classify(tw_trace_event *e)
 
 /* ---- the document ---------------------------------------------------- */
 
+/* A B event waiting for its E: what the complete event will need. */
+typedef struct open_span {
+    double ts;
+    char name[TW_TRACE_NAME_MAX];
+    char cat[48];
+    int64_t correlation, external_id;
+    double bytes, device, stream;
+} open_span;
+
+typedef struct span_stack {
+    int64_t pid, tid;
+    int depth;
+    open_span *v; /* TW_PAIR_DEPTH, allocated at the thread's first B */
+} span_stack;
+
 typedef struct reader {
     tw_jstream *s;
     tw_trace_event_fn fn;
     void *arg;
     tw_trace_reader_stats *st;
-    tw_trace_event ev;
+    tw_trace_event ev, paired;
+    span_stack stacks[TW_PAIR_THREADS];
+    int stack_count;
 } reader;
 
 static bool fail(reader *r, const char *why)
@@ -313,6 +335,74 @@ static int64_t as_id(double v)
     return v == v && fabs(v) < 9e18 ? (int64_t)v : -1;
 }
 
+static void copy_cut(char *to, size_t cap, const char *from, size_t n)
+{
+    if (n > cap - 1)
+        n = cap - 1;
+    memcpy(to, from, n);
+    to[n] = '\0';
+}
+
+static span_stack *stack_of(reader *r, int64_t pid, int64_t tid, bool create)
+{
+    for (int i = 0; i < r->stack_count; i++) {
+        if (r->stacks[i].pid == pid && r->stacks[i].tid == tid)
+            return &r->stacks[i];
+    }
+    if (!create || r->stack_count == TW_PAIR_THREADS)
+        return NULL;
+    open_span *v = malloc(TW_PAIR_DEPTH * sizeof *v);
+    if (!v)
+        return NULL;
+    r->stacks[r->stack_count] = (span_stack){pid, tid, 0, v};
+    return &r->stacks[r->stack_count++];
+}
+
+static void begin_span(reader *r, const tw_trace_event *e)
+{
+    span_stack *k = e->has_ts ? stack_of(r, e->pid, e->tid, true) : NULL;
+    if (!k || k->depth == TW_PAIR_DEPTH) {
+        r->st->unpaired++;
+        return;
+    }
+    open_span *o = &k->v[k->depth++];
+    *o = (open_span){.ts = e->ts,
+                     .correlation = e->correlation,
+                     .external_id = e->external_id,
+                     .bytes = e->bytes,
+                     .device = e->device,
+                     .stream = e->stream};
+    copy_cut(o->name, sizeof o->name, e->name, e->name_len);
+    copy_cut(o->cat, sizeof o->cat, e->cat, strlen(e->cat));
+}
+
+/* The complete event for an E, in r->paired; false when nothing is open. */
+static bool end_span(reader *r, const tw_trace_event *e)
+{
+    span_stack *k = stack_of(r, e->pid, e->tid, false);
+    if (!k || k->depth == 0 || !e->has_ts) {
+        r->st->unpaired++;
+        return false;
+    }
+    const open_span *o = &k->v[--k->depth];
+    tw_trace_event *x = &r->paired;
+    *x = *e; /* the E's args count where the B had none (chrome's merge) */
+    x->ph = 'X';
+    copy_cut(x->name, sizeof x->name, o->name, strlen(o->name));
+    x->name_len = strlen(x->name);
+    copy_cut(x->cat, sizeof x->cat, o->cat, strlen(o->cat));
+    x->ts = o->ts;
+    x->dur = e->ts - o->ts;
+    x->has_ts = true;
+    x->has_dur = x->dur >= 0;
+    x->correlation = o->correlation >= 0 ? o->correlation : e->correlation;
+    x->external_id = o->external_id >= 0 ? o->external_id : e->external_id;
+    x->bytes = o->bytes == o->bytes ? o->bytes : e->bytes;
+    x->device = o->device == o->device ? o->device : e->device;
+    x->stream = o->stream == o->stream ? o->stream : e->stream;
+    return true;
+}
+
 static bool read_event(reader *r)
 {
     tw_trace_event *e = &r->ev;
@@ -361,6 +451,13 @@ static bool read_event(reader *r)
         r->st->paddle = strcmp(e->cat, "CudaRuntime") == 0 || strcmp(e->cat, "ProfileStep") == 0;
     if (!r->st->kineto && (e->cat[0] == 'c' || e->cat[0] == 'k'))
         r->st->kineto = strcmp(e->cat, "cpu_op") == 0 || strcmp(e->cat, "kernel") == 0;
+    if (e->ph == 'E') { /* handed over as the complete event it ends */
+        if (!end_span(r, e))
+            return true;
+        e = &r->paired;
+    } else if (e->ph == 'B') {
+        begin_span(r, e);
+    }
     tw_trace_classify(e);
     r->st->events++;
     r->fn(r->arg, e);
@@ -449,6 +546,10 @@ int tw_trace_read(tw_jstream *s, tw_trace_event_fn fn, void *arg, tw_trace_reade
         }
     } else {
         ok = fail(r, t == TW_JT_EOF ? "empty input" : "not a JSON object or array");
+    }
+    for (int i = 0; i < r->stack_count; i++) {
+        st->unpaired += (uint64_t)r->stacks[i].depth; /* begun, never ended */
+        free(r->stacks[i].v);
     }
     free(r);
     if (ok)

@@ -139,13 +139,21 @@ static void rank(FILE *out, const tw_trace_rank *r)
     num(out, "pageable_bytes", r->pageable_bytes, true);
     fputs(",\"streams\":[", out);
     for (int i = 0; i < r->stream_count; i++) {
-        fprintf(out, "%s{\"device\":%lld,\"stream\":%lld,\"kernels\":%llu", i ? "," : "",
-                (long long)r->streams[i].device, (long long)r->streams[i].stream,
-                (unsigned long long)r->streams[i].kernels);
-        num(out, "busy_us", r->streams[i].busy, true);
+        const tw_trace_stream *st = &r->streams[i];
+        fprintf(out, "%s{\"device\":%lld,\"stream\":%lld,\"kernels\":%llu,\"copies\":%llu", i ? "," : "",
+                (long long)st->device, (long long)st->stream, (unsigned long long)st->kernels,
+                (unsigned long long)st->copies);
+        num(out, "start_us", st->first, true);
+        num(out, "end_us", st->last, true);
+        num(out, "busy_us", st->busy, true);
+        num(out, "compute_us", st->compute, true);
+        num(out, "comm_us", st->comm, true);
+        num(out, "memcpy_us", st->memcpy, true);
+        num(out, "idle_us", fmax(0, st->last - st->first - st->busy), true);
         fputc('}', out);
     }
-    fprintf(out, "],\"sync_calls\":%llu", (unsigned long long)r->sync_calls);
+    fprintf(out, "],\"streams_over\":%llu,\"sync_calls\":%llu", (unsigned long long)r->streams_over,
+            (unsigned long long)r->sync_calls);
     num(out, "sync_us", r->sync_time, true);
     num(out, "peak_allocated_bytes", r->peak_allocated, true);
     num(out, "peak_reserved_bytes", r->peak_reserved, true);

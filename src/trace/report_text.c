@@ -94,6 +94,25 @@ static void copies(FILE *out, const tw_trace_rank *r)
                 r->pageable_bytes);
 }
 
+static void streams(FILE *out, const tw_trace_rank *r)
+{
+    if (r->stream_count == 0)
+        return;
+    fprintf(out, "\n  %-16s %8s %8s %11s %8s %8s %8s %8s\n", "device/stream", "kernels", "copies", "span ms", "compute",
+            "comm", "memcpy", "idle");
+    for (int i = 0; i < r->stream_count; i++) {
+        const tw_trace_stream *s = &r->streams[i];
+        double span = s->last - s->first;
+        char name[32];
+        snprintf(name, sizeof name, "%lld/%lld", (long long)s->device, (long long)s->stream);
+        fprintf(out, "  %-16s %8llu %8llu %11.3f %7.1f%% %7.1f%% %7.1f%% %7.1f%%\n", name,
+                (unsigned long long)s->kernels, (unsigned long long)s->copies, span / 1000, pct(s->compute, span),
+                pct(s->comm, span), pct(s->memcpy, span), pct(fmax(0, span - s->busy), span));
+    }
+    if (r->streams_over)
+        fprintf(out, "  (%llu GPU events on further streams)\n", (unsigned long long)r->streams_over);
+}
+
 static void rank(FILE *out, const tw_trace_rank *r, const style *st)
 {
     fprintf(out, "%s%s%s  rank %d, %s, %llu events, %llu bytes%s%s\n", st->bold, r->path, st->reset, r->rank,
@@ -123,6 +142,7 @@ static void rank(FILE *out, const tw_trace_rank *r, const style *st)
                 (unsigned long long)r->kernels, r->kernel_names, r->kernel_time / 1000,
                 pct((double)r->short_kernels, (double)r->kernels), (unsigned long long)r->launches,
                 r->launches ? r->launch_delay_sum / (double)r->launches : 0);
+    streams(out, r);
     table(out, "top kernels", r->top_kernels, r->top_kernel_count, false, true);
     table(out, "top operators", r->top_ops, r->top_op_count, false, false);
     table(out, "top operators by self time", r->top_self, r->top_self_count, true, false);

@@ -20,6 +20,54 @@ def load(path):
     return doc if isinstance(doc, list) else doc.get("traceEvents", [])
 
 
+def number_in(v):
+    """A pid/tid as trainwatch reads it: a number, or the first number in a
+    string ("4243(Python)", "stream 7")."""
+    if isinstance(v, (int, float)):
+        return int(v)
+    m = re.search(r"-?\d+", str(v))
+    return int(m.group()) if m else -1
+
+
+def paired(events):
+    """B/E duration events paired per (pid, tid) into X events, at the E."""
+    stacks = {}
+    for e in events:
+        if not isinstance(e, dict):
+            continue
+        ph, key = e.get("ph"), (number_in(e.get("pid")), number_in(e.get("tid")))
+        if ph == "B":
+            stacks.setdefault(key, []).append(e)
+            yield e
+        elif ph == "E":
+            if stacks.get(key) and isinstance(e.get("ts"), (int, float)):
+                b = stacks[key].pop()
+                args = dict(e.get("args") or {})
+                args.update(b.get("args") or {})
+                yield dict(b, ph="X", dur=e["ts"] - b["ts"], args=args)
+        else:
+            yield e
+
+
+def comm_correlations(events):
+    """Correlation ids of runtime calls made inside a Paddle Communication
+    span on their thread: their kernels communicate."""
+    spans = {}
+    for e in events:
+        if e.get("ph") == "X" and str(e.get("cat", "")).lower() == "communication":
+            spans.setdefault((number_in(e.get("pid")), number_in(e.get("tid"))), []).append(
+                (e["ts"], e["ts"] + e["dur"]))
+    out = set()
+    for e in events:
+        cat = str(e.get("cat", "")).lower()
+        if e.get("ph") == "X" and cat in ("cuda_runtime", "runtime", "cudaruntime", "cuda_driver"):
+            key = (number_in(e.get("pid")), number_in(e.get("tid")))
+            corr = (e.get("args") or {}).get("correlation id", (e.get("args") or {}).get("correlation"))
+            if corr is not None and any(a <= e["ts"] < b for a, b in spans.get(key, ())):
+                out.add(corr)
+    return out
+
+
 def is_comm(name):
     return name.startswith(("nccl", "rccl", "hccl")) or any(
         s in name for s in ("ncclKernel", "ncclDevKernel", "c_allreduce", "all_reduce_kernel"))
@@ -74,11 +122,15 @@ def covered(merged, lo, hi):
 
 
 def reference(path):
-    events = load(path)
+    events = list(paired(load(path)))
+    comm_corr = comm_correlations(events)
     sets = {"comp": [], "comm": [], "mem": [], "data": []}
-    steps, kernels, copies = [], {}, {}
+    steps, kernels, copies, streams = [], {}, {}, {}
     for e in events:
         k = kind(e)
+        args = e.get("args") or {}
+        if k == "comp" and args.get("correlation id", args.get("correlation")) in comm_corr:
+            k = "comm"
         ts, dur = e.get("ts"), e.get("dur")
         if k is None or not isinstance(ts, (int, float)) or not isinstance(dur, (int, float)):
             continue
@@ -89,6 +141,16 @@ def reference(path):
             steps.append((ts, ts + dur, int(STEP.match(name).group(1))))
             continue
         sets[k].append((ts, ts + dur))
+        if k == "data":
+            continue
+        dev = args.get("device") if isinstance(args.get("device"), (int, float)) else number_in(e.get("pid"))
+        stream = args.get("stream") if isinstance(args.get("stream"), (int, float)) else number_in(e.get("tid"))
+        st = streams.setdefault(f"{int(dev)}/{int(stream)}", {"kernels": 0, "copies": 0, "compute_us": 0.0,
+                                                              "comm_us": 0.0, "memcpy_us": 0.0,
+                                                              "start_us": ts, "end_us": ts + dur})
+        st["copies" if k == "mem" else "kernels"] += 1
+        st[{"comp": "compute_us", "comm": "comm_us", "mem": "memcpy_us"}[k]] += dur
+        st["start_us"], st["end_us"] = min(st["start_us"], ts), max(st["end_us"], ts + dur)
         if k in ("comp", "comm"):
             s = kernels.setdefault(name[:255], [0, 0.0])
             s[0] += 1
@@ -128,7 +190,8 @@ def reference(path):
     top = sorted(kernels.items(), key=lambda kv: -kv[1][1])[:10]
     return {"steps": out_steps, "kernel_count": sum(v[0] for v in kernels.values()),
             "kernel_total_us": sum(v[1] for v in kernels.values()),
-            "top_kernels": [(n, v[0], v[1]) for n, v in top], "copies": copies}
+            "top_kernels": [(n, v[0], v[1]) for n, v in top], "copies": copies, "streams": streams,
+            "merged_intervals": {"compute": len(comp), "comm": len(comm), "all": len(allw), "data": len(data)}}
 
 
 if __name__ == "__main__":
