@@ -189,9 +189,12 @@ def compare(tw, ref):
             worst = max(worst, abs(a[k] - b[k]))
         worst = max(worst, abs(a["idle"]["dataloader_us"] - b["idle_dataloader_us"]))
     dk = abs(rank["kernels"]["total_us"] - ref["kernel_total_us"])
+    m = ref["merged_intervals"]
     return (f"largest per-step difference {worst:.6f} us over {len(ref['steps'])} steps; kernels "
-            f"{rank['kernels']['count']} vs {ref['kernel_count']}, total differs by {dk:.3f} us; late intervals "
-            f"{rank['late']}")
+            f"{rank['kernels']['count']} vs {ref['kernel_count']}, total differs by {dk:.3f} us; merged intervals "
+            f"(reference) compute {m['compute']:,}, comm {m['comm']:,}, all GPU {m['all']:,}, DataLoader "
+            f"{m['data']:,} against a bound of 32768 per set: trainwatch flushed {rank['flushes']} times "
+            f"({rank['flushes_forced']} forced), late intervals {rank['late']}")
 
 
 def reader_bench(build, work, trace, size):

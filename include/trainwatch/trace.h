@@ -97,14 +97,16 @@ typedef struct tw_trace_stream {
 typedef struct tw_trace_rank {
     const char *path;
     int rank;
-    const char *source;  /* "kineto", "kineto-legacy", "paddle", "chrome", "paddle-summary" */
-    char error[160];     /* "" when read to the end */
-    uint64_t bytes;      /* bytes read (uncompressed) */
-    uint64_t events;     /* trace events read */
-    uint64_t skipped;    /* events skipped: no or bad ts/dur (negative, NaN), unknown ph */
-    uint64_t late;       /* GPU/host intervals that came after their time was accounted */
-    uint64_t names_cut;  /* strings longer than the reader keeps */
-    uint64_t names_over; /* events of names past a table's cap, counted under "(other)" */
+    const char *source;      /* "kineto", "kineto-legacy", "paddle", "chrome", "paddle-summary" */
+    char error[160];         /* "" when read to the end */
+    uint64_t bytes;          /* bytes read (uncompressed) */
+    uint64_t events;         /* trace events read */
+    uint64_t skipped;        /* events skipped: no or bad ts/dur (negative, NaN), unknown ph */
+    uint64_t late;           /* GPU/host intervals that came after their time was accounted */
+    uint64_t flushes;        /* interval sets past their bound, accounted up to a watermark and dropped */
+    uint64_t flushes_forced; /* of which host-span flushes ahead of the GPU work read so far */
+    uint64_t names_cut;      /* strings longer than the reader keeps */
+    uint64_t names_over;     /* events of names past a table's cap, counted under "(other)" */
 
     int step_count;       /* steps kept (ProfilerStep#N / ProfileStep#N) */
     uint64_t steps_over;  /* steps past the cap, accounted in the total only */

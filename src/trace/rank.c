@@ -450,6 +450,8 @@ int tw_rank_acc_finish(tw_rank_acc *a)
     a->tl.steps = NULL;
     a->tl.step_count = 0;
     r->late = a->tl.late;
+    r->flushes = a->tl.flushes;
+    r->flushes_forced = a->tl.forced;
     r->kernel_names = a->kernels.n;
     r->op_names = a->ops.n;
     r->names_over = a->kernels.over + a->ops.over;

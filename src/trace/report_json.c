@@ -95,10 +95,10 @@ static void rank(FILE *out, const tw_trace_rank *r)
         fputs("null", out);
     fprintf(out,
             ",\"bytes\":%llu,\"events\":%llu,\"skipped\":%llu,\"late\":%llu,\"names_cut\":%llu,"
-            "\"names_over\":%llu,\"steps_over\":%llu",
+            "\"names_over\":%llu,\"steps_over\":%llu,\"flushes\":%llu,\"flushes_forced\":%llu",
             (unsigned long long)r->bytes, (unsigned long long)r->events, (unsigned long long)r->skipped,
             (unsigned long long)r->late, (unsigned long long)r->names_cut, (unsigned long long)r->names_over,
-            (unsigned long long)r->steps_over);
+            (unsigned long long)r->steps_over, (unsigned long long)r->flushes, (unsigned long long)r->flushes_forced);
     fputs(",\"total\":{", out);
     split(out, &r->total);
     fputs("},\"steps\":[", out);

@@ -132,6 +132,33 @@ static void test_flush_keeps_totals_exact_in_time_order(void **state)
     tw_timeline_free(&t);
 }
 
+/* Kineto's order: every host span (steps, DataLoader) first, then the GPU
+ * work. More DataLoader spans than a set holds must wait for the kernels,
+ * not be flushed ahead of them (which made every kernel late). */
+static void test_host_spans_first_wait_for_the_gpu(void **state)
+{
+    (void)state;
+    tw_timeline t;
+    tw_timeline_init(&t, 10);
+    const int steps = 40000; /* > TW_TIMELINE_CAP DataLoader spans */
+    for (int i = 0; i < steps; i++) {
+        tw_timeline_add_step(&t, i, i * 100.0, i * 100.0 + 100);
+        tw_timeline_add(&t, TW_SET_DATA, i * 100.0, i * 100.0 + 30);
+    }
+    for (int i = 0; i < steps; i++)
+        tw_timeline_add(&t, TW_SET_COMPUTE, i * 100.0 + 50, i * 100.0 + 80);
+    tw_timeline_finish(&t);
+    tw_trace_split s;
+    tw_timeline_total(&t, &s);
+    assert_int_equal(t.late, 0);
+    assert_int_equal(t.forced, 0);
+    assert_true(t.flushes > 0);
+    assert_true(fabs(s.compute - steps * 30.0) < 1e-6);
+    assert_true(fabs(s.idle_data - steps * 30.0) < 1e-6);
+    assert_true(fabs(s.idle - steps * 70.0) < 1e-6);
+    tw_timeline_free(&t);
+}
+
 static void test_paddle_suffix_and_steps(void **state)
 {
     (void)state;
@@ -281,6 +308,7 @@ int main(void)
         cmocka_unit_test(test_summary_text),
         cmocka_unit_test(test_skip_passes_containers_byte_by_byte),
         cmocka_unit_test(test_begin_end_pairs_and_bounds),
+        cmocka_unit_test(test_host_spans_first_wait_for_the_gpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
