@@ -93,6 +93,33 @@ typedef struct tw_trace_stream {
     double first, last;           /* the span of its work */
 } tw_trace_stream;
 
+/* A row of a Paddle summary table (prof.summary()): times in µs, ratios as
+ * shares; NAN where the table has "-" or no such column. */
+typedef struct tw_trace_summary_row {
+    char name[96];
+    int depth;       /* indentation under the table's first row, in steps of two spaces */
+    long long calls; /* -1: "-" */
+    double cpu_total, cpu_avg, cpu_max, cpu_min, cpu_ratio;
+    double gpu_total, gpu_avg, gpu_max, gpu_min, gpu_ratio;
+} tw_trace_summary_row;
+
+#define TW_SUMMARY_ROWS 24
+
+/* The tables of a Paddle summary text beyond the Perf Summary. Overview
+ * rows carry their time as cpu_* (host event types) or gpu_* (device
+ * ones); the Operator Summary's top-level operators and the Kernel
+ * Summary's kernels go into the rank's top_ops and top_kernels. */
+typedef struct tw_trace_summary {
+    int device_count;
+    tw_trace_summary_row devices[8]; /* Device Summary: utilisation share in cpu_ratio */
+    int overview_count;
+    tw_trace_summary_row overview[TW_SUMMARY_ROWS];
+    int model_count;
+    tw_trace_summary_row model[TW_SUMMARY_ROWS];
+    double step, communication, computation, overlap; /* Distribution Summary, µs; NAN if absent */
+    int operators, kernels;                           /* rows read (the top ones kept) */
+} tw_trace_summary;
+
 /* One input: a rank's trace, or a Paddle summary text. */
 typedef struct tw_trace_rank {
     const char *path;
@@ -144,6 +171,7 @@ typedef struct tw_trace_rank {
     double ips;              /* Perf Summary ips avg */
     int summary_blocks;      /* Perf Summary blocks read (several: one finding each) */
     double block_ratios[8];
+    tw_trace_summary summary; /* the other tables */
 } tw_trace_rank;
 
 typedef struct tw_trace tw_trace;

@@ -305,7 +305,7 @@ static bool read_args(reader *r)
             break;
         }
         if (!target && !itarget) {
-            if (!tw_jstream_skip(r->s, tw_jstream_next(r->s)))
+            if (!tw_jstream_skip_next(r->s))
                 return false;
             continue;
         }
@@ -438,7 +438,7 @@ static bool read_event(reader *r)
             tw_jtok t = tw_jstream_next(r->s);
             ok = t == TW_JT_OBJECT ? read_args(r) : tw_jstream_skip(r->s, t);
         } else {
-            ok = tw_jstream_skip(r->s, tw_jstream_next(r->s));
+            ok = tw_jstream_skip_next(r->s);
         }
         if (!ok)
             return false;
@@ -505,7 +505,7 @@ static bool read_distributed(reader *r)
                 return false;
             if (v == v && v >= 0 && v <= 1e9)
                 r->st->rank = (int)v;
-        } else if (!tw_jstream_skip(r->s, tw_jstream_next(r->s))) {
+        } else if (!tw_jstream_skip_next(r->s)) {
             return false;
         }
     }

@@ -499,6 +499,36 @@ bool tw_jstream_key_fast(tw_jstream *s, bool first, int *result)
     return *result = 1, true;
 }
 
+bool tw_jstream_skip_next(tw_jstream *s)
+{
+    const char *p = s->buf + s->pos, *end = s->buf + s->len;
+    p = skip_space(p, end);
+    if (end - p < 2)
+        return tw_jstream_skip(s, tw_jstream_next(s));
+    char c = *p;
+    if (c == '{' || c == '[') {
+        s->pos = (size_t)(p + 1 - s->buf);
+        return skip_container(s, c == '{');
+    }
+    if (c == '"') {
+        s->pos = (size_t)(p + 1 - s->buf);
+        if (skip_string(s))
+            return true;
+        s->error = s->read_error ? "read error" : "unterminated string";
+        return false;
+    }
+    if ((c >= '0' && c <= '9') || (c == '-' && p[1] >= '0' && p[1] <= '9')) { /* a number: passed, not parsed */
+        const char *q = p + 1;
+        while (q < end && number_char((unsigned char)*q))
+            q++;
+        if (q < end) {
+            s->pos = (size_t)(q - s->buf);
+            return true;
+        }
+    }
+    return tw_jstream_skip(s, tw_jstream_next(s));
+}
+
 bool tw_jstream_skip(tw_jstream *s, tw_jtok t)
 {
     switch (t) {

@@ -61,6 +61,10 @@ tw_jtok tw_jstream_next(tw_jstream *s);
  * Objects and arrays are passed over a byte at a time (balanced brackets,
  * closed strings and JSON's bytes checked, not their grammar). */
 bool tw_jstream_skip(tw_jstream *s, tw_jtok t);
+/* Skips the next value, whatever it is: as tw_jstream_skip(s,
+ * tw_jstream_next(s)), but strings and numbers are passed without being
+ * copied or parsed. */
+bool tw_jstream_skip_next(tw_jstream *s);
 /* The key of an object's member, when it lies whole in the buffer: reads
  * [, or nothing when first] "key" : (the key in str; *result 1) or the
  * object's } (*result 0) and returns true. False when it cannot be done

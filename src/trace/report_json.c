@@ -82,6 +82,57 @@ static void stats(FILE *out, const char *key, const tw_trace_stat *v, int n)
     fputc(']', out);
 }
 
+static void summary_row(FILE *out, const tw_trace_summary_row *row, bool comma)
+{
+    fputs(comma ? ",{\"name\":" : "{\"name\":", out);
+    tw_json_cstring(out, row->name);
+    fprintf(out, ",\"depth\":%d,\"calls\":", row->depth);
+    if (row->calls >= 0)
+        fprintf(out, "%lld", row->calls);
+    else
+        fputs("null", out);
+    num(out, "cpu_total_us", row->cpu_total, true);
+    num(out, "cpu_avg_us", row->cpu_avg, true);
+    num(out, "cpu_max_us", row->cpu_max, true);
+    num(out, "cpu_min_us", row->cpu_min, true);
+    num(out, "cpu_ratio", row->cpu_ratio, true);
+    num(out, "gpu_total_us", row->gpu_total, true);
+    num(out, "gpu_avg_us", row->gpu_avg, true);
+    num(out, "gpu_max_us", row->gpu_max, true);
+    num(out, "gpu_min_us", row->gpu_min, true);
+    num(out, "gpu_ratio", row->gpu_ratio, true);
+    fputc('}', out);
+}
+
+/* The Paddle summary's tables (null for a trace). */
+static void summary(FILE *out, const tw_trace_rank *r)
+{
+    const tw_trace_summary *sm = &r->summary;
+    if (!r->source || strcmp(r->source, "paddle-summary") != 0) {
+        fputs(",\"summary\":null", out);
+        return;
+    }
+    fputs(",\"summary\":{\"devices\":[", out);
+    for (int i = 0; i < sm->device_count; i++) {
+        fprintf(out, "%s{\"name\":", i ? "," : "");
+        tw_json_cstring(out, sm->devices[i].name);
+        num(out, "utilization", sm->devices[i].cpu_ratio, true);
+        fputc('}', out);
+    }
+    fputs("],\"overview\":[", out);
+    for (int i = 0; i < sm->overview_count; i++)
+        summary_row(out, &sm->overview[i], i > 0);
+    fputs("],\"model\":[", out);
+    for (int i = 0; i < sm->model_count; i++)
+        summary_row(out, &sm->model[i], i > 0);
+    fputs("],\"distribution\":{", out);
+    num(out, "step_us", sm->step, false);
+    num(out, "communication_us", sm->communication, true);
+    num(out, "computation_us", sm->computation, true);
+    num(out, "overlap_us", sm->overlap, true);
+    fprintf(out, "},\"operator_rows\":%d,\"kernel_rows\":%d}", sm->operators, sm->kernels);
+}
+
 static void rank(FILE *out, const tw_trace_rank *r)
 {
     fputs("{\"path\":", out);
@@ -167,6 +218,7 @@ static void rank(FILE *out, const tw_trace_rank *r)
     fputc(']', out);
     num(out, "dataloader_ratio", r->dataloader_ratio, true);
     num(out, "ips", r->ips, true);
+    summary(out, r);
     fputc('}', out);
 }
 

@@ -113,6 +113,48 @@ static void streams(FILE *out, const tw_trace_rank *r)
         fprintf(out, "  (%llu GPU events on further streams)\n", (unsigned long long)r->streams_over);
 }
 
+/* The Paddle summary's tables, condensed: devices, the overview, the
+ * model's phases, the distribution, then the top operators and kernels. */
+static const char *calls(char *buf, size_t cap, long long n)
+{
+    if (n < 0)
+        return "-";
+    snprintf(buf, cap, "%lld", n);
+    return buf;
+}
+
+static void summary_tables(FILE *out, const tw_trace_rank *r)
+{
+    char c[24];
+    const tw_trace_summary *sm = &r->summary;
+    for (int i = 0; i < sm->device_count; i++)
+        fprintf(out, "  %-14s %.2f%% utilised\n", sm->devices[i].name, 100 * sm->devices[i].cpu_ratio);
+    if (sm->overview_count)
+        fprintf(out, "\n  %-28s %8s %12s %8s\n", "overview (event type)", "calls", "time ms", "ratio");
+    for (int i = 0; i < sm->overview_count; i++) {
+        const tw_trace_summary_row *o = &sm->overview[i];
+        bool gpu = o->gpu_total == o->gpu_total;
+        fprintf(out, "  %*s%-*.*s %8s %12.3f %7.2f%%  %s\n", 2 * o->depth, "", 28 - 2 * o->depth, 28 - 2 * o->depth,
+                o->name, calls(c, sizeof c, o->calls), (gpu ? o->gpu_total : o->cpu_total) / 1000,
+                100 * (gpu ? o->gpu_ratio : o->cpu_ratio), gpu ? "GPU" : "CPU");
+    }
+    if (sm->model_count)
+        fprintf(out, "\n  %-28s %8s %12s %8s %12s %8s\n", "model", "calls", "CPU ms", "CPU", "GPU ms", "GPU");
+    for (int i = 0; i < sm->model_count; i++) {
+        const tw_trace_summary_row *m = &sm->model[i];
+        fprintf(out, "  %*s%-*.*s %8s %12.3f %7.2f%% %12.3f %7.2f%%\n", 2 * m->depth, "", 28 - 2 * m->depth,
+                28 - 2 * m->depth, m->name, calls(c, sizeof c, m->calls), m->cpu_total / 1000, 100 * m->cpu_ratio,
+                m->gpu_total / 1000, 100 * m->gpu_ratio);
+    }
+    if (sm->step == sm->step)
+        fprintf(out,
+                "\n  distribution   ProfileStep %.3f ms: communication %.2f%%, computation %.2f%%, overlap %.2f%%\n",
+                sm->step / 1000, pct(sm->communication, sm->step), pct(sm->computation, sm->step),
+                pct(sm->overlap, sm->step));
+    table(out, "top operators (Operator Summary, CPU)", r->top_ops, r->top_op_count, false, false);
+    table(out, "top kernels (Kernel Summary)", r->top_kernels, r->top_kernel_count, false, false);
+}
+
 static void rank(FILE *out, const tw_trace_rank *r, const style *st)
 {
     fprintf(out, "%s%s%s  rank %d, %s, %llu events, %llu bytes%s%s\n", st->bold, r->path, st->reset, r->rank,
@@ -131,6 +173,7 @@ static void rank(FILE *out, const tw_trace_rank *r, const style *st)
             fprintf(out, "  ips            %.3f (first Perf Summary, avg)\n", r->ips);
         if (r->dataloader_ratio == r->dataloader_ratio)
             fprintf(out, "  Dataloader     %.2f%% of ProfileStep CPU time\n", 100 * r->dataloader_ratio);
+        summary_tables(out, r);
         return;
     }
     split(out, r);

@@ -6,6 +6,7 @@ summary-text excerpts, and bad input."""
 import gzip
 import json
 import pathlib
+import re
 
 import pytest
 
@@ -107,6 +108,58 @@ def test_paddle_summary_reader_ratio():
     doc, _ = trace_json(TRACES / "paddle-profiler-summary-tables-reference.md.txt")
     assert doc["ranks"][0]["reader_ratios"] == pytest.approx([0.00989])
     assert "data_loading_bound" not in rules(doc)
+
+
+def summary_tables_by_hand(text):
+    """The Paddle summary tables read independently: every row of each
+    titled table, split at runs of two or more spaces, "a / b / c / d / e"
+    groups kept as strings."""
+    tables, current = {}, None
+    for line in text.splitlines():
+        title = re.match(r"^\s*[-=]+([A-Za-z ]+ Summary)[-=]+\s*$", line)
+        if title:
+            current = tables.setdefault(title.group(1), [])
+            continue
+        stripped = line.strip()
+        if current is None or not stripped or stripped.startswith(("```", "Note:")):
+            current = None
+            continue
+        if stripped[0] in "-=|" or stripped.startswith(("Time unit", "Name ", "Event Type", "Device ", "Calls")):
+            continue
+        current.append(re.split(r"\s{2,}", stripped))
+    return tables
+
+
+def test_paddle_summary_tables():
+    path = TRACES / "paddle-profiler-summary-tables-reference.md.txt"
+    hand = summary_tables_by_hand(path.read_text())
+    doc, _ = trace_json(path)
+    rank = doc["ranks"][0]
+    sm = rank["summary"]
+    assert [[d["name"], d["utilization"]] for d in sm["devices"]] == [
+        [name, pytest.approx(float(v) / 100)] for name, v in hand["Device Summary"]]
+    assert [o["name"] for o in sm["overview"]] == [row[0] for row in hand["Overview Summary"]]
+    for o, row in zip(sm["overview"], hand["Overview Summary"]):
+        t = o["gpu_total_us"] if o["gpu_total_us"] is not None else o["cpu_total_us"]
+        assert o["calls"] == int(row[1]) and t == pytest.approx(float(row[2]) * 1000)
+    assert [m["name"] for m in sm["model"]] == [row[0] for row in hand["Model Summary"]]
+    for m, row in zip(sm["model"], hand["Model Summary"]):
+        cpu, gpu = [[None if x.strip() == "-" else float(x) for x in g.split("/")] for g in row[2:4]]
+        assert m["cpu_total_us"] == pytest.approx(cpu[0] * 1000) and m["gpu_total_us"] == pytest.approx(gpu[0] * 1000)
+        assert m["gpu_ratio"] == pytest.approx(gpu[4] / 100)
+    assert sm["model"][1]["depth"] == 1 and sm["model"][0]["depth"] == 0
+    dist = {row[0]: float(row[1]) * 1000 for row in hand["Distribution Summary"]}
+    assert sm["distribution"] == pytest.approx({"step_us": dist["ProfileStep"], "overlap_us": dist["Overlap"],
+                                                "communication_us": dist["Communication"],
+                                                "computation_us": dist["Computation"]})
+    kernels = sorted(hand["Kernel Summary"], key=lambda row: -float(row[2].split("/")[0]))
+    assert sm["kernel_rows"] == len(kernels)
+    assert [(k["name"], k["count"]) for k in rank["top_kernels"]] == [(r[0], int(r[1])) for r in kernels[:10]]
+    assert rank["top_kernels"][0]["total_us"] == pytest.approx(float(kernels[0][2].split("/")[0]) * 1000)
+    # top-level operators only (their children are indented)
+    assert [o["name"] for o in rank["top_operators"]] == ["conv2d_grad grad_node", "sync_batch_norm_grad grad_node"]
+    text = run(["trainwatch", "trace", "--no-color", path]).stdout
+    assert "GPU2           55.50% utilised" in text and "overlap 0.79%" in text
 
 
 def paddle_trace(path, steps=4, data_ms=30.0, compute_ms=10.0, comm=False):
