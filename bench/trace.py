@@ -159,21 +159,24 @@ JQ_STREAM_PROG = ('reduce (inputs | select(length == 2 and (.[0] | length) == 3)
                   'else . end) | .sum')
 
 
-def measure(name, cmd, size, out=None):
+def measure(name, cmd, size):
     """Runs cmd under /usr/bin/time (a small parent, so the peak RSS is the
-    child's own), returns (seconds, MiB, stdout)."""
+    child's own), returns (wall seconds, MiB, stdout, CPU seconds). The CPU
+    time (user + system) is the fairer figure on a shared machine."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as sink:
-        proc = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, stdout=sink, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.run(["/usr/bin/time", "-f", "%M %U %S"] + cmd, stdout=sink, stderr=subprocess.PIPE,
+                              text=True)
         elapsed = time.perf_counter() - start
         sink.seek(0)
         stdout = sink.read().decode("utf-8", "replace")
-    rss = int(proc.stderr.strip().splitlines()[-1]) / 1024
-    print(f"  {name:<34} {elapsed:8.2f} s  {size / elapsed / 1e6:8.1f} MB/s  {rss:8.1f} MiB peak RSS  "
-          f"(exit {proc.returncode})", flush=True)
+    rss, user, system = proc.stderr.strip().splitlines()[-1].split()
+    rss, cpu = int(rss) / 1024, float(user) + float(system)
+    print(f"  {name:<34} {elapsed:7.2f} s wall {cpu:7.2f} s CPU  {size / max(cpu, 0.01) / 1e6:7.1f} MB/s (CPU)  "
+          f"{rss:8.1f} MiB peak RSS  (exit {proc.returncode})", flush=True)
     if proc.returncode not in (0, 1):
         print("    " + "\n    ".join(proc.stderr.strip().splitlines()[-5:]))
-    return elapsed, rss, stdout
+    return elapsed, rss, stdout, cpu
 
 
 def compare(tw, ref):
@@ -265,10 +268,11 @@ def main():
         jq_sum = float((res.get("jq") or res["jqs"])[2].strip() or "nan")
         print(f"kernel time: trainwatch {tw['ranks'][0]['kernels']['total_us']:.3f} us, jq {jq_sum:.3f} us")
         t = res["tw"][0]
-        print("ratios (time of the other / time of trainwatch):")
+        print("ratios (the other / trainwatch):")
         for key, label in (("py", "python json"), ("jq", "jq"), ("jqs", "jq --stream")):
             if key in res:
-                print(f"  vs {label:<12} {res[key][0] / t:8.1f}x   peak RSS {res[key][1] / res['tw'][1]:8.1f}x")
+                print(f"  vs {label:<12} {res[key][0] / t:6.1f}x wall  {res[key][3] / res['tw'][3]:6.1f}x CPU   "
+                      f"peak RSS {res[key][1] / res['tw'][1]:8.1f}x")
         print(f"trainwatch memory: {res['tw_small'][1]:.1f} MiB at {small_size / 1e6:.0f} MB, {res['tw'][1]:.1f} MiB "
               f"at {size / 1e6:.0f} MB")
     finally:
