@@ -253,6 +253,9 @@ def main():
         res["tw_small"] = measure(f"trainwatch trace --json (1/16 size)", [trainwatch, "trace", "--json", str(small)],
                                   small_size)
         res["py"] = measure("python3 json, same breakdown", ["/usr/bin/python3", str(REFERENCE), str(trace)], size)
+        res["pyload"] = measure("python3 json.load alone", ["/usr/bin/python3", "-c",
+                                                            "import json, sys; json.load(open(sys.argv[1]))",
+                                                            str(trace)], size)
         avail = int(next(l.split()[1] for l in open("/proc/meminfo") if l.startswith("MemAvailable"))) * 1024
         if avail > 14 * size:
             res["jq"] = measure("jq, total kernel time", ["jq", JQ_PROG, str(trace)], size)
@@ -269,7 +272,7 @@ def main():
         print(f"kernel time: trainwatch {tw['ranks'][0]['kernels']['total_us']:.3f} us, jq {jq_sum:.3f} us")
         t = res["tw"][0]
         print("ratios (the other / trainwatch):")
-        for key, label in (("py", "python json"), ("jq", "jq"), ("jqs", "jq --stream")):
+        for key, label in (("py", "python json"), ("pyload", "json.load"), ("jq", "jq"), ("jqs", "jq --stream")):
             if key in res:
                 print(f"  vs {label:<12} {res[key][0] / t:6.1f}x wall  {res[key][3] / res['tw'][3]:6.1f}x CPU   "
                       f"peak RSS {res[key][1] / res['tw'][1]:8.1f}x")
