@@ -60,6 +60,7 @@ struct tw_rank_acc {
     ext_entry *exts;
     thread_stack *threads;
     int thread_count;
+    bool comm_spans; /* a Communication span was seen: runtime calls are checked against them */
 };
 
 int tw_rank_acc_new(tw_rank_acc **out, tw_trace_rank *rank, const tw_trace_options *o)
@@ -222,6 +223,7 @@ static bool in_comm_span(tw_rank_acc *a, const tw_trace_event *e)
 static void comm_span(tw_rank_acc *a, const tw_trace_event *e)
 {
     thread_stack *t = thread_of(a, e->pid, e->tid);
+    a->comm_spans = true;
     if (t) {
         t->comm_start = e->ts;
         t->comm_end = e->ts + e->dur;
@@ -244,7 +246,7 @@ static void runtime(tw_rank_acc *a, const tw_trace_event *e)
         return;
     launch *l = &a->launches[e->correlation % CACHE];
     int32_t op = issuer_of(a, e);
-    bool comm = a->thread_count > 0 && in_comm_span(a, e);
+    bool comm = a->comm_spans && in_comm_span(a, e);
     if (l->correlation == e->correlation && l->has_kernel) {
         l->has_call = true;
         l->ts = e->ts;
