@@ -92,7 +92,7 @@ static int write_address(const tw_supervision *s, const char *address)
         rc = tw_outfile_commit(&out, err, sizeof err);
     }
     if (rc != TW_OK)
-        fprintf(stderr, "trainwatch %s: --web.address-file %s\n", s->o.name, err);
+        tw_say(TW_SAY_ERROR, s->o.name, "--web.address-file %s", err);
     return rc;
 }
 
