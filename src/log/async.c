@@ -32,7 +32,7 @@ typedef struct cell_record {
     long thread;
     const tw_logger *logger;
     int level, line;
-    uint16_t message_at, message_len, file_at, func_at, used;
+    uint16_t message_at, message_len, file_at, func_at, name_at, used;
     uint8_t field_count;
     struct {
         tw_log_field field;        /* strings as offsets, fixed up when read */
@@ -87,6 +87,8 @@ static void fill(cell_record *c, const tw_logger *l, const tw_log_rec *r)
     c->used = 0;
     c->file_at = put(c, r->file, r->file ? strlen(r->file) : 0, true);
     c->func_at = put(c, r->func, r->func ? strlen(r->func) : 0, true);
+    /* a binding's own logger name (tw_log_write_as) travels with the record */
+    c->name_at = r->logger && r->logger != l->name ? put(c, r->logger, strlen(r->logger), true) : NO_STRING;
     size_t nf = r->field_count < CELL_FIELDS ? r->field_count : CELL_FIELDS;
     c->field_count = 0;
     for (size_t i = 0; i < nf; i++) {
@@ -141,7 +143,7 @@ static void read_back(cell_record *c, tw_log_rec *r, tw_log_field *fields)
     *r = (tw_log_rec){
         .ns = c->ns,
         .level = c->level,
-        .logger = c->logger->name,
+        .logger = c->name_at != NO_STRING ? c->text + c->name_at : c->logger->name,
         .message = c->message_at == NO_STRING ? "" : c->text + c->message_at,
         .message_len = c->message_len,
         .file = at(c, c->file_at),
