@@ -2,7 +2,7 @@
 the NaN guard and the memory-spike warning. They update the trainwatch_*
 series `trainwatch run` exports (labels job and rank: one Grafana dashboard
 serves both) and log step records `trainwatch analyze` reads back (message
-"Step N", fields epoch, loss, lr, batch_cost, reader_cost, ips,
+"Step N", fields epoch, global_step, loss, lr, batch_cost, reader_cost, ips,
 max_mem_allocated in MB)."""
 import logging
 import math
@@ -140,7 +140,7 @@ class StepRecorder:
                 m.loss.set(loss)
             self._nan_guard(loss, finite)
         memory = self._memory(inputs)
-        if not finite or self.step % self.log_freq == 0:
+        if (not finite and self._nan_streak == 1) or self.step % self.log_freq == 0:
             self._log_step(loss, lr, memory, fields)
 
     def _nan_guard(self, loss, finite):
@@ -154,10 +154,10 @@ class StepRecorder:
                 m.nan.inc()
             if not self._nan_reported:
                 self._nan_reported = True
-                before = ",".join(f"{x:.6g}" for x in self._losses)
-                self.logger.error("non-finite loss at step %d: loss=%s, the %d losses before: %s", self.step,
-                                  loss, len(self._losses), before or "none",
-                                  extra={"step": self.step, "loss_value": str(loss), "losses_before": before})
+                before = ", ".join(f"{x:.6g}" for x in self._losses)
+                self.logger.error("non-finite loss at step %d: %s; the %d losses before it: %s", self.step, loss,
+                                  len(self._losses), before or "none",
+                                  extra={"epoch": self.epoch, "global_step": self.step})
         if m:
             m.nan_streak.set(self._nan_streak)
 
@@ -168,7 +168,7 @@ class StepRecorder:
         if self.metrics:
             self.metrics.memory.set(peak)
         if self._peak is not None and peak - self._peak > self.memory_spike_bytes:
-            fields = {"step": self.step, "max_memory_allocated": int(peak), "increase_bytes": int(peak - self._peak)}
+            fields = {"epoch": self.epoch, "global_step": self.step, "max_memory_allocated": int(peak), "increase_bytes": int(peak - self._peak)}
             for i, x in enumerate(_as_list(inputs)):
                 fields[f"input{i}"] = summary(x)
             self.logger.warning("memory spike at step %d: peak allocated rose by %.1f MiB to %.1f MiB",
@@ -179,7 +179,7 @@ class StepRecorder:
     def _log_step(self, loss, lr, memory, fields):
         w = self._window
         n = max(w[2], 1)
-        extra = {"epoch": self.epoch}
+        extra = {"epoch": self.epoch, "global_step": self.step}
         if loss is not None:
             extra["loss"] = loss
         if lr is not None:
