@@ -321,6 +321,35 @@ static const char *utf8_or_null(PyObject *o)
     return PyUnicode_AsUTF8(o);
 }
 
+/* record.exc_info as logging's Formatter writes it (traceback.format_exception,
+ * no final newline), cached in record.exc_text as logging does; NULL when
+ * there is none. */
+static const char *exception_text(tw_py_state *st, PyObject *d, field_set *fs)
+{
+    PyObject *info = PyDict_GetItemWithError(d, st->strings[TW_PY_S_EXC_INFO]);
+    if (!info || !PyTuple_Check(info) || PyTuple_GET_SIZE(info) != 3 || PyTuple_GET_ITEM(info, 0) == Py_None)
+        return NULL;
+    PyObject *tb = PyImport_ImportModule("traceback");
+    PyObject *lines = tb ? PyObject_CallMethod(tb, "format_exception", "OOO", PyTuple_GET_ITEM(info, 0),
+                                               PyTuple_GET_ITEM(info, 1), PyTuple_GET_ITEM(info, 2))
+                         : NULL;
+    Py_XDECREF(tb);
+    PyObject *empty = lines ? PyUnicode_FromString("") : NULL;
+    PyObject *joined = empty ? PyUnicode_Join(empty, lines) : NULL;
+    Py_XDECREF(lines);
+    Py_XDECREF(empty);
+    PyObject *text = joined ? PyObject_CallMethod(joined, "rstrip", "s", "\n") : NULL;
+    Py_XDECREF(joined);
+    if (!text)
+        return NULL;
+    if (PyDict_SetItem(d, st->strings[TW_PY_S_EXC_TEXT], text) < 0) {
+        Py_DECREF(text);
+        return NULL;
+    }
+    fs->keep[fs->kept++] = text;
+    return PyUnicode_AsUTF8(text);
+}
+
 /* emit(record): a logging.LogRecord, read from its __dict__. */
 static int emit_record(router_object *self, tw_py_state *st, PyObject *d, field_set *fs)
 {
@@ -364,6 +393,8 @@ static int emit_record(router_object *self, tw_py_state *st, PyObject *d, field_
     PyObject *lineno = PyDict_GetItemWithError(d, s[TW_PY_S_LINENO]);
     int line = lineno && PyLong_Check(lineno) ? (int)PyLong_AsLong(lineno) : 0;
     const char *exc = utf8_or_null(PyDict_GetItemWithError(d, s[TW_PY_S_EXC_TEXT]));
+    if (!exc && !PyErr_Occurred())
+        exc = exception_text(st, d, fs);
     const char *stack = utf8_or_null(PyDict_GetItemWithError(d, s[TW_PY_S_STACK_INFO]));
     if (!message || PyErr_Occurred())
         return -1;
@@ -735,8 +766,9 @@ static const char *const record_attr_names[] = {
 
 int tw_py_log_init(PyObject *m, tw_py_state *st)
 {
-    static const char *const strings[TW_PY_S_COUNT] = {"name",     "msg",    "args",     "levelno",    "pathname",
-                                                       "funcName", "lineno", "exc_text", "stack_info", "_tw_summary"};
+    static const char *const strings[TW_PY_S_COUNT] = {"name",       "msg",         "args",    "levelno",
+                                                       "pathname",   "funcName",    "lineno",  "exc_text",
+                                                       "stack_info", "_tw_summary", "exc_info"};
     for (size_t i = 0; i < TW_PY_S_COUNT; i++) {
         if (!(st->strings[i] = PyUnicode_InternFromString(strings[i])))
             return -1;

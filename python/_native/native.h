@@ -34,6 +34,7 @@ enum {
     TW_PY_S_EXC_TEXT,
     TW_PY_S_STACK_INFO,
     TW_PY_S_TW_SUMMARY,
+    TW_PY_S_EXC_INFO,
     TW_PY_S_COUNT
 };
 

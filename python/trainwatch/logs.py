@@ -10,7 +10,6 @@ import logging
 import os
 import platform
 import sys
-import traceback
 
 from . import _native
 
@@ -35,22 +34,29 @@ class Handler(logging.Handler):
     setFormatter is accepted and not used."""
 
     def __init__(self, level=logging.NOTSET, *, file=None, json_file=None, console=False,
-                 console_level=None, max_bytes=0, backup_count=0, pattern=None, rank_aware=True):
+                 console_level=None, max_bytes=0, backup_count=0, pattern=None, rank_aware=True,
+                 flush_level="DEBUG"):
         super().__init__(_level(level))
         self._router = _native.Router()
         self._pattern = pattern
         if file:
-            self.add_file(file, max_bytes=max_bytes, backup_count=backup_count, pattern=pattern)
+            self.add_file(file, max_bytes=max_bytes, backup_count=backup_count, pattern=pattern,
+                          flush_level=flush_level)
         if json_file:
-            self.add_file(json_file, json=True, max_bytes=max_bytes, backup_count=backup_count)
+            self.add_file(json_file, json=True, max_bytes=max_bytes, backup_count=backup_count,
+                          flush_level=flush_level)
         if console:
             self.add_console(level=console_level, pattern=pattern, rank_aware=rank_aware)
+        self._fast_path()
 
     def add_file(self, path, level=None, *, json=False, max_bytes=0, backup_count=0, pattern=None,
                  flush_level="DEBUG"):
         """A (rotating) file: "{rank}" in path becomes the rank; rotation as
-        RotatingFileHandler(maxBytes, backupCount). Raises OSError if it
-        cannot be opened."""
+        RotatingFileHandler(maxBytes, backupCount). Records at or above
+        flush_level are written at once (DEBUG, the default: every record, as
+        logging does); lower ones may wait in a 64 KiB buffer written when
+        full, at a higher record, at flush(), at exit and on a fatal signal.
+        Raises OSError if the file cannot be opened."""
         self._router.add_file(os.fspath(path), level=_level(level), pattern=pattern or self._pattern, json=json,
                               max_bytes=int(max_bytes), backups=int(backup_count), flush_level=_level(flush_level))
         return self
@@ -61,20 +67,31 @@ class Handler(logging.Handler):
                                  other_ranks_level=logging.WARNING if rank_aware else logging.DEBUG)
         return self
 
+    # Without filters, handle() is the C emit itself (no Python frame, no
+    # handler lock: libtrainwatch's sinks are thread-safe); with filters, the
+    # method below runs them first.
+    def _fast_path(self):
+        if self.filters:
+            self.__dict__.pop("handle", None)
+        else:
+            self.handle = self._router.emit
+
+    def addFilter(self, filter):
+        super().addFilter(filter)
+        self._fast_path()
+
+    def removeFilter(self, filter):
+        super().removeFilter(filter)
+        self._fast_path()
+
     def handle(self, record):
-        # No handler lock: libtrainwatch's sinks are thread-safe.
         if self.filters and not self.filter(record):
             return False
-        try:
-            if record.exc_info and not record.exc_text:
-                record.exc_text = "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
-        except Exception:
-            pass  # the record goes out without its traceback
-        self._router.emit(record)
+        self._router.emit(record)  # tracebacks as logging formats them; never raises
         return True
 
     def emit(self, record):
-        self.handle(record)
+        self._router.emit(record)
 
     def flush(self):
         self._router.flush()
@@ -95,7 +112,8 @@ def _rank_path(path, rank_aware, world_size):
 
 
 def setup_logger(name="trainer", log_file="train.log", max_bytes=10 * 1024 * 1024, backup_count=5, level="INFO",
-                 console_level="WARNING", json_file=None, rank_aware=True, redact=True, pattern=None):
+                 console_level="WARNING", json_file=None, rank_aware=True, redact=True, pattern=None,
+                 flush_level="DEBUG"):
     """A logging.Logger with one trainwatch.Handler: a rotating text file, a
     JSON-lines file (json_file), the console at console_level (None: no
     console; ranks other than 0 WARNING and up when rank_aware). With
@@ -112,10 +130,10 @@ def setup_logger(name="trainer", log_file="train.log", max_bytes=10 * 1024 * 102
     handler._tw_setup = True
     if log_file:
         handler.add_file(_rank_path(log_file, rank_aware, world_size), max_bytes=max_bytes,
-                         backup_count=backup_count, pattern=pattern)
+                         backup_count=backup_count, pattern=pattern, flush_level=flush_level)
     if json_file:
         handler.add_file(_rank_path(json_file, rank_aware, world_size), json=True, max_bytes=max_bytes,
-                         backup_count=backup_count)
+                         backup_count=backup_count, flush_level=flush_level)
     if console_level is not None:
         handler.add_console(level=console_level, pattern=pattern, rank_aware=rank_aware)
     logger.setLevel(_level(level))
