@@ -15,9 +15,12 @@ ROOT = pathlib.Path(__file__).resolve().parent
 
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
-        build = ROOT / "build-pip"
-        subprocess.run(["cmake", "-S", str(ROOT), "-B", str(build), "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
-                        f"-DPython3_EXECUTABLE={sys.executable}"], check=True, stdout=subprocess.DEVNULL)
+        # TW_CMAKE_BUILD_DIR: an already configured build tree to build the
+        # target in (make build's), instead of a new one in build-pip/.
+        build = pathlib.Path(os.environ.get("TW_CMAKE_BUILD_DIR") or ROOT / "build-pip").resolve()
+        if not (build / "CMakeCache.txt").exists():
+            subprocess.run(["cmake", "-S", str(ROOT), "-B", str(build), "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+                            f"-DPython3_EXECUTABLE={sys.executable}"], check=True, stdout=subprocess.DEVNULL)
         subprocess.run(["cmake", "--build", str(build), "--target", "tw_python_native",
                         f"-j{os.environ.get('JOBS', '2')}"], check=True)
         built = next((build / "python" / "trainwatch").glob("_native*.so"))

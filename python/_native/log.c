@@ -27,6 +27,7 @@
 #define SHAPE_MAX  8
 
 static atomic_uint_fast64_t router_count;
+static Py_ssize_t plain_record_size; /* members of a LogRecord made without extra (set_plain_record) */
 static atomic_uint_fast64_t log_errors;
 static atomic_bool log_error_said;
 static tw_counter *log_errors_counter; /* in the default registry, which lives for the process */
@@ -398,10 +399,13 @@ static int emit_record(router_object *self, tw_py_state *st, PyObject *d, field_
     const char *stack = utf8_or_null(PyDict_GetItemWithError(d, s[TW_PY_S_STACK_INFO]));
     if (!message || PyErr_Occurred())
         return -1;
-    /* extra={...}: whatever the record has beyond LogRecord's own names */
+    /* extra={...}: whatever the record has beyond LogRecord's own names (a
+     * record with no more members than a plain one has none) */
     PyObject *k, *v;
     Py_ssize_t pos = 0;
-    while (PyDict_Next(d, &pos, &k, &v)) {
+    if (PyDict_GET_SIZE(d) <= plain_record_size)
+        pos = PY_SSIZE_T_MAX;
+    while (pos != PY_SSIZE_T_MAX && PyDict_Next(d, &pos, &k, &v)) {
         int own = PySet_Contains(st->record_attrs, k);
         if (own < 0)
             return -1;
@@ -745,7 +749,20 @@ static PyObject *py_level_parse(PyObject *m, PyObject *arg)
     return PyLong_FromLong(level);
 }
 
+static PyObject *py_set_plain_record(PyObject *m, PyObject *record)
+{
+    (void)m;
+    PyObject *d = PyObject_GenericGetDict(record, NULL);
+    if (!d)
+        return NULL;
+    plain_record_size = PyDict_GET_SIZE(d);
+    Py_DECREF(d);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef log_functions[] = {
+    {"set_plain_record", py_set_plain_record, METH_O,
+     "set_plain_record(logging.LogRecord(...)): a record without extra, to skip looking for fields in such"},
     {"environment_add", py_environment_add, METH_VARARGS, "environment_add(name, version)"},
     {"redact", py_redact, METH_O, "redact(on): redaction on or off for every record"},
     {"redact_add", py_redact_add, METH_VARARGS, "redact_add(pcre2_pattern)"},

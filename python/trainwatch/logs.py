@@ -14,6 +14,11 @@ import sys
 from . import _native
 
 
+# emit() looks for extra fields only in records with more members than this
+_native.set_plain_record(logging.LogRecord("trainwatch", logging.INFO, __file__, 1, "", (), None, func="f",
+                                           sinfo=None))
+
+
 def _level(value):
     if value is None:
         return 0

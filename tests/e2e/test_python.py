@@ -589,3 +589,24 @@ def test_fuzzed_arguments_raise_python_exceptions_never_crash(tmp_path):
     with open(tmp_path / "fz.prom", "rb") as f:
         check = subprocess.run(["promtool", "check", "metrics"], stdin=f, capture_output=True)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+# ---- installing -----------------------------------------------------------------------------------------
+
+
+def test_pip_install_into_a_venv_offline(tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([PYTHON, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    env = {k: v for k, v in py_env().items() if k not in ("PYTHONPATH", "LD_PRELOAD")}
+    env["TW_CMAKE_BUILD_DIR"] = str(BUILD)  # build the extension in this build tree, not a new one
+    r = subprocess.run([str(venv / "bin" / "pip"), "install", "--no-build-isolation", "--no-index", "--quiet",
+                        str(SOURCE)], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    env = py_env()
+    del env["PYTHONPATH"]
+    r = subprocess.run([str(venv / "bin" / "python"), "-c", "import trainwatch, sys; "
+                        "trainwatch.Counter('installed', 'x').inc(); "
+                        "print(trainwatch._native.__file__); sys.stdout.write(trainwatch.generate_latest().decode())"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(str(venv / "lib")) and "\ninstalled_total 1\n" in r.stdout
