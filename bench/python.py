@@ -2,8 +2,8 @@
 prometheus_client and the logging module, in one run (docs/python.md):
 ns per Gauge.set, Counter.inc, Histogram.observe, .labels(...) lookup of an
 existing child, and per logger.info to a 10 MB x 5 rotating file (logging's
-RotatingFileHandler, trainwatch.Handler on a logging.Logger, and the direct
-trainwatch logger). Each figure is the best of 5 runs of N calls in one
+RotatingFileHandler, trainwatch.Handler on a plain logging.Logger, the logger
+setup_logger returns, and the direct trainwatch logger). Each figure is the best of 5 runs of N calls in one
 thread; ratios are the other library's time over ours."""
 import logging
 import logging.handlers
@@ -86,6 +86,8 @@ def log_loops(d):
     handler = trainwatch.Handler(file=os.path.join(d, "tw.log"), max_bytes=10_000_000, backup_count=5)
     tw.addHandler(handler)
     fast = handler.fast_logger("bench.direct")
+    setup = trainwatch.setup_logger("bench.setup", log_file=os.path.join(d, "setup.log"), max_bytes=10_000_000,
+                                    backup_count=5, console_level=None)
     buffered = trainwatch.Handler(file=os.path.join(d, "tw-buffered.log"), max_bytes=10_000_000, backup_count=5,
                                   flush_level="WARNING").fast_logger("bench.buffered")
 
@@ -99,6 +101,11 @@ def log_loops(d):
         for i in range(n):
             f("Step %d loss=%s", i, 2.134)
 
+    def trainwatch_setup_logger(n):
+        f = setup.info
+        for i in range(n):
+            f("Step %d loss=%s", i, 2.134)
+
     def trainwatch_direct(n):
         f = fast.info
         for i in range(n):
@@ -109,7 +116,7 @@ def log_loops(d):
         for i in range(n):
             f("Step", step=i, loss=2.134)
 
-    return python_logging, trainwatch_handler, trainwatch_direct, trainwatch_buffered
+    return python_logging, trainwatch_handler, trainwatch_setup_logger, trainwatch_direct, trainwatch_buffered
 
 
 def main():
@@ -122,14 +129,16 @@ def main():
         a, b = best_ns(fo, n), best_ns(ft, n)
         print(f"  {name:24} {a:11.1f} {b:18.1f} {b / a:7.1f}x")
     with tempfile.TemporaryDirectory() as d:
-        py, handler, direct, buffered = log_loops(d)
+        py, handler, setup, direct, buffered = log_loops(d)
         p = best_ns(py, LOG_N)
         h = best_ns(handler, LOG_N)
+        s = best_ns(setup, LOG_N)
         f = best_ns(direct, LOG_N)
         b = best_ns(buffered, LOG_N)
     print(f"  {'logger.info, 10 MB x 5':24} {'ns':>11} {'vs logging':>18}")
     print(f"  {'logging + Rotating...':24} {p:11.1f} {'1.0x':>18}")
-    print(f"  {'logging + tw.Handler':24} {h:11.1f} {p / h:17.1f}x")
+    print(f"  {'logging + tw.Handler':24} {h:11.1f} {p / h:17.1f}x   (any logging.Logger)")
+    print(f"  {'setup_logger().info':24} {s:11.1f} {p / s:17.1f}x   (trainwatch.Logger + tw.Handler)")
     print(f"  {'trainwatch direct':24} {f:11.1f} {p / f:17.1f}x")
     print(f"  {'direct, INFO buffered':24} {b:11.1f} {p / b:17.1f}x   (flush_level=WARNING)")
 

@@ -183,6 +183,32 @@ static int field_add(tw_py_state *st, field_set *fs, PyObject *keyobj, PyObject 
     return 0;
 }
 
+/* The caller's file, function and line: the frame calling the C method
+ * (up = 0) or the one `up` frames above it. */
+static void call_site(int up, const char **file, const char **func, int *line, PyObject **keep_code)
+{
+    *file = *func = NULL;
+    *line = 0;
+    *keep_code = NULL;
+    PyFrameObject *frame = PyEval_GetFrame();
+    if (!frame)
+        return;
+    Py_INCREF(frame);
+    while (up-- > 0) {
+        PyFrameObject *back = PyFrame_GetBack(frame);
+        if (!back)
+            break;
+        Py_DECREF(frame);
+        frame = back;
+    }
+    PyCodeObject *code = PyFrame_GetCode(frame);
+    *line = PyFrame_GetLineNumber(frame);
+    *file = PyUnicode_AsUTF8(code->co_filename);
+    *func = PyUnicode_AsUTF8(code->co_name);
+    *keep_code = (PyObject *)code;
+    Py_DECREF(frame);
+}
+
 /* ---- Router ---------------------------------------------------------------------- */
 
 typedef struct router_object {
@@ -429,6 +455,65 @@ static PyObject *router_emit(router_object *self, PyObject *record)
     Py_RETURN_NONE;
 }
 
+/* The message of logger.info(msg, *args) as LogRecord.getMessage makes
+ * it (one non-empty dict argument is the mapping). A new reference. */
+static PyObject *format_message(PyObject *msg, PyObject *args)
+{
+    PyObject *text = PyUnicode_CheckExact(msg) ? Py_NewRef(msg) : PyObject_Str(msg);
+    if (!text || !args || !PyTuple_Check(args) || PyTuple_GET_SIZE(args) == 0)
+        return text;
+    PyObject *values = args;
+    if (PyTuple_GET_SIZE(args) == 1 && PyDict_Check(PyTuple_GET_ITEM(args, 0)) &&
+        PyDict_GET_SIZE(PyTuple_GET_ITEM(args, 0)) > 0)
+        values = PyTuple_GET_ITEM(args, 0);
+    PyObject *formatted = PyUnicode_Format(text, values);
+    Py_DECREF(text);
+    return formatted;
+}
+
+/* log(name, level, msg, args, extra): trainwatch.Logger's direct path, one
+ * frame below the user's call (Logger.info). Never raises. */
+static PyObject *router_log(router_object *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyUnicode_Check(args[0]) || !PyLong_Check(args[1]))
+        return PyErr_Format(PyExc_TypeError, "log(name, level, msg, args, extra)");
+    int level = (int)PyLong_AsLong(args[1]);
+    if (!router_enabled(self, level))
+        Py_RETURN_NONE;
+    tw_py_state *st = tw_py_state_of_type(Py_TYPE(self));
+    field_set fs;
+    fs.n = fs.kept = 0;
+    PyObject *code = NULL;
+    const char *name = PyUnicode_AsUTF8(args[0]);
+    PyObject *text = format_message(args[2], args[3]);
+    const char *message = text ? keep_utf8(&fs, text) : NULL;
+    PyObject *extra = args[4];
+    if (message && extra != Py_None) {
+        if (!PyDict_Check(extra)) {
+            PyErr_Format(PyExc_TypeError, "extra must be a dict, not %.100s", Py_TYPE(extra)->tp_name);
+        } else {
+            PyObject *k, *v;
+            Py_ssize_t pos = 0;
+            while (PyDict_Next(extra, &pos, &k, &v)) {
+                if (PyUnicode_Check(k) && field_add(st, &fs, k, v) < 0)
+                    break;
+            }
+        }
+    }
+    if (name && message && !PyErr_Occurred()) {
+        const char *file, *func;
+        int line;
+        call_site(1, &file, &func, &line, &code);
+        if (!PyErr_Occurred())
+            route(self, name, level, file, func, line, message, NULL, NULL, &fs);
+    }
+    if (PyErr_Occurred())
+        log_failed("logging record");
+    Py_XDECREF(code);
+    fields_release(&fs);
+    Py_RETURN_NONE;
+}
+
 static PyObject *router_flush(PyObject *self, PyObject *unused)
 {
     (void)self;
@@ -491,22 +576,6 @@ static void fast_logger_dealloc(fast_logger_object *self)
     Py_DECREF(type);
 }
 
-/* The caller's file, function and line (the frame calling the C method). */
-static void call_site(const char **file, const char **func, int *line, PyObject **keep_code)
-{
-    *file = *func = NULL;
-    *line = 0;
-    *keep_code = NULL;
-    PyFrameObject *frame = PyEval_GetFrame();
-    if (!frame)
-        return;
-    PyCodeObject *code = PyFrame_GetCode(frame);
-    *line = PyFrame_GetLineNumber(frame);
-    *file = PyUnicode_AsUTF8(code->co_filename);
-    *func = PyUnicode_AsUTF8(code->co_name);
-    *keep_code = (PyObject *)code;
-}
-
 static void fast_log(fast_logger_object *self, int level, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                      const char *exc)
 {
@@ -537,7 +606,7 @@ static void fast_log(fast_logger_object *self, int level, PyObject *const *args,
     if (message && !PyErr_Occurred()) {
         const char *file, *func;
         int line;
-        call_site(&file, &func, &line, &code);
+        call_site(0, &file, &func, &line, &code);
         if (!PyErr_Occurred())
             route(r, self->cname, level, file, func, line, message, exc, NULL, &fs);
     }
@@ -640,6 +709,8 @@ static PyMethodDef router_methods[] = {
     {"add_file", (PyCFunction)(void (*)(void))router_add_file, METH_VARARGS | METH_KEYWORDS,
      "add_file(path, level=0, pattern=None, json=False, max_bytes=0, backups=0, flush_level=10)"},
     {"emit", (PyCFunction)router_emit, METH_O, "emit(record): writes a logging.LogRecord; never raises"},
+    {"log", (PyCFunction)(void (*)(void))router_log, METH_FASTCALL,
+     "log(name, level, msg, args, extra): a record without a LogRecord (trainwatch.Logger); never raises"},
     {"flush", (PyCFunction)router_flush, METH_NOARGS, "writes everything buffered"},
     {"environment", (PyCFunction)router_environment, METH_VARARGS, "environment(name): the environment record"},
     {"logger", (PyCFunction)router_logger, METH_O, "logger(name) -> FastLogger"},

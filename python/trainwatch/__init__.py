@@ -9,7 +9,7 @@ script, backed by libtrainwatch (docs/python.md).
 """
 from . import _native
 from .hooks import PaddleCallbackCore, StepRecorder, StepTimer, TrainingMetrics
-from .logs import Handler, ValueSummary, get_logger, log_environment, setup_logger, summary
+from .logs import Handler, Logger, ValueSummary, get_logger, log_environment, setup_logger, summary
 from .metrics import (CONTENT_TYPE_LATEST, CONTENT_TYPE_OPENMETRICS, DEFAULT_BUCKETS, INF, REGISTRY,
                       CardinalityError, CollectorRegistry, Counter, Enum, Gauge, Histogram, Info, PushError,
                       delete_from_gateway, generate_latest, push_to_gateway, pushadd_to_gateway, start_http_server)
@@ -29,7 +29,7 @@ def __getattr__(name):
 
 __all__ = [
     "CONTENT_TYPE_LATEST", "CONTENT_TYPE_OPENMETRICS", "DEFAULT_BUCKETS", "INF", "REGISTRY", "CardinalityError",
-    "CollectorRegistry", "Counter", "Enum", "Gauge", "Handler", "Histogram", "Info", "PaddleCallback",
+    "CollectorRegistry", "Counter", "Enum", "Gauge", "Handler", "Histogram", "Info", "Logger", "PaddleCallback",
     "PaddleCallbackCore", "PushError", "StepRecorder", "StepTimer", "TrainingMetrics", "ValueSummary",
     "delete_from_gateway", "generate_latest", "get_logger", "log_environment", "push_to_gateway",
     "pushadd_to_gateway", "setup_logger", "start_http_server", "summary",

@@ -108,6 +108,95 @@ class Handler(logging.Handler):
         return self._router.logger(name)
 
 
+class Logger(logging.Logger):
+    """The class of setup_logger's logger: a logging.Logger whose debug ...
+    critical skip the LogRecord when its one trainwatch.Handler is the only
+    thing that would see the record (no filters, no other handler, no
+    propagation, no exc_info/stack_info/stacklevel): the message, args and
+    extra go to the C sinks as logging would have written them. Anything
+    else takes logging's own path."""
+
+    _tw_handler = None
+
+    def _tw_router(self, level, kwargs):
+        """The handler's router when the direct path applies, else None."""
+        h = self._tw_handler
+        if (h is None or self.filters or self.propagate or h.filters or level < h.level
+                or len(self.handlers) != 1 or self.handlers[0] is not h or (kwargs and kwargs.keys() - {"extra"})):
+            return None
+        return h._router
+
+    # Each level calls the router itself (the caller is then one frame up);
+    # logging's path gets stacklevel + 1 for this frame.
+    def debug(self, msg, *args, **kwargs):
+        if self.isEnabledFor(logging.DEBUG):
+            router = self._tw_router(logging.DEBUG, kwargs)
+            if router is not None:
+                router.log(self.name, logging.DEBUG, msg, args, kwargs.get("extra"))
+            else:
+                kwargs["stacklevel"] = kwargs.get("stacklevel", 1) + 1
+                self._log(logging.DEBUG, msg, args, **kwargs)
+
+    def info(self, msg, *args, **kwargs):
+        if self.isEnabledFor(logging.INFO):
+            router = self._tw_router(logging.INFO, kwargs)
+            if router is not None:
+                router.log(self.name, logging.INFO, msg, args, kwargs.get("extra"))
+            else:
+                kwargs["stacklevel"] = kwargs.get("stacklevel", 1) + 1
+                self._log(logging.INFO, msg, args, **kwargs)
+
+    def warning(self, msg, *args, **kwargs):
+        if self.isEnabledFor(logging.WARNING):
+            router = self._tw_router(logging.WARNING, kwargs)
+            if router is not None:
+                router.log(self.name, logging.WARNING, msg, args, kwargs.get("extra"))
+            else:
+                kwargs["stacklevel"] = kwargs.get("stacklevel", 1) + 1
+                self._log(logging.WARNING, msg, args, **kwargs)
+
+    def error(self, msg, *args, **kwargs):
+        if self.isEnabledFor(logging.ERROR):
+            router = self._tw_router(logging.ERROR, kwargs)
+            if router is not None:
+                router.log(self.name, logging.ERROR, msg, args, kwargs.get("extra"))
+            else:
+                kwargs["stacklevel"] = kwargs.get("stacklevel", 1) + 1
+                self._log(logging.ERROR, msg, args, **kwargs)
+
+    def critical(self, msg, *args, **kwargs):
+        if self.isEnabledFor(logging.CRITICAL):
+            router = self._tw_router(logging.CRITICAL, kwargs)
+            if router is not None:
+                router.log(self.name, logging.CRITICAL, msg, args, kwargs.get("extra"))
+            else:
+                kwargs["stacklevel"] = kwargs.get("stacklevel", 1) + 1
+                self._log(logging.CRITICAL, msg, args, **kwargs)
+
+    fatal = critical
+
+
+def _trainwatch_logger(name):
+    """logging.getLogger(name) as a trainwatch.Logger: made so when new,
+    its class changed when it is a plain logging.Logger (same layout)."""
+    manager = logging.Logger.manager
+    existing = manager.loggerDict.get(name)
+    if isinstance(existing, logging.Logger):
+        if type(existing) is logging.Logger:
+            existing.__class__ = Logger
+        return existing
+    logging._acquireLock()
+    try:
+        previous = manager.loggerClass
+        manager.loggerClass = Logger
+        try:
+            return logging.getLogger(name)
+        finally:
+            manager.loggerClass = previous
+    finally:
+        logging._releaseLock()
+
+
 def _rank_path(path, rank_aware, world_size):
     path = os.fspath(path)
     if not rank_aware or world_size <= 1 or "{rank}" in path:
@@ -119,13 +208,14 @@ def _rank_path(path, rank_aware, world_size):
 def setup_logger(name="trainer", log_file="train.log", max_bytes=10 * 1024 * 1024, backup_count=5, level="INFO",
                  console_level="WARNING", json_file=None, rank_aware=True, redact=True, pattern=None,
                  flush_level="DEBUG"):
-    """A logging.Logger with one trainwatch.Handler: a rotating text file, a
+    """A logging.Logger (a trainwatch.Logger: the same, with a direct path
+    for debug ... critical) with one trainwatch.Handler: a rotating text file, a
     JSON-lines file (json_file), the console at console_level (None: no
     console; ranks other than 0 WARNING and up when rank_aware). With
     rank_aware and more than one rank, file names get "_rank{rank}" unless
     they have "{rank}". Calling it again returns the same logger as it is.
     The logger does not propagate to the root (no duplicate lines)."""
-    logger = logging.getLogger(name)
+    logger = _trainwatch_logger(name)
     for h in logger.handlers:
         if isinstance(h, Handler) and getattr(h, "_tw_setup", False):
             return logger
@@ -144,6 +234,8 @@ def setup_logger(name="trainer", log_file="train.log", max_bytes=10 * 1024 * 102
     logger.setLevel(_level(level))
     logger.addHandler(handler)
     logger.propagate = False
+    if isinstance(logger, Logger):
+        logger._tw_handler = handler
     return logger
 
 

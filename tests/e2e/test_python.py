@@ -166,6 +166,38 @@ def test_extra_fields_are_typed_and_summaries_replace_content(tmp_path):
     assert rec["meta"] == {"type": "dict", "shape": [2], "size": 2}
 
 
+def test_setup_loggers_direct_path_writes_what_loggings_path_writes(tmp_path):
+    py("""
+        import logging, trainwatch
+        log = trainwatch.setup_logger("trainer", log_file="train.log", console_level=None, level="DEBUG")
+        assert isinstance(log, logging.Logger) and isinstance(log, trainwatch.Logger)
+        def emit_all():
+            log.debug("debug %d", 1)
+            log.info("Step %d loss=%s", 7, 2.5, extra={"lr": 0.1, "phase": "train"})
+            log.warning("%(a)s and %(b)s", {"a": "mapping", "b": "args"})
+            log.error("plain %s")
+            log.critical("crit", extra={"n": None})
+        emit_all()                                 # the direct path
+        log.addFilter(lambda record: True)         # a filter: logging's own path
+        emit_all()
+        seen = []
+        log.filters.clear()
+        extra = logging.Handler()
+        extra.emit = seen.append
+        log.addHandler(extra)                      # another handler sees every record
+        log.info("both %s", "handlers")
+        assert [r.getMessage() for r in seen] == ["both handlers"]
+    """, tmp_path)
+    lines = [l.split(" | ", 1)[1] for l in (tmp_path / "train.log").read_text().splitlines()]
+    assert len(lines) == 11
+    direct, logging_path = lines[:5], lines[5:10]
+    assert direct[1] == "INFO | trainer | emit_all:7 | Step 7 loss=2.5 lr=0.1 phase=train"
+    assert direct[2].endswith("| mapping and args") and direct[3].endswith("| plain %s")
+    assert direct[4].endswith("| crit n=None")
+    assert [re.sub(r":\d+ \|", ":N |", l) for l in direct] == [re.sub(r":\d+ \|", ":N |", l) for l in logging_path]
+    assert lines[10].startswith("INFO | trainer | <module>:") and lines[10].endswith("| both handlers")
+
+
 def test_handler_on_any_logger_keeps_each_handlers_records_apart(tmp_path):
     py("""
         import logging, trainwatch
