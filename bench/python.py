@@ -3,8 +3,9 @@ prometheus_client and the logging module, in one run (docs/python.md):
 ns per Gauge.set, Counter.inc, Histogram.observe, .labels(...) lookup of an
 existing child, and per logger.info to a 10 MB x 5 rotating file (logging's
 RotatingFileHandler, trainwatch.Handler on a plain logging.Logger, the logger
-setup_logger returns, and the direct trainwatch logger). Each figure is the best of 5 runs of N calls in one
-thread; ratios are the other library's time over ours."""
+setup_logger returns, and the direct trainwatch logger). Each figure is the
+best of 5 runs of N calls in one thread, the runs interleaved; ratios are the
+other library's time over ours."""
 import logging
 import logging.handlers
 import os
@@ -31,13 +32,16 @@ def _version(dist):
         return "?"
 
 
-def best_ns(fn, n, repeat=5):
-    best = None
+def best_ns(fns, n, repeat=5):
+    """The best ns per call of each function, the runs interleaved (one
+    round runs each once) so that load from elsewhere falls on all alike."""
+    best = [None] * len(fns)
     for _ in range(repeat):
-        t0 = time.perf_counter_ns()
-        fn(n)
-        t = (time.perf_counter_ns() - t0) / n
-        best = t if best is None or t < best else best
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter_ns()
+            fn(n)
+            t = (time.perf_counter_ns() - t0) / n
+            best[i] = t if best[i] is None or t < best[i] else best[i]
     return best
 
 
@@ -126,15 +130,11 @@ def main():
     theirs = metric_loops(prometheus_client, prometheus_client.CollectorRegistry())
     print(f"  {'operation':24} {'trainwatch':>11} {'prometheus_client':>18} {'ratio':>8}")
     for (name, fo, n), (_, ft, _) in zip(ours, theirs):
-        a, b = best_ns(fo, n), best_ns(ft, n)
+        a, b = best_ns([fo, ft], n)
         print(f"  {name:24} {a:11.1f} {b:18.1f} {b / a:7.1f}x")
     with tempfile.TemporaryDirectory() as d:
         py, handler, setup, direct, buffered = log_loops(d)
-        p = best_ns(py, LOG_N)
-        h = best_ns(handler, LOG_N)
-        s = best_ns(setup, LOG_N)
-        f = best_ns(direct, LOG_N)
-        b = best_ns(buffered, LOG_N)
+        p, h, s, f, b = best_ns([py, handler, setup, direct, buffered], LOG_N)
     print(f"  {'logger.info, 10 MB x 5':24} {'ns':>11} {'vs logging':>18}")
     print(f"  {'logging + Rotating...':24} {p:11.1f} {'1.0x':>18}")
     print(f"  {'logging + tw.Handler':24} {h:11.1f} {p / h:17.1f}x   (any logging.Logger)")

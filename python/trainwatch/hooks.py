@@ -257,7 +257,8 @@ class StepTimer:
 
     def __init__(self, logger=None, log_freq=10, metrics=True, job=None, registry=REGISTRY, batch_size=None,
                  memory_fn=None, memory_spike_bytes=512 << 20):
-        self.recorder = StepRecorder(logger, log_freq, metrics, job, registry, batch_size, memory_fn,
+        self.recorder = StepRecorder(logger, log_freq, metrics, job, registry, batch_size,
+                                     memory_fn if memory_fn is not None else _framework_memory(),
                                      memory_spike_bytes)
         self._pending = {}
         self._last_end = None
@@ -334,7 +335,7 @@ class PaddleCallbackCore:
         self.params = {}
         self.model = None
         self.recorder = StepRecorder(logger, log_freq, metrics, job, registry, None,
-                                     memory_fn if memory_fn is not None else _paddle_memory(),
+                                     memory_fn if memory_fn is not None else _framework_memory(),
                                      memory_spike_bytes)
         self._batch_start = None
         self._last_end = None
@@ -448,18 +449,23 @@ class _Guard:
         return False
 
 
-def _paddle_memory():
-    """paddle.device.cuda's (allocated, max allocated) when paddle has a GPU."""
+def _framework_memory():
+    """(allocated, max allocated) bytes of the GPU from paddle.device.cuda or
+    torch.cuda, whichever the script imported and has a GPU; else None."""
     paddle = sys.modules.get("paddle")
-    if paddle is None:
-        return None
     try:
-        if not paddle.device.is_compiled_with_cuda() or paddle.device.cuda.device_count() == 0:
-            return None
-        cuda = paddle.device.cuda
-        return lambda: (cuda.memory_allocated(), cuda.max_memory_allocated())
+        if paddle is not None and paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0:
+            cuda = paddle.device.cuda
+            return lambda: (cuda.memory_allocated(), cuda.max_memory_allocated())
     except Exception:
-        return None
+        pass
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_available():
+            return lambda: (torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated())
+    except Exception:
+        pass
+    return None
 
 
 def make_paddle_callback_class():
