@@ -250,19 +250,19 @@ def test_json_and_text_logs_read_by_analyze_with_steps_times_and_data_share(tmp_
         log = trainwatch.setup_logger("trainer", log_file="train.log", json_file="train.jsonl", console_level=None)
         def loader():
             for i in range(30):
-                time.sleep(0.02)          # a slow reader: 20 ms per batch
+                time.sleep(0.03)          # a slow reader: at least 30 ms per batch
                 yield [i] * 8
         timer = trainwatch.StepTimer(log, log_freq=5, batch_size=8)
         for batch in timer.wrap(loader()):
-            time.sleep(0.005)             # 5 ms of compute
+            sum(batch)                    # next to no compute
             timer.update(loss=1.0 / (1 + timer.recorder.step), lr=0.1)
     """, tmp_path)
     reports = [analyze_json(str(tmp_path / name))[0] for name in ("train.log", "train.jsonl")]
     for report in reports:
         s = report["summary"]
         assert s["step_records"] == 6 and s["first_step"] == 5 and s["last_step"] == 30
-        assert 0.7 < s["data_share"] < 0.95, s["data_share"]
-        assert 0.02 < s["step_time_p50"] < 0.2
+        assert s["data_share"] > 0.5, s["data_share"]  # a bound the sleeps guarantee, not a timing
+        assert s["step_time_p50"] >= 0.03
         assert s["final_lr"] == 0.1
     assert reports[0]["summary"] == reports[1]["summary"]
 
@@ -573,7 +573,7 @@ def test_numpy_example_with_the_callback_read_back_by_analyze(tmp_path):
         assert s["last_epoch"] == 2 and s["eval_records"] == 2
         assert s["final_lr"] == 0.5 and s["final_loss"] < s["first_loss"]
         assert s["data_share"] > 0.5, s["data_share"]
-        assert [f["rule"] for f in report["findings"] if f["severity"] != "info"] == ["data_loading_bound"]
+        assert "data_loading_bound" in [f["rule"] for f in report["findings"] if f["severity"] == "warning"]
     text = (tmp_path / "run" / "train.log").read_text()
     assert "| INFO | trainer | tw_log_environment_as:" in text and " numpy=" in text
 
