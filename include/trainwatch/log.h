@@ -296,8 +296,9 @@ int tw_log_environment_add(const char *name, const char *version);
  * rank and world size, CUDA_VISIBLE_DEVICES, the NVIDIA driver and GPU names
  * (NVML, when present), and the added pairs. */
 void tw_log_environment(tw_logger *l);
-/* The same record named `name` (NULL: l's name), for bindings. */
-void tw_log_environment_as(tw_logger *l, const char *name);
+/* The same record named `name` (NULL: l's name) with the call site given
+ * (file/func NULL, line 0: none), for bindings. */
+void tw_log_environment_as(tw_logger *l, const char *name, const char *file, const char *func, int line);
 
 /* ---- async mode, flushing, counts --------------------------------------- */
 

@@ -522,15 +522,26 @@ static PyObject *router_flush(PyObject *self, PyObject *unused)
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
+/* environment(name): the environment record, placed at the caller of the
+ * Python function that calls this (trainwatch.log_environment's caller). */
 static PyObject *router_environment(router_object *self, PyObject *args)
 {
     const char *name;
     if (!PyArg_ParseTuple(args, "s:environment", &name))
         return NULL;
+    const char *file, *func;
+    int line;
+    PyObject *code;
+    call_site(1, &file, &func, &line, &code);
+    if (PyErr_Occurred()) {
+        Py_XDECREF(code);
+        return NULL;
+    }
     if (self->has_text)
-        tw_log_environment_as(self->text, name);
+        tw_log_environment_as(self->text, name, file, func, line);
     if (self->has_json)
-        tw_log_environment_as(self->json, name);
+        tw_log_environment_as(self->json, name, file, func, line);
+    Py_XDECREF(code);
     Py_RETURN_NONE;
 }
 

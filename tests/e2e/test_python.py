@@ -238,6 +238,7 @@ def test_log_environment_adds_python_and_numpy(tmp_path):
     """, tmp_path)
     rec = json.loads((tmp_path / "train.jsonl").read_text())
     assert rec["message"] == "environment" and rec["logger"] == "trainer"
+    assert rec["func"] == "<module>" and rec["file"].endswith("script.py") and rec["line"] == 4
     assert rec["python"] == "%d.%d.%d" % sys.version_info[:3]
     import numpy
     assert rec["numpy"] == numpy.__version__
@@ -575,7 +576,7 @@ def test_numpy_example_with_the_callback_read_back_by_analyze(tmp_path):
         assert s["data_share"] > 0.5, s["data_share"]
         assert "data_loading_bound" in [f["rule"] for f in report["findings"] if f["severity"] == "warning"]
     text = (tmp_path / "run" / "train.log").read_text()
-    assert "| INFO | trainer | tw_log_environment_as:" in text and " numpy=" in text
+    assert re.search(r"\| INFO \| trainer \| main:\d+ \| environment host=.* numpy=", text)
 
 
 def test_nan_and_memory_spike_reported_at_their_step(tmp_path):
