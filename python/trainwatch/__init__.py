@@ -12,7 +12,8 @@ from .hooks import PaddleCallbackCore, StepRecorder, StepTimer, TrainingMetrics
 from .logs import Handler, Logger, ValueSummary, get_logger, log_environment, setup_logger, summary
 from .metrics import (CONTENT_TYPE_LATEST, CONTENT_TYPE_OPENMETRICS, DEFAULT_BUCKETS, INF, REGISTRY,
                       CardinalityError, CollectorRegistry, Counter, Enum, Gauge, Histogram, Info, PushError,
-                      delete_from_gateway, generate_latest, push_to_gateway, pushadd_to_gateway, start_http_server)
+                      delete_from_gateway, generate_latest, push_to_gateway, pushadd_to_gateway, start_http_server,
+                      write_to_textfile)
 
 __version__ = "0.1.0"
 
@@ -32,5 +33,5 @@ __all__ = [
     "CollectorRegistry", "Counter", "Enum", "Gauge", "Handler", "Histogram", "Info", "Logger", "PaddleCallback",
     "PaddleCallbackCore", "PushError", "StepRecorder", "StepTimer", "TrainingMetrics", "ValueSummary",
     "delete_from_gateway", "generate_latest", "get_logger", "log_environment", "push_to_gateway",
-    "pushadd_to_gateway", "setup_logger", "start_http_server", "summary",
+    "pushadd_to_gateway", "setup_logger", "start_http_server", "summary", "write_to_textfile",
 ]

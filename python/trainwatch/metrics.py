@@ -8,6 +8,8 @@ ValueError / CardinalityError). docs/python.md lists what differs from
 prometheus_client.
 """
 import functools
+import os
+import threading
 import time
 
 from . import _native
@@ -58,6 +60,15 @@ REGISTRY._native.process_collector()
 def generate_latest(registry=REGISTRY):
     """The registry in the Prometheus text format 0.0.4, as bytes."""
     return registry._native.expose()
+
+
+def write_to_textfile(path, registry):
+    """The registry in the text format into path, atomically (a temporary
+    file renamed over it): node_exporter's textfile collector reads it."""
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}"
+    with open(tmp, "wb") as f:
+        f.write(generate_latest(registry))
+    os.replace(tmp, path)
 
 
 class _Timer:

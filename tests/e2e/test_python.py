@@ -272,7 +272,7 @@ def test_json_and_text_logs_read_by_analyze_with_steps_times_and_data_share(tmp_
 
 SIDE_BY_SIDE = """
 import sys
-from {module} import CollectorRegistry, Counter, Gauge, Histogram, Enum, Info, generate_latest
+from {module} import CollectorRegistry, Counter, Gauge, Histogram, Enum, Info, generate_latest, write_to_textfile
 reg = CollectorRegistry()
 requests = Counter("app_requests", "Requests.", ["method", "code"], registry=reg)
 requests.labels("get", "200").inc()
@@ -297,6 +297,7 @@ Info("app_build", "Build.", registry=reg).info({{"version": "1.2", "commit": "ab
 with_escape = Gauge("app_escape", 'Help with \\\\ and "quotes".', ["path"], registry=reg)
 with_escape.labels('a"b\\\\c\\nd').set(1)
 sys.stdout.buffer.write(generate_latest(reg))
+write_to_textfile("{module}.prom", reg)
 """
 
 
@@ -320,6 +321,8 @@ def test_same_script_with_prometheus_client_and_trainwatch(tmp_path):
     ours = py(SIDE_BY_SIDE.format(module="trainwatch"), tmp_path).stdout
     theirs = py(SIDE_BY_SIDE.format(module="prometheus_client"), tmp_path).stdout
     a, b = samples_of(ours), samples_of(theirs)
+    assert samples_of((tmp_path / "trainwatch.prom").read_text()) == a
+    assert samples_of((tmp_path / "prometheus_client.prom").read_text()) == b
     assert set(a) == set(b), (set(a) ^ set(b))
     for key in b:
         assert a[key] == b[key], key
