@@ -212,7 +212,8 @@ static void call_site(int up, const char **file, const char **func, int *line, P
 /* ---- Router ---------------------------------------------------------------------- */
 
 typedef struct router_object {
-    PyObject_HEAD tw_logger *text, *json;
+    PyObject ob_base; /* PyObject_HEAD */
+    tw_logger *text, *json;
     int has_text, has_json;
 } router_object;
 
@@ -518,8 +519,10 @@ static PyObject *router_flush(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
-    Py_BEGIN_ALLOW_THREADS tw_log_flush();
-    Py_END_ALLOW_THREADS Py_RETURN_NONE;
+    PyThreadState *ts = PyEval_SaveThread();
+    tw_log_flush();
+    PyEval_RestoreThread(ts);
+    Py_RETURN_NONE;
 }
 
 /* environment(name): the environment record, placed at the caller of the
@@ -556,7 +559,8 @@ static PyObject *router_enabled_for(router_object *self, PyObject *level)
 /* ---- FastLogger ----------------------------------------------------------------------- */
 
 typedef struct fast_logger_object {
-    PyObject_HEAD router_object *router;
+    PyObject ob_base; /* PyObject_HEAD */
+    router_object *router;
     PyObject *name; /* str */
     const char *cname;
 } fast_logger_object;

@@ -19,6 +19,7 @@
 #include <math.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "trainwatch/error.h"
 #include "trainwatch/http.h"
@@ -28,7 +29,8 @@
 /* ---- Registry ---------------------------------------------------------------- */
 
 typedef struct registry_object {
-    PyObject_HEAD tw_registry *r;
+    PyObject ob_base; /* PyObject_HEAD */
+    tw_registry *r;
     int own;
 } registry_object;
 
@@ -72,8 +74,11 @@ static PyObject *registry_expose(registry_object *self, PyObject *args, PyObject
     char *text = NULL;
     size_t len = 0;
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = tw_registry_expose(self->r, om ? TW_EXPOSE_OPENMETRICS : TW_EXPOSE_TEXT, &text, &len);
-    Py_END_ALLOW_THREADS if (rc != TW_OK) return tw_py_raise(tw_py_state_of_type(Py_TYPE(self)), rc, "exposition");
+    PyThreadState *ts = PyEval_SaveThread();
+    rc = tw_registry_expose(self->r, om ? TW_EXPOSE_OPENMETRICS : TW_EXPOSE_TEXT, &text, &len);
+    PyEval_RestoreThread(ts);
+    if (rc != TW_OK)
+        return tw_py_raise(tw_py_state_of_type(Py_TYPE(self)), rc, "exposition");
     PyObject *out = PyBytes_FromStringAndSize(text, (Py_ssize_t)len);
     free(text);
     return out;
@@ -168,7 +173,8 @@ static PyType_Spec registry_spec = {"trainwatch._native.Registry", sizeof(regist
 /* ---- metrics ------------------------------------------------------------------- */
 
 typedef struct metric_object {
-    PyObject_HEAD tw_cell *cell;  /* NULL: a labelled parent, or unregistered */
+    PyObject ob_base;             /* PyObject_HEAD */
+    tw_cell *cell;                /* NULL: a labelled parent, or unregistered */
     tw_family *family;            /* the parent's; NULL once unregistered */
     struct metric_object *parent; /* children: strong */
     PyObject *registry;           /* parent: strong */
@@ -691,17 +697,24 @@ static PyType_Spec histogram_spec = {"trainwatch._native.HistogramBase", sizeof(
 /* ---- the /metrics server -------------------------------------------------------------- */
 
 typedef struct server_object {
-    PyObject_HEAD tw_http_server *server;
+    PyObject ob_base; /* PyObject_HEAD */
+    tw_http_server *server;
     PyObject *registry;
+    pid_t pid; /* the process whose thread serves */
 } server_object;
 
+/* A forked child (a DataLoader worker) has a copy of the server but not its
+ * thread: there it is let go, never stopped. */
 static void server_stop_now(server_object *self)
 {
+    if (self->server && self->pid != getpid())
+        self->server = NULL;
     if (self->server) {
         tw_http_server *s = self->server;
         self->server = NULL;
-        Py_BEGIN_ALLOW_THREADS tw_http_stop(s);
-        Py_END_ALLOW_THREADS
+        PyThreadState *ts = PyEval_SaveThread();
+        tw_http_stop(s);
+        PyEval_RestoreThread(ts);
     }
 }
 
@@ -762,9 +775,10 @@ static PyObject *start_server(PyObject *m, PyObject *args, PyObject *kw)
     char err[512] = "";
     tw_http_server *s = NULL;
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = tw_http_start(&o, &s, err, sizeof err);
-    Py_END_ALLOW_THREADS if (rc != TW_OK)
-    {
+    PyThreadState *ts = PyEval_SaveThread();
+    rc = tw_http_start(&o, &s, err, sizeof err);
+    PyEval_RestoreThread(ts);
+    if (rc != TW_OK) {
         PyErr_Format(rc == TW_ECONFIG || rc == TW_EINVAL ? PyExc_ValueError : PyExc_OSError, "%s",
                      err[0] ? err : tw_strerror(rc));
         return NULL;
@@ -776,6 +790,7 @@ static PyObject *start_server(PyObject *m, PyObject *args, PyObject *kw)
     }
     self->server = s;
     self->registry = Py_NewRef(reg);
+    self->pid = getpid();
     return (PyObject *)self;
 }
 
@@ -815,9 +830,10 @@ static PyObject *push(PyObject *m, PyObject *args, PyObject *kw)
         return PyErr_Format(PyExc_ValueError, "invalid Pushgateway URL, job or grouping: %s job=%s", o.url, o.job);
     char err[1024] = "";
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = tw_push(&o, ((registry_object *)reg)->r, (tw_push_method)method, err, sizeof err);
-    Py_END_ALLOW_THREADS if (rc != TW_OK)
-    {
+    PyThreadState *ts = PyEval_SaveThread();
+    rc = tw_push(&o, ((registry_object *)reg)->r, (tw_push_method)method, err, sizeof err);
+    PyEval_RestoreThread(ts);
+    if (rc != TW_OK) {
         PyErr_Format(st->push_error, "%s", err[0] ? err : tw_strerror(rc));
         return NULL;
     }

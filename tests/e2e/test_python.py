@@ -413,6 +413,32 @@ def test_start_http_server_scraped_by_a_real_prometheus(procs, tmp_path):
     assert proc.returncode == 0
 
 
+def test_metrics_from_threads_and_a_forked_child(tmp_path):
+    r = py("""
+        import os, sys, threading, trainwatch as tw
+        server = tw.start_http_server(0)
+        c = tw.Counter("thr_steps", "d", ["worker"])
+        shared = c.labels("all")
+        def work(i):
+            mine = c.labels(str(i % 2))
+            for _ in range(20000):
+                shared.inc()
+                mine.inc(0.5)
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in threads: t.start()
+        for t in threads: t.join()
+        pid = os.fork()
+        if pid == 0:                 # a DataLoader worker: updates, then exits normally
+            shared.inc(5)
+            sys.exit(0)
+        _, status = os.waitpid(pid, 0)
+        v = tw.REGISTRY.get_sample_value
+        print(status, v("thr_steps_total", {"worker": "all"}), v("thr_steps_total", {"worker": "0"}))
+        server.stop()
+    """, tmp_path, timeout=120)
+    assert r.stdout.split() == ["0", "80000.0", "20000.0"]
+
+
 def test_start_http_server_on_a_taken_port_raises(tmp_path):
     import socket
     with socket.socket() as s:
