@@ -237,11 +237,11 @@ static void metric_dealloc(metric_object *self)
 static int utf8_items(PyObject *tuple, const char **out, Py_ssize_t n)
 {
     for (Py_ssize_t i = 0; i < n; i++) {
-        out[i] = PyUnicode_AsUTF8(PyTuple_GET_ITEM(tuple, i));
+        Py_ssize_t len;
+        out[i] = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(tuple, i), &len);
         if (!out[i])
             return -1;
-        if (strlen(out[i]) != (size_t)PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(tuple, i)) &&
-            memchr(out[i], '\0', (size_t)PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(tuple, i)))) {
+        if (strlen(out[i]) != (size_t)len) {
             PyErr_SetString(PyExc_ValueError, "label names and values must not contain NUL");
             return -1;
         }

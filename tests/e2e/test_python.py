@@ -371,12 +371,13 @@ def test_validation_errors_are_python_exceptions(tmp_path):
         for v in "xyz":
             c.labels(v).inc()
         print(err(lambda: c.labels("one too many")))
+        print(err(lambda: c.labels("éééé\\x00")))  # the NUL past as many bytes as characters
         print(reg.get_sample_value("trainwatch_dropped_series_total"))
         print(issubclass(tw.CardinalityError, ValueError))
     """, tmp_path)
     assert r.stdout.split() == ["ValueError", "ValueError", "ValueError", "ValueError", "ValueError", "ValueError",
                                 "ValueError", "CardinalityError", "ValueError", "ValueError", "CardinalityError",
-                                "1.0", "True"]
+                                "ValueError", "1.0", "True"]
 
 
 def test_start_http_server_scraped_by_a_real_prometheus(procs, tmp_path):
