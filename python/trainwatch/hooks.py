@@ -191,17 +191,26 @@ class StepRecorder:
         if memory is not None:
             extra["max_mem_allocated"] = round(memory / 2**20, 1)
         for k, v in fields.items():
-            extra[k] = _plain(v)
+            extra[_field_name(k)] = _plain(v)
         self.logger.info("Step %d", self.step, extra=extra)
         self._window = [0.0, 0.0, 0, 0]
 
     def eval_end(self, metrics):
-        extra = {k: _plain(v) for k, v in metrics.items()}
+        extra = {_field_name(k): _plain(v) for k, v in metrics.items()}
         if self.metrics:
             for k, v in extra.items():
                 if isinstance(v, (int, float)):
                     self.metrics.eval_metric(k, v)
         self.logger.info("Eval epoch %d", self.epoch, extra=extra)
+
+
+# A LogRecord's own attribute names, which logging refuses in extra.
+_RESERVED = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+
+
+def _field_name(key):
+    key = str(key)
+    return "field_" + key if key in _RESERVED else key
 
 
 def _plain(v):

@@ -647,7 +647,7 @@ def test_step_timer_context_manager_and_metrics(tmp_path):
             time.sleep(0.01)                       # between steps: data wait
             with timer.step():
                 time.sleep(0.002)
-                timer.update(loss=2.0 - i * 0.1, samples=16)
+                timer.update(loss=2.0 - i * 0.1, samples=16, name="clashes with LogRecord.name")
         print(reg.get_sample_value("trainwatch_train_step", {"job": "ctx", "rank": "0"}))
         print(reg.get_sample_value("trainwatch_data_wait_seconds_count", {"job": "ctx", "rank": "0"}))
         print(reg.get_sample_value("trainwatch_data_wait_seconds_sum", {"job": "ctx", "rank": "0"}))
@@ -656,7 +656,8 @@ def test_step_timer_context_manager_and_metrics(tmp_path):
     step, count, wait_sum, loss = (float(x) for x in r.stdout.split())
     assert step == 8 and count == 8 and loss == pytest.approx(1.3)
     assert wait_sum > 0.06  # 7 gaps of 10 ms (the first step has none)
-    assert (tmp_path / "train.log").read_text().count("| Step ") == 2
+    text = (tmp_path / "train.log").read_text()
+    assert text.count("| Step ") == 2 and text.count(" field_name=clashes with LogRecord.name") == 2
 
 
 # ---- the extension's argument handling ------------------------------------------------------------------
