@@ -185,16 +185,13 @@ def _trainwatch_logger(name):
         if type(existing) is logging.Logger:
             existing.__class__ = Logger
         return existing
-    logging._acquireLock()
-    try:
+    with logging._lock:  # logging's module lock (an RLock), held while the class is swapped
         previous = manager.loggerClass
         manager.loggerClass = Logger
         try:
             return logging.getLogger(name)
         finally:
             manager.loggerClass = previous
-    finally:
-        logging._releaseLock()
 
 
 def _rank_path(path, rank_aware, world_size):
