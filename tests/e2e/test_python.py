@@ -198,6 +198,20 @@ def test_setup_loggers_direct_path_writes_what_loggings_path_writes(tmp_path):
     assert lines[10].startswith("INFO | trainer | <module>:") and lines[10].endswith("| both handlers")
 
 
+def test_setup_logger_on_a_logger_made_before_and_two_loggers_apart(tmp_path):
+    py("""
+        import logging, trainwatch
+        early = logging.getLogger("early")       # made by a library before setup_logger runs
+        log = trainwatch.setup_logger("early", log_file="early.log", console_level=None)
+        assert log is early and type(log) is trainwatch.Logger
+        other = trainwatch.setup_logger("other", log_file="other.log", console_level=None)
+        log.info("to early"); other.info("to other")
+    """, tmp_path)
+    early, other = (tmp_path / "early.log").read_text(), (tmp_path / "other.log").read_text()
+    assert "| early | <module>:7 | to early" in early and "to other" not in early
+    assert "| other | <module>:7 | to other" in other and "to early" not in other
+
+
 def test_handler_on_any_logger_keeps_each_handlers_records_apart(tmp_path):
     py("""
         import logging, trainwatch
