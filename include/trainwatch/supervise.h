@@ -135,6 +135,10 @@ typedef struct tw_supervision_result {
  * command its status. */
 int tw_supervision_finish(tw_supervision *s, tw_report **report, tw_supervision_result *result);
 
+/* The run the records went to (what the diagnosis was made from), borrowed
+ * until tw_supervision_free; for the HTML report's charts. */
+const tw_run *tw_supervision_run(const tw_supervision *s);
+
 /* The end-of-run lines of sampling (process tree, GPUs) under the report. */
 void tw_supervision_write_samples(const tw_supervision *s, const tw_report *report, FILE *out);
 /* The follower's statistics (watch), or NULL. */

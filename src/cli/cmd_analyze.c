@@ -2,8 +2,9 @@
  * cmd_analyze.c: `trainwatch analyze [options] FILE...` reads training logs
  * (files, .gz, or - for stdin), parses them into records, and prints the
  * diagnosis. With --records it prints the records instead (JSON lines,
- * schema trainwatch.record/1). Threshold options come from one table that
- * also writes their help.
+ * schema trainwatch.record/1). With --html it also writes the report as one
+ * self-contained HTML page (to a file, or - for stdout instead of the text).
+ * Threshold options come from one table that also writes their help.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -13,10 +14,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../core/outfile.h"
 #include "../core/stream.h"
 #include "cli.h"
 #include "trainwatch/analyze.h"
 #include "trainwatch/error.h"
+#include "trainwatch/html.h"
 #include "trainwatch/parse.h"
 #include "trainwatch/record_json.h"
 
@@ -44,6 +47,7 @@ enum {
     OPT_BLOCK_SIZE,
     OPT_FAIL_ON,
     OPT_LAUNCH,
+    OPT_HTML,
     OPT_HELP,
     OPT_THRESHOLD
 };
@@ -56,6 +60,7 @@ typedef struct analyze_options {
     size_t block_size;   /* their block size, 0: the default */
     tw_severity fail_on; /* exit 1 when a finding is at least this severe */
     int launch;          /* TW_LAUNCH_LAST, TW_LAUNCH_ALL or 1-based */
+    const char *html;    /* --html FILE, "-": stdout; NULL: none */
     tw_thresholds th;
 } analyze_options;
 
@@ -71,6 +76,8 @@ static const char usage_text[] =
     "  --format NAME          use this format instead of detecting (see trainwatch formats)\n"
     "  --json                 print the report as JSON (schema " TW_ANALYSIS_SCHEMA ")\n"
     "  --records              print the parsed records as JSON lines (schema " TW_RECORD_SCHEMA ")\n"
+    "  --html FILE            also write the report as one self-contained HTML page with charts\n"
+    "                         (- : to standard output, instead of the text report)\n"
     "  --fail-on SEVERITY     exit 1 when a finding is at least this severe: error (default),\n"
     "                         warning or info\n"
     "  --launch N|last|all    which launch of the log to report (default last; all: every one, the\n"
@@ -152,7 +159,7 @@ static int finish_stdout(const char *what)
 /* Returns the index of the first file argument, or -1 on a usage error. */
 static int parse_options(int argc, char **argv, analyze_options *o)
 {
-    struct option longopts[THRESHOLD_COUNT + 11];
+    struct option longopts[THRESHOLD_COUNT + 12];
     size_t n = 0;
     longopts[n++] = (struct option){"format", required_argument, NULL, OPT_FORMAT};
     longopts[n++] = (struct option){"json", no_argument, NULL, OPT_JSON};
@@ -163,6 +170,7 @@ static int parse_options(int argc, char **argv, analyze_options *o)
     longopts[n++] = (struct option){"block-size", required_argument, NULL, OPT_BLOCK_SIZE};
     longopts[n++] = (struct option){"fail-on", required_argument, NULL, OPT_FAIL_ON};
     longopts[n++] = (struct option){"launch", required_argument, NULL, OPT_LAUNCH};
+    longopts[n++] = (struct option){"html", required_argument, NULL, OPT_HTML};
     longopts[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
     for (size_t i = 0; i < THRESHOLD_COUNT; i++)
         longopts[n++] = (struct option){thresholds[i].name, required_argument, NULL, OPT_THRESHOLD + (int)i};
@@ -230,6 +238,9 @@ static int parse_options(int argc, char **argv, analyze_options *o)
                 return -1;
             }
             break;
+        case OPT_HTML:
+            o->html = optarg;
+            break;
         case 'h':
         case OPT_HELP:
             fputs(usage_text, stdout);
@@ -293,6 +304,29 @@ static int analyze_input(const char *path, int rank, const analyze_options *o, t
     return result;
 }
 
+/* The page's title: the first input, and how many more. */
+static void html_title(char *buf, size_t cap, int argc, char **argv, int first)
+{
+    const char *name = strrchr(argv[first], '/');
+    name = name ? name + 1 : argv[first];
+    if (argc - first > 1)
+        snprintf(buf, cap, "trainwatch: %s and %d more", name, argc - first - 1);
+    else
+        snprintf(buf, cap, "trainwatch: %s", name);
+}
+
+typedef struct html_page {
+    const tw_report *report;
+    const tw_run *run;
+    const char *title;
+} html_page;
+
+static int write_page(FILE *out, const void *arg)
+{
+    const html_page *p = arg;
+    return tw_report_write_html(out, p->report, p->run, p->title);
+}
+
 static bool use_colour(const analyze_options *o)
 {
     if (o->colour >= 0)
@@ -314,6 +348,15 @@ static int run(int argc, char **argv)
     int first = parse_options(argc, argv, &o);
     if (first < 0)
         return TW_EXIT_USAGE;
+    char err[600];
+    if (o.html && o.records) {
+        fprintf(stderr, "trainwatch analyze: --html and --records do not go together (records are not a report)\n");
+        return TW_EXIT_USAGE;
+    }
+    if (o.html && strcmp(o.html, "-") != 0 && tw_outfile_check(o.html, err, sizeof err) != 0) {
+        fprintf(stderr, "trainwatch analyze: --html %s\n", err);
+        return TW_EXIT_USAGE;
+    }
     tw_run *trun;
     if (tw_run_new(&trun, &o.th) != TW_OK) {
         fprintf(stderr, "trainwatch: out of memory\n");
@@ -352,10 +395,18 @@ static int run(int argc, char **argv)
         tw_run_free(trun);
         return TW_EXIT_USAGE;
     }
-    if (o.json)
+    bool html_stdout = o.html && strcmp(o.html, "-") == 0;
+    if (o.json && !html_stdout)
         tw_report_write_json(stdout, report);
-    else
+    else if (!html_stdout)
         tw_report_write_text(stdout, report, use_colour(&o));
+    if (o.html) {
+        char title[256];
+        html_title(title, sizeof title, argc, argv, first);
+        html_page page = {report, trun, title};
+        if (tw_cli_write_html("analyze", o.html, write_page, &page) != 0)
+            status = TW_EXIT_USAGE;
+    }
     if (status == TW_EXIT_OK) {
         if (nothing)
             status = TW_EXIT_USAGE;

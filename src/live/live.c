@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../core/say.h"
 #include "trainwatch/error.h"
 
 #define RANKS_MAX  65536
@@ -152,17 +153,18 @@ unsigned long tw_live_warnings(const tw_live *l)
 static void warn(tw_live *l, int rank, const tw_record *r, const char *fmt, ...)
 {
     l->warning_count++;
-    if (!l->warnings)
+    if (!l->warnings || !tw_say_enabled(TW_SAY_WARN))
         return;
-    fprintf(l->warnings, "trainwatch: %s rank %d: ", l->job, rank < 0 ? 0 : rank);
+    char what[512];
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(l->warnings, fmt, ap);
+    vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     if (r && r->source.file)
-        fprintf(l->warnings, " (%s:%llu)", r->source.file, (unsigned long long)r->source.line);
-    fputc('\n', l->warnings);
-    fflush(l->warnings);
+        tw_say_to(l->warnings, TW_SAY_WARN, "live", "%s rank %d: %s (%s:%llu)", l->job, rank < 0 ? 0 : rank, what,
+                  r->source.file, (unsigned long long)r->source.line);
+    else
+        tw_say_to(l->warnings, TW_SAY_WARN, "live", "%s rank %d: %s", l->job, rank < 0 ? 0 : rank, what);
 }
 
 /* The series of these labels, or NULL when refused (counted by the registry). */

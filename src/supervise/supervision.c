@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "../core/clock.h"
+#include "../core/say.h"
 #include "alerting.h"
 #include "child.h"
 #include "../log/rotate.h"
@@ -68,14 +69,14 @@ static int serve(tw_supervision *s)
     s->o.http.registry = s->registry;
     int rc = tw_http_start(&s->o.http, &s->server, err, sizeof err);
     if (rc != TW_OK) {
-        fprintf(stderr, "trainwatch %s: %s\n", s->o.name, err);
+        tw_say(TW_SAY_ERROR, s->o.name, "%s", err);
         return rc;
     }
     const char *address = s->o.http.listen_address ? s->o.http.listen_address : TW_HTTP_DEFAULT_ADDRESS;
     if (tw_parse_listen_address(address, host, sizeof host, port, sizeof port) != 0 || !host[0])
         snprintf(host, sizeof host, "0.0.0.0");
     bool v6 = strchr(host, ':') != NULL;
-    fprintf(stderr, "trainwatch %s: serving /metrics on %s%s%s:%u\n", s->o.name, v6 ? "[" : "", host, v6 ? "]" : "",
+    tw_say(TW_SAY_INFO, s->o.name, "serving /metrics on %s%s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "",
             tw_http_port(s->server));
     return TW_OK;
 }
@@ -102,7 +103,7 @@ int tw_supervision_new(const tw_supervision_options *o, tw_supervision **out)
         rc = tw_alerts_start(&s->alerts, &o->alerts, o->name, s->registry);
     s->sinks.records_path = o->records_path;
     if (rc == TW_OK && o->records_path && !(s->sinks.records = fopen(o->records_path, "a"))) {
-        fprintf(stderr, "trainwatch %s: %s: %s\n", o->name, o->records_path, strerror(errno));
+        tw_say(TW_SAY_ERROR, o->name, "%s: %s", o->records_path, strerror(errno));
         rc = tw_status_from_errno(errno);
     }
     if (rc == TW_OK)
@@ -190,10 +191,10 @@ static void log_output(tw_supervision *s, const char *buf, size_t n)
     tw_rotating_write(log, buf, n);
     bool failing = tw_rotating_failing(log);
     if (failing && !was_failing)
-        fprintf(stderr, "trainwatch %s: writing %s: %s; lines are dropped until it can be written again\n", s->o.name,
+        tw_say(TW_SAY_ERROR, s->o.name, "writing %s: %s; lines are dropped until it can be written again",
                 s->command->o.log_file, tw_rotating_error(log));
     else if (was_failing && !failing)
-        fprintf(stderr, "trainwatch %s: writing %s works again (%llu bytes dropped so far)\n", s->o.name,
+        tw_say(TW_SAY_INFO, s->o.name, "writing %s works again (%llu bytes dropped so far)",
                 s->command->o.log_file, (unsigned long long)tw_rotating_dropped(log));
 }
 
@@ -225,7 +226,7 @@ int tw_supervision_spawn(tw_supervision *s, const tw_command_options *o, int *st
     c->o = *o;
     const char *cmd = o->argv[0];
     if (o->log_file && tw_rotating_open(o->log_file, o->log_max_bytes, o->log_backups, &c->log) != TW_OK) {
-        fprintf(stderr, "trainwatch %s: %s: %s (not starting %s)\n", s->o.name, o->log_file, strerror(errno), cmd);
+        tw_say(TW_SAY_ERROR, s->o.name, "%s: %s (not starting %s)", o->log_file, strerror(errno), cmd);
         return TW_EUSAGE;
     }
     int rc = TW_OK;
@@ -240,7 +241,7 @@ int tw_supervision_spawn(tw_supervision *s, const tw_command_options *o, int *st
         return rc;
     rc = tw_child_start(o->argv, o->separate_stderr, &c->child, start_errno);
     if (rc != TW_OK) {
-        fprintf(stderr, "trainwatch %s: %s: %s\n", s->o.name, cmd, strerror(*start_errno));
+        tw_say(TW_SAY_ERROR, s->o.name, "%s: %s", cmd, strerror(*start_errno));
         return rc;
     }
     c->last_sample = tw_monotonic_clock();
@@ -296,7 +297,7 @@ static bool command_tick(tw_supervision *s, double wait)
         c->exited_at = t;
     }
     if (!c->exited && c->o.kill_after > 0 && c->forwarded_at > 0 && t - c->forwarded_at >= c->o.kill_after) {
-        fprintf(stderr, "trainwatch %s: %s still running %.0f s after the signal: killing it\n", s->o.name,
+        tw_say(TW_SAY_WARN, s->o.name, "%s still running %.0f s after the signal: killing it",
                 c->o.argv[0], c->o.kill_after);
         tw_child_forward(c->child, SIGKILL);
         c->forwarded_at = -1e18;
@@ -319,7 +320,7 @@ static void raise_descriptor_limit(const char *name)
         return;
     rl.rlim_cur = rl.rlim_max;
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
-        fprintf(stderr, "trainwatch %s: raising the open-files limit: %s\n", name, strerror(errno));
+        tw_say(TW_SAY_WARN, name, "raising the open-files limit: %s", strerror(errno));
 }
 
 int tw_supervision_follow(tw_supervision *s, tw_follow_options *f)
@@ -332,7 +333,7 @@ int tw_supervision_follow(tw_supervision *s, tw_follow_options *f)
     int rc = tw_follower_open(f, &s->follower, err, sizeof err);
     s->followed = rc == TW_OK;
     if (rc != TW_OK)
-        fprintf(stderr, "trainwatch %s: %s\n", s->o.name, err);
+        tw_say(TW_SAY_ERROR, s->o.name, "%s", err);
     return rc;
 }
 
@@ -411,7 +412,7 @@ static void command_finish(tw_supervision *s, tw_supervision_result *result)
     int rc = tw_rotating_close(c->log);
     c->log = NULL;
     if (rc != TW_OK) {
-        fprintf(stderr, "trainwatch %s: writing %s: %s\n", s->o.name, c->o.log_file, tw_strerror(rc));
+        tw_say(TW_SAY_ERROR, s->o.name, "writing %s: %s", c->o.log_file, tw_strerror(rc));
         result->output_failed = true;
     }
 }
@@ -432,7 +433,7 @@ int tw_supervision_finish(tw_supervision *s, tw_report **report, tw_supervision_
         int closed = fclose(s->sinks.records), close_errno = errno;
         s->sinks.records = NULL;
         if (closed != 0 && !s->sinks.records_failed)
-            fprintf(stderr, "trainwatch %s: %s: %s\n", s->o.name, s->o.records_path, strerror(close_errno));
+            tw_say(TW_SAY_ERROR, s->o.name, "%s: %s", s->o.records_path, strerror(close_errno));
         if (closed != 0 || s->sinks.records_failed)
             result->output_failed = true; /* records were lost */
     }
@@ -448,6 +449,11 @@ int tw_supervision_finish(tw_supervision *s, tw_report **report, tw_supervision_
     if (tw_live_stall_finding(s->sinks.live, tw_wall_clock(), &stall))
         tw_report_append(*report, &stall);
     return TW_OK;
+}
+
+const tw_run *tw_supervision_run(const tw_supervision *s)
+{
+    return s->sinks.run;
 }
 
 void tw_supervision_write_samples(const tw_supervision *s, const tw_report *report, FILE *out)

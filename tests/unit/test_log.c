@@ -463,6 +463,47 @@ static void async_copies_strings_the_caller_reuses(void **state)
     assert_string_equal(captured.text[9], "m9 k9=m9");
 }
 
+/* A record bigger than a queue cell (a traceback, many fields) is written
+ * whole, as the synchronous path writes it, not cut to the cell. */
+static void async_writes_big_records_whole(void **state)
+{
+    (void)state;
+    tw_logger *l = tw_logger_get("big");
+    capture(l, "%(message)s", false);
+    assert_int_equal(tw_log_async_start(16), TW_OK);
+    enum { LEN = 6000, FIELDS = 30 };
+    char *message = malloc(LEN + 1);
+    for (int i = 0; i < LEN; i++)
+        message[i] = (char)('a' + i % 10);
+    message[LEN] = '\0';
+    char keys[FIELDS][8], values[FIELDS][300];
+    tw_log_field f[FIELDS + 1];
+    for (int i = 0; i < FIELDS; i++) {
+        snprintf(keys[i], sizeof keys[i], "k%d", i);
+        memset(values[i], 'v', sizeof values[i] - 1);
+        values[i][sizeof values[i] - 1] = '\0';
+        f[i] = tw_field_str(keys[i], values[i]);
+    }
+    int64_t shape[] = {4, 3, 224, 224};
+    f[FIELDS] = tw_log_summary("batch", "Tensor", shape, 4, -1);
+    tw_log_write(l, TW_LEVEL_ERROR, "train.py", "step", 7, message, f, FIELDS + 1);
+    memset(message, 'x', LEN); /* the caller reuses its buffers at once */
+    memset(values, 'x', sizeof values);
+    tw_log_flush();
+    assert_int_equal(captured.count, 1);
+    const char *line = captured.text[0];
+    assert_int_equal(strncmp(line, "abcdefghij", 10), 0);
+    assert_null(strchr(line, 'x'));
+    assert_non_null(strstr(line, "k0=vvvv"));
+    char last[16];
+    snprintf(last, sizeof last, " k%d=", FIELDS - 1);
+    assert_non_null(strstr(line, last));
+    assert_non_null(strstr(line, "batch=<Tensor shape=[4,3,224,224]>"));
+    assert_non_null(strstr(line, "224"));
+    assert_true(strlen(line) > LEN + FIELDS * 300);
+    free(message);
+}
+
 /* A binding routes records of its own loggers through one tw_logger:
  * the record carries the name it gives, sync and async. */
 static void write_as_names_the_record_sync_and_async(void **state)
@@ -478,11 +519,18 @@ static void write_as_names_the_record_sync_and_async(void **state)
     snprintf(name, sizeof name, "trainer.async");
     tw_log_write_as(route, name, TW_LEVEL_INFO, "train.py", "step", 9, "async", &f, 1);
     strcpy(name, "overwritten"); /* the queue copied the name */
+    tw_log_field many[20];       /* more fields than a queue cell holds: the record goes whole in one block */
+    for (size_t i = 0; i < 20; i++)
+        many[i] = tw_field_int("n", (int64_t)i);
+    snprintf(name, sizeof name, "trainer.big");
+    tw_log_write_as(route, name, TW_LEVEL_INFO, "train.py", "step", 10, "big", many, 20);
+    strcpy(name, "overwritten");
     tw_log_flush();
-    assert_int_equal(captured.count, 3);
+    assert_int_equal(captured.count, 4);
     assert_string_equal(captured.text[0], "trainer.data load:7 sync step=3");
     assert_string_equal(captured.text[1], "binding.route load:8 own name");
     assert_string_equal(captured.text[2], "trainer.async step:9 async step=3");
+    assert_int_equal(strncmp(captured.text[3], "trainer.big step:10 big n=0 n=1", 31), 0);
 }
 
 /* A traceback after the message: the fields stay on the first line. */
@@ -536,6 +584,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(every_record_once_async, setup_capture, teardown),
         cmocka_unit_test_setup_teardown(a_full_queue_drops_counts_and_says_so, setup_capture, teardown),
         cmocka_unit_test_setup_teardown(async_copies_strings_the_caller_reuses, setup_capture, teardown),
+        cmocka_unit_test_setup_teardown(async_writes_big_records_whole, setup_capture, teardown),
         cmocka_unit_test_setup_teardown(write_as_names_the_record_sync_and_async, setup_capture, teardown),
         cmocka_unit_test_setup_teardown(fields_go_on_the_first_line_of_a_multiline_message, setup_capture, teardown),
         cmocka_unit_test_setup_teardown(ranks_come_from_the_environment, setup_capture, teardown),
