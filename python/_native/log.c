@@ -183,9 +183,32 @@ static int field_add(tw_py_state *st, field_set *fs, PyObject *keyobj, PyObject 
     return 0;
 }
 
+/* Line numbers by (code, instruction): PyFrame_GetLineNumber walks the
+ * code's line table on every call, the largest cost of a direct log call
+ * before this cache. Holds its code objects (released with the router). */
+#define LINE_SLOTS 16
+typedef struct line_cache {
+    PyObject *code;
+    int lasti, line;
+} line_cache;
+
+static int cached_line(line_cache *cache, PyFrameObject *frame, PyCodeObject *code)
+{
+    if (!cache)
+        return PyFrame_GetLineNumber(frame);
+    int lasti = PyFrame_GetLasti(frame);
+    line_cache *slot = &cache[(((uintptr_t)code >> 4) ^ (uintptr_t)lasti) & (LINE_SLOTS - 1)];
+    if (slot->code == (PyObject *)code && slot->lasti == lasti)
+        return slot->line;
+    Py_XSETREF(slot->code, Py_NewRef((PyObject *)code));
+    slot->lasti = lasti;
+    slot->line = PyFrame_GetLineNumber(frame);
+    return slot->line;
+}
+
 /* The caller's file, function and line: the frame calling the C method
  * (up = 0) or the one `up` frames above it. */
-static void call_site(int up, const char **file, const char **func, int *line, PyObject **keep_code)
+static void call_site(line_cache *cache, int up, const char **file, const char **func, int *line, PyObject **keep_code)
 {
     *file = *func = NULL;
     *line = 0;
@@ -202,7 +225,7 @@ static void call_site(int up, const char **file, const char **func, int *line, P
         frame = back;
     }
     PyCodeObject *code = PyFrame_GetCode(frame);
-    *line = PyFrame_GetLineNumber(frame);
+    *line = cached_line(cache, frame, code);
     *file = PyUnicode_AsUTF8(code->co_filename);
     *func = PyUnicode_AsUTF8(code->co_name);
     *keep_code = (PyObject *)code;
@@ -215,6 +238,7 @@ typedef struct router_object {
     PyObject ob_base; /* PyObject_HEAD */
     tw_logger *text, *json;
     int has_text, has_json;
+    line_cache lines[LINE_SLOTS];
 } router_object;
 
 static PyObject *router_new(PyTypeObject *type, PyObject *args, PyObject *kw)
@@ -246,6 +270,8 @@ static void router_dealloc(router_object *self)
 {
     PyTypeObject *type = Py_TYPE(self);
     /* the sinks stay with libtrainwatch until exit (it has no sink removal) */
+    for (size_t i = 0; i < LINE_SLOTS; i++)
+        Py_CLEAR(self->lines[i].code);
     type->tp_free((PyObject *)self);
     Py_DECREF(type);
 }
@@ -504,7 +530,7 @@ static PyObject *router_log(router_object *self, PyObject *const *args, Py_ssize
     if (name && message && !PyErr_Occurred()) {
         const char *file, *func;
         int line;
-        call_site(1, &file, &func, &line, &code);
+        call_site(self->lines, 1, &file, &func, &line, &code);
         if (!PyErr_Occurred())
             route(self, name, level, file, func, line, message, NULL, NULL, &fs);
     }
@@ -535,7 +561,7 @@ static PyObject *router_environment(router_object *self, PyObject *args)
     const char *file, *func;
     int line;
     PyObject *code;
-    call_site(1, &file, &func, &line, &code);
+    call_site(NULL, 1, &file, &func, &line, &code);
     if (PyErr_Occurred()) {
         Py_XDECREF(code);
         return NULL;
@@ -621,7 +647,7 @@ static void fast_log(fast_logger_object *self, int level, PyObject *const *args,
     if (message && !PyErr_Occurred()) {
         const char *file, *func;
         int line;
-        call_site(0, &file, &func, &line, &code);
+        call_site(r->lines, 0, &file, &func, &line, &code);
         if (!PyErr_Occurred())
             route(r, self->cname, level, file, func, line, message, exc, NULL, &fs);
     }
