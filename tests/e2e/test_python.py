@@ -18,6 +18,22 @@ from servers import Prometheus, Pushgateway, free_port, http, wait_until
 PYTHON = "/usr/bin/python3"
 
 
+ECS_NAMES = {"@timestamp": "time", "log.level": "level", "log.logger": "logger", "log.origin.file.name": "file",
+             "log.origin.function": "func", "log.origin.file.line": "line", "host.name": "host",
+             "process.pid": "pid"}
+
+
+def log_record(line):
+    """One JSON line of the logging library (ECS names, trainwatch's own
+    members under "trainwatch"), flattened to short names for the asserts."""
+    rec = json.loads(line)
+    flat = {ECS_NAMES.get(k, k): v for k, v in rec.items() if k not in ("trainwatch", "ecs.version")}
+    assert rec["ecs.version"] and set(ECS_NAMES) - {"log.origin.file.name", "log.origin.function",
+                                                    "log.origin.file.line"} <= set(rec), rec
+    flat.update(rec.get("trainwatch", {}))
+    return flat
+
+
 def py_env(extra=None):
     env = dict(os.environ)
     env["PYTHONPATH"] = str(BUILD / "python")
@@ -97,7 +113,7 @@ def test_ranks_from_the_environment(tmp_path):
     for rank in (0, 1):
         text = (tmp_path / f"train_rank{rank}.log").read_text()
         assert "hello from my rank" in text
-        record = json.loads((tmp_path / f"train_rank{rank}.jsonl").read_text().splitlines()[0])
+        record = log_record((tmp_path / f"train_rank{rank}.jsonl").read_text().splitlines()[0])
         assert record["rank"] == rank and record["world_size"] == 2
     assert not (tmp_path / "train.log").exists()
     assert "hello from my rank" in outs[0] and "a warning" in outs[0]
@@ -117,7 +133,7 @@ def test_redaction_in_text_and_json(tmp_path):
         for secret in ("hunter2", "abc.def.ghi", "hf_secretvalue", "pw123", "bob@example.com"):
             assert secret not in text, (name, secret)
         assert "1234" in text
-    rec = json.loads((tmp_path / "train.jsonl").read_text().splitlines()[0])
+    rec = log_record((tmp_path / "train.jsonl").read_text().splitlines()[0])
     assert rec["hf_token"] == "[REDACTED]" and rec["tokens_per_sec"] == 1234
 
 
@@ -138,7 +154,7 @@ def test_tracebacks_follow_text_and_are_one_json_field(tmp_path):
                      r"(.*\n)*.*KeyError: 'image_0042.jpg'", text)
     lines = (tmp_path / "train.jsonl").read_text().splitlines()
     assert len(lines) == 2
-    err, info = json.loads(lines[0]), json.loads(lines[1])
+    err, info = log_record(lines[0]), log_record(lines[1])
     assert err["message"] == "batch failed" and err["step"] == 7
     assert err["exception"].startswith("Traceback (most recent call last):")
     assert "in load_batch" in err["exception"] and err["exception"].endswith("KeyError: 'image_0042.jpg'")
@@ -158,7 +174,7 @@ def test_extra_fields_are_typed_and_summaries_replace_content(tmp_path):
                                  "np_int": np.int64(7), "np_float": np.float32(0.5), "lst": [1, 2],
                                  "batch": trainwatch.summary(batch), "meta": trainwatch.summary({"a": 1, "b": 2})})
     """, tmp_path)
-    rec = json.loads((tmp_path / "train.jsonl").read_text())
+    rec = log_record((tmp_path / "train.jsonl").read_text())
     assert rec["n"] == 3 and rec["x"] == 2.5 and rec["ok"] is True and rec["s"] == "text" and rec["none"] is None
     assert rec["big"] == pytest.approx(2.0**80) and rec["np_int"] == 7 and rec["np_float"] == 0.5
     assert rec["lst"] == "[1, 2]"
@@ -250,7 +266,7 @@ def test_log_environment_adds_python_and_numpy(tmp_path):
         log = trainwatch.setup_logger("trainer", log_file=None, json_file="train.jsonl", console_level=None)
         trainwatch.log_environment(log)
     """, tmp_path)
-    rec = json.loads((tmp_path / "train.jsonl").read_text())
+    rec = log_record((tmp_path / "train.jsonl").read_text())
     assert rec["message"] == "environment" and rec["logger"] == "trainer"
     assert rec["func"] == "<module>" and rec["file"].endswith("script.py") and rec["line"] == 4
     assert rec["python"] == "%d.%d.%d" % sys.version_info[:3]
@@ -382,7 +398,7 @@ def test_validation_errors_are_python_exceptions(tmp_path):
         print(err(lambda: c.labels(b="1")))
         print(err(lambda: c.inc()))
         print(err(lambda: c.labels("x").inc(-1)))
-        print(err(lambda: tw.Gauge("six", "doc", list("abcdef"), registry=reg)))
+        print(err(lambda: tw.Gauge("nine", "doc", list("abcdefghi"), registry=reg)))  # over the label limit
         print(err(lambda: tw.Histogram("h", "doc", registry=reg, buckets=[2, 1])))
         print(err(lambda: tw.Histogram("h2", "doc", ["le"], registry=reg)))
         for v in "xyz":
@@ -647,7 +663,7 @@ def test_callback_logs_the_exception_that_ends_training(tmp_path):
            args=["--log-dir", "run", "--json", "--epochs", "1", "--steps-per-epoch", "20", "--fail-at", "9"],
            check=False)
     assert r.returncode == 1 and "RuntimeError: injected failure at step 9" in r.stderr
-    last = json.loads((tmp_path / "run" / "train.jsonl").read_text().splitlines()[-1])
+    last = log_record((tmp_path / "run" / "train.jsonl").read_text().splitlines()[-1])
     assert last["level"] == "ERROR" and last["message"].startswith("training failed at step 8: RuntimeError")
     assert last["exception"].endswith("RuntimeError: injected failure at step 9")
     report, _ = analyze_json(str(tmp_path / "run" / "train.jsonl"))
