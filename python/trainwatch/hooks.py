@@ -1,6 +1,6 @@
 """Training hooks: StepTimer for custom loops, the core of PaddleCallback,
 the NaN guard and the memory-spike warning. They update the trainwatch_*
-series `trainwatch run` exports (labels job and rank: one Grafana dashboard
+series `trainwatch run` exports (labels run and rank: one Grafana dashboard
 serves both) and log step records `trainwatch analyze` reads back (message
 "Step N", fields epoch, global_step, loss, lr, batch_cost, reader_cost, ips,
 max_mem_allocated in MB)."""
@@ -15,11 +15,11 @@ from . import _native
 from .logs import summary
 from .metrics import REGISTRY, Counter, Gauge, Histogram
 
-_LABELS = ("job", "rank")
+_LABELS = ("run", "rank")
 _FAMILIES = {}  # id(registry) -> the families there
 
 
-def _default_job():
+def _default_run():
     name = os.path.basename(sys.argv[0] or "python") or "python"
     return name[:-3] if name.endswith(".py") else name
 
@@ -54,19 +54,19 @@ def _families(registry):
 
 
 class TrainingMetrics:
-    """The trainwatch_* series of one job and rank (handles looked up once)."""
+    """The trainwatch_* series of one run and rank (handles looked up once)."""
 
-    def __init__(self, job=None, registry=REGISTRY):
-        self.job = job or _default_job()
+    def __init__(self, run=None, registry=REGISTRY):
+        self.run = run or _default_run()
         self.rank = str(_native.rank()[0])
         fam = _families(registry)
         self._eval = fam["eval"]
         for key, family in fam.items():
             if key != "eval":
-                setattr(self, key, family.labels(self.job, self.rank))
+                setattr(self, key, family.labels(self.run, self.rank))
 
     def eval_metric(self, name, value):
-        self._eval.labels(self.job, self.rank, name).set(value)
+        self._eval.labels(self.run, self.rank, name).set(value)
 
 
 def _logger(logger):
@@ -89,11 +89,11 @@ class StepRecorder:
     the peak memory by more than memory_spike_bytes at WARNING with the
     inputs' shapes."""
 
-    def __init__(self, logger=None, log_freq=10, metrics=True, job=None, registry=REGISTRY, batch_size=None,
+    def __init__(self, logger=None, log_freq=10, metrics=True, run=None, registry=REGISTRY, batch_size=None,
                  memory_fn=None, memory_spike_bytes=512 << 20, history=5):
         self.logger = _logger(logger)
         self.log_freq = max(int(log_freq), 1)
-        self.metrics = TrainingMetrics(job, registry) if metrics else None
+        self.metrics = TrainingMetrics(run, registry) if metrics else None
         self.batch_size = batch_size
         self.memory_fn = memory_fn
         self.memory_spike_bytes = memory_spike_bytes
@@ -264,9 +264,9 @@ class StepTimer:
     or, without wrapping the loader, ``with timer.step(): ...`` around each
     step (data time is then the gap since the previous step ended)."""
 
-    def __init__(self, logger=None, log_freq=10, metrics=True, job=None, registry=REGISTRY, batch_size=None,
+    def __init__(self, logger=None, log_freq=10, metrics=True, run=None, registry=REGISTRY, batch_size=None,
                  memory_fn=None, memory_spike_bytes=512 << 20):
-        self.recorder = StepRecorder(logger, log_freq, metrics, job, registry, batch_size,
+        self.recorder = StepRecorder(logger, log_freq, metrics, run, registry, batch_size,
                                      memory_fn if memory_fn is not None else _framework_memory(),
                                      memory_spike_bytes)
         self._pending = {}
@@ -339,11 +339,11 @@ class PaddleCallbackCore:
     records and metrics. trainwatch.PaddleCallback adds the paddle base class
     when paddle imports."""
 
-    def __init__(self, logger=None, log_freq=10, metrics=True, job=None, registry=REGISTRY, memory_fn=None,
+    def __init__(self, logger=None, log_freq=10, metrics=True, run=None, registry=REGISTRY, memory_fn=None,
                  memory_spike_bytes=512 << 20):
         self.params = {}
         self.model = None
-        self.recorder = StepRecorder(logger, log_freq, metrics, job, registry, None,
+        self.recorder = StepRecorder(logger, log_freq, metrics, run, registry, None,
                                      memory_fn if memory_fn is not None else _framework_memory(),
                                      memory_spike_bytes)
         self._batch_start = None

@@ -377,7 +377,7 @@ def test_default_registry_passes_promtool_and_has_process_metrics(tmp_path):
     for name in ("process_resident_memory_bytes", "trainwatch_train_loss{", "trainwatch_step_duration_seconds_bucket{",
                  "trainwatch_data_wait_seconds_count{", "trainwatch_python_log_errors_total 0"):
         assert name in r.stdout, name
-    assert re.search(r'^trainwatch_train_step\{job="script",rank="0"\} 4$', r.stdout, re.M), r.stdout
+    assert re.search(r'^trainwatch_train_step\{run="script",rank="0"\} 4$', r.stdout, re.M), r.stdout
 
 
 def test_validation_errors_are_python_exceptions(tmp_path):
@@ -675,16 +675,16 @@ def test_step_timer_context_manager_and_metrics(tmp_path):
         import time, trainwatch
         reg = trainwatch.CollectorRegistry()
         log = trainwatch.setup_logger("trainer", log_file="train.log", console_level=None)
-        timer = trainwatch.StepTimer(log, log_freq=4, job="ctx", registry=reg)
+        timer = trainwatch.StepTimer(log, log_freq=4, run="ctx", registry=reg)
         for i in range(8):
             time.sleep(0.01)                       # between steps: data wait
             with timer.step():
                 time.sleep(0.002)
                 timer.update(loss=2.0 - i * 0.1, samples=16, name="clashes with LogRecord.name")
-        print(reg.get_sample_value("trainwatch_train_step", {"job": "ctx", "rank": "0"}))
-        print(reg.get_sample_value("trainwatch_data_wait_seconds_count", {"job": "ctx", "rank": "0"}))
-        print(reg.get_sample_value("trainwatch_data_wait_seconds_sum", {"job": "ctx", "rank": "0"}))
-        print(reg.get_sample_value("trainwatch_train_loss", {"job": "ctx", "rank": "0"}))
+        print(reg.get_sample_value("trainwatch_train_step", {"run": "ctx", "rank": "0"}))
+        print(reg.get_sample_value("trainwatch_data_wait_seconds_count", {"run": "ctx", "rank": "0"}))
+        print(reg.get_sample_value("trainwatch_data_wait_seconds_sum", {"run": "ctx", "rank": "0"}))
+        print(reg.get_sample_value("trainwatch_train_loss", {"run": "ctx", "rank": "0"}))
     """, tmp_path)
     step, count, wait_sum, loss = (float(x) for x in r.stdout.split())
     assert step == 8 and count == 8 and loss == pytest.approx(1.3)
