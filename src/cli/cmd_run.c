@@ -55,8 +55,8 @@ static void usage(FILE *out)
             "  --separate-stderr           keep CMD's stderr apart from its stdout (two pipes; their lines\n"
             "                              may then interleave out of order in the log and the parse)\n"
             "  --report FILE               write the final diagnosis as JSON\n"
-            "  --pushgateway URL           push the final metrics (grouping job, rank, instance)\n\n%s",
-            tw_cli_alerts_usage);
+            "  --pushgateway URL           push the final metrics (grouping job, rank, instance)\n\n%s\n%s",
+            tw_cli_discovery_usage, tw_cli_alerts_usage);
 }
 
 static int env_rank(void)

@@ -51,8 +51,8 @@ static void usage(FILE *out)
             "  --stall-after SECONDS       warn when no step arrives for this long (default: 10x the\n"
             "                              usual step interval, at least 60)\n"
             "  --duration SECONDS          stop after this long (default: until a signal)\n"
-            "  --json                      print the final diagnosis as JSON\n\n%s",
-            tw_cli_alerts_usage);
+            "  --json                      print the final diagnosis as JSON\n\n%s\n%s",
+            tw_cli_discovery_usage, tw_cli_alerts_usage);
 }
 
 static int parse(int argc, char **argv, watch_options *o)

@@ -8,6 +8,13 @@
 
 #include "cli.h"
 
+const char tw_cli_discovery_usage[] =
+    "discovery (Prometheus file_sd_configs; see docs/fleet.md):\n"
+    "  --sd-file FILE              add this run's target (labels run, rank, host) to this file_sd JSON\n"
+    "                              file shared by the runs of a node; removed at exit\n"
+    "  --sd-job NAME               the job_name of the scrape config reading --sd-file (default\n"
+    "                              trainwatch): this run's own alerts carry it, as Prometheus's do\n";
+
 /* 1: stored; 0: not one of these; -1: a bad value (said). */
 static int store_option(tw_supervision_options *s, const char *command, int code, const char *arg)
 {
@@ -32,6 +39,12 @@ static int store_option(tw_supervision_options *s, const char *command, int code
         return 1;
     case 4:
         return tw_cli_number(command, "stall-after", arg, &s->stall_after) ? -1 : 1;
+    case 5:
+        s->sd_file = arg;
+        return 1;
+    case 6:
+        s->sd_job = arg;
+        return 1;
     default:
         return 0;
     }

@@ -20,7 +20,11 @@
     {"format", 1, 0, TW_CLI_SUPERVISION_OPT}, {"job", 1, 0, TW_CLI_SUPERVISION_OPT + 1},                               \
         {"web.listen-address", 1, 0, TW_CLI_SUPERVISION_OPT + 2},                                                      \
         {"web.config.file", 1, 0, TW_CLI_SUPERVISION_OPT + 3}, {"stall-after", 1, 0, TW_CLI_SUPERVISION_OPT + 4},      \
+        {"sd-file", 1, 0, TW_CLI_SUPERVISION_OPT + 5}, {"sd-job", 1, 0, TW_CLI_SUPERVISION_OPT + 6},                   \
         TW_CLI_ALERT_LONGOPTS
+
+/* Their help lines, for each command's usage. */
+extern const char tw_cli_discovery_usage[];
 
 /* Reads a getopt_long code that is not the command's own: 0 when it was one
  * of these options and is stored; -1 when its value is bad or the option is

@@ -25,6 +25,7 @@
 #include "child.h"
 #include "../log/rotate.h"
 #include "samplers.h"
+#include "sdfile.h"
 #include "sinks.h"
 #include "trainwatch/error.h"
 #include "trainwatch/live.h"
@@ -48,6 +49,8 @@ struct tw_supervision {
     tw_sinks sinks;
     tw_alerts alerts;
     tw_http_server *server;
+    char target[300];  /* host:port as a scraper reaches it */
+    bool in_sd_file;   /* our entry is in o.sd_file */
     int signal_pipe[2];
     command_source *command;
     tw_follower *follower;
@@ -58,6 +61,18 @@ struct tw_supervision {
 
 static int signal_fd = -1; /* the catching supervision's pipe: a handler takes no argument */
 
+/* The /alerts page, on the server's thread (the alerting locks its state). */
+static char *alerts_page(void *arg, const char *path, const char *format, size_t *len, const char **type)
+{
+    tw_supervision *s = arg;
+    tw_alerting *alerting = __atomic_load_n(&s->alerts.alerting, __ATOMIC_ACQUIRE);
+    if (strcmp(path, "/alerts") != 0 || !alerting)
+        return NULL;
+    bool json = format && !strcmp(format, "json");
+    *type = json ? "application/json" : "text/html; charset=utf-8";
+    return tw_alerting_page(alerting, json, len);
+}
+
 /* Starts the metrics server, when serving, and says where it listens (the
  * port bound, also for port 0). */
 static int serve(tw_supervision *s)
@@ -66,6 +81,8 @@ static int serve(tw_supervision *s)
         return TW_OK;
     char err[512], host[256] = "", port[16] = "";
     s->o.http.registry = s->registry;
+    s->o.http.page = alerts_page;
+    s->o.http.page_arg = s;
     int rc = tw_http_start(&s->o.http, &s->server, err, sizeof err);
     if (rc != TW_OK) {
         fprintf(stderr, "trainwatch %s: %s\n", s->o.name, err);
@@ -77,8 +94,42 @@ static int serve(tw_supervision *s)
     bool v6 = strchr(host, ':') != NULL;
     fprintf(stderr, "trainwatch %s: serving /metrics on %s%s%s:%u\n", s->o.name, v6 ? "[" : "", host, v6 ? "]" : "",
             tw_http_port(s->server));
+    /* the address a scraper uses: this host's name when listening on all interfaces */
+    if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::")) {
+        gethostname(host, sizeof host - 1);
+        v6 = false;
+    }
+    snprintf(s->target, sizeof s->target, "%s%s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "", tw_http_port(s->server));
     return TW_OK;
 }
+
+/* Our target into --sd-file, and the alerting that knows how it is scraped. */
+static int announce_and_alert(tw_supervision *s)
+{
+    const tw_supervision_options *o = &s->o;
+    char host[256] = "", rank[16], url[400], err[600];
+    gethostname(host, sizeof host - 1);
+    snprintf(rank, sizeof rank, "%d", o->rank);
+    snprintf(url, sizeof url, "http://%s/alerts", s->target);
+    /* the file_sd labels, then what the scrape adds: job and instance */
+    tw_alert_label labels[] = {{"host", host}, {"rank", rank}, {"run", o->job ? o->job : "trainwatch"},
+                               {"job", o->sd_job ? o->sd_job : "trainwatch"}, {"instance", s->target}};
+    tw_alerts_target target = {.page_url = s->server ? url : NULL};
+    if (o->sd_file && s->server) {
+        int rc = tw_sdfile_add(o->sd_file, s->target, labels, 3, getpid(), err, sizeof err);
+        if (rc != TW_OK) {
+            fprintf(stderr, "trainwatch %s: --sd-file %s\n", o->name, err);
+            return rc;
+        }
+        s->in_sd_file = true;
+        target = (tw_alerts_target){.labels = labels, .label_count = 5, .honor_labels = true, .page_url = url};
+    } else if (o->sd_file) {
+        fprintf(stderr, "trainwatch %s: --sd-file needs /metrics served (not --web.listen-address none)\n", o->name);
+        return TW_EUSAGE;
+    }
+    return tw_alerts_start(&s->alerts, &o->alerts, o->name, s->registry, &target);
+}
+
 
 int tw_supervision_new(const tw_supervision_options *o, tw_supervision **out)
 {
@@ -98,8 +149,6 @@ int tw_supervision_new(const tw_supervision_options *o, tw_supervision **out)
     }
     if (rc == TW_OK && pipe2(s->signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
         rc = tw_status_from_errno(errno);
-    if (rc == TW_OK)
-        rc = tw_alerts_start(&s->alerts, &o->alerts, o->name, s->registry);
     s->sinks.records_path = o->records_path;
     if (rc == TW_OK && o->records_path && !(s->sinks.records = fopen(o->records_path, "a"))) {
         fprintf(stderr, "trainwatch %s: %s: %s\n", o->name, o->records_path, strerror(errno));
@@ -107,6 +156,8 @@ int tw_supervision_new(const tw_supervision_options *o, tw_supervision **out)
     }
     if (rc == TW_OK)
         rc = serve(s);
+    if (rc == TW_OK)
+        rc = announce_and_alert(s);
     if (rc != TW_OK) {
         tw_supervision_free(s);
         return rc;
@@ -131,10 +182,16 @@ void tw_supervision_free(tw_supervision *s)
 {
     if (!s)
         return;
+    if (s->in_sd_file) {
+        char err[600];
+        if (tw_sdfile_remove(s->o.sd_file, getpid(), err, sizeof err) != TW_OK)
+            fprintf(stderr, "trainwatch %s: --sd-file %s\n", s->o.name, err);
+    }
+    tw_http_stop(s->server);
+    s->server = NULL;
     tw_alerts_free(&s->alerts);
     command_free(s->command);
     tw_follower_close(s->follower);
-    tw_http_stop(s->server);
     if (s->sinks.records)
         fclose(s->sinks.records);
     tw_live_free(s->sinks.live);
