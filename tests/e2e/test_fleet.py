@@ -356,3 +356,27 @@ def test_fleet_alerts_arrive_once_and_resolve_when_runs_end(tmp_path, procs):
         assert all(entries(tmp_path / f"node{i}.json") == [] for i in range(4))
     finally:
         hook.stop()
+
+
+# ---- Kubernetes examples ------------------------------------------------------------------
+
+def test_kubernetes_sidecar_runs_as_written_and_the_podmonitor_selects_it(tmp_path):
+    import yaml
+    pod = yaml.safe_load((SOURCE / "examples" / "kubernetes" / "training-pod.yaml").read_text())
+    monitor = yaml.safe_load((SOURCE / "examples" / "kubernetes" / "podmonitor.yaml").read_text())
+    sidecar = [c for c in pod["spec"]["containers"] if c["name"] == "trainwatch"][0]
+    # the PodMonitor's selector and port name the sidecar's
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert monitor["spec"]["podMetricsEndpoints"][0]["port"] in [p["name"] for p in sidecar["ports"]]
+    port = str(sidecar["ports"][0]["containerPort"])
+    assert pod["metadata"]["annotations"]["prometheus.io/port"] == port
+    # the sidecar's arguments, run here on a log in the shared volume's place
+    (tmp_path / "train.log").write_text("".join(
+        f"[2026/12/02 18:22:15] ppocr INFO: epoch: [1/1], global_step: {s}, lr: 0.100000, loss: 2.5, "
+        f"avg_reader_cost: 0.01 s, avg_batch_cost: 0.02 s, ips: 100.0 samples/s\n" for s in range(1, 6)))
+    args = [a.replace("/logs", str(tmp_path)).replace(":" + port, "127.0.0.1:0") for a in sidecar["args"]]
+    args = [str(tmp_path / "train.log") if a.endswith("*.log") else a for a in args]
+    r = run(["trainwatch", *args, "--duration", "1"])
+    assert r.returncode == 0, r.stderr
+    assert "5 lines from 1 files" in r.stderr and "serving /metrics on 127.0.0.1:" in r.stderr
+    assert "step 1 -> 5" in r.stdout, r.stdout
