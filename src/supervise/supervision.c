@@ -50,6 +50,7 @@ struct tw_supervision {
     tw_alerts alerts;
     tw_http_server *server;
     char target[300];  /* host:port as a scraper reaches it */
+    char serving[300]; /* host:port as bound */
     bool in_sd_file;   /* our entry is in o.sd_file */
     int signal_pipe[2];
     command_source *command;
@@ -73,8 +74,8 @@ static char *alerts_page(void *arg, const char *path, const char *format, size_t
     return tw_alerting_page(alerting, json, len);
 }
 
-/* Starts the metrics server, when serving, and says where it listens (the
- * port bound, also for port 0). */
+/* Starts the metrics server, when serving, and notes where it listens (the
+ * port bound, also for port 0; said once the supervision is ready). */
 static int serve(tw_supervision *s)
 {
     if (!s->o.serve)
@@ -92,8 +93,7 @@ static int serve(tw_supervision *s)
     if (tw_parse_listen_address(address, host, sizeof host, port, sizeof port) != 0 || !host[0])
         snprintf(host, sizeof host, "0.0.0.0");
     bool v6 = strchr(host, ':') != NULL;
-    fprintf(stderr, "trainwatch %s: serving /metrics on %s%s%s:%u\n", s->o.name, v6 ? "[" : "", host, v6 ? "]" : "",
-            tw_http_port(s->server));
+    snprintf(s->serving, sizeof s->serving, "%s%s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "", tw_http_port(s->server));
     /* the address a scraper uses: this host's name when listening on all interfaces */
     if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::")) {
         gethostname(host, sizeof host - 1);
@@ -158,6 +158,8 @@ int tw_supervision_new(const tw_supervision_options *o, tw_supervision **out)
         rc = serve(s);
     if (rc == TW_OK)
         rc = announce_and_alert(s);
+    if (rc == TW_OK && s->server) /* said once everything is ready to start */
+        fprintf(stderr, "trainwatch %s: serving /metrics on %s\n", o->name, s->serving);
     if (rc != TW_OK) {
         tw_supervision_free(s);
         return rc;
