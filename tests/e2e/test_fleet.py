@@ -98,6 +98,22 @@ def test_sd_file_runs_are_discovered_scraped_and_removed(tmp_path, procs):
     assert entries(sd) == []
 
 
+def test_sd_file_writers_started_at_once_lose_no_entry(tmp_path):
+    """Eight runs started together on one file: the lock serializes their
+    rewrites, so every target is there, and gone once they end."""
+    sd = tmp_path / "node.json"
+    procs_ = [subprocess.Popen([binary("trainwatch"), "run", "--web.listen-address", "127.0.0.1:0", "--sd-file", sd,
+                                "--", "sleep", "3"], stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    wait_until(lambda: len(entries(sd)) == 8, timeout=30, what="eight entries")
+    assert len({g["targets"][0] for g in entries(sd)}) == 8
+    assert {g["labels"]["__meta_trainwatch_pid"] for g in entries(sd)} == {str(p.pid) for p in procs_}
+    for p in procs_:
+        p.communicate(timeout=60)
+        assert p.returncode == 0
+    assert entries(sd) == []
+    assert not list(tmp_path.glob("node.json.tmp.*"))
+
+
 def test_sd_file_in_another_shape_is_refused_before_the_command(tmp_path):
     sd = tmp_path / "hand.json"
     sd.write_text('[\n  {\n    "targets": ["x:1"]\n  }\n]\n')
