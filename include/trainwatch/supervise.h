@@ -95,6 +95,7 @@ typedef struct tw_supervision_options {
      * honor_labels: true, as `trainwatch prometheus-config` prints). */
     const char *sd_file;
     const char *sd_job; /* NULL: "trainwatch" */
+    bool sd_without_rank; /* no rank label in the entry (watch: files of any rank) */
 } tw_supervision_options;
 
 typedef struct tw_supervision tw_supervision;

@@ -130,7 +130,7 @@ static int finish(tw_supervision *sup, const watch_options *o)
 
 static int run(int argc, char **argv)
 {
-    watch_options o = {.sup = {.name = "watch", .serve = true, .job = "watch"}};
+    watch_options o = {.sup = {.name = "watch", .serve = true, .job = "watch", .sd_without_rank = true}};
     int first = parse(argc, argv, &o);
     if (first < 0)
         return TW_EXIT_USAGE;

@@ -112,17 +112,20 @@ static int announce_and_alert(tw_supervision *s)
     snprintf(rank, sizeof rank, "%d", o->rank);
     snprintf(url, sizeof url, "http://%s/alerts", s->target);
     /* the file_sd labels, then what the scrape adds: job and instance */
-    tw_alert_label labels[] = {{"host", host}, {"rank", rank}, {"run", o->job ? o->job : "trainwatch"},
+    tw_alert_label labels[] = {{"host", host}, {"run", o->job ? o->job : "trainwatch"}, {"rank", rank},
                                {"job", o->sd_job ? o->sd_job : "trainwatch"}, {"instance", s->target}};
+    size_t sd_count = o->sd_without_rank ? 2 : 3;
+    if (o->sd_without_rank) /* the file_sd labels first, then job and instance */
+        labels[2] = labels[3], labels[3] = labels[4];
     tw_alerts_target target = {.page_url = s->server ? url : NULL};
     if (o->sd_file && s->server) {
-        int rc = tw_sdfile_add(o->sd_file, s->target, labels, 3, getpid(), err, sizeof err);
+        int rc = tw_sdfile_add(o->sd_file, s->target, labels, sd_count, getpid(), err, sizeof err);
         if (rc != TW_OK) {
             fprintf(stderr, "trainwatch %s: --sd-file %s\n", o->name, err);
             return rc;
         }
         s->in_sd_file = true;
-        target = (tw_alerts_target){.labels = labels, .label_count = 5, .honor_labels = true, .page_url = url};
+        target = (tw_alerts_target){.labels = labels, .label_count = sd_count + 2, .honor_labels = true, .page_url = url};
     } else if (o->sd_file) {
         fprintf(stderr, "trainwatch %s: --sd-file needs /metrics served (not --web.listen-address none)\n", o->name);
         return TW_EUSAGE;
