@@ -396,3 +396,11 @@ def test_kubernetes_sidecar_runs_as_written_and_the_podmonitor_selects_it(tmp_pa
     assert r.returncode == 0, r.stderr
     assert "5 lines from 1 files" in r.stderr and "serving /metrics on 127.0.0.1:" in r.stderr
     assert "step 1 -> 5" in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("value", ["cluster", "9x=1", "a-b=1", "=v", "cluster="])
+def test_external_label_must_be_name_value(tmp_path, value):
+    r = run(["trainwatch", "run", "--web.listen-address", "none", "--external-label", value, "--", "touch",
+             tmp_path / "started"])
+    assert r.returncode == 2 and f"--external-label '{value}': expected NAME=VALUE" in r.stderr, r.stderr
+    assert not (tmp_path / "started").exists()
