@@ -27,6 +27,7 @@ CHECK_PACKAGES=(
   clang libclang-rt-14-dev llvm
   python3-pytest valgrind
   mtail wrk python3-prometheus-client libspdlog-dev
+  chromium
 )
 SERVER_PACKAGES=(prometheus prometheus-pushgateway prometheus-alertmanager)
 SERVICES=(prometheus prometheus-pushgateway prometheus-alertmanager prometheus-node-exporter)

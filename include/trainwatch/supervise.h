@@ -84,6 +84,7 @@ typedef struct tw_supervision_options {
     const char *job;         /* the job label */
     int rank;                /* the rank of a command's output and samples */
     const tw_format *format; /* NULL: detect */
+    struct tw_user_formats *user_formats; /* --pattern / --formats, borrowed; NULL: none */
     double stall_after;      /* seconds; 0: derived from the step interval */
     bool serve;              /* serve /metrics with http */
     tw_http_options http;    /* its registry is the supervision's */
@@ -147,6 +148,10 @@ typedef struct tw_supervision_result {
 /* Ends the run and diagnoses it: *report (the caller frees it), and for a
  * command its status. */
 int tw_supervision_finish(tw_supervision *s, tw_report **report, tw_supervision_result *result);
+
+/* The run the records went to (what the diagnosis was made from), borrowed
+ * until tw_supervision_free; for the HTML report's charts. */
+const tw_run *tw_supervision_run(const tw_supervision *s);
 
 /* The end-of-run lines of sampling (process tree, GPUs) under the report. */
 void tw_supervision_write_samples(const tw_supervision *s, const tw_report *report, FILE *out);

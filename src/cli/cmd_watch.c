@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "../core/clock.h"
+#include "../core/say.h"
 #include "../core/stream.h"
 #include "cli.h"
 #include "supervision.h"
@@ -44,12 +45,17 @@ static void usage(FILE *out)
             "  --state FILE                remember positions across restarts (written atomically)\n"
             "  --records FILE              also append the records as JSON lines (exactly once with --state)\n"
             "  --format NAME               use this log format (see trainwatch formats)\n"
+            "  --pattern REGEX             a line format of your own (PCRE2 named groups: step, loss,\n"
+            "                              lr, epoch, step_time, data_time, others are metrics)\n"
+            "  --formats FILE              line formats of your own from a YAML file\n"
             "  --job NAME                  the job label of the metrics (default: watch)\n"
             "  --web.listen-address ADDR   serve /metrics here (default " TW_HTTP_DEFAULT_ADDRESS
             "; 'none': do not serve)\n"
             "  --web.config.file FILE      TLS and basic auth, exporter-toolkit format\n"
             "  --stall-after SECONDS       warn when no step arrives for this long (default: 10x the\n"
             "                              usual step interval, at least 60)\n"
+            "  --log.level LEVEL           trainwatch's own messages: debug, info (default), warn, error\n"
+            "  --log.format FORMAT         ... as text (default), logfmt or json lines on stderr\n"
             "  --duration SECONDS          stop after this long (default: until a signal)\n"
             "  --json                      print the final diagnosis as JSON\n\n%s\n%s",
             tw_cli_discovery_usage, tw_cli_alerts_usage);
@@ -90,7 +96,7 @@ static int parse(int argc, char **argv, watch_options *o)
         }
     }
     if (optind >= argc) {
-        fprintf(stderr, "trainwatch watch: no files to follow\n");
+        tw_say(TW_SAY_ERROR, "watch", "no files to follow");
         return -1;
     }
     return optind;
@@ -104,7 +110,7 @@ static int finish(tw_supervision *sup, const watch_options *o)
     int rc = tw_supervision_finish(sup, &report, &result);
     const tw_follow_stats *st = tw_supervision_follow_stats(sup);
     if (st)
-        fprintf(stderr, "trainwatch watch: %llu lines from %llu files (%llu rotations, %llu truncations%s)\n",
+        tw_say(TW_SAY_INFO, "watch", "%llu lines from %llu files (%llu rotations, %llu truncations%s)",
                 (unsigned long long)st->lines, (unsigned long long)st->files, (unsigned long long)st->rotations,
                 (unsigned long long)st->truncations, st->inotify ? "" : ", polling");
     if (rc != TW_OK)
@@ -122,7 +128,7 @@ static int finish(tw_supervision *sup, const watch_options *o)
         status = TW_EXIT_USAGE; /* records were lost: the status says so too */
     tw_report_free(report);
     if (tw_stream_flush(stdout) != 0) {
-        fprintf(stderr, "trainwatch watch: could not write the report to standard output: %s\n", strerror(errno));
+        tw_say(TW_SAY_ERROR, "watch", "could not write the report to standard output: %s", strerror(errno));
         return TW_EXIT_USAGE;
     }
     return status;
@@ -130,6 +136,7 @@ static int finish(tw_supervision *sup, const watch_options *o)
 
 static int run(int argc, char **argv)
 {
+    tw_cli_say_as("watch");
     watch_options o = {.sup = {.name = "watch", .serve = true, .job = "watch", .sd_without_rank = true}};
     int first = parse(argc, argv, &o);
     if (first < 0)

@@ -1,8 +1,10 @@
 /*
- * supervision.h: the options `run` and `watch` share: the log format, the
+ * supervision.h: the options `run` and `watch` share: the log format (and
+ * --pattern / --formats), the
  * job label, where and how the metrics are served (--web.listen-address,
- * --web.config.file), the stall threshold, and the alerting options of
- * alerts.h, read into the supervision's options (trainwatch/supervise.h).
+ * --web.config.file), the stall threshold, the level and format of
+ * trainwatch's own messages (--log.level, --log.format: core/say.h, set
+ * as soon as read), and the alerting options of alerts.h, read into the supervision's options (trainwatch/supervise.h).
  * Each command reads its own options around them.
  */
 #ifndef TW_CLI_SUPERVISION_H
@@ -20,10 +22,16 @@
     {"format", 1, 0, TW_CLI_SUPERVISION_OPT}, {"job", 1, 0, TW_CLI_SUPERVISION_OPT + 1},                               \
         {"web.listen-address", 1, 0, TW_CLI_SUPERVISION_OPT + 2},                                                      \
         {"web.config.file", 1, 0, TW_CLI_SUPERVISION_OPT + 3}, {"stall-after", 1, 0, TW_CLI_SUPERVISION_OPT + 4},      \
-        {"sd-file", 1, 0, TW_CLI_SUPERVISION_OPT + 5}, {"sd-job", 1, 0, TW_CLI_SUPERVISION_OPT + 6},                   \
+        {"log.level", 1, 0, TW_CLI_SUPERVISION_OPT + 20}, {"log.format", 1, 0, TW_CLI_SUPERVISION_OPT + 21},           \
+        {"pattern", 1, 0, TW_CLI_SUPERVISION_OPT + 5}, {"formats", 1, 0, TW_CLI_SUPERVISION_OPT + 6},                  \
+        {"sd-file", 1, 0, TW_CLI_SUPERVISION_OPT + 7}, {"sd-job", 1, 0, TW_CLI_SUPERVISION_OPT + 8},                   \
         TW_CLI_ALERT_LONGOPTS
 
-/* Their help lines, for each command's usage. */
+/* Sets up trainwatch's own messages as coming from command (text prefixes
+ * them "trainwatch COMMAND: "), before any option is read. */
+void tw_cli_say_as(const char *command);
+
+/* The discovery options' help lines, for each command's usage. */
 extern const char tw_cli_discovery_usage[];
 
 /* Reads a getopt_long code that is not the command's own: 0 when it was one

@@ -56,10 +56,18 @@ bool tw_findings_healthy(const tw_finding *items, int count);
 void tw_launch_spans(const tw_run *run, tw_report *report);
 int tw_report_select(const tw_run *run, tw_report *report);
 
+/* health.c: the report's and each launch's health score; the summary's
+ * "health" line; the JSON object (docs/analysis-json.md). */
+void tw_health_report(tw_report *r);
+/* Each rank's score in the launch shown (report->rank_health). */
+int tw_health_ranks(const tw_run *run, tw_report *r);
+void tw_health_text(const tw_health *h, char *buf, size_t cap);
+void tw_health_write_json(FILE *out, const tw_health *h);
+
 /* The rules, by theme. */
 extern const tw_rule tw_rule_data_bound, tw_rule_nan, tw_rule_spikes, tw_rule_divergence, tw_rule_plateau,
     tw_rule_stalls, tw_rule_jitter, tw_rule_throughput, tw_rule_memory, tw_rule_oom, tw_rule_exceptions, tw_rule_exits,
     tw_rule_incomplete, tw_rule_restarts, tw_rule_straggler, tw_rule_rank_stopped, tw_rule_epoch_start,
-    tw_rule_memory_spike, tw_rule_eval_contradiction, tw_rule_ranks_over_limit;
+    tw_rule_memory_spike, tw_rule_eval_contradiction, tw_rule_ranks_over_limit, tw_rule_gpu;
 
 #endif

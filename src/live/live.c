@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../core/say.h"
 #include "trainwatch/error.h"
 
 #define RANKS_MAX  65536
@@ -152,17 +153,18 @@ unsigned long tw_live_warnings(const tw_live *l)
 static void warn(tw_live *l, int rank, const tw_record *r, const char *fmt, ...)
 {
     l->warning_count++;
-    if (!l->warnings)
+    if (!l->warnings || !tw_say_enabled(TW_SAY_WARN))
         return;
-    fprintf(l->warnings, "trainwatch: %s rank %d: ", l->job, rank < 0 ? 0 : rank);
+    char what[512];
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(l->warnings, fmt, ap);
+    vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     if (r && r->source.file)
-        fprintf(l->warnings, " (%s:%llu)", r->source.file, (unsigned long long)r->source.line);
-    fputc('\n', l->warnings);
-    fflush(l->warnings);
+        tw_say_to(l->warnings, TW_SAY_WARN, "live", "%s rank %d: %s (%s:%llu)", l->job, rank < 0 ? 0 : rank, what,
+                  r->source.file, (unsigned long long)r->source.line);
+    else
+        tw_say_to(l->warnings, TW_SAY_WARN, "live", "%s rank %d: %s", l->job, rank < 0 ? 0 : rank, what);
 }
 
 /* The series of these labels, or NULL when refused (counted by the registry). */
@@ -395,6 +397,8 @@ static void on_event(tw_live *l, live_rank *s, const tw_record *r)
 void tw_live_record(void *arg, const tw_record *r)
 {
     tw_live *l = arg;
+    if (r->kind == TW_REC_LINE)
+        return; /* the template miner's (analyze), never a rank's progress */
     live_rank *s = rank_state(l, r->rank);
     if (!s)
         return;
@@ -413,6 +417,8 @@ void tw_live_record(void *arg, const tw_record *r)
         break;
     case TW_REC_EVENT:
         on_event(l, s, r);
+        break;
+    case TW_REC_LINE: /* the template miner's, not asked for here */
         break;
     }
 }

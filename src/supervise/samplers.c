@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/say.h"
 #include "gpu.h"
 #include "proctree.h"
 #include "trainwatch/error.h"
@@ -79,7 +80,7 @@ static int gpu_metrics_init(tw_registry *r, const char *name, const char *job, i
 {
     char why[512];
     if (tw_gpu_open(NULL, &g->gpu, why, sizeof why) != TW_OK) {
-        fprintf(stderr, "trainwatch %s: no GPU metrics: %s\n", name, why);
+        tw_say(TW_SAY_INFO, name, "no GPU metrics: %s", why);
         return TW_OK; /* no GPU is not an error */
     }
     g->count = tw_gpu_count(g->gpu) < GPUS_MAX ? tw_gpu_count(g->gpu) : GPUS_MAX;
@@ -120,7 +121,7 @@ static int gpu_metrics_init(tw_registry *r, const char *name, const char *job, i
         if (rc != TW_OK)
             return rc;
     }
-    fprintf(stderr, "trainwatch %s: sampling %u GPU(s) through NVML\n", name, g->count);
+    tw_say(TW_SAY_INFO, name, "sampling %u GPU(s) through NVML", g->count);
     return TW_OK;
 }
 

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/say.h"
 #include "trainwatch/record_json.h"
 
 static void records_failed(tw_sinks *s, int err)
@@ -19,9 +20,9 @@ static void records_failed(tw_sinks *s, int err)
     if (s->records_failed)
         return;
     s->records_failed = true;
-    fprintf(stderr,
-            "trainwatch: %s: %s: no more records are written; the state file stays at the last record "
-            "written (restart to go on from there)\n",
+    tw_say(TW_SAY_ERROR, NULL,
+           "%s: %s: no more records are written; the state file stays at the last record "
+            "written (restart to go on from there)",
             s->records_path ? s->records_path : "records", strerror(err ? err : EIO));
 }
 

@@ -21,8 +21,11 @@
 #include <unistd.h>
 
 #include "../core/clock.h"
+#include "../core/say.h"
+#include "../parse/user_formats.h"
 #include "alerting.h"
 #include "child.h"
+#include "health.h"
 #include "../log/rotate.h"
 #include "samplers.h"
 #include "sdfile.h"
@@ -58,6 +61,7 @@ struct tw_supervision {
     tw_follow_stats follow_stats;
     bool followed; /* the source was files (their statistics stay after finish) */
     bool stop;
+    tw_health_gauge health; /* trainwatch_health_score */
 };
 
 static int signal_fd = -1; /* the catching supervision's pipe: a handler takes no argument */
@@ -86,7 +90,7 @@ static int serve(tw_supervision *s)
     s->o.http.page_arg = s;
     int rc = tw_http_start(&s->o.http, &s->server, err, sizeof err);
     if (rc != TW_OK) {
-        fprintf(stderr, "trainwatch %s: %s\n", s->o.name, err);
+        tw_say(TW_SAY_ERROR, s->o.name, "%s", err);
         return rc;
     }
     const char *address = s->o.http.listen_address ? s->o.http.listen_address : TW_HTTP_DEFAULT_ADDRESS;
@@ -121,13 +125,13 @@ static int announce_and_alert(tw_supervision *s)
     if (o->sd_file && s->server) {
         int rc = tw_sdfile_add(o->sd_file, s->target, labels, sd_count, getpid(), err, sizeof err);
         if (rc != TW_OK) {
-            fprintf(stderr, "trainwatch %s: --sd-file %s\n", o->name, err);
+            tw_say(TW_SAY_ERROR, o->name, "--sd-file %s", err);
             return rc;
         }
         s->in_sd_file = true;
         target = (tw_alerts_target){.labels = labels, .label_count = sd_count + 2, .honor_labels = true, .page_url = url};
     } else if (o->sd_file) {
-        fprintf(stderr, "trainwatch %s: --sd-file needs /metrics served (not --web.listen-address none)\n", o->name);
+        tw_say(TW_SAY_ERROR, o->name, "--sd-file needs /metrics served (not --web.listen-address none)");
         return TW_EUSAGE;
     }
     return tw_alerts_start(&s->alerts, &o->alerts, o->name, s->registry, &target);
@@ -150,11 +154,13 @@ int tw_supervision_new(const tw_supervision_options *o, tw_supervision **out)
             .registry = s->registry, .job = o->job, .stall_after = o->stall_after, .warnings = stderr};
         rc = tw_live_new(&lo, &s->sinks.live);
     }
+    if (rc == TW_OK)
+        rc = tw_health_gauge_init(&s->health, s->registry, s->o.job);
     if (rc == TW_OK && pipe2(s->signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
         rc = tw_status_from_errno(errno);
     s->sinks.records_path = o->records_path;
     if (rc == TW_OK && o->records_path && !(s->sinks.records = fopen(o->records_path, "a"))) {
-        fprintf(stderr, "trainwatch %s: %s: %s\n", o->name, o->records_path, strerror(errno));
+        tw_say(TW_SAY_ERROR, o->name, "%s: %s", o->records_path, strerror(errno));
         rc = tw_status_from_errno(errno);
     }
     if (rc == TW_OK)
@@ -162,7 +168,7 @@ int tw_supervision_new(const tw_supervision_options *o, tw_supervision **out)
     if (rc == TW_OK)
         rc = announce_and_alert(s);
     if (rc == TW_OK && s->server) /* said once everything is ready to start */
-        fprintf(stderr, "trainwatch %s: serving /metrics on %s\n", o->name, s->serving);
+        tw_say(TW_SAY_INFO, o->name, "serving /metrics on %s", s->serving);
     if (rc != TW_OK) {
         tw_supervision_free(s);
         return rc;
@@ -190,7 +196,7 @@ void tw_supervision_free(tw_supervision *s)
     if (s->in_sd_file) {
         char err[600];
         if (tw_sdfile_remove(s->o.sd_file, getpid(), err, sizeof err) != TW_OK)
-            fprintf(stderr, "trainwatch %s: --sd-file %s\n", s->o.name, err);
+            tw_say(TW_SAY_ERROR, s->o.name, "--sd-file %s", err);
     }
     tw_http_stop(s->server);
     s->server = NULL;
@@ -252,10 +258,10 @@ static void log_output(tw_supervision *s, const char *buf, size_t n)
     tw_rotating_write(log, buf, n);
     bool failing = tw_rotating_failing(log);
     if (failing && !was_failing)
-        fprintf(stderr, "trainwatch %s: writing %s: %s; lines are dropped until it can be written again\n", s->o.name,
+        tw_say(TW_SAY_ERROR, s->o.name, "writing %s: %s; lines are dropped until it can be written again",
                 s->command->o.log_file, tw_rotating_error(log));
     else if (was_failing && !failing)
-        fprintf(stderr, "trainwatch %s: writing %s works again (%llu bytes dropped so far)\n", s->o.name,
+        tw_say(TW_SAY_INFO, s->o.name, "writing %s works again (%llu bytes dropped so far)",
                 s->command->o.log_file, (unsigned long long)tw_rotating_dropped(log));
 }
 
@@ -287,7 +293,7 @@ int tw_supervision_spawn(tw_supervision *s, const tw_command_options *o, int *st
     c->o = *o;
     const char *cmd = o->argv[0];
     if (o->log_file && tw_rotating_open(o->log_file, o->log_max_bytes, o->log_backups, &c->log) != TW_OK) {
-        fprintf(stderr, "trainwatch %s: %s: %s (not starting %s)\n", s->o.name, o->log_file, strerror(errno), cmd);
+        tw_say(TW_SAY_ERROR, s->o.name, "%s: %s (not starting %s)", o->log_file, strerror(errno), cmd);
         return TW_EUSAGE;
     }
     int rc = TW_OK;
@@ -297,12 +303,14 @@ int tw_supervision_spawn(tw_supervision *s, const tw_command_options *o, int *st
         const char *name = o->log_file ? o->log_file : (i == 0 ? "<stdout>" : "<stderr>");
         if (i == 0 || o->separate_stderr)
             rc = tw_parser_new(&c->parsers[i], name, s->o.format, s->o.rank);
+        if (rc == TW_OK && c->parsers[i])
+            tw_parser_set_user_formats(c->parsers[i], s->o.user_formats);
     }
     if (rc != TW_OK)
         return rc;
     rc = tw_child_start(o->argv, o->separate_stderr, &c->child, start_errno);
     if (rc != TW_OK) {
-        fprintf(stderr, "trainwatch %s: %s: %s\n", s->o.name, cmd, strerror(*start_errno));
+        tw_say(TW_SAY_ERROR, s->o.name, "%s: %s", cmd, strerror(*start_errno));
         return rc;
     }
     c->last_sample = tw_monotonic_clock();
@@ -358,7 +366,7 @@ static bool command_tick(tw_supervision *s, double wait)
         c->exited_at = t;
     }
     if (!c->exited && c->o.kill_after > 0 && c->forwarded_at > 0 && t - c->forwarded_at >= c->o.kill_after) {
-        fprintf(stderr, "trainwatch %s: %s still running %.0f s after the signal: killing it\n", s->o.name,
+        tw_say(TW_SAY_WARN, s->o.name, "%s still running %.0f s after the signal: killing it",
                 c->o.argv[0], c->o.kill_after);
         tw_child_forward(c->child, SIGKILL);
         c->forwarded_at = -1e18;
@@ -381,7 +389,7 @@ static void raise_descriptor_limit(const char *name)
         return;
     rl.rlim_cur = rl.rlim_max;
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
-        fprintf(stderr, "trainwatch %s: raising the open-files limit: %s\n", name, strerror(errno));
+        tw_say(TW_SAY_WARN, name, "raising the open-files limit: %s", strerror(errno));
 }
 
 int tw_supervision_follow(tw_supervision *s, tw_follow_options *f)
@@ -389,12 +397,13 @@ int tw_supervision_follow(tw_supervision *s, tw_follow_options *f)
     char err[512];
     raise_descriptor_limit(s->o.name);
     f->format = s->o.format;
+    f->user_formats = s->o.user_formats;
     f->warnings = stderr;
     f->sink = (tw_record_sink){tw_sinks_record, &s->sinks, tw_sinks_commit, tw_sinks_restore};
     int rc = tw_follower_open(f, &s->follower, err, sizeof err);
     s->followed = rc == TW_OK;
     if (rc != TW_OK)
-        fprintf(stderr, "trainwatch %s: %s\n", s->o.name, err);
+        tw_say(TW_SAY_ERROR, s->o.name, "%s", err);
     return rc;
 }
 
@@ -410,6 +419,7 @@ static bool follow_tick(tw_supervision *s, double wait)
 
 bool tw_supervision_tick(tw_supervision *s, double wait)
 {
+    tw_health_gauge_tick(&s->health, s->sinks.run, tw_monotonic_clock());
     if (s->command)
         return command_tick(s, wait);
     if (s->follower)
@@ -473,7 +483,7 @@ static void command_finish(tw_supervision *s, tw_supervision_result *result)
     int rc = tw_rotating_close(c->log);
     c->log = NULL;
     if (rc != TW_OK) {
-        fprintf(stderr, "trainwatch %s: writing %s: %s\n", s->o.name, c->o.log_file, tw_strerror(rc));
+        tw_say(TW_SAY_ERROR, s->o.name, "writing %s: %s", c->o.log_file, tw_strerror(rc));
         result->output_failed = true;
     }
 }
@@ -494,7 +504,7 @@ int tw_supervision_finish(tw_supervision *s, tw_report **report, tw_supervision_
         int closed = fclose(s->sinks.records), close_errno = errno;
         s->sinks.records = NULL;
         if (closed != 0 && !s->sinks.records_failed)
-            fprintf(stderr, "trainwatch %s: %s: %s\n", s->o.name, s->o.records_path, strerror(close_errno));
+            tw_say(TW_SAY_ERROR, s->o.name, "%s: %s", s->o.records_path, strerror(close_errno));
         if (closed != 0 || s->sinks.records_failed)
             result->output_failed = true; /* records were lost */
     }
@@ -509,7 +519,13 @@ int tw_supervision_finish(tw_supervision *s, tw_report **report, tw_supervision_
     tw_finding stall;
     if (tw_live_stall_finding(s->sinks.live, tw_wall_clock(), &stall))
         tw_report_append(*report, &stall);
+    tw_health_gauge_set(&s->health, *report);
     return TW_OK;
+}
+
+const tw_run *tw_supervision_run(const tw_supervision *s)
+{
+    return s->sinks.run;
 }
 
 void tw_supervision_write_samples(const tw_supervision *s, const tw_report *report, FILE *out)

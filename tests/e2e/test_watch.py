@@ -124,9 +124,13 @@ def test_glob_picks_up_new_rank_files_and_serves_metrics(tmp_path):
     logdir = tmp_path / "log"
     logdir.mkdir()
     port = free_port()
-    w = subprocess.Popen([binary("trainwatch"), "watch", "--web.listen-address", f"127.0.0.1:{port}", "--job", "fleet",
-                          str(logdir / "workerlog.*")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    err_path = tmp_path / "watch.err"
+    with open(err_path, "w") as err_file:
+        w = subprocess.Popen([binary("trainwatch"), "watch", "--web.listen-address", f"127.0.0.1:{port}", "--job",
+                              "fleet", str(logdir / "workerlog.*")], stdout=subprocess.PIPE, stderr=err_file, text=True)
     wait_until(lambda: http(f"http://127.0.0.1:{port}/-/healthy")[0] == 200 or None, what="the watcher's server")
+    # files there before the follower's first scan are read from their end: wait for the scan
+    wait_until(lambda: "workerlog.*: no file matches yet" in err_path.read_text() or None, what="the first scan")
     for rank in range(3):
         with open(logdir / f"workerlog.{rank}", "w") as f:
             for n in range(1, 6):
