@@ -67,8 +67,8 @@ static void usage(FILE *out)
         "                              may then interleave out of order in the log and the parse)\n"
         "  --report FILE               write the final diagnosis as JSON\n"
         "  --html FILE                 write the final diagnosis as a self-contained HTML page with charts\n"
-        "  --pushgateway URL           push the final metrics (grouping job (the run name), rank, instance)\n\n%s%s",
-        tw_cli_supervision_usage, tw_cli_alerts_usage);
+        "  --pushgateway URL           push the final metrics (grouping job (the run name), rank, instance)\n\n%s%s\n%s",
+        tw_cli_supervision_usage, tw_cli_discovery_usage, tw_cli_alerts_usage);
 }
 
 /* The command line for trainwatch_run_info: its words joined by spaces, cut
