@@ -614,14 +614,34 @@ static tw_run *launch_at(tw_run *run, int i)
 /* Moves a rank to its next launch, which starts at this record unless
  * another rank got there first. Returns the launch, or NULL when launches
  * are no longer kept apart (the record stays where it was). */
+/* The launch a rank's new start goes to: the next one, or, when other ranks
+ * already started later launches, the last of them that had begun by this
+ * record's time (ranks of one launch start within seconds; a rank that
+ * printed no start line for a launch, as a worker that only connects to the
+ * store, must not shift its later launches by one). */
+static int launch_for_start(const tw_run *run, const tw_cursor *c, const tw_record *r)
+{
+    int next = c->launch + 1;
+    if (!(r->fields & TW_F_TIME))
+        return next;
+    for (int j = next + 1; j <= run->launch_count; j++) {
+        double begun = run->launches[j - 1]->launch.first_time;
+        if (isnan(begun) || begun > r->time + TW_LAUNCH_SLACK || r->time - begun > 30 * 86400.0)
+            break;
+        next = j;
+    }
+    return next;
+}
+
 static tw_run *next_launch(tw_run *run, tw_cursor *c, tw_launch_start why, const tw_record *r, const tw_point *before)
 {
-    tw_run *l = launch_at(run, c->launch + 1);
+    int target = launch_for_start(run, c, r);
+    tw_run *l = launch_at(run, target);
     if (!l) {
         run->launches_folded++;
         return NULL;
     }
-    c->launch++;
+    c->launch = target;
     c->content = false;
     c->start_count = 0;
     if (!l->launch.have_start) {

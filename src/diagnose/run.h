@@ -158,6 +158,7 @@ typedef struct tw_launch_info {
 
 #define TW_CURSOR_STARTS 8
 #define TW_START_GAP     120.0 /* seconds of silence before a start line that make it a new launch */
+#define TW_LAUNCH_SLACK  60.0  /* seconds between the start lines of two ranks of one launch */
 
 /* The launch a rank's records go to now, whether that launch has seen the
  * rank do anything a start line could not be part of (a step, a failure),

@@ -13,8 +13,10 @@
  * the common case (no keyword) must stay a handful of memmem calls.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "formats.h"
 #include "keywords.h"
@@ -26,6 +28,7 @@ typedef struct events_state {
     char frame[TW_MESSAGE_MAX];   /* last stack frame of the current block */
     bool signal_pending;          /* saw "FatalError: Termination signal" */
     char signal_message[TW_MESSAGE_MAX];
+    long long aborted_at;         /* "[TimeInfo: *** Aborted at N (unix time)": N, 0 unknown */
 } events_state;
 
 static int emit_event(tw_parser *p, const tw_line *line, tw_event_kind kind, const char *msg,
@@ -106,13 +109,38 @@ static int exception_line(tw_parser *p, events_state *st, const tw_line *line)
     return n;
 }
 
+/* The signal's message, with who sent it and when where Paddle says so:
+ * "... operating system. [SIGTERM from PID 1136560 at 2023-08-04 12:53:56 UTC]"
+ * (the victims of another rank's failure get the launcher's SIGTERM, all
+ * from the same PID within a second or two). */
 static int flush_signal(tw_parser *p, events_state *st, const tw_line *line, int sig)
 {
     if (!st->signal_pending)
         return 0;
     st->signal_pending = false;
-    return emit_event(p, line, TW_EV_SIGNAL, st->signal_message, strlen(st->signal_message),
-                      st->frame, sig);
+    char msg[TW_MESSAGE_MAX];
+    size_t n = (size_t)snprintf(msg, sizeof msg, "%s", st->signal_message);
+    long long pid = 0;
+    const char *from = line ? tw_find(line->text, line->len, "from PID ") : NULL;
+    if (from)
+        tw_scan_uint(from + 9, line->text + line->len, &pid);
+    if ((pid > 0 || st->aborted_at > 0) && n < sizeof msg) {
+        n += (size_t)snprintf(msg + n, sizeof msg - n, " [%s", sig == 15 ? "SIGTERM" : sig == 9 ? "SIGKILL" : "signal");
+        if (pid > 0 && n < sizeof msg)
+            n += (size_t)snprintf(msg + n, sizeof msg - n, " from PID %lld", pid);
+        if (st->aborted_at > 0 && n < sizeof msg) {
+            time_t at = (time_t)st->aborted_at;
+            struct tm tm;
+            char when[32] = "?";
+            if (gmtime_r(&at, &tm))
+                strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+            n += (size_t)snprintf(msg + n, sizeof msg - n, " at %s UTC", when);
+        }
+        if (n < sizeof msg)
+            snprintf(msg + n, sizeof msg - n, "]");
+    }
+    st->aborted_at = 0;
+    return emit_event(p, line, TW_EV_SIGNAL, msg, strnlen(msg, sizeof msg - 1), st->frame, sig);
 }
 
 static int in_block(tw_parser *p, events_state *st, const tw_line *line)
@@ -161,10 +189,14 @@ static int in_block(tw_parser *p, events_state *st, const tw_line *line)
         tw_starts_with(s, len, "FatalError: `Segmentation fault`") ||
         tw_starts_with(s, len, "FatalError: `Process abort signal`")) {
         st->signal_pending = true;
+        st->aborted_at = 0;
         tw_record_set_text(st->signal_message, s, len);
         return -1;
     }
     if (indented && st->signal_pending) {
+        const char *aborted = tw_find(s, len, "*** Aborted at ");
+        if (aborted)
+            tw_scan_uint(aborted + 15, s + len, &st->aborted_at);
         const char *info = tw_find(s, len, "[SignalInfo: *** ");
         if (info)
             return flush_signal(p, st, line, parse_signal_number(s, len));
@@ -340,7 +372,8 @@ static bool same_state(const void *a, const void *b)
     const events_state *x = a, *y = b;
     return x->block == y->block && x->signal_pending == y->signal_pending &&
            (x->block == BLOCK_NONE || strcmp(x->frame, y->frame) == 0) &&
-           (!x->signal_pending || strcmp(x->signal_message, y->signal_message) == 0);
+           (!x->signal_pending ||
+            (strcmp(x->signal_message, y->signal_message) == 0 && x->aborted_at == y->aborted_at));
 }
 
 const tw_format tw_format_events = {
