@@ -104,3 +104,32 @@ def test_signal_reports_say_who_sent_them(rank, said):
     """The Paddle signal block's sender PID and abort time stay with the event."""
     recs = run(["trainwatch", "analyze", "--records", EXTRA / f"ibot-4gpu-launch-crashes-workerlog.{rank}"]).stdout
     assert f"SIGTERM from PID {said} UTC]" in recs
+
+
+def test_ranks_on_one_gpu_are_said_with_each_ranks_evidence(tmp_path):
+    """Two ranks both print Paddle's device line for GPU 0 and rank 1 runs out
+    of memory there. Synthetic: no public log with this fault was found; the
+    lines are Paddle's own wording (gpu_resources.cc, ResourceExhaustedError)."""
+    lines = {
+        0: ["W0405 08:31:56.274407 2488321 gpu_resources.cc:61] Please NOTE: device: 0, GPU Compute Capability: 8.6, "
+            "Driver API Version: 11.5, Runtime API Version: 11.5"],
+        1: ["W0405 08:31:56.741673 2488326 gpu_resources.cc:61] Please NOTE: device: 0, GPU Compute Capability: 8.6, "
+            "Driver API Version: 11.5, Runtime API Version: 11.5",
+            "ResourceExhaustedError: Out of memory error on GPU 0. Cannot allocate 1.2GB memory on GPU 0, 22.1GB "
+            "memory has been allocated and available memory is only 300.0MB."],
+    }
+    for rank, text in lines.items():
+        (tmp_path / f"workerlog.{rank}").write_text("\n".join(text) + "\n")
+    report, _ = analyze_json(tmp_path / "workerlog.0", tmp_path / "workerlog.1")
+    (f,) = [f for f in report["findings"] if f["rule"] == "shared_device"]
+    assert f["title"] == "2 ranks (0, 1) use the same GPU, device 0" and f["severity"] == "warning"
+    assert f["rank"] == 0 and f["line"] == 1 and f["file"].endswith("workerlog.0")
+    assert "rank 0: Please NOTE: device: 0," in f["evidence"] and "rank 1: Please NOTE: device: 0," in f["evidence"]
+    assert "rank 1 ran out of memory: ResourceExhaustedError: Out of memory error on GPU 0." in f["evidence"]
+    assert "LOCAL_RANK" in f["recommendation"] and "FLAGS_selected_gpus" in f["recommendation"]
+
+
+def test_ranks_on_their_own_gpus_are_not_said(corpus):
+    """IBOT's four ranks use devices 4, 5, 6, 7."""
+    report, _ = ibot(corpus, "--launch", "all")
+    assert "shared_device" not in {f["rule"] for f in report["findings"]}
