@@ -161,9 +161,9 @@ static void rank_list(char *buf, size_t cap, const int *ranks, int n)
         while (j + 1 < n && ranks[j + 1] == ranks[j] + 1)
             j++;
         const char *sep = used ? ", " : "";
-        int w = j - i >= 2   ? snprintf(buf + used, cap - used, "%s%d-%d", sep, ranks[i], ranks[j])
-                : j > i      ? snprintf(buf + used, cap - used, "%s%d, %d", sep, ranks[i], ranks[j])
-                             : snprintf(buf + used, cap - used, "%s%d", sep, ranks[i]);
+        int w = j - i >= 2 ? snprintf(buf + used, cap - used, "%s%d-%d", sep, ranks[i], ranks[j])
+                : j > i    ? snprintf(buf + used, cap - used, "%s%d, %d", sep, ranks[i], ranks[j])
+                           : snprintf(buf + used, cap - used, "%s%d", sep, ranks[i]);
         if (w < 0)
             break;
         used += (size_t)w;
@@ -205,24 +205,31 @@ void tw_root_cause_evidence(const tw_run *run, const tw_root_cause *rc, tw_findi
         if (!v->first) {
             if (rk && rk->used)
                 tw_finding_evidence(f, "rank %d: stopped logging at step %.0f (%s) without an error of its own",
-                                    v->rank, rk->last.pos, tw_where(run, rk->last.file, rk->last.line, where, sizeof where));
+                                    v->rank, rk->last.pos,
+                                    tw_where(run, rk->last.file, rk->last.line, where, sizeof where));
             else
                 tw_finding_evidence(f, "rank %d: no error of its own in its log", v->rank);
             continue;
         }
-        const char *what = v->victim ? (v->first->kind == TW_EV_SIGNAL ? "terminated" : "lost its peers")
-                                     : "also failed";
+        const char *what =
+            v->victim ? (v->first->kind == TW_EV_SIGNAL ? "terminated" : "lost its peers") : "also failed";
         if (rc->cause && !v->victim && strcmp(v->first->message, rc->cause->message) == 0) {
             tw_finding_evidence(f, "rank %d: the same error (%s)", v->rank,
                                 tw_where(run, v->first->file, v->first->line, where, sizeof where));
             continue;
         }
+        /* a Paddle signal report: what the bracket says (sender, time) is the news */
+        const char *said = v->first->message;
+        const char *bracket = v->first->kind == TW_EV_SIGNAL ? strrchr(said, '[') : NULL;
+        int said_len = bracket ? (int)strcspn(bracket + 1, "]") : (int)strlen(said);
+        if (bracket)
+            said = bracket + 1;
         if (v->first->has_time)
-            tw_finding_evidence(f, "rank %d: %s at %s: %s (%s)", v->rank, what,
-                                tw_fmt_time(v->first->time, when, sizeof when), v->first->message,
+            tw_finding_evidence(f, "rank %d: %s at %s: %.*s (%s)", v->rank, what,
+                                tw_fmt_time(v->first->time, when, sizeof when), said_len, said,
                                 tw_where(run, v->first->file, v->first->line, where, sizeof where));
         else
-            tw_finding_evidence(f, "rank %d: %s: %s (%s)", v->rank, what, v->first->message,
+            tw_finding_evidence(f, "rank %d: %s: %.*s (%s)", v->rank, what, said_len, said,
                                 tw_where(run, v->first->file, v->first->line, where, sizeof where));
     }
 }

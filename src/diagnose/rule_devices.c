@@ -21,10 +21,10 @@
 
 typedef struct device_note {
     int rank;
-    int device;                  /* -1: not said */
-    const tw_event_note *where;  /* the line that said it */
-    const tw_event_note *oom;    /* its first out-of-memory report */
-    int other_processes;         /* "Process N has ..." in that report */
+    int device;                 /* -1: not said */
+    const tw_event_note *where; /* the line that said it */
+    const tw_event_note *oom;   /* its first out-of-memory report */
+    int other_processes;        /* "Process N has ..." in that report */
 } device_note;
 
 /* The device index after one of the markers, or -1. */
@@ -95,13 +95,13 @@ static void report(const tw_run *run, const device_note *notes, int count, int d
         if (!first)
             first = &notes[i];
         n++;
-        used += (size_t)snprintf(ranks + used, used < sizeof ranks ? sizeof ranks - used : 0, "%s%d",
-                                 used ? ", " : "", notes[i].rank);
+        used += (size_t)snprintf(ranks + used, used < sizeof ranks ? sizeof ranks - used : 0, "%s%d", used ? ", " : "",
+                                 notes[i].rank);
         if (used >= sizeof ranks)
             used = sizeof ranks;
     }
-    tw_finding *f = tw_finding_add(out, "shared_device", TW_SEV_WARNING, "%d ranks (%s) use the same GPU, device %d",
-                                   n, ranks, device);
+    tw_finding *f = tw_finding_add(out, "shared_device", TW_SEV_WARNING, "%d ranks (%s) use the same GPU, device %d", n,
+                                   ranks, device);
     if (!f)
         return;
     tw_finding_at_event(f, run, first->where);

@@ -29,6 +29,34 @@ static bool is_failure(const tw_event_note *e)
     return e->kind == TW_EV_EXCEPTION || e->kind == TW_EV_SIGNAL;
 }
 
+/* "last frame: ..." and, when the user's own code is deeper in the stack
+ * than the last frame, "deepest frame in your code: ...". */
+static void frames_evidence(tw_finding *f, const tw_event_note *e)
+{
+    if (!e->detail[0])
+        return;
+    const char *user = strstr(e->detail, TW_USER_FRAME);
+    if (!user) {
+        tw_finding_evidence(f, "last frame: %s", e->detail);
+        return;
+    }
+    tw_finding_evidence(f, "last frame: %.*s", (int)(user - e->detail), e->detail);
+    tw_finding_evidence(f, "deepest frame in your code: %s", user + strlen(TW_USER_FRAME));
+}
+
+/* What to do about an error, when its words say more than "fix it". */
+static void recommend_for(tw_finding *f, const tw_event_note *e)
+{
+    if (strncmp(e->message, "CUDA device-side assertion", 26) == 0)
+        tw_finding_recommend(f, "The CUDA error only reports the assertion above. An index out of range in a gather, "
+                                "index_select or embedding means a label or token id outside the valid range: check "
+                                "labels < num_classes and ids < vocab size; rerun with CUDA_LAUNCH_BLOCKING=1 to "
+                                "stop at the failing op.");
+    else
+        tw_finding_recommend(f, "Fix the error above at its last frame; rerun with the same seed to check it "
+                                "reproduces before resuming from the last checkpoint.");
+}
+
 /* The PID a signal came from ("[SIGTERM from PID 1136560 ...]"), 0 unknown. */
 static long long sender_of(const tw_event_note *e)
 {
@@ -66,16 +94,17 @@ static void report_cause(const tw_run *run, const tw_root_cause *rc, tw_findings
     tw_finding_evidence(f, "%s (%s)", e->message, tw_where(run, e->file, e->line, where, sizeof where));
     if (e->has_time)
         tw_finding_evidence(f, "rank %d failed at %s", rc->cause_rank, tw_fmt_time(e->time, when, sizeof when));
-    if (e->detail[0])
-        tw_finding_evidence(f, "last frame: %s", e->detail);
+    frames_evidence(f, e);
     if (rc->own_failures > 1)
-        tw_finding_evidence(f, rc->ordered_by_time ? "%d ranks failed of their own; rank %d's error is the earliest"
-                                                   : "%d ranks failed of their own and the lines carry no time: "
-                                                     "rank %d is the lowest, not known to be the first",
+        tw_finding_evidence(f,
+                            rc->ordered_by_time ? "%d ranks failed of their own; rank %d's error is the earliest"
+                                                : "%d ranks failed of their own and the lines carry no time: "
+                                                  "rank %d is the lowest, not known to be the first",
                             rc->own_failures, rc->cause_rank);
     tw_root_cause_evidence(run, rc, f);
-    tw_finding_recommend(f, "Fix rank %d's error; the other ranks stopped because it did (the launcher terminates "
-                            "them, or their next collective loses its peer), so their errors are not causes.",
+    tw_finding_recommend(f,
+                         "Fix rank %d's error; the other ranks stopped because it did (the launcher terminates "
+                         "them, or their next collective loses its peer), so their errors are not causes.",
                          rc->cause_rank);
 }
 
@@ -90,8 +119,7 @@ static void report_same_error(const tw_run *run, const tw_root_cause *rc, tw_fin
         return;
     tw_finding_at_event(f, run, e);
     tw_finding_evidence(f, "%s (%s)", e->message, tw_where(run, e->file, e->line, where, sizeof where));
-    if (e->detail[0])
-        tw_finding_evidence(f, "last frame: %s", e->detail);
+    frames_evidence(f, e);
     tw_root_cause_evidence(run, rc, f);
     tw_finding_recommend(f, "The error is the program's, not one rank's: fix it at its frame (every rank runs the "
                             "same code on its own shard).");
@@ -114,9 +142,10 @@ static void report_all_stopped(const tw_run *run, const tw_root_cause *rc, tw_fi
     if (pid && rc->failed_ranks > 1)
         tw_finding_evidence(f, "every signal came from the same process, PID %lld (the launcher)", pid);
     tw_root_cause_evidence(run, rc, f);
-    tw_finding_recommend(f, "No rank logged an error of its own before the signals: the launcher stopped the job "
-                            "(Ctrl-C, the scheduler's time limit or preemption, or a process that died without a "
-                            "word, such as one taken by the kernel's OOM killer: read the launcher's output and dmesg).");
+    tw_finding_recommend(f,
+                         "No rank logged an error of its own before the signals: the launcher stopped the job "
+                         "(Ctrl-C, the scheduler's time limit or preemption, or a process that died without a "
+                         "word, such as one taken by the kernel's OOM killer: read the launcher's output and dmesg).");
 }
 
 /* A launch of several ranks ends in one failure and its consequences: the
@@ -187,8 +216,7 @@ static void check_exceptions(const tw_run *run, const tw_thresholds *t, tw_findi
             return;
         tw_finding_at_event(f, run, fatal);
         tw_finding_evidence(f, "%s (%s)", fatal->message, tw_where(run, fatal->file, fatal->line, where, sizeof where));
-        if (fatal->detail[0])
-            tw_finding_evidence(f, "last frame: %s", fatal->detail);
+        frames_evidence(f, fatal);
         if (fatal->last_pos >= 0)
             tw_finding_evidence(f, "last step logged before it: %.0f", fatal->last_pos);
         if (fatal_count > 1)
@@ -198,8 +226,7 @@ static void check_exceptions(const tw_run *run, const tw_thresholds *t, tw_findi
                                     "(read every workerlog), the job hit its time limit, or the node was preempted. "
                                     "SIGKILL without a message is often the kernel's OOM killer (dmesg).");
         else
-            tw_finding_recommend(f, "Fix the error above at its last frame; rerun with the same seed to check it "
-                                    "reproduces before resuming from the last checkpoint.");
+            recommend_for(f, fatal);
     }
     if (recovered > 0) {
         tw_finding *f = tw_finding_add(out, "failed_launches", TW_SEV_WARNING,

@@ -25,14 +25,18 @@ enum block { BLOCK_NONE, BLOCK_PYTHON, BLOCK_CPP, BLOCK_SUMMARY };
 
 typedef struct events_state {
     enum block block;
-    char frame[TW_MESSAGE_MAX];   /* last stack frame of the current block */
-    bool signal_pending;          /* saw "FatalError: Termination signal" */
+    char frame[TW_MESSAGE_MAX];      /* last stack frame of the current block */
+    char user_frame[TW_MESSAGE_MAX]; /* its deepest frame outside installed packages, "" none */
+    bool signal_pending;             /* saw "FatalError: Termination signal" */
     char signal_message[TW_MESSAGE_MAX];
-    long long aborted_at;         /* "[TimeInfo: *** Aborted at N (unix time)": N, 0 unknown */
+    long long aborted_at; /* "[TimeInfo: *** Aborted at N (unix time)": N, 0 unknown */
+    bool await_message;   /* "ResourceExhaustedError: " with its message on the lines after */
+    char pending_name[TW_NAME_MAX];
+    char assertion[TW_MESSAGE_MAX]; /* the last CUDA device-side assertion, "" none */
 } events_state;
 
-static int emit_event(tw_parser *p, const tw_line *line, tw_event_kind kind, const char *msg,
-                      size_t len, const char *detail, int code)
+static int emit_event(tw_parser *p, const tw_line *line, tw_event_kind kind, const char *msg, size_t len,
+                      const char *detail, int code)
 {
     tw_record r;
     tw_record_init(&r);
@@ -57,9 +61,9 @@ static bool contains_any(const char *s, size_t len, const char *const *needles, 
 
 static bool is_oom_text(const char *s, size_t len)
 {
-    static const char *const oom[] = {"Out of memory",  "out of memory",   "ResourceExhaustedError",
-                                      "OutOfMemoryError", "std::bad_alloc", "RESOURCE_EXHAUSTED",
-                                      "CUBLAS_STATUS_ALLOC_FAILED"};
+    static const char *const oom[] = {
+        "Out of memory",  "out of memory",      "ResourceExhaustedError",    "OutOfMemoryError",
+        "std::bad_alloc", "RESOURCE_EXHAUSTED", "CUBLAS_STATUS_ALLOC_FAILED"};
     return contains_any(s, len, oom, sizeof oom / sizeof oom[0]);
 }
 
@@ -93,19 +97,151 @@ static int parse_signal_number(const char *s, size_t len)
     return 0;
 }
 
+/* "Name:" with nothing after it: Paddle's error blocks put the message on
+ * the next line that is not blank ("ResourceExhaustedError: \n\nOut of
+ * memory error on GPU 0. Cannot allocate ..."). */
+static bool message_follows(const char *s, size_t len)
+{
+    const char *colon = memchr(s, ':', len);
+    if (!colon)
+        return false;
+    for (const char *c = colon + 1; c < s + len; c++) {
+        if (!tw_is_blank(*c))
+            return false;
+    }
+    return (size_t)(colon - s) < TW_NAME_MAX;
+}
+
+/* A CUDA error that only reports an earlier device-side assertion. */
+static bool reports_assertion(const char *s, size_t len)
+{
+    static const char *const words[] = {
+        "device-side assert",         "CUDA error(710)",      "CUDA error(719)", "CUDA error(700)",
+        "unspecified launch failure", "illegal memory access"};
+    return contains_any(s, len, words, sizeof words / sizeof words[0]);
+}
+
+/* "/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1141: indexSelectLargeIndex:
+ * block: [0,0,0], thread: [0,0,0] Assertion `srcIndex < srcSelectDimSize`
+ * failed." kept as "Indexing.cu:1141: indexSelectLargeIndex: Assertion
+ * `srcIndex < srcSelectDimSize` failed." */
+static void note_assertion(events_state *st, const char *s, size_t len)
+{
+    const char *cu = tw_find(s, len, ".cu:");
+    if (!cu)
+        cu = tw_find(s, len, ".cuh:");
+    if (!cu)
+        cu = tw_find(s, len, ".cu.h:");
+    const char *assertion = tw_find(s, len, "Assertion `");
+    if (!cu || !assertion || !tw_find(s, len, "failed"))
+        return;
+    const char *file = cu;
+    while (file > s && file[-1] != '/' && file[-1] != ' ')
+        file--;
+    const char *block = tw_find(file, (size_t)(assertion - file), "block: [");
+    const char *head_end = block ? block : assertion;
+    while (head_end > file && tw_is_blank(head_end[-1]))
+        head_end--;
+    char text[TW_MESSAGE_MAX];
+    snprintf(text, sizeof text, "%.*s %.*s", (int)(head_end - file), file, (int)(s + len - assertion), assertion);
+    tw_record_set_text(st->assertion, text, strlen(text));
+}
+
+/* A frame of the user's own code: not in an installed package, the
+ * standard library or the interpreter's frozen modules. */
+static bool is_user_frame(const char *s, size_t len)
+{
+    static const char *const outside[] = {"site-packages", "dist-packages", "/lib/python", "<frozen",
+                                          "\"<string>\"",  "/usr/lib/",     "\\lib\\"};
+    return !contains_any(s, len, outside, sizeof outside / sizeof outside[0]);
+}
+
+/* The detail of an exception: its last frame, and the deepest frame of the
+ * user's code after TW_USER_FRAME when that is another one. */
+static void frames(const events_state *st, char *out, size_t cap)
+{
+    if (st->user_frame[0] && strcmp(st->user_frame, st->frame) != 0)
+        snprintf(out, cap, "%s%s%s", st->frame, TW_USER_FRAME, st->user_frame);
+    else
+        snprintf(out, cap, "%s", st->frame);
+}
+
+static int emit_exception(tw_parser *p, events_state *st, const tw_line *line, const char *s, size_t len)
+{
+    char detail[2 * TW_MESSAGE_MAX + 32]; /* cut to TW_MESSAGE_MAX by emit_event */
+    frames(st, detail, sizeof detail);
+    char caused[2 * TW_MESSAGE_MAX + 64]; /* cut to TW_MESSAGE_MAX by emit_event */
+    if (st->assertion[0] && reports_assertion(s, len)) {
+        /* the assertion is the error; the CUDA error only reports it */
+        snprintf(caused, sizeof caused, "CUDA device-side assertion: %s (reported as: %.*s)", st->assertion, (int)len,
+                 s);
+        s = caused;
+        len = strnlen(caused, sizeof caused - 1);
+        st->assertion[0] = '\0';
+    }
+    int n = emit_event(p, line, TW_EV_EXCEPTION, s, len, detail, 0);
+    if (is_oom_text(s, len))
+        n += emit_event(p, line, TW_EV_OOM, s, len, detail, 0);
+    return n;
+}
+
+static bool blank_line(const tw_line *line)
+{
+    for (size_t i = 0; i < line->len; i++) {
+        if (!tw_is_blank(line->text[i]) && line->text[i] != '\r')
+            return false;
+    }
+    return true;
+}
+
+/* The line after "Name:" that carries its message: emitted together, citing
+ * the message's line. A line that starts another block instead (or the end
+ * of the log, line NULL) leaves the name alone, and the line is read as
+ * usual (returns 0). */
+static int awaited_message(tw_parser *p, events_state *st, const tw_line *line)
+{
+    if (line && blank_line(line))
+        return -1;
+    st->await_message = false;
+    bool message = line && !tw_starts_with(line->text, line->len, "---") &&
+                   !tw_starts_with(line->text, line->len, "C++ Traceback") &&
+                   !tw_starts_with(line->text, line->len, "Error Message Summary") &&
+                   !tw_starts_with(line->text, line->len, "Traceback (most recent call last)");
+    char text[TW_MESSAGE_MAX];
+    if (message) {
+        size_t skip = 0;
+        while (skip < line->len && tw_is_blank(line->text[skip]))
+            skip++;
+        snprintf(text, sizeof text, "%s %.*s", st->pending_name, (int)(line->len - skip), line->text + skip);
+    } else {
+        snprintf(text, sizeof text, "%s", st->pending_name);
+    }
+    int n = emit_exception(p, st, line, text, strnlen(text, sizeof text - 1));
+    st->frame[0] = '\0';
+    st->user_frame[0] = '\0';
+    return message ? n : 0;
+}
+
 static int exception_line(tw_parser *p, events_state *st, const tw_line *line)
 {
     const char *s = line->text;
     size_t len = line->len;
-    int n = emit_event(p, line, TW_EV_EXCEPTION, s, len, st->frame, 0);
-    if (is_oom_text(s, len))
-        n += emit_event(p, line, TW_EV_OOM, s, len, st->frame, 0);
+    if (message_follows(s, len)) {
+        size_t name = (size_t)((const char *)memchr(s, ':', len) - s) + 1;
+        memcpy(st->pending_name, s, name);
+        st->pending_name[name] = '\0';
+        st->await_message = true;
+        st->block = BLOCK_NONE;
+        return -1;
+    }
+    int n = emit_exception(p, st, line, s, len);
     if (tw_find(s, len, "SignalException") || tw_find(s, len, "got signal")) {
         int sig = parse_signal_number(s, len);
         n += emit_event(p, line, TW_EV_SIGNAL, s, len, st->frame, sig);
     }
     st->block = BLOCK_NONE;
     st->frame[0] = '\0';
+    st->user_frame[0] = '\0';
     return n;
 }
 
@@ -151,10 +287,12 @@ static int in_block(tw_parser *p, events_state *st, const tw_line *line)
     if (st->block == BLOCK_PYTHON) {
         if (tw_starts_with(s, len, "  File ")) {
             tw_record_set_text(st->frame, s + 2, len - 2);
+            if (is_user_frame(s, len))
+                tw_record_set_text(st->user_frame, s + 2, len - 2);
             return -1;
         }
-        if (indented || tw_starts_with(s, len, "During handling") ||
-            tw_starts_with(s, len, "The above exception") || s[0] == '^' || s[0] == '~')
+        if (indented || tw_starts_with(s, len, "During handling") || tw_starts_with(s, len, "The above exception") ||
+            s[0] == '^' || s[0] == '~')
             return -1;
         if (is_exception_line(s, len))
             return exception_line(p, st, line);
@@ -280,22 +418,23 @@ static int exit_code_after(const char *s, size_t len, const char *at)
 }
 
 #define RULE_COUNT (sizeof rules / sizeof rules[0])
-_Static_assert(RULE_COUNT + 2 <= TW_KEYWORDS_MAX, "too many event keywords for one index");
+_Static_assert(RULE_COUNT + 3 <= TW_KEYWORDS_MAX, "too many event keywords for one index");
 
 static tw_keywords rule_index;
 static pthread_once_t rule_index_once = PTHREAD_ONCE_INIT;
 
 static void build_rule_index(void)
 {
-    static const char *needles[RULE_COUNT + 2];
+    static const char *needles[RULE_COUNT + 3];
     for (size_t i = 0; i < RULE_COUNT; i++)
         needles[i] = rules[i].needle;
     needles[RULE_COUNT] = "Killed";
     needles[RULE_COUNT + 1] = "got signal: ";
-    tw_keywords_init(&rule_index, needles, RULE_COUNT + 2);
+    needles[RULE_COUNT + 2] = "Assertion `";
+    tw_keywords_init(&rule_index, needles, RULE_COUNT + 3);
 }
 
-static int single_line(tw_parser *p, const tw_line *line)
+static int single_line(tw_parser *p, events_state *st, const tw_line *line)
 {
     const char *s = line->text;
     size_t len = line->len;
@@ -316,10 +455,13 @@ static int single_line(tw_parser *p, const tw_line *line)
             if (code < 0)
                 continue;
         }
-        if (rules[i].kind == TW_EV_WARNING && tw_find(s, len, "WARNING") == at &&
-            at != s && tw_is_alpha(at[-1]))
+        if (rules[i].kind == TW_EV_WARNING && tw_find(s, len, "WARNING") == at && at != s && tw_is_alpha(at[-1]))
             continue;
         return emit_event(p, line, rules[i].kind, s, len, NULL, code);
+    }
+    if (found & (1ull << (RULE_COUNT + 2))) {
+        note_assertion(st, s, len); /* reported with the CUDA error that follows */
+        return 0;
     }
     if ((len == 6 && memcmp(s, "Killed", 6) == 0) || tw_find(s, len, "got signal: "))
         return emit_event(p, line, TW_EV_SIGNAL, s, len, NULL, len == 6 ? 9 : parse_signal_number(s, len));
@@ -337,6 +479,11 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     events_state *st = state;
     const char *s = line->text;
     size_t len = line->len;
+    if (st->await_message) {
+        int n = awaited_message(p, st, line);
+        if (n != 0)
+            return n;
+    }
     if (st->block != BLOCK_NONE) {
         int n = in_block(p, st, line);
         if (n != 0)
@@ -345,23 +492,27 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     if (tw_starts_with(s, len, "Traceback (most recent call last)")) {
         st->block = BLOCK_PYTHON;
         st->frame[0] = '\0';
+        st->user_frame[0] = '\0';
         return -1;
     }
     if (tw_starts_with(s, len, "C++ Traceback (most recent call last)")) {
         st->block = BLOCK_CPP;
         st->frame[0] = '\0';
+        st->user_frame[0] = '\0';
         return -1;
     }
     if (tw_starts_with(s, len, "Error Message Summary")) {
         st->block = BLOCK_SUMMARY;
         return -1;
     }
-    return single_line(p, line);
+    return single_line(p, st, line);
 }
 
 static void finish(tw_parser *p, void *state)
 {
     events_state *st = state;
+    if (st->await_message)
+        awaited_message(p, st, NULL);
     flush_signal(p, st, NULL, 0);
     st->block = BLOCK_NONE;
 }
@@ -371,9 +522,12 @@ static bool same_state(const void *a, const void *b)
 {
     const events_state *x = a, *y = b;
     return x->block == y->block && x->signal_pending == y->signal_pending &&
-           (x->block == BLOCK_NONE || strcmp(x->frame, y->frame) == 0) &&
+           (x->block == BLOCK_NONE || (strcmp(x->frame, y->frame) == 0 && strcmp(x->user_frame, y->user_frame) == 0)) &&
            (!x->signal_pending ||
-            (strcmp(x->signal_message, y->signal_message) == 0 && x->aborted_at == y->aborted_at));
+            (strcmp(x->signal_message, y->signal_message) == 0 && x->aborted_at == y->aborted_at)) &&
+           x->await_message == y->await_message &&
+           (!x->await_message || strcmp(x->pending_name, y->pending_name) == 0) &&
+           strcmp(x->assertion, y->assertion) == 0;
 }
 
 const tw_format tw_format_events = {
