@@ -41,6 +41,8 @@ static const char *const victim_words[] = {
     "DistNetworkError",
     "DistStoreError",
     "killed by signal: Terminated",
+    "workers exit unexpectedly", /* the DataLoader's workers, killed with their process group */
+    "_queue.Empty",              /* the DataLoader's wait for them, chained before that error */
     "SignalException",
     "Socket Timeout",
 };

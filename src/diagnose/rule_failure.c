@@ -57,6 +57,24 @@ static void recommend_for(tw_finding *f, const tw_event_note *e)
                                 "reproduces before resuming from the last checkpoint.");
 }
 
+/* A rank that failed of its own and was then terminated (the launcher's
+ * SIGTERM, its DataLoader workers killed) is reported by its own error:
+ * the last one after its last step and before its first such report (what
+ * it prints after the signal, a chained _queue.Empty, is the signal's). */
+static const tw_event_note *own_failure_before(const tw_run *run, const tw_event_note *fatal)
+{
+    const tw_event_note *own = fatal;
+    for (int i = 0; i < run->events_kept_count && &run->events_kept[i] != fatal; i++) {
+        const tw_event_note *e = &run->events_kept[i];
+        if (e->rank != fatal->rank || !is_failure(e) || !after_progress(run, e))
+            continue;
+        if (tw_event_is_victim(e))
+            break;
+        own = e;
+    }
+    return own;
+}
+
 /* The PID a signal came from ("[SIGTERM from PID 1136560 ...]"), 0 unknown. */
 static long long sender_of(const tw_event_note *e)
 {
@@ -204,6 +222,8 @@ static void check_exceptions(const tw_run *run, const tw_thresholds *t, tw_findi
         fatal = &run->last_exception; /* past the events kept in memory */
         fatal_count++;
     }
+    if (fatal && tw_event_is_victim(fatal))
+        fatal = own_failure_before(run, fatal);
     char where[600];
     if (fatal && report_across_ranks(run, out))
         fatal = NULL;
