@@ -453,6 +453,38 @@ static double select_kth(double *v, int n, int k)
     return v[k];
 }
 
+/* The median absolute difference of successive losses in the ring: the
+ * series' own step-to-step noise, which a spike must stand well above. */
+static double successive_noise(const tw_rank *rk)
+{
+    double d[TW_RECENT];
+    int n = 0;
+    int count = rk->recent_loss_count, first = (rk->recent_loss_head + TW_RECENT - count) % TW_RECENT;
+    for (int i = 1; i < count; i++) {
+        double a = rk->recent_loss[(first + i - 1) % TW_RECENT], b = rk->recent_loss[(first + i) % TW_RECENT];
+        d[n++] = fabs(b - a);
+    }
+    return n ? select_kth(d, n, n / 2) : 0;
+}
+
+/* A smoothed loss the log prints beside the per-batch one (VinVL's avg_loss,
+ * a running mean): spikes are judged on it, so that per-batch noise near
+ * zero is not hundreds of spikes. NAN without one. */
+static double smoothed_loss(const tw_record *r)
+{
+    for (int i = 0; i < r->metric_count; i++) {
+        const char *name = r->metrics[i].name;
+        if (strstr(name, "loss") && (strstr(name, "avg") || strstr(name, "smooth") || strstr(name, "running")) &&
+            isfinite(r->metrics[i].value))
+            return r->metrics[i].value;
+    }
+    return NAN;
+}
+
+/* A spike: above spike_factor x the recent median, and by more than six
+ * times the series' step-to-step noise and a minimum absolute change (a
+ * twentieth of the first loss), so noisy per-batch losses near zero do not
+ * count. */
 static void note_loss(tw_rank *rk, const tw_point *p, double spike_factor)
 {
     if (!(p->fields & TW_F_LOSS))
@@ -475,9 +507,12 @@ static void note_loss(tw_rank *rk, const tw_point *p, double spike_factor)
             double tmp[TW_RECENT];
             memcpy(tmp, rk->recent_loss, sizeof(double) * (size_t)rk->recent_loss_count);
             rk->recent_median = select_kth(tmp, rk->recent_loss_count, rk->recent_loss_count / 2);
+            rk->recent_masd = successive_noise(rk);
         }
         double med = rk->recent_median;
-        if (med > 0 && p->loss > spike_factor * med) {
+        double jump = p->loss - med;
+        double least = isnan(rk->loss_first) ? 0 : 0.05 * fabs(rk->loss_first);
+        if (med > 0 && p->loss > spike_factor * med && jump > 6 * rk->recent_masd && jump > least) {
             rk->spikes++;
             double ratio = p->loss / med;
             if (ratio > rk->worst_spike_ratio) {
@@ -713,7 +748,15 @@ static void add_step(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r
                 rk->both_count++;
             }
         }
-        note_loss(rk, &p, root->th.spike_factor);
+        double smooth = smoothed_loss(r);
+        if (!isnan(smooth) && (p.fields & TW_F_LOSS) && isfinite(p.loss)) {
+            tw_point judged = p;
+            judged.loss = smooth;
+            rk->spikes_smoothed = true;
+            note_loss(rk, &judged, root->th.spike_factor);
+        } else {
+            note_loss(rk, &p, root->th.spike_factor);
+        }
         rk->recent[rk->recent_head] = p;
         rk->recent_head = (rk->recent_head + 1) % 8;
         if (rk->recent_count < 8)
