@@ -36,6 +36,8 @@ static const tw_rule *const rules[] = {
     &tw_rule_eval_contradiction,
     &tw_rule_ranks_over_limit,
     &tw_rule_jitter,
+    &tw_rule_duplicated_logging,
+    &tw_rule_logging_cost,
 };
 
 

@@ -691,6 +691,31 @@ static tw_run *next_launch(tw_run *run, tw_cursor *c, tw_launch_start why, const
     return l;
 }
 
+static bool same_value(double a, double b)
+{
+    return a == b || (isnan(a) && isnan(b));
+}
+
+/* r says exactly what the rank's last step record said: the same fields,
+ * values, time and named metrics. */
+static bool same_record(const tw_record *last, const tw_record *r)
+{
+    if (last->fields != r->fields || last->metric_count != r->metric_count || last->step != r->step ||
+        last->epoch != r->epoch || last->global_step != r->global_step)
+        return false;
+    if (!same_value(last->time, r->time) || !same_value(last->loss, r->loss) || !same_value(last->lr, r->lr) ||
+        !same_value(last->batch_time, r->batch_time) || !same_value(last->data_time, r->data_time) ||
+        !same_value(last->samples_per_sec, r->samples_per_sec) || !same_value(last->mem_bytes, r->mem_bytes))
+        return false;
+    for (int i = 0; i < r->metric_count; i++) {
+        if (!same_value(last->metrics[i].value, r->metrics[i].value) ||
+            strcmp(last->metrics[i].name, r->metrics[i].name) != 0)
+            return false;
+    }
+    /* a bare counter redrawn (a progress bar) is not a copy: it says too little */
+    return r->metric_count + __builtin_popcount(r->fields) >= 3;
+}
+
 static void add_step(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r)
 {
     tw_rank *rk = rank_of(run, r->rank);
@@ -716,6 +741,13 @@ static void add_step(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r
     if (c)
         c->content = true;
     bool rewrite = rk->have_last && p.pos == rk->last.pos;
+    if (rewrite && same_record(&rk->last_step_record, r)) {
+        /* the same record printed again (a logger with two handlers, every
+         * rank writing into one file): counted once */
+        if (rk->duplicates++ == 0)
+            rk->first_duplicate = p;
+        return;
+    }
     if (rk->have_last && p.pos < rk->last.pos) {
         if (rk->restarts == 0)
             rk->first_restart = (tw_restart){rk->last, p};

@@ -111,6 +111,8 @@ typedef struct tw_rank {
     int restarts;
     tw_restart first_restart, last_restart;
     tw_record last_step_record;    /* the last step as parsed (for metrics) */
+    uint64_t duplicates;           /* step records that repeated the one before exactly, not counted */
+    tw_point first_duplicate;
     tw_metric_notes train_metrics; /* the named metrics of its steps */
     tw_series series;
 } tw_rank;
