@@ -71,6 +71,9 @@ void tw_run_add(void *run, const tw_record *record);
 /* Notes an input that could not be read fully (shown in the report). */
 void tw_run_note_input(tw_run *run, const char *path, const char *format, uint64_t lines, uint64_t records,
                        const char *error);
+/* Notes that the input noted last ends without a newline: its last line may
+ * be a record cut off (the run or the copy of its log was interrupted). */
+void tw_run_note_cut(tw_run *run);
 
 typedef enum tw_severity {
     TW_SEV_INFO,

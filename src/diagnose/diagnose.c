@@ -38,6 +38,7 @@ static const tw_rule *const rules[] = {
     &tw_rule_jitter,
     &tw_rule_duplicated_logging,
     &tw_rule_logging_cost,
+    &tw_rule_cut_off,
 };
 
 
@@ -149,6 +150,8 @@ static int diagnose_launch(const tw_run *root, int index, const tw_thresholds *t
     *view = *tw_run_launch(root, index);
     view->files = root->files;
     view->file_count = root->file_count;
+    view->inputs = root->inputs; /* the inputs are the log's: a rule may ask how one ends */
+    view->input_count = root->input_count;
     summarize(view, &out->summary);
     tw_findings findings = {.run = view};
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)

@@ -9,8 +9,15 @@
  * Logging cost: step records arriving faster than about ten a second mean
  * a record (and often a device sync for .item()) every step or two; the
  * seeds' own practice is a summary every 10-100 steps.
+ *
+ * A cut-off log: a file whose last line has no newline and is no complete
+ * record (a step record with fewer fields than the one before it, or no
+ * record or event at all) was interrupted mid-write: the run was killed, the
+ * disk filled, or the copy being read stopped. The last complete record is
+ * where the log's knowledge ends.
  */
 #include <math.h>
+#include <string.h>
 
 #include "diagnose.h"
 
@@ -78,3 +85,76 @@ static void check_cost(const tw_run *run, const tw_thresholds *t, tw_findings *o
 }
 
 const tw_rule tw_rule_logging_cost = {"logging_cost", "step records faster than ten a second", check_cost};
+
+static int file_index(const tw_run *run, const char *path)
+{
+    for (uint32_t i = 0; i < run->file_count; i++) {
+        if (strcmp(run->files[i], path) == 0)
+            return (int)i;
+    }
+    return -1;
+}
+
+/* The point before the rank's last one, from its ring of recent points. */
+static const tw_point *before_last(const tw_rank *rk)
+{
+    if (rk->recent_count < 2)
+        return NULL;
+    return &rk->recent[(rk->recent_head + 8 - 2) % 8];
+}
+
+static bool event_at(const tw_run *run, int file, uint64_t line)
+{
+    for (int i = 0; i < run->events_kept_count; i++) {
+        if ((int)run->events_kept[i].file == file && run->events_kept[i].line == line)
+            return true;
+    }
+    return false;
+}
+
+static void report_cut(const tw_run *run, const tw_input_note *in, const tw_rank *rk, const tw_point *complete,
+                       tw_findings *out)
+{
+    char where[600];
+    tw_finding *f = tw_finding_add(out, "cut_off", TW_SEV_WARNING,
+                                   "The log is cut off mid-record at line %llu: the run or its log was interrupted",
+                                   (unsigned long long)in->lines);
+    if (!f)
+        return;
+    tw_finding_at(f, run, complete, rk->rank);
+    f->where.line = in->lines;
+    tw_finding_evidence(f, "the last line of %s has no newline and is no complete record", in->path);
+    tw_finding_evidence(f, "last complete record: step %.0f (%s)", complete->pos,
+                        tw_where(run, complete->file, complete->line, where, sizeof where));
+    tw_finding_recommend(f, "The process stopped while writing (killed, out of disk, the node lost) or this copy of "
+                            "the log was taken while it was written: look for the end of the run in the launcher's "
+                            "or scheduler's log, and copy logs only once the run has ended.");
+}
+
+static void check_cut(const tw_run *run, const tw_thresholds *t, tw_findings *out)
+{
+    (void)t;
+    for (int i = 0; i < run->input_count; i++) {
+        const tw_input_note *in = &run->inputs[i];
+        int file = in->cut ? file_index(run, in->path) : -1;
+        if (file < 0 || event_at(run, file, in->lines))
+            continue;
+        for (int k = 0; k < run->rank_count; k++) {
+            const tw_rank *rk = run->ranks[k];
+            if (!rk->used || (int)rk->last.file != file)
+                continue;
+            if (rk->last.line != in->lines) {
+                report_cut(run, in, rk, &rk->last, out); /* the cut line gave no record */
+                break;
+            }
+            const tw_point *prev = before_last(rk);
+            if (prev && (int)prev->file == file &&
+                __builtin_popcount(rk->last.fields) < __builtin_popcount(prev->fields)) {
+                report_cut(run, in, rk, prev, out); /* the cut line is a record missing its end */
+                break;
+            }
+        }
+    }
+}
+
+const tw_rule tw_rule_cut_off = {"cut_off", "a log whose last line stops mid-record", check_cut};

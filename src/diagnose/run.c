@@ -89,6 +89,13 @@ void tw_run_note_input(tw_run *run, const char *path, const char *format, uint64
     in->error = dup_or_null(error);
     in->lines = lines;
     in->records = records;
+    in->cut = false;
+}
+
+void tw_run_note_cut(tw_run *run)
+{
+    if (run->input_count > 0)
+        run->inputs[run->input_count - 1].cut = true;
 }
 
 static uint64_t name_hash(const char *s)

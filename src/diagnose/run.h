@@ -184,6 +184,7 @@ typedef struct tw_input_note {
     char *format;
     char *error;
     uint64_t lines, records;
+    bool cut; /* its last line has no newline (tw_run_note_cut) */
 } tw_input_note;
 
 /* A run is a list of launches, and each launch is a tw_run of its own: the

@@ -73,4 +73,35 @@ def test_no_corpus_log_gets_these_findings(corpus):
             continue
         report, _ = analyze_json("--launch", "all", corpus / name)
         rules = {f["rule"] for f in report["findings"]}
-        assert not rules & {"duplicated_logging", "logging_cost", "shared_device"}, (name, rules)
+        assert not rules & {"duplicated_logging", "logging_cost", "shared_device", "cut_off"}, (name, rules)
+
+
+PPOCR = "paddle-suites/ppocr-det-drrg-workerlog.0.excerpt.log"
+
+
+def cut_copy(corpus, tmp_path, nth_step_after):
+    """A copy of a real PaddleOCR log that stops in the middle of a step
+    record (as a copy taken while the log was written, or a killed writer,
+    leaves it): returns the copy, the cut line and the step line before it."""
+    lines = (corpus / PPOCR).read_bytes().split(b"\n")
+    steps = [i for i, line in enumerate(lines) if b"global_step:" in line and i > 500]
+    cut = steps[nth_step_after]
+    text = b"\n".join(lines[:cut]) + b"\n" + lines[cut][:lines[cut].index(b"avg_batch_cost")]
+    path = tmp_path / "cut.log"
+    path.write_bytes(text)
+    return path, cut + 1, steps[nth_step_after - 1] + 1
+
+
+def test_a_log_cut_mid_record_is_said_with_the_last_complete_record(corpus, tmp_path):
+    path, cut_line, before = cut_copy(corpus, tmp_path, 10)
+    report, _ = analyze_json(path)
+    (f,) = [f for f in report["findings"] if f["rule"] == "cut_off"]
+    assert f["severity"] == "warning" and f["line"] == cut_line
+    assert f["title"] == f"The log is cut off mid-record at line {cut_line}: the run or its log was interrupted"
+    assert f"last complete record: step " in f["evidence"] and f"cut.log:{before})" in f["evidence"]
+
+
+def test_a_complete_last_line_without_newline_is_not_cut(corpus):
+    """PaddleVideo's log ends with "training Res18 finished" and no newline."""
+    report, _ = analyze_json(corpus / "paddle-suites/paddlevideo-3dresnet18-ucf101-train.log")
+    assert "cut_off" not in {f["rule"] for f in report["findings"]}
