@@ -39,6 +39,8 @@ static const tw_rule *const rules[] = {
     &tw_rule_duplicated_logging,
     &tw_rule_logging_cost,
     &tw_rule_cut_off,
+    &tw_rule_cumulative_time,
+    &tw_rule_step_time_mismatch,
 };
 
 

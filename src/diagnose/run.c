@@ -723,6 +723,39 @@ static bool same_record(const tw_record *last, const tw_record *r)
     return r->metric_count + __builtin_popcount(r->fields) >= 3;
 }
 
+/* The step time a record gives, in seconds per step. A field that only
+ * grows (ten records in a row, to five times its first value) is a running
+ * total of time, not a step time: once that is seen the statistics it fed
+ * start again, and step times are its differences over the steps between
+ * records. NAN: none. */
+static double step_time(tw_rank *rk, const tw_record *r, const tw_point *p)
+{
+    if (!(r->fields & TW_F_BATCH_TIME))
+        return NAN;
+    double v = r->batch_time;
+    double before = rk->total_last;
+    rk->total_last = v;
+    if (rk->cumulative) {
+        double steps = rk->have_last ? p->pos - rk->last.pos : 0;
+        return steps >= 1 && v >= before ? (v - before) / steps : NAN;
+    }
+    if (rk->have_last && (rk->last.fields & TW_F_BATCH_TIME) && v > before && before > 0) {
+        if (++rk->total_rises >= 10 && v > 5 * rk->total_first) {
+            rk->cumulative = true;
+            rk->cumulative_point = *p;
+            memset(&rk->step_times, 0, sizeof rk->step_times);
+            rk->sum_batch = rk->sum_data = rk->sum_weight = 0;
+            rk->both_count = 0;
+            double steps = p->pos - rk->last.pos;
+            return steps >= 1 ? (v - before) / steps : NAN;
+        }
+    } else {
+        rk->total_rises = 0;
+        rk->total_first = v;
+    }
+    return v;
+}
+
 static void add_step(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r)
 {
     tw_rank *rk = rank_of(run, r->rank);
@@ -769,9 +802,15 @@ static void add_step(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r
             rk->step_span += (uint64_t)span;
         note_gap(rk, &p);
         rk->steps++;
-        if (r->fields & TW_F_BATCH_TIME) {
+        double batch_time = step_time(rk, r, &p);
+        if (rk->cumulative) { /* the series gets the step time, not the running total */
+            p.batch = batch_time;
+            if (isnan(batch_time))
+                p.fields &= ~(unsigned)TW_F_BATCH_TIME;
+        }
+        if (!isnan(batch_time)) {
             double max = rk->step_times.count ? rk->step_times.max : -1;
-            hist_add(&rk->step_times, r->batch_time);
+            hist_add(&rk->step_times, batch_time);
             if (rk->step_times.max > max) {
                 rk->batch_max_point = p;
             }
@@ -781,7 +820,7 @@ static void add_step(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r
                  * slow first step of an epoch does not count like ten. */
                 double steps = rk->have_last ? p.pos - rk->last.pos : 1;
                 double w = (steps >= 1 && steps <= 100000) ? steps : 1;
-                rk->sum_batch += w * r->batch_time;
+                rk->sum_batch += w * batch_time;
                 rk->sum_data += w * r->data_time;
                 rk->sum_weight += w;
                 rk->both_count++;

@@ -112,6 +112,11 @@ typedef struct tw_rank {
     tw_restart first_restart, last_restart;
     tw_record last_step_record;    /* the last step as parsed (for metrics) */
     uint64_t duplicates;           /* step records that repeated the one before exactly, not counted */
+    /* a step-time field that is a running total ("time: 512.3" growing) */
+    double total_first, total_last; /* the field's value at the start of the rising run and now */
+    int total_rises;                /* records in a row where it rose */
+    bool cumulative;                /* found so: step times are its differences */
+    tw_point cumulative_point;      /* where that was decided */
     tw_point first_duplicate;
     tw_metric_notes train_metrics; /* the named metrics of its steps */
     tw_series series;
