@@ -390,6 +390,7 @@ static const keyword_rule rules[] = {
     {"Environment Information---", TW_EV_LAUNCH},
     {"Configuration Arguments ---", TW_EV_LAUNCH},
     {"Setting OMP_NUM_THREADS environment variable for each process", TW_EV_LAUNCH},
+    {"INFO: Architecture :", TW_EV_LAUNCH}, /* PaddleOCR's config dump (print_dict), first key */
     {"Warning: ", TW_EV_WARNING},
     {"WARNING", TW_EV_WARNING},
     {"exited with code", TW_EV_EXIT},
