@@ -128,6 +128,8 @@ typedef struct tw_summary {
     int eval_metric_count;
     tw_metric_summary eval_metrics[TW_SUMMARY_METRICS];
     uint64_t event_counts[TW_EV_COUNT];
+    char environment[TW_TEXT_MAX / 2]; /* what the log states of its environment and configuration:
+                                          "PaddlePaddle 2.2.0, GPUs used 4, ...", "" none */
 } tw_summary;
 
 typedef struct tw_input_summary {

@@ -52,7 +52,8 @@ typedef enum tw_record_kind {
     X(TW_EV_EXIT, "exit")                                                      \
     X(TW_EV_SIGNAL, "signal")                                                  \
     X(TW_EV_FINISHED, "finished")                                              \
-    X(TW_EV_LAUNCH, "launch")
+    X(TW_EV_LAUNCH, "launch")                                                  \
+    X(TW_EV_ENVIRONMENT, "environment")
 
 typedef enum tw_event_kind {
 #define TW_EVENT_ENUM(name, text) name,

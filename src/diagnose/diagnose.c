@@ -41,6 +41,7 @@ static const tw_rule *const rules[] = {
     &tw_rule_cut_off,
     &tw_rule_cumulative_time,
     &tw_rule_step_time_mismatch,
+    &tw_rule_environment_differs,
 };
 
 
@@ -129,6 +130,24 @@ done:
     free(medians);
 }
 
+/* The launch's facts, "key value" each, the first value of each key. */
+static void summarize_environment(const tw_run *run, tw_summary *s)
+{
+    size_t used = 0;
+    for (int i = 0; i < run->fact_count && used + 1 < sizeof s->environment; i++) {
+        bool seen = false;
+        for (int j = 0; j < i; j++)
+            seen |= strcmp(run->facts[j].key, run->facts[i].key) == 0;
+        if (seen)
+            continue;
+        int n = snprintf(s->environment + used, sizeof s->environment - used, "%s%s %s", used ? ", " : "",
+                         run->facts[i].key, run->facts[i].value);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+}
+
 static void summarize(const tw_run *run, tw_summary *s)
 {
     memset(s, 0, sizeof *s);
@@ -137,6 +156,7 @@ static void summarize(const tw_run *run, tw_summary *s)
     s->events = run->events;
     memcpy(s->event_counts, run->event_counts, sizeof s->event_counts);
     summarize_steps(run, s);
+    summarize_environment(run, s);
     s->eval_metric_count = run->eval_metrics.count;
     for (int i = 0; i < run->eval_metrics.count; i++)
         s->eval_metrics[i] = run->eval_metrics.items[i].s;

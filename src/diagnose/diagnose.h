@@ -95,6 +95,6 @@ extern const tw_rule tw_rule_data_bound, tw_rule_nan, tw_rule_spikes, tw_rule_di
     tw_rule_incomplete, tw_rule_restarts, tw_rule_straggler, tw_rule_rank_stopped, tw_rule_epoch_start,
     tw_rule_memory_spike, tw_rule_eval_contradiction, tw_rule_ranks_over_limit, tw_rule_shared_device,
     tw_rule_duplicated_logging, tw_rule_logging_cost, tw_rule_cut_off,
-    tw_rule_cumulative_time, tw_rule_step_time_mismatch;
+    tw_rule_cumulative_time, tw_rule_step_time_mismatch, tw_rule_environment_differs;
 
 #endif

@@ -1011,10 +1011,52 @@ static tw_run *start_line(tw_run *root, tw_run *run, tw_cursor *c, const tw_reco
     return run;
 }
 
+/* "GPUs used: 4" -> GPUs used = 4; "  sha: ed03..., status: ..." -> git commit
+ * = ed03...; "... train with paddle 2.5.2 and device Place(gpu:0)" ->
+ * PaddlePaddle = 2.5.2. Each distinct key and value once per launch. */
+static void note_fact(tw_run *root, tw_run *run, const tw_record *r)
+{
+    const char *m = r->message;
+    while (*m == ' ' || *m == '\t')
+        m++;
+    char key[32], value[80];
+    const char *paddle = strstr(m, "train with paddle ");
+    if (paddle) {
+        snprintf(key, sizeof key, "PaddlePaddle");
+        snprintf(value, sizeof value, "%.*s", (int)strcspn(paddle + 18, " "), paddle + 18);
+    } else {
+        const char *colon = strstr(m, ": ");
+        if (!colon)
+            return;
+        bool sha = colon - m == 3 && strncmp(m, "sha", 3) == 0;
+        snprintf(key, sizeof key, "%.*s", sha ? 10 : (int)(colon - m), sha ? "git commit" : m);
+        snprintf(value, sizeof value, "%.*s", sha ? (int)strcspn(colon + 2, ",") : (int)strlen(colon + 2), colon + 2);
+    }
+    int rank = r->rank < 0 ? 0 : r->rank;
+    for (int i = 0; i < run->fact_count; i++) {
+        if (strcmp(run->facts[i].key, key) == 0 && strcmp(run->facts[i].value, value) == 0)
+            return;
+    }
+    if (run->fact_count == TW_FACTS_MAX)
+        return;
+    tw_fact *f = &run->facts[run->fact_count++];
+    memcpy(f->key, key, sizeof key);
+    memcpy(f->value, value, sizeof value);
+    f->rank = rank;
+    f->file = intern_file(root, r->source.file);
+    f->line = r->source.line;
+}
+
 static void add_event(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r)
 {
     if (c && r->event == TW_EV_LAUNCH)
         run = start_line(root, run, c, r);
+    if (r->event == TW_EV_ENVIRONMENT) { /* a fact, counted, not kept as an event */
+        note_fact(root, run, r);
+        run->events++;
+        run->event_counts[r->event]++;
+        return;
+    }
     else if (c && ends_start(r))
         c->content = true;
     tw_rank *rk = rank_of(run, r->rank);

@@ -184,6 +184,18 @@ typedef struct tw_cursor {
     double last_time; /* of the rank's last timestamped record, NAN before one */
 } tw_cursor;
 
+/* A fact about the environment or configuration a log states ("GPUs used:
+ * 4", "PaddlePaddle: 2.2.0", a git commit, batch_size), one per distinct
+ * key and value in a launch. */
+#define TW_FACTS_MAX 24
+typedef struct tw_fact {
+    char key[32];
+    char value[80];
+    int rank;
+    uint32_t file;
+    uint64_t line;
+} tw_fact;
+
 typedef struct tw_input_note {
     char *path;
     char *format;
@@ -223,6 +235,8 @@ struct tw_run {
     bool have_last_exception;
     tw_metric_notes eval_metrics;
     tw_contradiction contradiction;
+    tw_fact facts[TW_FACTS_MAX]; /* the launch's environment and configuration, in the order first seen */
+    int fact_count;
     tw_input_note *inputs;
     int input_count, input_cap;
 };

@@ -391,6 +391,17 @@ static const keyword_rule rules[] = {
     {"Configuration Arguments ---", TW_EV_LAUNCH},
     {"Setting OMP_NUM_THREADS environment variable for each process", TW_EV_LAUNCH},
     {"INFO: Architecture :", TW_EV_LAUNCH}, /* PaddleOCR's config dump (print_dict), first key */
+    /* environment and configuration, at the start of a line (PaddleSeg's
+     * Environment Information block, a config dump, a git note) */
+    {"PaddlePaddle: ", TW_EV_ENVIRONMENT},
+    {"GPUs used: ", TW_EV_ENVIRONMENT},
+    {"CUDA_VISIBLE_DEVICES: ", TW_EV_ENVIRONMENT},
+    {"cudnn: ", TW_EV_ENVIRONMENT},
+    {"batch_size: ", TW_EV_ENVIRONMENT},
+    {"batch_size_per_gpu: ", TW_EV_ENVIRONMENT},
+    {"num_workers: ", TW_EV_ENVIRONMENT},
+    {"sha: ", TW_EV_ENVIRONMENT},
+    {"train with paddle ", TW_EV_ENVIRONMENT}, /* PaddleOCR, anywhere in the line */
     {"Warning: ", TW_EV_WARNING},
     {"WARNING", TW_EV_WARNING},
     {"exited with code", TW_EV_EXIT},
@@ -405,6 +416,14 @@ static const keyword_rule rules[] = {
     {"finished training", TW_EV_FINISHED},
     {"Finished training", TW_EV_FINISHED},
 };
+
+/* at begins the line, after indentation only. */
+static bool starts_line(const char *s, const char *at)
+{
+    while (s < at && tw_is_blank(*s))
+        s++;
+    return s == at;
+}
 
 static int exit_code_after(const char *s, size_t len, const char *at)
 {
@@ -457,6 +476,8 @@ static int single_line(tw_parser *p, events_state *st, const tw_line *line)
                 continue;
         }
         if (rules[i].kind == TW_EV_WARNING && tw_find(s, len, "WARNING") == at && at != s && tw_is_alpha(at[-1]))
+            continue;
+        if (rules[i].kind == TW_EV_ENVIRONMENT && !starts_line(s, at) && rules[i].needle[0] != 't')
             continue;
         return emit_event(p, line, rules[i].kind, s, len, NULL, code);
     }
