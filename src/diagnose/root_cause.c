@@ -18,6 +18,7 @@
  * one finding and the rank-stopped rule does not blame a victim; this file
  * only reads the launch's events, it writes no finding of its own.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,7 +206,16 @@ void tw_root_cause_evidence(const tw_run *run, const tw_root_cause *rc, tw_findi
         }
         const tw_rank *rk = tw_run_rank(run, v->rank);
         if (!v->first) {
-            if (rk && rk->used)
+            if (rk && rk->used && rc->cause && rc->cause->has_time && !isnan(rk->last.time)) {
+                char d[32];
+                double after = rk->last.time - rc->cause->time;
+                tw_finding_evidence(f,
+                                    "rank %d: stopped logging at step %.0f, %s %s rank %d's failure (%s), without an "
+                                    "error of its own",
+                                    v->rank, rk->last.pos, tw_fmt_duration(after >= 0 ? after : -after, d, sizeof d),
+                                    after >= 0 ? "after" : "before", rc->cause_rank,
+                                    tw_where(run, rk->last.file, rk->last.line, where, sizeof where));
+            } else if (rk && rk->used)
                 tw_finding_evidence(f, "rank %d: stopped logging at step %.0f (%s) without an error of its own",
                                     v->rank, rk->last.pos,
                                     tw_where(run, rk->last.file, rk->last.line, where, sizeof where));

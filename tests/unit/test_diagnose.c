@@ -3,12 +3,12 @@
  * and on a healthy stream that must not. Records are made here, not parsed,
  * so these tests pin the rules alone.
  */
+#include <cmocka.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,8 +61,14 @@ static void add_event(tw_run *run, tw_event_kind kind, uint64_t line, const char
 /* A healthy run: loss decays, steady 0.5 s steps, little data wait. */
 static sample healthy(int rank, int i)
 {
-    return (sample){.rank = rank, .pos = i * 10, .loss = 2.0 * exp(-i / 60.0) + 0.1, .lr = 0.01,
-                    .batch = 0.5 + 0.01 * (i % 3), .data = 0.01, .mem = 8e9, .time = 1e9 + i * 5.0};
+    return (sample){.rank = rank,
+                    .pos = i * 10,
+                    .loss = 2.0 * exp(-i / 60.0) + 0.1,
+                    .lr = 0.01,
+                    .batch = 0.5 + 0.01 * (i % 3),
+                    .data = 0.01,
+                    .mem = 8e9,
+                    .time = 1e9 + i * 5.0};
 }
 
 static tw_report *diagnose(tw_run *run)
@@ -419,7 +425,7 @@ static void test_top1_above_top5_is_a_contradiction(void **state)
 {
     (void)state;
     tw_run *run = new_run();
-    add_eval(run, 0, 10, "acc_top1", 0.7, "acc_top5", 0.9);      /* fine */
+    add_eval(run, 0, 10, "acc_top1", 0.7, "acc_top5", 0.9);       /* fine */
     add_eval(run, 0, 11, "precision@1", 0.9, "precision@5", 0.5); /* not monotone in k: fine */
     add_eval(run, 0, 12, "top1", 0.4, "top10", 0.6);              /* fine: 1 < 10 compared as numbers */
     tw_report *r = diagnose(run);
@@ -624,6 +630,41 @@ static void test_unknown_summary_values_are_not_zero(void **state)
     tw_run_free(run);
 }
 
+/* Rank 2 raises an error at t0 + 200 s; ranks 0, 1 and 3 log a few more
+ * steps and stop without an error: rank 2 is the cause, the others its
+ * victims with how long after it they stopped, and none is blamed for
+ * stopping early. */
+static void test_first_failing_rank_names_ranks_that_stopped_after_it(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    for (int k = 0; k < 4; k++) {
+        int last = k == 2 ? 40 : 42;
+        for (int i = 0; i <= last; i++)
+            add_step(run, healthy(k, i));
+    }
+    tw_record r;
+    tw_record_init(&r);
+    r.kind = TW_REC_EVENT;
+    r.event = TW_EV_EXCEPTION;
+    r.rank = 2;
+    r.source.file = "synthetic.log";
+    r.source.line = 500;
+    r.time = 1e9 + 40 * 5.0 + 1, r.fields |= TW_F_TIME;
+    tw_record_set_text(r.message, "RuntimeError: boom", 18);
+    tw_run_add(run, &r);
+    tw_report *rep = diagnose(run);
+    const tw_finding *f = finding(rep, "crash");
+    assert_non_null(f);
+    assert_int_equal(f->rank, 2);
+    assert_string_equal(f->title, "Rank 2 failed first; ranks 0, 1, 3 went down with it");
+    assert_non_null(strstr(f->evidence, "rank 0: stopped logging at step 420, 9.0s after rank 2's failure"));
+    assert_non_null(strstr(f->evidence, "rank 3: stopped logging at step 420, 9.0s after"));
+    assert_null(finding(rep, "rank_stopped"));
+    tw_report_free(rep);
+    tw_run_free(run);
+}
+
 /* A ratio of 1e308 is written as 6.67e+307, not 308 digits. */
 static void test_huge_values_in_titles_stay_short(void **state)
 {
@@ -693,6 +734,7 @@ int main(void)
         cmocka_unit_test(test_gap_across_evaluation_is_not_a_stall),
         cmocka_unit_test(test_memory_growth_projects_oom),
         cmocka_unit_test(test_memory_spike_is_info),
+        cmocka_unit_test(test_first_failing_rank_names_ranks_that_stopped_after_it),
         cmocka_unit_test(test_throughput_drop),
         cmocka_unit_test(test_divergence_and_plateau),
         cmocka_unit_test(test_restart_detected_from_step_going_back),
