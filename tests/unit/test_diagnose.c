@@ -3,12 +3,12 @@
  * and on a healthy stream that must not. Records are made here, not parsed,
  * so these tests pin the rules alone.
  */
-#include <cmocka.h>
-#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,14 +61,8 @@ static void add_event(tw_run *run, tw_event_kind kind, uint64_t line, const char
 /* A healthy run: loss decays, steady 0.5 s steps, little data wait. */
 static sample healthy(int rank, int i)
 {
-    return (sample){.rank = rank,
-                    .pos = i * 10,
-                    .loss = 2.0 * exp(-i / 60.0) + 0.1,
-                    .lr = 0.01,
-                    .batch = 0.5 + 0.01 * (i % 3),
-                    .data = 0.01,
-                    .mem = 8e9,
-                    .time = 1e9 + i * 5.0};
+    return (sample){.rank = rank, .pos = i * 10, .loss = 2.0 * exp(-i / 60.0) + 0.1, .lr = 0.01,
+                    .batch = 0.5 + 0.01 * (i % 3), .data = 0.01, .mem = 8e9, .time = 1e9 + i * 5.0};
 }
 
 static tw_report *diagnose(tw_run *run)
@@ -425,7 +419,7 @@ static void test_top1_above_top5_is_a_contradiction(void **state)
 {
     (void)state;
     tw_run *run = new_run();
-    add_eval(run, 0, 10, "acc_top1", 0.7, "acc_top5", 0.9);       /* fine */
+    add_eval(run, 0, 10, "acc_top1", 0.7, "acc_top5", 0.9);      /* fine */
     add_eval(run, 0, 11, "precision@1", 0.9, "precision@5", 0.5); /* not monotone in k: fine */
     add_eval(run, 0, 12, "top1", 0.4, "top10", 0.6);              /* fine: 1 < 10 compared as numbers */
     tw_report *r = diagnose(run);
