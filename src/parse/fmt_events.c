@@ -127,13 +127,16 @@ static bool reports_assertion(const char *s, size_t len)
  * `srcIndex < srcSelectDimSize` failed." */
 static void note_assertion(events_state *st, const char *s, size_t len)
 {
-    const char *cu = tw_find(s, len, ".cu:");
-    if (!cu)
-        cu = tw_find(s, len, ".cuh:");
-    if (!cu)
-        cu = tw_find(s, len, ".cu.h:");
     const char *assertion = tw_find(s, len, "Assertion `");
-    if (!cu || !assertion || !tw_find(s, len, "failed"))
+    if (!assertion || !tw_find(assertion, (size_t)(s + len - assertion), "failed"))
+        return;
+    size_t head = (size_t)(assertion - s); /* the kernel's file comes before the assertion */
+    const char *cu = tw_find(s, head, ".cu:");
+    if (!cu)
+        cu = tw_find(s, head, ".cuh:");
+    if (!cu)
+        cu = tw_find(s, head, ".cu.h:");
+    if (!cu)
         return;
     const char *file = cu;
     while (file > s && file[-1] != '/' && file[-1] != ' ')
