@@ -460,18 +460,16 @@ static double select_kth(double *v, int n, int k)
     return v[k];
 }
 
-/* The median absolute difference of successive losses in the ring: the
- * series' own step-to-step noise, which a spike must stand well above. */
+/* The mean absolute difference of successive losses in the ring: the
+ * series' own step-to-step noise, which a spike must stand well above (a
+ * plain loop: it runs with the median, every eighth loss). */
 static double successive_noise(const tw_rank *rk)
 {
-    double d[TW_RECENT];
-    int n = 0;
     int count = rk->recent_loss_count, first = (rk->recent_loss_head + TW_RECENT - count) % TW_RECENT;
-    for (int i = 1; i < count; i++) {
-        double a = rk->recent_loss[(first + i - 1) % TW_RECENT], b = rk->recent_loss[(first + i) % TW_RECENT];
-        d[n++] = fabs(b - a);
-    }
-    return n ? select_kth(d, n, n / 2) : 0;
+    double sum = 0;
+    for (int i = 1; i < count; i++)
+        sum += fabs(rk->recent_loss[(first + i) % TW_RECENT] - rk->recent_loss[(first + i - 1) % TW_RECENT]);
+    return count > 1 ? sum / (count - 1) : 0;
 }
 
 /* A smoothed loss the log prints beside the per-batch one (VinVL's avg_loss,
@@ -479,17 +477,23 @@ static double successive_noise(const tw_rank *rk)
  * zero is not hundreds of spikes. NAN without one. */
 static double smoothed_loss(const tw_record *r)
 {
+    static const char *const names[] = {"avg_loss", "loss_avg", "smooth_loss", "smoothed_loss", "running_loss"};
     for (int i = 0; i < r->metric_count; i++) {
         const char *name = r->metrics[i].name;
-        if (strstr(name, "loss") && (strstr(name, "avg") || strstr(name, "smooth") || strstr(name, "running")) &&
-            isfinite(r->metrics[i].value))
-            return r->metrics[i].value;
+        /* this runs on every step: most names are out at their first bytes */
+        bool maybe = (name[0] == 'a' && name[1] == 'v') ||
+                     (name[0] == 'l' && name[1] == 'o' && name[2] == 's' && name[3] == 's' && name[4] == '_') ||
+                     (name[0] == 's' && name[1] == 'm') || (name[0] == 'r' && name[1] == 'u');
+        for (size_t k = 0; maybe && k < sizeof names / sizeof names[0]; k++) {
+            if (strcmp(name, names[k]) == 0 && isfinite(r->metrics[i].value))
+                return r->metrics[i].value;
+        }
     }
     return NAN;
 }
 
 /* A spike: above spike_factor x the recent median, and by more than six
- * times the series' step-to-step noise and a minimum absolute change (a
+ * times the series' mean step-to-step noise and a minimum absolute change (a
  * twentieth of the first loss), so noisy per-batch losses near zero do not
  * count. */
 static void note_loss(tw_rank *rk, const tw_point *p, double spike_factor)
@@ -514,12 +518,12 @@ static void note_loss(tw_rank *rk, const tw_point *p, double spike_factor)
             double tmp[TW_RECENT];
             memcpy(tmp, rk->recent_loss, sizeof(double) * (size_t)rk->recent_loss_count);
             rk->recent_median = select_kth(tmp, rk->recent_loss_count, rk->recent_loss_count / 2);
-            rk->recent_masd = successive_noise(rk);
+            rk->recent_noise = successive_noise(rk);
         }
         double med = rk->recent_median;
         double jump = p->loss - med;
         double least = isnan(rk->loss_first) ? 0 : 0.05 * fabs(rk->loss_first);
-        if (med > 0 && p->loss > spike_factor * med && jump > 6 * rk->recent_masd && jump > least) {
+        if (med > 0 && p->loss > spike_factor * med && jump > least && jump > 6 * rk->recent_noise) {
             rk->spikes++;
             double ratio = p->loss / med;
             if (ratio > rk->worst_spike_ratio) {
@@ -1056,8 +1060,7 @@ static void add_event(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *
         run->events++;
         run->event_counts[r->event]++;
         return;
-    }
-    else if (c && ends_start(r))
+    } else if (c && ends_start(r))
         c->content = true;
     tw_rank *rk = rank_of(run, r->rank);
     if (rk && (r->event == TW_EV_CHECKPOINT || r->event == TW_EV_RESUME))

@@ -97,7 +97,7 @@ typedef struct tw_rank {
     double recent_loss[TW_RECENT];
     int recent_loss_count, recent_loss_head;
     double recent_median; /* of recent_loss, refreshed every 8 losses */
-    double recent_masd;   /* median of the absolute differences of successive recent losses, with it */
+    double recent_noise;  /* mean absolute difference of successive recent losses, with it */
     bool spikes_smoothed; /* spikes judged on the smoothed loss the log prints (avg_loss ...) */
     unsigned recent_median_age;
     uint64_t spikes;
