@@ -31,6 +31,8 @@ typedef struct events_state {
     char signal_message[TW_MESSAGE_MAX];
     long long aborted_at; /* "[TimeInfo: *** Aborted at N (unix time)": N, 0 unknown */
     bool await_message;   /* "ResourceExhaustedError: " with its message on the lines after */
+    int nccl;             /* an NCCL error held for its "Last error:" lines: 1 held, 2 after "Last error:" */
+    char held[TW_MESSAGE_MAX];
     char pending_name[TW_NAME_MAX];
     char assertion[TW_MESSAGE_MAX]; /* the last CUDA device-side assertion, "" none */
 } events_state;
@@ -225,10 +227,41 @@ static int awaited_message(tw_parser *p, events_state *st, const tw_line *line)
     return message ? n : 0;
 }
 
+/* The lines after an NCCL error: "ncclSystemError: ...", "Last error:",
+ * then the cause ("socket: Address family not supported by protocol"),
+ * which is put first in the message. Another line ends the wait: the error
+ * is emitted as it was and the line read as usual (returns 0). */
+static int nccl_lines(tw_parser *p, events_state *st, const tw_line *line)
+{
+    if (line && (blank_line(line) || tw_starts_with(line->text, line->len, "nccl")))
+        return -1;
+    if (line && st->nccl == 1 && tw_starts_with(line->text, line->len, "Last error:")) {
+        st->nccl = 2;
+        return -1;
+    }
+    char text[2 * TW_MESSAGE_MAX + 32];
+    bool cause = line && st->nccl == 2;
+    if (cause)
+        snprintf(text, sizeof text, "NCCL error: %.*s (reported as: %s)", (int)line->len, line->text, st->held);
+    else
+        snprintf(text, sizeof text, "%s", st->held);
+    st->nccl = 0;
+    int n = emit_exception(p, st, line, text, strnlen(text, sizeof text - 1));
+    st->frame[0] = '\0';
+    st->user_frame[0] = '\0';
+    return cause ? n : 0;
+}
+
 static int exception_line(tw_parser *p, events_state *st, const tw_line *line)
 {
     const char *s = line->text;
     size_t len = line->len;
+    if (tw_find(s, len, "NCCL error")) {
+        tw_record_set_text(st->held, s, len);
+        st->nccl = 1;
+        st->block = BLOCK_NONE;
+        return -1;
+    }
     if (message_follows(s, len)) {
         size_t name = (size_t)((const char *)memchr(s, ':', len) - s) + 1;
         memcpy(st->pending_name, s, name);
@@ -509,6 +542,11 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
         if (n != 0)
             return n;
     }
+    if (st->nccl) {
+        int n = nccl_lines(p, st, line);
+        if (n != 0)
+            return n;
+    }
     if (st->block != BLOCK_NONE) {
         int n = in_block(p, st, line);
         if (n != 0)
@@ -538,6 +576,8 @@ static void finish(tw_parser *p, void *state)
     events_state *st = state;
     if (st->await_message)
         awaited_message(p, st, NULL);
+    if (st->nccl)
+        nccl_lines(p, st, NULL);
     flush_signal(p, st, NULL, 0);
     st->block = BLOCK_NONE;
 }
@@ -550,7 +590,8 @@ static bool same_state(const void *a, const void *b)
            (x->block == BLOCK_NONE || (strcmp(x->frame, y->frame) == 0 && strcmp(x->user_frame, y->user_frame) == 0)) &&
            (!x->signal_pending ||
             (strcmp(x->signal_message, y->signal_message) == 0 && x->aborted_at == y->aborted_at)) &&
-           x->await_message == y->await_message &&
+           x->await_message == y->await_message && x->nccl == y->nccl &&
+           (!x->nccl || strcmp(x->held, y->held) == 0) &&
            (!x->await_message || strcmp(x->pending_name, y->pending_name) == 0) &&
            strcmp(x->assertion, y->assertion) == 0;
 }

@@ -297,6 +297,29 @@ static void test_device_side_assertion_is_the_error(void **state)
     free(c);
 }
 
+/* PyTorch's NCCL error names the cause three lines below ("Last error:"). */
+static void test_nccl_error_quotes_its_last_error(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "Traceback (most recent call last):\n"
+        "  File \"train.py\", line 5, in <module>\n"
+        "    dist.barrier()\n"
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1275, "
+        "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.1\n"
+        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. \n"
+        "Last error:\n"
+        "socket: Address family not supported by protocol\n"
+        "[2024-01-01 00:00:00] next\n",
+        NULL, NULL);
+    const tw_record *e = find_event(c, TW_EV_EXCEPTION);
+    assert_non_null(e);
+    assert_int_equal(e->source.line, 7);
+    assert_non_null(strstr(e->message, "NCCL error: socket: Address family not supported by protocol (reported as: "
+                                       "torch.distributed.DistBackendError: NCCL error in:"));
+    free(c);
+}
+
 static void test_oom_nan_checkpoint_resume_events(void **state)
 {
     (void)state;
@@ -579,6 +602,7 @@ int main(void)
         cmocka_unit_test(test_error_message_on_the_lines_after_its_name),
         cmocka_unit_test(test_error_name_alone_at_the_end),
         cmocka_unit_test(test_device_side_assertion_is_the_error),
+        cmocka_unit_test(test_nccl_error_quotes_its_last_error),
         cmocka_unit_test(test_oom_nan_checkpoint_resume_events),
         cmocka_unit_test(test_megatron_iteration_line),
         cmocka_unit_test(test_deepspeed_rank_lines),
