@@ -590,8 +590,7 @@ static bool same_state(const void *a, const void *b)
            (x->block == BLOCK_NONE || (strcmp(x->frame, y->frame) == 0 && strcmp(x->user_frame, y->user_frame) == 0)) &&
            (!x->signal_pending ||
             (strcmp(x->signal_message, y->signal_message) == 0 && x->aborted_at == y->aborted_at)) &&
-           x->await_message == y->await_message && x->nccl == y->nccl &&
-           (!x->nccl || strcmp(x->held, y->held) == 0) &&
+           x->await_message == y->await_message && x->nccl == y->nccl && (!x->nccl || strcmp(x->held, y->held) == 0) &&
            (!x->await_message || strcmp(x->pending_name, y->pending_name) == 0) &&
            strcmp(x->assertion, y->assertion) == 0;
 }
