@@ -45,6 +45,7 @@ bench: deps-check build
 	@bash bench/ingest.sh $(BUILD)
 	@/usr/bin/python3 bench/supervise.py $(BUILD)
 	@/usr/bin/python3 bench/log_compare.py $(BUILD)
+	@/usr/bin/python3 bench/trace.py $(BUILD)
 
 # libtrainwatch.so/.a, the public headers, trainwatch.pc, the trainwatch
 # binary, its man page and bash completion under PREFIX

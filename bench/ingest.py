@@ -136,6 +136,10 @@ gauge batch_cost
 '''
 
 
+PATTERN = (r"global_step: (?<global_step>\d+), lr: [0-9.]+, loss: (?<loss>[-+0-9.eE]+), .*"
+           r"avg_reader_cost: (?<data_time>[0-9.]+) s, avg_batch_cost: (?<step_time>[0-9.]+)")
+
+
 def measure(name, cmd, size):
     """Runs cmd under /usr/bin/time (a small parent, so the child's peak RSS
     is its own, not inherited from this Python), returns (seconds, MiB)."""
@@ -175,6 +179,10 @@ def main():
                                         [trainwatch, "analyze", "--no-color", str(log)], size)
         results["trainwatch1"] = measure("trainwatch analyze --jobs 1",
                                          [trainwatch, "analyze", "--no-color", "--jobs", "1", str(log)], size)
+        # the mtail program's fields, as one --pattern (the user-format path)
+        results["pattern1"] = measure("trainwatch --pattern, --jobs 1",
+                                      [trainwatch, "analyze", "--no-color", "--jobs", "1", "--pattern", PATTERN, str(log)],
+                                      size)
         results["python"] = measure("python3 re, 10 fields", ["/usr/bin/python3", str(work / "extract.py"), str(log)], size)
         results["python_full"] = measure("python3 re, same records",
                                          ["/usr/bin/python3", str(work / "records.py"), str(log)], size)
@@ -188,7 +196,7 @@ def main():
         print("ratios (time of the other / time of trainwatch; above 1 means trainwatch is faster):")
         print(f"  {'':<13} {'all cores':>9} {'one core':>9}")
         for key, label in [("wc", "wc -l"), ("grep", "grep -c"), ("python", "python 10"), ("python_full", "python all"),
-                           ("mtail", "mtail")]:
+                           ("mtail", "mtail"), ("pattern1", "--pattern")]:
             if key in results:
                 print(f"  vs {label:<10} {results[key][0] / tw:8.2f}x {results[key][0] / tw1:8.2f}x")
         print(f"memory: {small_res[1]:.1f} MiB at {small_size / 1e6:.0f} MB, {results['trainwatch'][1]:.1f} MiB "

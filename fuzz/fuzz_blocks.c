@@ -35,6 +35,7 @@ static int parse_path(const char *path, int jobs, size_t block, char **text, tw_
     int rc = tw_parser_open(&p, path, NULL, -1);
     if (rc == 0) {
         tw_parser_set_jobs(p, jobs, block);
+        tw_parser_set_unparsed(p, true); /* the template miner's lines come in order too */
         rc = tw_parser_run(p, write_json_line, out);
         *st = *tw_parser_stats(p);
         tw_parser_close(p);

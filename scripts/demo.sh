@@ -11,7 +11,7 @@ rm -f "$out"/train.log*
 port=${TW_DEMO_PORT:-9464}
 echo "== trainwatch run -- demo-train --slow-reader 10   (10 ms of decoding per batch; /metrics on 127.0.0.1:$port)"
 status=0
-"$build/trainwatch" run --web.listen-address "127.0.0.1:$port" --log-file "$out/train.log" --report "$out/report.json" -- \
+"$build/trainwatch" run --web.listen-address "127.0.0.1:$port" --log-file "$out/train.log" --report "$out/report.json" --html "$out/report.html" -- \
   "$build/demo-train" --epochs 3 --steps-per-epoch 40 --log-interval 5 --slow-reader 10 || status=$?
 [ "$status" -eq 0 ] || exit "$status"
 echo
@@ -20,4 +20,4 @@ status=0
 "$build/trainwatch" analyze "$out/train.log" >/dev/null || status=$?
 # 0: healthy or warnings only, 1: errors found; both are a finished analysis.
 [ "$status" -le 1 ] || exit "$status"
-echo "(report written to $out/report.json; try the other faults: $build/demo-train --help)"
+echo "(report written to $out/report.json and $out/report.html; try the other faults: $build/demo-train --help)"

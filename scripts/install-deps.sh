@@ -19,14 +19,15 @@ profile=${1:-demo}
 DEMO_PACKAGES=(
   build-essential cmake pkg-config
   zlib1g-dev libcmocka-dev
-  libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev libcrypt-dev nettle-dev libgnutls28-dev libpcre2-dev
+  libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev libcrypt-dev nettle-dev libgnutls28-dev libpcre2-dev libsnappy-dev
   python3
 )
 CHECK_PACKAGES=(
   time openssl
   clang libclang-rt-14-dev llvm
   python3-pytest valgrind
-  mtail wrk python3-prometheus-client libspdlog-dev
+  mtail wrk python3-prometheus-client libspdlog-dev jq libyajl-dev
+  chromium
 )
 SERVER_PACKAGES=(prometheus prometheus-pushgateway prometheus-alertmanager)
 SERVICES=(prometheus prometheus-pushgateway prometheus-alertmanager prometheus-node-exporter)

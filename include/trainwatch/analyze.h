@@ -68,12 +68,22 @@ void tw_run_free(tw_run *run);
 int tw_run_launches(const tw_run *run);
 /* Adds one record; matches tw_record_fn so a parser can feed a run directly. */
 void tw_run_add(void *run, const tw_record *record);
+/* The template table of the lines no format read (analyze --templates):
+ * they reach the run when its parsers were asked for them
+ * (tw_parser_set_unparsed). */
+void tw_run_write_templates(FILE *out, const tw_run *run);
 /* Notes an input that could not be read fully (shown in the report). */
 void tw_run_note_input(tw_run *run, const char *path, const char *format, uint64_t lines, uint64_t records,
                        const char *error);
 /* Notes that the input noted last ends without a newline: its last line may
  * be a record cut off (the run or the copy of its log was interrupted). */
 void tw_run_note_cut(tw_run *run);
+
+/* Adds one sample of a GPU telemetry log read beside the training logs
+ * (file is copied). Samples past TW_GPU_SAMPLES_MAX are counted, not kept.
+ * Returns 0 or TW_ENOMEM. */
+#define TW_GPU_SAMPLES_MAX (1u << 20)
+int tw_run_add_gpu(tw_run *run, const char *file, const tw_gpu_sample *sample);
 
 typedef enum tw_severity {
     TW_SEV_INFO,
@@ -107,6 +117,23 @@ typedef struct tw_metric_summary {
 
 #define TW_SUMMARY_METRICS 24
 
+/* The GPU telemetry of one launch: the samples whose time falls in the
+ * launch's span (or all of them, when neither side has times and the log
+ * holds one launch). Unknown values are NAN. */
+typedef struct tw_gpu_summary {
+    uint64_t samples;     /* used for this launch; 0: none */
+    uint64_t samples_all; /* in the GPU logs given; 0: no GPU log */
+    int gpus;             /* distinct GPU indexes among the samples used */
+    bool aligned;         /* chosen by time (false: all samples, no times to align) */
+    double util_mean;     /* percent */
+    double util_zero_share; /* share of samples at 0% */
+    double mem_first, mem_last; /* bytes: median of the first and last quarter of the samples */
+    double mem_max, mem_total;  /* bytes */
+    double log_first_time, log_last_time; /* of all samples with a time */
+    double steps_first_time, steps_last_time; /* the launch's steps, what samples are aligned with */
+    tw_source first;      /* the first sample used (file borrowed from the run) */
+} tw_gpu_summary;
+
 typedef struct tw_summary {
     int ranks; /* ranks that reported steps */
     uint64_t step_records, eval_records, events;
@@ -128,6 +155,7 @@ typedef struct tw_summary {
     int eval_metric_count;
     tw_metric_summary eval_metrics[TW_SUMMARY_METRICS];
     uint64_t event_counts[TW_EV_COUNT];
+    tw_gpu_summary gpu;
     char environment[TW_TEXT_MAX / 2]; /* what the log states of its environment and configuration:
                                           "PaddlePaddle 2.2.0, GPUs used 4, ...", "" none */
 } tw_summary;
@@ -138,6 +166,28 @@ typedef struct tw_input_summary {
     uint64_t lines, records;
     const char *error; /* NULL when read fully */
 } tw_input_summary;
+
+/* A 0-100 training-health score: 100 minus weighted penalties (each 0-1)
+ * of eight components, capped at 84 with a warning finding and at 59 with
+ * an error one, so a run with a problem never outranks one without
+ * (docs/analyze.md#health-score has the weights). */
+#define TW_HEALTH_COMPONENTS 8
+#define TW_HEALTH_CAP_WARNING 84.0
+#define TW_HEALTH_CAP_ERROR 59.0
+
+typedef struct tw_health_component {
+    const char *name; /* "failures", "nan", "data_loading", "gpu_idle", "stalls_jitter", "memory",
+                         "loss_trend", "rank_balance" */
+    double weight;    /* points it can take off; the weights sum to 100 */
+    double penalty;   /* 0..1 */
+    char why[96];     /* what set the penalty ("crash", "data wait 35% of step time"), "" when 0 */
+} tw_health_component;
+
+typedef struct tw_health {
+    double score; /* 0..100 */
+    const char *cap; /* NULL, "warning" or "error": the cap that applied */
+    tw_health_component components[TW_HEALTH_COMPONENTS];
+} tw_health;
 
 /* One launch: where it starts, how far it went, how it ended. */
 typedef struct tw_launch_span {
@@ -160,10 +210,27 @@ typedef struct tw_launch_report {
     int finding_count;
     tw_finding *findings; /* errors first */
     bool healthy;
+    tw_health health;
 } tw_launch_report;
 
 #define TW_LAUNCH_LAST (-1) /* the launch a report shows by default */
 #define TW_LAUNCH_ALL  0
+
+/* A rare line no format read that looks like trouble (src/diagnose/templates.c). */
+#define TW_UNUSUAL_MAX 10
+enum {
+    TW_UNUSUAL_TROUBLE = 1,         /* error, fatal, fail, timeout, killed, refused ... */
+    TW_UNUSUAL_ONE_RANK = 2,        /* on one rank of several */
+    TW_UNUSUAL_AFTER_LAST_STEP = 4, /* first seen after its rank's last step */
+};
+typedef struct tw_unusual_line {
+    char template_text[200]; /* numbers, hex, paths and quoted strings masked */
+    char example[TW_MESSAGE_MAX]; /* its first line as printed (after the timestamp) */
+    unsigned why;             /* TW_UNUSUAL_* */
+    uint64_t count;           /* lines of this template */
+    int rank;                 /* of its first line */
+    tw_source where;          /* its first line (file borrowed from the run) */
+} tw_unusual_line;
 
 typedef struct tw_report {
     tw_summary summary;   /* of the launch shown (the last one with TW_LAUNCH_ALL) */
@@ -175,6 +242,14 @@ typedef struct tw_report {
     int launch;   /* the launch shown, 1-based, or TW_LAUNCH_ALL */
     int launch_count;
     tw_launch_report *launches; /* every launch, in log order */
+    tw_health health;           /* of the summary and findings above */
+    int rank_health_count;
+    struct tw_rank_health {
+        int rank;
+        tw_health health; /* its findings, the run-wide ones and its own data wait */
+    } *rank_health;             /* the ranks with steps in the launch shown, by rank */
+    int unusual_count;
+    tw_unusual_line *unusual;   /* over the whole log (all launches), when the parsers delivered unread lines */
 } tw_report;
 
 /* The report of the last launch, with what the launches before it say
@@ -187,6 +262,10 @@ int tw_diagnose_launch(const tw_run *run, const tw_thresholds *t, int launch, tw
  * the order (errors first) and the healthy flag right. f is copied. */
 int tw_report_append(tw_report *report, const tw_finding *f);
 void tw_report_free(tw_report *report);
+
+/* The health score of a summary and its findings (tw_diagnose fills the
+ * report's and each launch's; tw_report_append updates the report's). */
+void tw_health_compute(const tw_summary *s, const tw_finding *findings, int count, tw_health *out);
 
 /* Human text; colour adds ANSI colours (use only on a terminal). */
 void tw_report_write_text(FILE *out, const tw_report *report, bool colour);

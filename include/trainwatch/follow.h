@@ -58,6 +58,7 @@ typedef struct tw_follow_options {
     bool from_start;         /* read files present at start from their beginning */
     const char *state_file;  /* NULL: no position file */
     const tw_format *format; /* NULL: detect */
+    const struct tw_user_formats *user_formats; /* tried first on each line, borrowed; NULL: none */
     double save_interval;    /* seconds between state saves; 0: 0.1 */
     tw_record_sink sink;
     /* Where to say, once each, what is not followed and why (a file not

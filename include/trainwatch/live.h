@@ -3,10 +3,9 @@
  *
  * tw_live turns the record stream of a running job (followed log files, or
  * a supervised child's output) into the Prometheus series below, labelled
- * job and rank, and watches for trouble as it happens: a NaN loss, an OOM, an
- * exception, and a stall (no new training step for stall_after seconds;
- * derived from the observed step interval when not given: ten times the
- * median, at least 60 s; a rank that logged its end is not stalled).
+ * run and rank (never job or instance: those are the scraper's target labels), and watches for trouble as it happens: a
+ * NaN loss, an OOM, an exception, and a stall (no new training step for stall_after seconds; derived from the observed
+ * step interval when not given: ten times the median, at least 60 s; a rank that logged its end is not stalled).
  * Warnings go to a stream (stderr) as one line each. Any rank number works
  * (up to 65536 distinct ranks); a series refused at its family's series
  * limit is counted in trainwatch_dropped_series_total and skipped.
@@ -17,7 +16,10 @@
  *   (histograms); trainwatch_last_progress_timestamp_seconds,
  *   trainwatch_stalled (gauges); trainwatch_nan_loss_total,
  *   trainwatch_stalls_total, trainwatch_log_events_total{event},
- *   trainwatch_records_total{kind} (counters); trainwatch_eval_metric{name}.
+ *   trainwatch_records_total{kind}, trainwatch_train_steps_total (counters);
+ *   trainwatch_train_metric{name}, trainwatch_eval_metric{name} (gauges: every
+ *   other scalar of step and evaluation records, up to the family's series
+ *   limit).
  */
 #ifndef TRAINWATCH_LIVE_H
 #define TRAINWATCH_LIVE_H
@@ -35,7 +37,7 @@ typedef struct tw_live tw_live;
 
 typedef struct tw_live_options {
     tw_registry *registry;     /* NULL: the default registry */
-    const char *job;           /* the job label */
+    const char *run;           /* the run label */
     double stall_after;        /* seconds; 0: derived from the step interval */
     FILE *warnings;            /* NULL: no warnings printed */
 } tw_live_options;

@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TW_LABELS_MAX 5
+#define TW_LABELS_MAX           8
 #define TW_SERIES_LIMIT_DEFAULT 1000
 
 typedef struct tw_registry tw_registry;

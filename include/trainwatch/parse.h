@@ -77,6 +77,14 @@ int tw_parser_run(tw_parser *p, tw_record_fn fn, void *arg);
 int tw_parser_feed(tw_parser *p, const char *data, size_t len, tw_record_fn fn, void *arg);
 
 const tw_parse_stats *tw_parser_stats(const tw_parser *p);
+/* Also deliver each non-blank line no format read, as a TW_REC_LINE record
+ * (its text after the timestamp in message, the rest past TW_MESSAGE_MAX in
+ * detail): the input of the template miner. Off by default. */
+void tw_parser_set_unparsed(tw_parser *p, bool on);
+
+/* Bytes of the input consumed so far (compressed bytes for .gz): safe to
+ * read from another thread while tw_parser_run() runs (a progress line). */
+uint64_t tw_parser_progress(const tw_parser *p);
 const char *tw_parser_path(const tw_parser *p);
 void tw_parser_close(tw_parser *p);
 

@@ -38,6 +38,7 @@ typedef enum tw_record_kind {
     TW_REC_STEP,
     TW_REC_EVAL,
     TW_REC_EVENT,
+    TW_REC_LINE, /* a line no format read: only from a parser asked for them (tw_parser_set_unparsed) */
 } tw_record_kind;
 
 /* Event kinds; tw_event_name() gives the stable lower-case name used in JSON. */
@@ -114,6 +115,18 @@ typedef struct tw_record {
     char detail[TW_MESSAGE_MAX];  /* events: the last stack frame (then TW_USER_FRAME and the deepest
                                      frame of the user's own code, when another), op/tensor, ... */
 } tw_record;
+
+/* One sample of a GPU telemetry log (nvidia-smi CSV, dmon, pmon, -q) read
+ * beside the training logs: not a record of the training, evidence about
+ * the device it ran on. */
+typedef struct tw_gpu_sample {
+    int gpu;          /* the GPU's index; -1 when the output does not say */
+    double time;      /* seconds since the epoch on the log clock (as step records), NAN without */
+    double util;      /* GPU utilisation, percent; NAN when not given */
+    double mem_used;  /* device memory used, bytes; NAN when not given */
+    double mem_total; /* device memory in all, bytes; NAN when not given */
+    uint64_t line;    /* 1-based */
+} tw_gpu_sample;
 
 static inline bool tw_has(const tw_record *r, unsigned field)
 {

@@ -14,7 +14,9 @@
  *            JSON-lines records file
  *   timer    the command's process tree and the GPUs (run), stall checks,
  *            the alert rules (evaluated over the registry's samples) and
- *            their receivers (rules.h, notify.h)
+ *            their receivers (rules.h, notify.h), the registry's samples
+ *            queued for remote-write receivers (remote_write.h; a last
+ *            sample at finish, drained at free)
  *
  * Life cycle:
  *   tw_supervision_new()     registry, sinks, alerting, receivers, server:
@@ -50,6 +52,7 @@
 #include "trainwatch/http.h"
 #include "trainwatch/metrics.h"
 #include "trainwatch/parse.h"
+#include "trainwatch/remote_write.h"
 
 #define TW_RULE_FILES_MAX 32
 #define TW_RECEIVERS_MAX  8
@@ -75,14 +78,20 @@ typedef struct tw_alerts_config {
 
 typedef struct tw_supervision_options {
     const char *name;        /* "run", "watch": the prefix of messages */
-    const char *job;         /* the job label */
+    const char *run;         /* the run label of per-run series (never job/instance: the scraper's) */
     int rank;                /* the rank of a command's output and samples */
+    int local_rank;          /* for trainwatch_run_info; -1: unknown */
+    int world_size;          /* for trainwatch_run_info; -1: unknown */
+    const char *command;     /* for trainwatch_run_info: the command line or the files watched */
+    const char *address_file; /* write the bound /metrics address here (whole or not at all); NULL: none */
     const tw_format *format; /* NULL: detect */
+    struct tw_user_formats *user_formats; /* --pattern / --formats, borrowed; NULL: none */
     double stall_after;      /* seconds; 0: derived from the step interval */
     bool serve;              /* serve /metrics with http */
     tw_http_options http;    /* its registry is the supervision's */
     tw_alerts_config alerts;
     const char *records_path; /* append records as JSON lines; NULL: none */
+    tw_remote_write_options remote_write; /* url_count 0: none; job, instance, run, rank are set here */
 } tw_supervision_options;
 
 typedef struct tw_supervision tw_supervision;
@@ -134,6 +143,10 @@ typedef struct tw_supervision_result {
 /* Ends the run and diagnoses it: *report (the caller frees it), and for a
  * command its status. */
 int tw_supervision_finish(tw_supervision *s, tw_report **report, tw_supervision_result *result);
+
+/* The run the records went to (what the diagnosis was made from), borrowed
+ * until tw_supervision_free; for the HTML report's charts. */
+const tw_run *tw_supervision_run(const tw_supervision *s);
 
 /* The end-of-run lines of sampling (process tree, GPUs) under the report. */
 void tw_supervision_write_samples(const tw_supervision *s, const tw_report *report, FILE *out);

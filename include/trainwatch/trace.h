@@ -82,24 +82,58 @@ typedef struct tw_trace_copy {
     double bytes, time;
 } tw_trace_copy;
 
+/* One (device, stream): its GPU work by kind. A stream runs one thing at a
+ * time, so durations are summed; idle is the stream's span (its first
+ * start to its last end) less its busy time. */
 typedef struct tw_trace_stream {
     int64_t device, stream;
-    uint64_t kernels;
-    double busy; /* sum of kernel durations */
+    uint64_t kernels, copies;     /* kernels (compute and communication); memcpy/memset */
+    double busy;                  /* compute + comm + memcpy */
+    double compute, comm, memcpy; /* sums of durations */
+    double first, last;           /* the span of its work */
 } tw_trace_stream;
+
+/* A row of a Paddle summary table (prof.summary()): times in µs, ratios as
+ * shares; NAN where the table has "-" or no such column. */
+typedef struct tw_trace_summary_row {
+    char name[96];
+    int depth;       /* indentation under the table's first row, in steps of two spaces */
+    long long calls; /* -1: "-" */
+    double cpu_total, cpu_avg, cpu_max, cpu_min, cpu_ratio;
+    double gpu_total, gpu_avg, gpu_max, gpu_min, gpu_ratio;
+} tw_trace_summary_row;
+
+#define TW_SUMMARY_ROWS 24
+
+/* The tables of a Paddle summary text beyond the Perf Summary. Overview
+ * rows carry their time as cpu_* (host event types) or gpu_* (device
+ * ones); the Operator Summary's top-level operators and the Kernel
+ * Summary's kernels go into the rank's top_ops and top_kernels. */
+typedef struct tw_trace_summary {
+    int device_count;
+    tw_trace_summary_row devices[8]; /* Device Summary: utilisation share in cpu_ratio */
+    int overview_count;
+    tw_trace_summary_row overview[TW_SUMMARY_ROWS];
+    int model_count;
+    tw_trace_summary_row model[TW_SUMMARY_ROWS];
+    double step, communication, computation, overlap; /* Distribution Summary, µs; NAN if absent */
+    int operators, kernels;                           /* rows read (the top ones kept) */
+} tw_trace_summary;
 
 /* One input: a rank's trace, or a Paddle summary text. */
 typedef struct tw_trace_rank {
     const char *path;
     int rank;
-    const char *source;  /* "kineto", "kineto-legacy", "paddle", "chrome", "paddle-summary" */
-    char error[160];     /* "" when read to the end */
-    uint64_t bytes;      /* bytes read (uncompressed) */
-    uint64_t events;     /* trace events read */
-    uint64_t skipped;    /* events skipped: no or bad ts/dur (negative, NaN), unknown ph */
-    uint64_t late;       /* GPU/host intervals that came after their time was accounted */
-    uint64_t names_cut;  /* strings longer than the reader keeps */
-    uint64_t names_over; /* events of names past a table's cap, counted under "(other)" */
+    const char *source;      /* "kineto", "kineto-legacy", "paddle", "chrome", "paddle-summary" */
+    char error[160];         /* "" when read to the end */
+    uint64_t bytes;          /* bytes read (uncompressed) */
+    uint64_t events;         /* trace events read */
+    uint64_t skipped;        /* events skipped: no or bad ts/dur (negative, NaN), unknown ph */
+    uint64_t late;           /* GPU/host intervals that came after their time was accounted */
+    uint64_t flushes;        /* interval sets past their bound, accounted up to a watermark and dropped */
+    uint64_t flushes_forced; /* of which host-span flushes ahead of the GPU work read so far */
+    uint64_t names_cut;      /* strings longer than the reader keeps */
+    uint64_t names_over;     /* events of names past a table's cap, counted under "(other)" */
 
     int step_count;       /* steps kept (ProfilerStep#N / ProfileStep#N) */
     uint64_t steps_over;  /* steps past the cap, accounted in the total only */
@@ -125,6 +159,7 @@ typedef struct tw_trace_rank {
 
     int stream_count;
     tw_trace_stream streams[TW_TRACE_STREAMS];
+    uint64_t streams_over; /* GPU events on streams past the cap (counted in the totals only) */
     uint64_t sync_calls;
     double sync_time;
 
@@ -136,6 +171,7 @@ typedef struct tw_trace_rank {
     double ips;              /* Perf Summary ips avg */
     int summary_blocks;      /* Perf Summary blocks read (several: one finding each) */
     double block_ratios[8];
+    tw_trace_summary summary; /* the other tables */
 } tw_trace_rank;
 
 typedef struct tw_trace tw_trace;

@@ -1,11 +1,20 @@
 /*
- * cli.c: what the subcommands share when reading their options.
+ * cli.c: what the subcommands share when reading their options and
+ * writing their reports.
  */
 #include "cli.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "../core/outfile.h"
+#include "../core/say.h"
+#include "../core/stream.h"
+#include "../parse/user_formats.h"
+#include "trainwatch/error.h"
 
 int tw_cli_number(const char *command, const char *flag, const char *arg, double *out)
 {
@@ -18,4 +27,71 @@ int tw_cli_number(const char *command, const char *flag, const char *arg, double
     }
     *out = v;
     return 0;
+}
+
+int tw_cli_write_html(const char *command, const char *path, int (*write)(FILE *out, const void *arg), const void *arg)
+{
+    char err[600];
+    if (strcmp(path, "-") == 0) {
+        if (write(stdout, arg) != TW_OK) {
+            tw_say(TW_SAY_ERROR, command, "--html -: out of memory");
+            return -1;
+        }
+        if (tw_stream_flush(stdout) != TW_OK) {
+            tw_say(TW_SAY_ERROR, command, "--html -: could not write to standard output: %s", strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    tw_outfile out;
+    if (tw_outfile_open(&out, path, err, sizeof err) != 0) {
+        tw_say(TW_SAY_ERROR, command, "--html %s", err);
+        return -1;
+    }
+    if (write(out.f, arg) != TW_OK) {
+        tw_outfile_abort(&out);
+        tw_say(TW_SAY_ERROR, command, "--html %s: out of memory", path);
+        return -1;
+    }
+    if (tw_outfile_commit(&out, err, sizeof err) != 0) {
+        tw_say(TW_SAY_ERROR, command, "--html %s", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* The set of a command's user formats lives as long as the process: its
+ * parsers (and run's and watch's followers) borrow it to the end. */
+static struct tw_user_formats *process_formats;
+
+static void free_process_formats(void) { tw_user_formats_free(process_formats); }
+
+/* --pattern REGEX / --formats FILE: adds to *set (made on first use). A bad
+ * pattern is said with its position, and the pattern with a caret under it. */
+int tw_cli_user_format(struct tw_user_formats **set, const char *flag, const char *arg, const char *command)
+{
+    if (!*set) {
+        if (process_formats || tw_user_formats_new(set) != TW_OK) {
+            fprintf(stderr, "trainwatch %s: out of memory\n", command);
+            return -1;
+        }
+        process_formats = *set;
+        atexit(free_process_formats);
+    }
+    char err[512];
+    bool pattern = strcmp(flag, "pattern") == 0;
+    int rc = pattern ? tw_user_formats_add_pattern(*set, arg, err, sizeof err)
+                     : tw_user_formats_load_file(*set, arg, err, sizeof err);
+    if (rc == TW_OK)
+        return 0;
+    if (pattern) {
+        const char *why = strncmp(err, "pattern: ", 9) == 0 ? err + 9 : err;
+        fprintf(stderr, "trainwatch %s: --pattern %d: %s\n", command, tw_user_formats_count(*set) + 1, why);
+        size_t offset;
+        if (sscanf(why, "offset %zu:", &offset) == 1 && offset <= strlen(arg) && strlen(arg) < 200)
+            fprintf(stderr, "  %s\n  %*s^\n", arg, (int)offset, "");
+    } else {
+        fprintf(stderr, "trainwatch %s: --formats %s: %s\n", command, arg, err);
+    }
+    return -1;
 }

@@ -6,6 +6,8 @@
 #ifndef TW_CLI_CLI_H
 #define TW_CLI_CLI_H
 
+#include <stdio.h>
+
 typedef struct tw_command {
     const char *name;
     const char *summary;
@@ -22,6 +24,20 @@ extern const tw_command tw_cmd_trace;
 
 /* Reads a non-negative number for --flag; says what is wrong and returns -1. */
 int tw_cli_number(const char *command, const char *flag, const char *arg, double *out);
+
+/* Writes a page with write(out, arg) to path ("-": stdout), a file whole
+ * or not at all (--html of analyze, run and trace). Returns 0, or -1 when
+ * it could not be written, said on stderr as "trainwatch COMMAND: --html
+ * reason". */
+int tw_cli_write_html(const char *command, const char *path, int (*write)(FILE *out, const void *arg),
+                      const void *arg);
+
+/* --pattern REGEX or --formats FILE (flag "pattern" or "formats") into
+ * *set, made on first use and freed when the process exits (one set per
+ * process).
+ * Says what is wrong, with the position, and returns -1. */
+struct tw_user_formats;
+int tw_cli_user_format(struct tw_user_formats **set, const char *flag, const char *arg, const char *command);
 
 /* Exit statuses shared by the subcommands. */
 enum {

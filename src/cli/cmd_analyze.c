@@ -2,8 +2,9 @@
  * cmd_analyze.c: `trainwatch analyze [options] FILE...` reads training logs
  * (files, .gz, or - for stdin), parses them into records, and prints the
  * diagnosis. With --records it prints the records instead (JSON lines,
- * schema trainwatch.record/1). Threshold options come from one table that
- * also writes their help.
+ * schema trainwatch.record/1). With --html it also writes the report as one
+ * self-contained HTML page (to a file, or - for stdout instead of the text).
+ * Threshold options come from one table that also writes their help.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,10 +16,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/outfile.h"
 #include "../core/stream.h"
+#include "../parse/gpu_log.h"
+#include "../parse/user_formats.h"
 #include "cli.h"
+#include "explain.h"
+#include "progress.h"
 #include "trainwatch/analyze.h"
 #include "trainwatch/error.h"
+#include "trainwatch/html.h"
 #include "trainwatch/parse.h"
 #include "trainwatch/record_json.h"
 
@@ -46,19 +53,27 @@ enum {
     OPT_BLOCK_SIZE,
     OPT_FAIL_ON,
     OPT_LAUNCH,
+    OPT_HTML,
+    OPT_PATTERN,
+    OPT_FORMATS,
+    OPT_EXPLAIN,
+    OPT_QUIET,
+    OPT_TEMPLATES,
     OPT_HELP,
     OPT_THRESHOLD
 };
 
 typedef struct analyze_options {
     const tw_format *format;
-    bool json, records;
+    bool json, records, explain, quiet, templates;
     int colour;          /* -1 auto, 0 never, 1 always */
     int jobs;            /* threads per large plain file */
     size_t block_size;   /* their block size, 0: the default */
     tw_severity fail_on; /* exit 1 when a finding is at least this severe */
     int launch;          /* TW_LAUNCH_LAST, TW_LAUNCH_ALL or 1-based */
+    const char *html;    /* --html FILE, "-": stdout; NULL: none */
     tw_thresholds th;
+    tw_user_formats *user; /* --pattern, --formats (tw_cli_user_format's) */
 } analyze_options;
 
 // clang-format off
@@ -71,8 +86,21 @@ static const char usage_text[] =
     "order of the files).\n\n"
     "options:\n"
     "  --format NAME          use this format instead of detecting (see trainwatch formats)\n"
+    "  --pattern REGEX        a line format of your own: PCRE2 with named groups (?<step>...),\n"
+    "                         (?<loss>...), (?<lr>...), (?<epoch>...), (?<step_time>...),\n"
+    "                         (?<data_time>...); other names become metrics (repeatable)\n"
+    "  --formats FILE         line formats of your own from a YAML file (formats: a list of\n"
+    "                         name, pattern, detect, kind); tried before the built-in ones\n"
+    "  --templates            after the report, the table of the lines no format read, grouped\n"
+    "                         into templates (numbers, hex, paths, quoted strings masked)\n"
+    "  --quiet                no progress line (shown on a terminal for inputs over 100 MB or\n"
+    "                         20 files, unless CI is set)\n"
+    "  --explain              say on stderr what was read from each input: the format (and\n"
+    "                         whether a fallback), the fields and metrics, the first step line\n"
     "  --json                 print the report as JSON (schema " TW_ANALYSIS_SCHEMA ")\n"
     "  --records              print the parsed records as JSON lines (schema " TW_RECORD_SCHEMA ")\n"
+    "  --html FILE            also write the report as one self-contained HTML page with charts\n"
+    "                         (- : to standard output, instead of the text report)\n"
     "  --fail-on SEVERITY     exit 1 when a finding is at least this severe: error (default),\n"
     "                         warning or info\n"
     "  --launch N|last|all    which launch of the log to report (default last; all: every one, the\n"
@@ -154,7 +182,7 @@ static int finish_stdout(const char *what)
 /* Returns the index of the first file argument, or -1 on a usage error. */
 static int parse_options(int argc, char **argv, analyze_options *o)
 {
-    struct option longopts[THRESHOLD_COUNT + 11];
+    struct option longopts[THRESHOLD_COUNT + 17];
     size_t n = 0;
     longopts[n++] = (struct option){"format", required_argument, NULL, OPT_FORMAT};
     longopts[n++] = (struct option){"json", no_argument, NULL, OPT_JSON};
@@ -165,6 +193,12 @@ static int parse_options(int argc, char **argv, analyze_options *o)
     longopts[n++] = (struct option){"block-size", required_argument, NULL, OPT_BLOCK_SIZE};
     longopts[n++] = (struct option){"fail-on", required_argument, NULL, OPT_FAIL_ON};
     longopts[n++] = (struct option){"launch", required_argument, NULL, OPT_LAUNCH};
+    longopts[n++] = (struct option){"html", required_argument, NULL, OPT_HTML};
+    longopts[n++] = (struct option){"pattern", required_argument, NULL, OPT_PATTERN};
+    longopts[n++] = (struct option){"formats", required_argument, NULL, OPT_FORMATS};
+    longopts[n++] = (struct option){"explain", no_argument, NULL, OPT_EXPLAIN};
+    longopts[n++] = (struct option){"quiet", no_argument, NULL, OPT_QUIET};
+    longopts[n++] = (struct option){"templates", no_argument, NULL, OPT_TEMPLATES};
     longopts[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
     for (size_t i = 0; i < THRESHOLD_COUNT; i++)
         longopts[n++] = (struct option){thresholds[i].name, required_argument, NULL, OPT_THRESHOLD + (int)i};
@@ -232,6 +266,23 @@ static int parse_options(int argc, char **argv, analyze_options *o)
                 return -1;
             }
             break;
+        case OPT_HTML:
+            o->html = optarg;
+            break;
+        case OPT_EXPLAIN:
+            o->explain = true;
+            break;
+        case OPT_QUIET:
+            o->quiet = true;
+            break;
+        case OPT_TEMPLATES:
+            o->templates = true;
+            break;
+        case OPT_PATTERN:
+        case OPT_FORMATS:
+            if (tw_cli_user_format(&o->user, c == OPT_PATTERN ? "pattern" : "formats", optarg, "analyze") != 0)
+                return -1;
+            break;
         case 'h':
         case OPT_HELP:
             fputs(usage_text, stdout);
@@ -274,20 +325,56 @@ static bool ends_without_newline(const char *path)
     return last != '\n' && last != '\r';
 }
 
+typedef struct explained {
+    tw_explain *explain;
+    tw_record_fn fn;
+    void *arg;
+} explained;
+
+static void explain_record(void *arg, const tw_record *r)
+{
+    explained *x = arg;
+    if (r->kind != TW_REC_LINE)
+        tw_explain_record(x->explain, r);
+    x->fn(x->arg, r);
+}
+
 /* Parses one input into the run (or onto stdout as records). Returns 0, or
  * -1 when the input could not be read at all. */
-static int analyze_input(const char *path, int rank, const analyze_options *o, tw_run *run)
+/* The progress line's view of the inputs: bytes and files finished. */
+typedef struct progress_state {
+    tw_progress *line; /* NULL: no line */
+    uint64_t bytes;
+    int files;
+} progress_state;
+
+static uint64_t input_size(const char *path)
+{
+    struct stat st;
+    return strcmp(path, "-") != 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+}
+
+static int analyze_input(const char *path, int rank, const analyze_options *o, tw_run *run, progress_state *ps)
 {
     tw_parser *p;
     int rc = tw_parser_open(&p, path, o->format, rank);
+    if (rc == TW_OK)
+        tw_progress_reading(ps->line, p, ps->bytes, ps->files);
     if (rc != TW_OK) {
         fprintf(stderr, "trainwatch: %s: %s\n", path, tw_strerror(rc));
         tw_run_note_input(run, path, NULL, 0, 0, tw_strerror(rc));
         return -1;
     }
     tw_parser_set_jobs(p, o->jobs, o->block_size);
-    rc = o->records ? tw_parser_run(p, write_record, stdout) : tw_parser_run(p, tw_run_add, run);
+    tw_parser_set_user_formats(p, o->user);
+    tw_parser_set_unparsed(p, !o->records); /* the template miner's input */
+    explained x = {o->explain ? tw_explain_new() : NULL, o->records ? write_record : tw_run_add,
+                   o->records ? (void *)stdout : (void *)run};
+    rc = x.explain ? tw_parser_run(p, explain_record, &x) : tw_parser_run(p, x.fn, x.arg);
     const tw_parse_stats *st = tw_parser_stats(p);
+    if (x.explain)
+        tw_explain_write(stderr, x.explain, tw_parser_path(p), st->format);
+    tw_explain_free(x.explain);
     uint64_t records = st->steps + st->evals + st->events;
     int result = 0;
     if (rc != TW_OK) {
@@ -310,8 +397,85 @@ static int analyze_input(const char *path, int rank, const analyze_options *o, t
     tw_run_note_input(run, tw_parser_path(p), st->format, st->lines, records, rc == TW_OK ? NULL : tw_strerror(rc));
     if (rc == TW_OK && !o->records && ends_without_newline(path))
         tw_run_note_cut(run);
+    tw_progress_reading(ps->line, NULL, ps->bytes += input_size(path), ++ps->files);
     tw_parser_close(p);
     return result;
+}
+
+/* The page's title: the first input, and how many more. */
+static void html_title(char *buf, size_t cap, int argc, char **argv, int first)
+{
+    const char *name = strrchr(argv[first], '/');
+    name = name ? name + 1 : argv[first];
+    if (argc - first > 1)
+        snprintf(buf, cap, "trainwatch: %s and %d more", name, argc - first - 1);
+    else
+        snprintf(buf, cap, "trainwatch: %s", name);
+}
+
+typedef struct html_page {
+    const tw_report *report;
+    const tw_run *run;
+    const char *title;
+} html_page;
+
+static int write_page(FILE *out, const void *arg)
+{
+    const html_page *p = arg;
+    return tw_report_write_html(out, p->report, p->run, p->title);
+}
+
+/* A GPU telemetry log given beside the training logs (nvidia-smi CSV, dmon,
+ * pmon, -q; detected from its first lines): a plain file only. */
+static bool is_gpu_log(const char *path)
+{
+    size_t n = strlen(path);
+    if (strcmp(path, "-") == 0 || (n > 3 && strcmp(path + n - 3, ".gz") == 0))
+        return false;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false; /* the parser says why */
+    enum { HEAD = 65536 }; /* a --query-gpu header with every field is about 7 KB */
+    char *head = malloc(HEAD);
+    size_t got = head ? fread(head, 1, HEAD, f) : 0;
+    fclose(f);
+    bool gpu = head && tw_gpu_log_detect(head, got);
+    free(head);
+    return gpu;
+}
+
+typedef struct gpu_input {
+    tw_run *run;
+    const char *path;
+    int rc;
+} gpu_input;
+
+static void add_gpu_sample(void *arg, const tw_gpu_sample *s)
+{
+    gpu_input *in = arg;
+    if (in->rc == TW_OK)
+        in->rc = tw_run_add_gpu(in->run, in->path, s);
+}
+
+/* Reads a GPU log into the run. Returns 0, or -1 when it could not be read. */
+static int analyze_gpu_input(const char *path, const analyze_options *o, tw_run *run, bool alone)
+{
+    gpu_input in = {.run = run, .path = path};
+    uint64_t lines = 0, samples = 0;
+    int rc = o->records ? TW_OK : tw_gpu_log_read(path, add_gpu_sample, &in, &lines, &samples);
+    if (rc == TW_OK)
+        rc = in.rc;
+    if (rc != TW_OK)
+        fprintf(stderr, "trainwatch: %s: %s\n", path, tw_strerror(rc));
+    else if (!o->records && samples == 0)
+        fprintf(stderr, "trainwatch: %s: a GPU log with no samples in %llu lines\n", path, (unsigned long long)lines);
+    else if (alone)
+        fprintf(stderr,
+                "trainwatch: %s: GPU telemetry (%llu samples), no training records recognised: give the training "
+                "logs beside it\n",
+                path, (unsigned long long)samples);
+    tw_run_note_input(run, path, "gpu-telemetry", lines, samples, rc == TW_OK ? NULL : tw_strerror(rc));
+    return rc == TW_OK ? 0 : -1;
 }
 
 static bool use_colour(const analyze_options *o)
@@ -322,32 +486,50 @@ static bool use_colour(const analyze_options *o)
     return isatty(STDOUT_FILENO) && !(no && *no);
 }
 
-static int run(int argc, char **argv)
+static int analyze(analyze_options o, int argc, char **argv, int first)
 {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    analyze_options o = {.colour = -1,
-                         .fail_on = TW_SEV_ERROR,
-                         .launch = TW_LAUNCH_LAST,
-                         .jobs = cores < 1                   ? 1
-                                 : cores > TW_PARSE_JOBS_MAX ? TW_PARSE_JOBS_MAX
-                                                             : (int)cores};
-    tw_thresholds_default(&o.th);
-    int first = parse_options(argc, argv, &o);
-    if (first < 0)
+    char err[600];
+    if (o.html && o.records) {
+        fprintf(stderr, "trainwatch analyze: --html and --records do not go together (records are not a report)\n");
         return TW_EXIT_USAGE;
+    }
+    if (o.html && strcmp(o.html, "-") != 0 && tw_outfile_check(o.html, err, sizeof err) != 0) {
+        fprintf(stderr, "trainwatch analyze: --html %s\n", err);
+        return TW_EXIT_USAGE;
+    }
     tw_run *trun;
     if (tw_run_new(&trun, &o.th) != TW_OK) {
         fprintf(stderr, "trainwatch: out of memory\n");
         return TW_EXIT_USAGE;
     }
-    int files = argc - first, failed = 0;
+    bool *gpu = calloc((size_t)argc, sizeof *gpu);
+    if (!gpu) {
+        fprintf(stderr, "trainwatch: out of memory\n");
+        tw_run_free(trun);
+        return TW_EXIT_USAGE;
+    }
+    int files = 0, failed = 0, logs = 0;
+    uint64_t total = 0;
     for (int i = first; i < argc; i++) {
+        files += !(gpu[i] = is_gpu_log(argv[i]));
+        total += gpu[i] ? 0 : input_size(argv[i]);
+    }
+    progress_state ps = {tw_progress_wanted(o.quiet, total, files) ? tw_progress_start(total, files) : NULL, 0, 0};
+    for (int i = first; i < argc; i++) {
+        if (gpu[i]) {
+            failed += analyze_gpu_input(argv[i], &o, trun, files == 0) != 0;
+            continue;
+        }
         int rank = tw_rank_from_path(argv[i]);
         if (rank < 0 && files > 1)
-            rank = i - first; /* several files without rank names: one rank each */
-        if (analyze_input(argv[i], rank, &o, trun) != 0)
+            rank = logs; /* several files without rank names: one rank each */
+        logs++;
+        if (analyze_input(argv[i], rank, &o, trun, &ps) != 0)
             failed++;
     }
+    tw_progress_stop(ps.line);
+    free(gpu);
+    files = argc - first;
     int status = failed ? TW_EXIT_USAGE : TW_EXIT_OK;
     if (o.records) {
         tw_run_free(trun);
@@ -373,10 +555,20 @@ static int run(int argc, char **argv)
         tw_run_free(trun);
         return TW_EXIT_USAGE;
     }
-    if (o.json)
+    bool html_stdout = o.html && strcmp(o.html, "-") == 0;
+    if (o.json && !html_stdout)
         tw_report_write_json(stdout, report);
-    else
+    else if (!html_stdout)
         tw_report_write_text(stdout, report, use_colour(&o));
+    if (o.html) {
+        char title[256];
+        html_title(title, sizeof title, argc, argv, first);
+        html_page page = {report, trun, title};
+        if (tw_cli_write_html("analyze", o.html, write_page, &page) != 0)
+            status = TW_EXIT_USAGE;
+    }
+    if (o.templates && !o.json && !html_stdout)
+        tw_run_write_templates(stdout, trun);
     if (status == TW_EXIT_OK) {
         if (nothing)
             status = TW_EXIT_USAGE;
@@ -390,6 +582,20 @@ static int run(int argc, char **argv)
     if (finish_stdout("the report") != 0)
         return TW_EXIT_USAGE;
     return status;
+}
+
+static int run(int argc, char **argv)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    analyze_options o = {.colour = -1,
+                         .fail_on = TW_SEV_ERROR,
+                         .launch = TW_LAUNCH_LAST,
+                         .jobs = cores < 1                   ? 1
+                                 : cores > TW_PARSE_JOBS_MAX ? TW_PARSE_JOBS_MAX
+                                                             : (int)cores};
+    tw_thresholds_default(&o.th);
+    int first = parse_options(argc, argv, &o);
+    return first < 0 ? TW_EXIT_USAGE : analyze(o, argc, argv, first);
 }
 
 const tw_command tw_cmd_analyze = {

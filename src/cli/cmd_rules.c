@@ -206,7 +206,7 @@ static int rules_export(int argc, char **argv)
             perror(output);
         } else {
             fprintf(out, "# Rules for Prometheus, written by trainwatch rules export.\n"
-                        "# Scrape trainwatch with honor_labels: true so job and rank stay as trainwatch sets them.\n");
+                         "# Series carry run and rank; a stock scrape configuration (no honor_labels) suits them.\n");
             if (tw_ruleset_export(rs, out) == TW_OK)
                 status = TW_EXIT_OK;
             else

@@ -19,10 +19,12 @@
 
 #include "../core/http_client.h"
 #include "../core/outfile.h"
+#include "../core/say.h"
 #include "cli.h"
 #include "supervision.h"
 #include "trainwatch/analyze.h"
 #include "trainwatch/error.h"
+#include "trainwatch/html.h"
 #include "trainwatch/push.h"
 #include "trainwatch/supervise.h"
 
@@ -30,45 +32,54 @@ typedef struct run_options {
     tw_supervision_options sup;
     tw_command_options command;
     const char *report_file;
+    const char *html_file;
     const char *pushgateway;
 } run_options;
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: trainwatch run [OPTIONS] -- CMD [ARGS...]\n\n"
-            "Runs CMD and supervises it: output passed through (and logged), parsed live,\n"
-            "metrics served, warnings on NaN, OOM, exceptions and stalls, the diagnosis at the end.\n"
-            "Exits with CMD's status (128+signal when it was killed).\n\n"
-            "options:\n"
-            "  --log-file FILE             also write CMD's output here (stdout and stderr as one stream)\n"
-            "  --log-max-bytes N           rotate the log file past N bytes (0: never)\n"
-            "  --log-backups N             keep N rotated files (as Python's RotatingFileHandler)\n"
-            "  --job NAME                  the job label (default: CMD's name)\n"
-            "  --rank N                    the rank label (default: PADDLE_TRAINER_ID, RANK, ..., or 0)\n"
-            "  --format NAME               the log format (default: detect)\n"
-            "  --web.listen-address ADDR   serve /metrics here (default " TW_HTTP_DEFAULT_ADDRESS "; 'none')\n"
-            "  --web.config.file FILE      TLS and basic auth, exporter-toolkit format\n"
-            "  --stall-after SECONDS       warn when no step arrives for this long (default: derived, >= 60)\n"
-            "  --kill-after SECONDS        after forwarding SIGINT/SIGTERM/SIGHUP, SIGKILL the group if it is\n"
-            "                              still there this long after (default: never)\n"
-            "  --separate-stderr           keep CMD's stderr apart from its stdout (two pipes; their lines\n"
-            "                              may then interleave out of order in the log and the parse)\n"
-            "  --report FILE               write the final diagnosis as JSON\n"
-            "  --pushgateway URL           push the final metrics (grouping job, rank, instance)\n\n%s",
-            tw_cli_alerts_usage);
+    fprintf(
+        out,
+        "usage: trainwatch run [OPTIONS] -- CMD [ARGS...]\n\n"
+        "Runs CMD and supervises it: output passed through (and logged), parsed live,\n"
+        "metrics served, warnings on NaN, OOM, exceptions and stalls, the diagnosis at the end.\n"
+        "Exits with CMD's status (128+signal when it was killed).\n\n"
+        "options:\n"
+        "  --log-file FILE             also write CMD's output here (stdout and stderr as one stream)\n"
+        "  --log-max-bytes N           rotate the log file past N bytes (0: never)\n"
+        "  --log-backups N             keep N rotated files (as Python's RotatingFileHandler)\n"
+        "  --run-name NAME             the run label of the metrics (default: CMD's name; --job: old name)\n"
+        "  --rank N                    the rank label (default: PADDLE_TRAINER_ID, RANK, ..., or 0)\n"
+        "  --format NAME               the log format (default: detect)\n"
+        "  --pattern REGEX             a line format of your own (PCRE2 named groups: step, loss,\n"
+        "                              lr, epoch, step_time, data_time, others are metrics)\n"
+        "  --formats FILE              line formats of your own from a YAML file\n"
+        "  --web.listen-address ADDR   serve /metrics here (default " TW_HTTP_DEFAULT_ADDRESS "; 'none'; port 0:\n"
+        "                              any free one; HOST:PORT+LOCAL_RANK or +RANK: one port per rank)\n"
+        "  --web.address-file FILE     write the address bound (HOST:PORT) to FILE\n"
+        "  --web.config.file FILE      TLS and basic auth, exporter-toolkit format\n"
+        "  --stall-after SECONDS       warn when no step arrives for this long (default: derived, >= 60)\n"
+        "  --log.level LEVEL           trainwatch's own messages: debug, info (default), warn, error\n"
+        "  --log.format FORMAT         ... as text (default), logfmt or json lines on stderr\n"
+        "  --kill-after SECONDS        after forwarding SIGINT/SIGTERM/SIGHUP, SIGKILL the group if it is\n"
+        "                              still there this long after (default: never)\n"
+        "  --separate-stderr           keep CMD's stderr apart from its stdout (two pipes; their lines\n"
+        "                              may then interleave out of order in the log and the parse)\n"
+        "  --report FILE               write the final diagnosis as JSON\n"
+        "  --html FILE                 write the final diagnosis as a self-contained HTML page with charts\n"
+        "  --pushgateway URL           push the final metrics (grouping job (the run name), rank, instance)\n\n%s%s",
+        tw_cli_supervision_usage, tw_cli_alerts_usage);
 }
 
-static int env_rank(void)
+/* The command line for trainwatch_run_info: its words joined by spaces, cut
+ * to fit. */
+static const char *command_line(char **argv, char *buf, size_t len)
 {
-    static const char *const names[] = {"PADDLE_TRAINER_ID", "PADDLE_GLOBAL_RANK", "RANK", "OMPI_COMM_WORLD_RANK",
-                                        "SLURM_PROCID"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        const char *v = getenv(names[i]);
-        if (v && *v)
-            return atoi(v);
-    }
-    return 0;
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; argv[i] && n + 1 < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? " " : "", argv[i]);
+    return buf;
 }
 
 static int parse(int argc, char **argv, run_options *o)
@@ -79,6 +90,7 @@ static int parse(int argc, char **argv, run_options *o)
                                              {"rank", 1, 0, 'r'},
                                              {"kill-after", 1, 0, 'K'},
                                              {"report", 1, 0, 'R'},
+                                             {"html", 1, 0, 'H'},
                                              {"pushgateway", 1, 0, 'P'},
                                              {"separate-stderr", 0, 0, 'S'},
                                              {"help", 0, 0, 'h'},
@@ -115,6 +127,13 @@ static int parse(int argc, char **argv, run_options *o)
         case 'R':
             o->report_file = optarg;
             break;
+        case 'H':
+            if (strcmp(optarg, "-") == 0) {
+                fprintf(stderr, "trainwatch run: --html needs a file (standard output carries the command's)\n");
+                return -1;
+            }
+            o->html_file = optarg;
+            break;
         case 'P':
             o->pushgateway = optarg;
             break;
@@ -130,7 +149,7 @@ static int parse(int argc, char **argv, run_options *o)
         }
     }
     if (optind >= argc) {
-        fprintf(stderr, "trainwatch run: no command (trainwatch run [OPTIONS] -- CMD ARGS...)\n");
+        tw_say(TW_SAY_ERROR, "run", "no command (trainwatch run [OPTIONS] -- CMD ARGS...)");
         return -1;
     }
     return optind;
@@ -142,12 +161,12 @@ static bool write_report(const char *path, const tw_report *report)
     char err[600];
     tw_outfile out;
     if (tw_outfile_open(&out, path, err, sizeof err) != 0) {
-        fprintf(stderr, "trainwatch run: --report %s\n", err);
+        tw_say(TW_SAY_ERROR, "run", "--report %s", err);
         return false;
     }
     tw_report_write_json(out.f, report);
     if (tw_outfile_commit(&out, err, sizeof err) != 0) {
-        fprintf(stderr, "trainwatch run: --report %s\n", err);
+        tw_say(TW_SAY_ERROR, "run", "--report %s", err);
         return false;
     }
     return true;
@@ -159,12 +178,24 @@ static void push_final(const run_options *o, tw_registry *reg)
     gethostname(host, sizeof host - 1);
     snprintf(rank, sizeof rank, "%d", o->sup.rank);
     tw_push_options p = {.url = o->pushgateway,
-                         .job = o->sup.job,
+                         .job = o->sup.run,
                          .grouping_count = 2,
                          .grouping_names = {"rank", "instance"},
                          .grouping_values = {rank, host}};
     if (tw_push(&p, reg, TW_PUSH_REPLACE, err, sizeof err) != TW_OK)
-        fprintf(stderr, "trainwatch run: pushing to the Pushgateway failed: %s\n", err);
+        tw_say(TW_SAY_ERROR, "run", "pushing to the Pushgateway failed: %s", err);
+}
+
+typedef struct html_page {
+    const tw_report *report;
+    const tw_run *run;
+    const char *title;
+} html_page;
+
+static int write_page(FILE *out, const void *arg)
+{
+    const html_page *p = arg;
+    return tw_report_write_html(out, p->report, p->run, p->title);
 }
 
 /* What can be checked before the command starts; false when it is wrong (said). */
@@ -173,14 +204,39 @@ static bool ready_to_start(const run_options *o)
     char err[600];
     const char *cmd = o->command.argv[0];
     if (o->report_file && tw_outfile_check(o->report_file, err, sizeof err) != 0) {
-        fprintf(stderr, "trainwatch run: --report %s (not starting %s)\n", err, cmd);
+        tw_say(TW_SAY_ERROR, "run", "--report %s (not starting %s)", err, cmd);
+        return false;
+    }
+    if (o->html_file && tw_outfile_check(o->html_file, err, sizeof err) != 0) {
+        tw_say(TW_SAY_ERROR, "run", "--html %s (not starting %s)", err, cmd);
         return false;
     }
     if (o->pushgateway && tw_http_client_load(err, sizeof err) != TW_OK) {
-        fprintf(stderr, "trainwatch run: --pushgateway: %s (not starting %s)\n", err, cmd);
+        tw_say(TW_SAY_ERROR, "run", "--pushgateway: %s (not starting %s)", err, cmd);
         return false;
     }
     return true;
+}
+
+/* With --log.format logfmt or json stderr holds log lines only, so the
+ * diagnosis goes there as one message per finding, at its severity, and one
+ * that sums it up (--report FILE has all of it). */
+static void say_report(const tw_report *report)
+{
+    static const tw_say_level level_of[] = {[TW_SEV_INFO] = TW_SAY_INFO, [TW_SEV_WARNING] = TW_SAY_WARN,
+                                            [TW_SEV_ERROR] = TW_SAY_ERROR};
+    for (int i = 0; i < report->finding_count; i++) {
+        const tw_finding *f = &report->findings[i];
+        const char *file = f->where.file;
+        if (file)
+            tw_say(level_of[f->severity], "run", "finding %s: %s (rank %d, %s:%llu)", f->rule, f->title, f->rank, file,
+                   (unsigned long long)f->where.line);
+        else
+            tw_say(level_of[f->severity], "run", "finding %s: %s (rank %d)", f->rule, f->title, f->rank);
+    }
+    tw_say(report->healthy ? TW_SAY_INFO : TW_SAY_WARN, "run", "diagnosis: %s, %d finding%s%s",
+           report->healthy ? "healthy" : "not healthy", report->finding_count, report->finding_count == 1 ? "" : "s",
+           report->finding_count ? " (--report FILE writes them with their evidence)" : "");
 }
 
 /* The diagnosis at the end: printed, written, pushed; the exit status. */
@@ -193,9 +249,20 @@ static int report_end(const run_options *o, tw_supervision *sup)
     int status = result.status;
     if (o->report_file && !write_report(o->report_file, report) && status == 0)
         status = TW_EXIT_PROBLEMS; /* the command succeeded, the report it was asked for is missing */
-    fprintf(stderr, "\n== trainwatch: %s\n", o->sup.job);
-    tw_report_write_text(stderr, report, isatty(STDERR_FILENO));
-    tw_supervision_write_samples(sup, report, stderr);
+    if (o->html_file) {
+        char title[256];
+        snprintf(title, sizeof title, "trainwatch run: %s", o->sup.run);
+        html_page page = {report, tw_supervision_run(sup), title};
+        if (tw_cli_write_html("run", o->html_file, write_page, &page) != 0 && status == 0)
+            status = TW_EXIT_PROBLEMS;
+    }
+    if (tw_say_current_format() == TW_SAY_TEXT) {
+        fprintf(stderr, "\n== trainwatch: %s\n", o->sup.run);
+        tw_report_write_text(stderr, report, isatty(STDERR_FILENO));
+        tw_supervision_write_samples(sup, report, stderr);
+    } else {
+        say_report(report);
+    }
     tw_report_free(report);
     if (o->pushgateway)
         push_final(o, tw_supervision_registry(sup));
@@ -204,21 +271,27 @@ static int report_end(const run_options *o, tw_supervision *sup)
 
 static int run(int argc, char **argv)
 {
-    run_options o = {.sup = {.name = "run", .serve = true, .rank = env_rank()}, .command = {.sample = true}};
+    tw_cli_say_as("run");
+    run_options o = {.sup = {.name = "run", .serve = true}, .command = {.sample = true}};
+    tw_cli_rank_env(&o.sup.rank, &o.sup.local_rank, &o.sup.world_size);
+    if (o.sup.rank < 0)
+        o.sup.rank = 0;
     int first = parse(argc, argv, &o);
-    if (first < 0)
+    if (first < 0 || tw_cli_supervision_finish(&o.sup, "run") < 0)
         return TW_EXIT_USAGE;
     o.command.argv = argv + first;
     const char *cmd = o.command.argv[0];
-    if (!o.sup.job) {
+    if (!o.sup.run) {
         const char *slash = strrchr(cmd, '/');
-        o.sup.job = slash ? slash + 1 : cmd;
+        o.sup.run = slash ? slash + 1 : cmd;
     }
+    char line[512];
+    o.sup.command = command_line(o.command.argv, line, sizeof line);
     if (!ready_to_start(&o))
         return TW_EXIT_USAGE;
     tw_supervision *sup;
     if (tw_supervision_new(&o.sup, &sup) != TW_OK) {
-        fprintf(stderr, "trainwatch run: not starting %s\n", cmd);
+        tw_say(TW_SAY_ERROR, "run", "not starting %s", cmd);
         return TW_EXIT_USAGE;
     }
     /* forwarded to the command's group; a resize of our terminal to its terminal */

@@ -13,9 +13,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../core/outfile.h"
 #include "../core/stream.h"
 #include "cli.h"
 #include "trainwatch/error.h"
+#include "trainwatch/html.h"
 #include "trainwatch/trace.h"
 
 static const char usage_text[] =
@@ -28,6 +30,8 @@ static const char usage_text[] =
     "(from distributedInfo, else the file name, else the order).\n\n"
     "options:\n"
     "  --json                 print the report as JSON (schema " TW_TRACE_SCHEMA ")\n"
+    "  --html FILE            also write the report as one self-contained HTML page with charts\n"
+    "                         (- : to standard output, instead of the text report)\n"
     "  --fail-on SEVERITY     exit 1 when a finding is at least this severe: error (default),\n"
     "                         warning or info\n"
     "  --color=WHEN           colours: auto (on a terminal, without NO_COLOR), always, never\n"
@@ -46,7 +50,7 @@ static const char usage_text[] =
     "  1  analysed; a finding at or above the --fail-on severity\n"
     "  2  bad usage, an input that could not be read at all, or the report could not be written\n";
 
-enum { OPT_JSON = 1000, OPT_FAIL_ON, OPT_COLOR, OPT_NO_COLOR, OPT_PROGRESS, OPT_HELP, OPT_NUMBER };
+enum { OPT_JSON = 1000, OPT_HTML, OPT_FAIL_ON, OPT_COLOR, OPT_NO_COLOR, OPT_PROGRESS, OPT_HELP, OPT_NUMBER };
 
 typedef struct number_option {
     const char *name;
@@ -65,6 +69,7 @@ static const number_option numbers[] = {
 
 typedef struct trace_cli {
     bool json;
+    const char *html;     /* --html FILE, "-": stdout; NULL: none */
     int colour, progress; /* -1 auto, 0 never, 1 always */
     tw_severity fail_on;
     tw_trace_options o;
@@ -87,9 +92,10 @@ static int when(const char *flag, const char *arg, int *out)
 
 static int parse_options(int argc, char **argv, trace_cli *c)
 {
-    struct option longopts[NUMBER_COUNT + 8];
+    struct option longopts[NUMBER_COUNT + 9];
     size_t n = 0;
     longopts[n++] = (struct option){"json", no_argument, NULL, OPT_JSON};
+    longopts[n++] = (struct option){"html", required_argument, NULL, OPT_HTML};
     longopts[n++] = (struct option){"fail-on", required_argument, NULL, OPT_FAIL_ON};
     longopts[n++] = (struct option){"color", required_argument, NULL, OPT_COLOR};
     longopts[n++] = (struct option){"no-color", no_argument, NULL, OPT_NO_COLOR};
@@ -105,6 +111,9 @@ static int parse_options(int argc, char **argv, trace_cli *c)
         switch (ch) {
         case OPT_JSON:
             c->json = true;
+            break;
+        case OPT_HTML:
+            c->html = optarg;
             break;
         case OPT_FAIL_ON: {
             bool ok = false;
@@ -195,6 +204,17 @@ static bool use(int setting, int fd)
     return isatty(fd);
 }
 
+typedef struct html_trace {
+    const tw_trace *trace;
+    const char *title;
+} html_trace;
+
+static int write_page(FILE *out, const void *arg)
+{
+    const html_trace *p = arg;
+    return tw_trace_write_html(out, p->trace, p->title);
+}
+
 static int run(int argc, char **argv)
 {
     trace_cli c = {.colour = -1, .progress = -1, .fail_on = TW_SEV_ERROR};
@@ -202,6 +222,11 @@ static int run(int argc, char **argv)
     int first = parse_options(argc, argv, &c);
     if (first < 0)
         return TW_EXIT_USAGE;
+    char err[600];
+    if (c.html && strcmp(c.html, "-") != 0 && tw_outfile_check(c.html, err, sizeof err) != 0) {
+        fprintf(stderr, "trainwatch trace: --html %s\n", err);
+        return TW_EXIT_USAGE;
+    }
     tw_trace *t;
     if (tw_trace_new(&t, &c.o) != TW_OK) {
         fprintf(stderr, "trainwatch: out of memory\n");
@@ -228,11 +253,21 @@ static int run(int argc, char **argv)
         tw_trace_free(t);
         return TW_EXIT_USAGE;
     }
-    if (c.json)
+    bool html_stdout = c.html && strcmp(c.html, "-") == 0;
+    if (c.json && !html_stdout)
         tw_trace_write_json(stdout, t);
-    else
+    else if (!html_stdout)
         tw_trace_write_text(stdout, t, use(c.colour, STDOUT_FILENO));
     int status = unreadable ? TW_EXIT_USAGE : TW_EXIT_OK;
+    if (c.html) {
+        char title[256];
+        const char *name = strrchr(argv[first], '/');
+        snprintf(title, sizeof title, "trainwatch trace: %s%s", name ? name + 1 : argv[first],
+                 files > 1 ? " and more" : "");
+        html_trace page = {t, title};
+        if (tw_cli_write_html("trace", c.html, write_page, &page) != 0)
+            status = TW_EXIT_USAGE;
+    }
     for (int i = 0; i < tw_trace_finding_count(t) && status == TW_EXIT_OK; i++) {
         if (tw_trace_finding_at(t, i)->severity >= c.fail_on)
             status = TW_EXIT_PROBLEMS;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "../core/clock.h"
+#include "../core/say.h"
 #include "../core/stream.h"
 #include "cli.h"
 #include "supervision.h"
@@ -44,15 +45,23 @@ static void usage(FILE *out)
             "  --state FILE                remember positions across restarts (written atomically)\n"
             "  --records FILE              also append the records as JSON lines (exactly once with --state)\n"
             "  --format NAME               use this log format (see trainwatch formats)\n"
-            "  --job NAME                  the job label of the metrics (default: watch)\n"
+            "  --pattern REGEX             a line format of your own (PCRE2 named groups: step, loss,\n"
+            "                              lr, epoch, step_time, data_time, others are metrics)\n"
+            "  --formats FILE              line formats of your own from a YAML file\n"
+            "  --run-name NAME             the run label of the metrics (default: the first file's name\n"
+            "                              up to its first '.' or wildcard; --job: old name)\n"
             "  --web.listen-address ADDR   serve /metrics here (default " TW_HTTP_DEFAULT_ADDRESS
-            "; 'none': do not serve)\n"
+            "; 'none': do not serve;\n"
+            "                              port 0: any free one; HOST:PORT+LOCAL_RANK or +RANK: one port per rank)\n"
+            "  --web.address-file FILE     write the address bound (HOST:PORT) to FILE\n"
             "  --web.config.file FILE      TLS and basic auth, exporter-toolkit format\n"
             "  --stall-after SECONDS       warn when no step arrives for this long (default: 10x the\n"
             "                              usual step interval, at least 60)\n"
+            "  --log.level LEVEL           trainwatch's own messages: debug, info (default), warn, error\n"
+            "  --log.format FORMAT         ... as text (default), logfmt or json lines on stderr\n"
             "  --duration SECONDS          stop after this long (default: until a signal)\n"
-            "  --json                      print the final diagnosis as JSON\n\n%s",
-            tw_cli_alerts_usage);
+            "  --json                      print the final diagnosis as JSON\n\n%s%s",
+            tw_cli_supervision_usage, tw_cli_alerts_usage);
 }
 
 static int parse(int argc, char **argv, watch_options *o)
@@ -90,10 +99,43 @@ static int parse(int argc, char **argv, watch_options *o)
         }
     }
     if (optind >= argc) {
-        fprintf(stderr, "trainwatch watch: no files to follow\n");
+        tw_say(TW_SAY_ERROR, "watch", "no files to follow");
         return -1;
     }
     return optind;
+}
+
+/* The default run name: the file's name up to its first '.' or wildcard
+ * ("log/workerlog.*": workerlog), else its folder's name, else "watch". */
+static const char *run_name(const char *path, char *buf, size_t len)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t n = strcspn(base, ".*?[");
+    if (n == 0 && slash) {
+        const char *start = slash;
+        while (start > path && start[-1] != '/')
+            start--;
+        base = start;
+        n = (size_t)(slash - start);
+        n = n < strcspn(base, "*?[") ? n : strcspn(base, "*?[");
+    }
+    if (n == 0 || n >= len)
+        return "watch";
+    memcpy(buf, base, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* The files watched for trainwatch_run_info: the arguments joined by
+ * spaces, cut to fit. */
+static const char *files_watched(char **patterns, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; patterns[i] && n + 1 < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? " " : "", patterns[i]);
+    return buf;
 }
 
 /* The diagnosis when stopped, on stdout; the exit status as for analyze. */
@@ -104,7 +146,7 @@ static int finish(tw_supervision *sup, const watch_options *o)
     int rc = tw_supervision_finish(sup, &report, &result);
     const tw_follow_stats *st = tw_supervision_follow_stats(sup);
     if (st)
-        fprintf(stderr, "trainwatch watch: %llu lines from %llu files (%llu rotations, %llu truncations%s)\n",
+        tw_say(TW_SAY_INFO, "watch", "%llu lines from %llu files (%llu rotations, %llu truncations%s)",
                 (unsigned long long)st->lines, (unsigned long long)st->files, (unsigned long long)st->rotations,
                 (unsigned long long)st->truncations, st->inotify ? "" : ", polling");
     if (rc != TW_OK)
@@ -122,7 +164,7 @@ static int finish(tw_supervision *sup, const watch_options *o)
         status = TW_EXIT_USAGE; /* records were lost: the status says so too */
     tw_report_free(report);
     if (tw_stream_flush(stdout) != 0) {
-        fprintf(stderr, "trainwatch watch: could not write the report to standard output: %s\n", strerror(errno));
+        tw_say(TW_SAY_ERROR, "watch", "could not write the report to standard output: %s", strerror(errno));
         return TW_EXIT_USAGE;
     }
     return status;
@@ -130,10 +172,16 @@ static int finish(tw_supervision *sup, const watch_options *o)
 
 static int run(int argc, char **argv)
 {
-    watch_options o = {.sup = {.name = "watch", .serve = true, .job = "watch"}};
+    tw_cli_say_as("watch");
+    watch_options o = {.sup = {.name = "watch", .serve = true}};
+    tw_cli_rank_env(&o.sup.rank, &o.sup.local_rank, &o.sup.world_size);
     int first = parse(argc, argv, &o);
-    if (first < 0)
+    if (first < 0 || tw_cli_supervision_finish(&o.sup, "watch") < 0)
         return TW_EXIT_USAGE;
+    char name[256], files[512];
+    if (!o.sup.run)
+        o.sup.run = run_name(argv[first], name, sizeof name);
+    o.sup.command = files_watched(argv + first, files, sizeof files);
     tw_supervision *sup;
     if (tw_supervision_new(&o.sup, &sup) != TW_OK)
         return TW_EXIT_USAGE;

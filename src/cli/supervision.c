@@ -4,9 +4,30 @@
 #include "supervision.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "../core/say.h"
 #include "cli.h"
+
+/* --log.level and --log.format: kept here so either can come first. */
+static tw_say_level said_level = TW_SAY_INFO;
+static tw_say_format said_format = TW_SAY_TEXT;
+
+static int store_say_option(const char *command, bool is_level, const char *arg)
+{
+    int rc = is_level ? tw_say_level_from_name(arg, &said_level) : tw_say_format_from_name(arg, &said_format);
+    if (rc != 0) {
+        fprintf(stderr, "trainwatch %s: --log.%s must be %s, not '%s'\n", command, is_level ? "level" : "format",
+                is_level ? "debug, info, warn or error" : "text, logfmt or json", arg);
+        return -1;
+    }
+    tw_say_setup(said_level, said_format, command);
+    return 1;
+}
+
+static int remote_write_option(tw_remote_write_options *r, const char *command, int code, const char *arg);
 
 /* 1: stored; 0: not one of these; -1: a bad value (said). */
 static int store_option(tw_supervision_options *s, const char *command, int code, const char *arg)
@@ -21,7 +42,11 @@ static int store_option(tw_supervision_options *s, const char *command, int code
         }
         return 1;
     case 1:
-        s->job = arg;
+        if (!*arg) {
+            fprintf(stderr, "trainwatch %s: --run-name must not be empty\n", command);
+            return -1;
+        }
+        s->run = arg;
         return 1;
     case 2:
         s->serve = strcmp(arg, "none") != 0;
@@ -32,9 +57,75 @@ static int store_option(tw_supervision_options *s, const char *command, int code
         return 1;
     case 4:
         return tw_cli_number(command, "stall-after", arg, &s->stall_after) ? -1 : 1;
+    case 5:
+        s->address_file = arg;
+        return 1;
+    case 20:
+    case 21:
+        return store_say_option(command, code - TW_CLI_SUPERVISION_OPT == 20, arg);
+    case 22:
+    case 23:
+        return tw_cli_user_format(&s->user_formats, code == TW_CLI_SUPERVISION_OPT + 22 ? "pattern" : "formats", arg,
+                                  command)
+                   ? -1
+                   : 1;
+    default:
+        return remote_write_option(&s->remote_write, command, code - TW_CLI_SUPERVISION_OPT, arg);
+    }
+}
+
+const char tw_cli_supervision_usage[] =
+    "remote-write (Prometheus remote-write 1.0):\n"
+    "  --remote-write URL          also send the metrics to this receiver (repeatable, up to 8)\n"
+    "  --remote-write-interval S   seconds between samples sent (default 15)\n"
+    "  --remote-write-queue N      samples kept per receiver while it cannot take them; the oldest\n"
+    "                              are dropped past N (default 100000)\n"
+    "  --remote-write-bearer-token-file FILE   send Authorization: Bearer with FILE's token\n"
+    "  --remote-write-basic-auth-file FILE     basic auth with FILE's USER:PASSWORD\n\n";
+
+/* The remote-write options (codes 6 and up): 1 stored, 0 not one, -1 bad. */
+static int remote_write_option(tw_remote_write_options *r, const char *command, int code, const char *arg)
+{
+    double v;
+    switch (code) {
+    case 6:
+        if (r->url_count == TW_REMOTE_WRITE_MAX) {
+            fprintf(stderr, "trainwatch %s: at most %d --remote-write URLs\n", command, TW_REMOTE_WRITE_MAX);
+            return -1;
+        }
+        r->urls[r->url_count++] = arg;
+        return 1;
+    case 7:
+        if (tw_cli_number(command, "remote-write-interval", arg, &r->interval))
+            return -1;
+        if (r->interval <= 0) {
+            fprintf(stderr, "trainwatch %s: --remote-write-interval must be more than 0\n", command);
+            return -1;
+        }
+        return 1;
+    case 8:
+        if (tw_cli_number(command, "remote-write-queue", arg, &v))
+            return -1;
+        if (v < 1 || v > 1e8) {
+            fprintf(stderr, "trainwatch %s: --remote-write-queue must be from 1 to 100000000\n", command);
+            return -1;
+        }
+        r->queue_samples = (size_t)v;
+        return 1;
+    case 9:
+        r->bearer_token_file = arg;
+        return 1;
+    case 10:
+        r->basic_auth_file = arg;
+        return 1;
     default:
         return 0;
     }
+}
+
+void tw_cli_say_as(const char *command)
+{
+    tw_say_setup(said_level, said_format, command);
 }
 
 int tw_cli_supervision_option(tw_supervision_options *s, const char *command, int code, const char *arg,
@@ -45,4 +136,73 @@ int tw_cli_supervision_option(tw_supervision_options *s, const char *command, in
         fprintf(stderr, "trainwatch %s: unknown or incomplete option '%s' (see trainwatch %s --help)\n", command,
                 as_given, command);
     return stored > 0 ? 0 : -1;
+}
+
+/* The first of these variables that is set, as a number; -1 when none is. */
+static int env_number(const char *const *names, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v)
+            return atoi(v);
+    }
+    return -1;
+}
+
+void tw_cli_rank_env(int *rank, int *local_rank, int *world_size)
+{
+    static const char *const ranks[] = {"PADDLE_TRAINER_ID", "PADDLE_GLOBAL_RANK", "RANK", "OMPI_COMM_WORLD_RANK",
+                                        "SLURM_PROCID"};
+    static const char *const locals[] = {"PADDLE_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                         "SLURM_LOCALID"};
+    static const char *const worlds[] = {"PADDLE_TRAINERS_NUM", "PADDLE_GLOBAL_SIZE", "WORLD_SIZE",
+                                         "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"};
+    *rank = env_number(ranks, sizeof ranks / sizeof ranks[0]);
+    *local_rank = env_number(locals, sizeof locals / sizeof locals[0]);
+    *world_size = env_number(worlds, sizeof worlds / sizeof worlds[0]);
+}
+
+/* The value of a port offset's name: the local rank or the rank, 0 when the
+ * environment does not say; -1 for an unknown name. */
+static int offset_value(const char *name)
+{
+    int rank, local, world;
+    tw_cli_rank_env(&rank, &local, &world);
+    if (strcasecmp(name, "LOCAL_RANK") == 0)
+        return local < 0 ? 0 : local;
+    if (strcasecmp(name, "RANK") == 0)
+        return rank < 0 ? 0 : rank;
+    return -1;
+}
+
+int tw_cli_supervision_finish(tw_supervision_options *s, const char *command)
+{
+    static char resolved[300];
+    if (s->address_file && !s->serve) {
+        fprintf(stderr, "trainwatch %s: --web.address-file needs /metrics served (not --web.listen-address none)\n",
+                command);
+        return -1;
+    }
+    const char *address = s->http.listen_address;
+    const char *plus = address ? strrchr(address, '+') : NULL;
+    if (!s->serve || !plus)
+        return 0;
+    const char *colon = strrchr(address, ':');
+    char *end;
+    long port = colon && colon < plus ? strtol(colon + 1, &end, 10) : -1;
+    int offset = offset_value(plus + 1);
+    if (port < 0 || end != plus || colon + 1 == plus || offset < 0) {
+        fprintf(stderr, "trainwatch %s: --web.listen-address '%s': expected HOST:PORT+LOCAL_RANK or HOST:PORT+RANK\n",
+                command, address);
+        return -1;
+    }
+    if (port > 0)
+        port += offset;
+    if (port > 65535) {
+        fprintf(stderr, "trainwatch %s: --web.listen-address '%s': port %ld is past 65535\n", command, address, port);
+        return -1;
+    }
+    snprintf(resolved, sizeof resolved, "%.*s:%ld", (int)(colon - address), address, port);
+    s->http.listen_address = resolved;
+    return 0;
 }

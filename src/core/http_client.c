@@ -99,11 +99,18 @@ int tw_http_send(const tw_http_request *rq, tw_http_answer *answer, char *why, s
     CURL *c = curl.easy_init();
     struct curl_slist *headers = NULL;
     char content_type[128];
+    bool headers_ok = true;
     if (rq->content_type) {
         snprintf(content_type, sizeof content_type, "Content-Type: %s", rq->content_type);
-        headers = curl.slist_append(NULL, content_type);
+        headers_ok = (headers = curl.slist_append(NULL, content_type)) != NULL;
     }
-    if (!c || (rq->content_type && !headers)) {
+    for (size_t i = 0; i < rq->header_count && headers_ok; i++) {
+        struct curl_slist *more = curl.slist_append(headers, rq->headers[i]);
+        headers_ok = more != NULL;
+        headers = more ? more : headers;
+    }
+    if (!c || !headers_ok) {
+        curl.slist_free_all(headers);
         if (c)
             curl.easy_cleanup(c);
         snprintf(why, cap, "out of memory");

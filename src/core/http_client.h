@@ -23,6 +23,8 @@ typedef struct tw_http_request {
     const char *body;
     size_t body_len;
     double timeout; /* seconds, for connecting and for the whole request */
+    const char *const *headers; /* further "Name: value" lines (Content-Encoding, Authorization...) */
+    size_t header_count;
 } tw_http_request;
 
 #define TW_HTTP_ANSWER_PREFIX 160 /* bytes of an answer's body that are kept (then redacted) */

@@ -107,6 +107,8 @@ const char *tw_record_kind_name(tw_record_kind kind)
         return "eval";
     case TW_REC_EVENT:
         return "event";
+    case TW_REC_LINE:
+        return "line";
     }
     return "unknown";
 }

@@ -5,6 +5,8 @@
  * The thresholds' defaults are in thresholds.c.
  */
 #include "diagnose.h"
+#include "gpu.h"
+#include "templates.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -42,6 +44,7 @@ static const tw_rule *const rules[] = {
     &tw_rule_cumulative_time,
     &tw_rule_step_time_mismatch,
     &tw_rule_environment_differs,
+    &tw_rule_gpu, /* last: it adds GPU evidence to the findings above */
 };
 
 
@@ -175,6 +178,9 @@ static int diagnose_launch(const tw_run *root, int index, const tw_thresholds *t
     view->inputs = root->inputs; /* the inputs are the log's: a rule may ask how one ends */
     view->input_count = root->input_count;
     summarize(view, &out->summary);
+    view->gpu = root->gpu;
+    tw_gpu_summarize(root, view, &out->summary.gpu);
+    view->gpu_summary = &out->summary.gpu;
     tw_findings findings = {.run = view};
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
         rules[i]->check(view, t, &findings);
@@ -232,6 +238,15 @@ int tw_diagnose_launch(const tw_run *run, const tw_thresholds *t, int launch, tw
         report->inputs[i] = (tw_input_summary){run->inputs[i].path, run->inputs[i].format, run->inputs[i].lines,
                                                run->inputs[i].records, run->inputs[i].error};
     }
+    tw_health_report(report);
+    if (tw_health_ranks(run, report) != TW_OK) {
+        tw_report_free(report);
+        return TW_ENOMEM;
+    }
+    if (tw_templates_unusual(run, report->healthy, &report->unusual, &report->unusual_count) != TW_OK) {
+        tw_report_free(report);
+        return TW_ENOMEM;
+    }
     *out = report;
     return TW_OK;
 }
@@ -255,6 +270,7 @@ int tw_report_append(tw_report *report, const tw_finding *f)
     report->finding_count++;
     if (f->severity >= TW_SEV_WARNING)
         report->healthy = false;
+    tw_health_compute(&report->summary, report->findings, report->finding_count, &report->health);
     return TW_OK;
 }
 
@@ -267,5 +283,7 @@ void tw_report_free(tw_report *report)
     free(report->launches);
     free(report->findings);
     free(report->inputs);
+    free(report->unusual);
+    free(report->rank_health);
     free(report);
 }

@@ -89,12 +89,20 @@ int tw_root_cause_victims(const tw_root_cause *rc, char *buf, size_t cap);
 /* One evidence line per rank other than the cause's: what became of it. */
 void tw_root_cause_evidence(const tw_run *run, const tw_root_cause *rc, tw_finding *f);
 
+/* health.c: the report's and each launch's health score; the summary's
+ * "health" line; the JSON object (docs/analysis-json.md). */
+void tw_health_report(tw_report *r);
+/* Each rank's score in the launch shown (report->rank_health). */
+int tw_health_ranks(const tw_run *run, tw_report *r);
+void tw_health_text(const tw_health *h, char *buf, size_t cap);
+void tw_health_write_json(FILE *out, const tw_health *h);
+
 /* The rules, by theme. */
 extern const tw_rule tw_rule_data_bound, tw_rule_nan, tw_rule_spikes, tw_rule_divergence, tw_rule_plateau,
     tw_rule_stalls, tw_rule_jitter, tw_rule_throughput, tw_rule_memory, tw_rule_oom, tw_rule_exceptions, tw_rule_exits,
     tw_rule_incomplete, tw_rule_restarts, tw_rule_straggler, tw_rule_rank_stopped, tw_rule_epoch_start,
     tw_rule_memory_spike, tw_rule_eval_contradiction, tw_rule_ranks_over_limit, tw_rule_shared_device,
     tw_rule_duplicated_logging, tw_rule_logging_cost, tw_rule_cut_off,
-    tw_rule_cumulative_time, tw_rule_step_time_mismatch, tw_rule_environment_differs;
+    tw_rule_cumulative_time, tw_rule_step_time_mismatch, tw_rule_environment_differs, tw_rule_gpu;
 
 #endif

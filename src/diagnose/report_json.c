@@ -8,6 +8,8 @@
 
 #include "../core/json.h"
 #include "diagnose.h"
+#include "gpu.h"
+#include "templates.h"
 
 static void num_or_null(FILE *out, double v, bool valid)
 {
@@ -97,7 +99,9 @@ static void summary(FILE *out, const tw_summary *s)
     for (int k = 1; k < TW_EV_COUNT; k++)
         fprintf(out, "%s\"%s\":%llu", k > 1 ? "," : "", tw_event_name((tw_event_kind)k),
                 (unsigned long long)s->event_counts[k]);
-    fputs("}}", out);
+    fputs("},\"gpu\":", out);
+    tw_gpu_summary_json(out, &s->gpu);
+    fputc('}', out);
 }
 
 void tw_finding_write_json(FILE *out, const tw_finding *f)
@@ -171,6 +175,8 @@ static void launch(FILE *out, const tw_launch_report *l)
     summary(out, &l->summary);
     fputs(",\"findings\":", out);
     findings(out, l->findings, l->finding_count);
+    fputs(",\"health\":", out);
+    tw_health_write_json(out, &l->health);
     fputc('}', out);
 }
 
@@ -200,6 +206,29 @@ void tw_report_write_json(FILE *out, const tw_report *r)
     summary(out, &r->summary);
     fputs(",\"findings\":", out);
     findings(out, r->findings, r->finding_count);
+    fputs(",\"health\":", out);
+    tw_health_write_json(out, &r->health);
+    fputs(",\"rank_health\":[", out);
+    for (int i = 0; i < r->rank_health_count; i++) {
+        fprintf(out, "%s{\"rank\":%d,\"health\":", i ? "," : "", r->rank_health[i].rank);
+        tw_health_write_json(out, &r->rank_health[i].health);
+        fputc('}', out);
+    }
+    fputs("],\"unusual_lines\":[", out);
+    for (int i = 0; i < r->unusual_count; i++) {
+        const tw_unusual_line *u = &r->unusual[i];
+        char why[96];
+        fputs(i ? ",{\"template\":" : "{\"template\":", out);
+        tw_json_cstring(out, u->template_text);
+        fputs(",\"example\":", out);
+        tw_json_cstring(out, u->example);
+        fputs(",\"why\":", out);
+        tw_json_cstring(out, tw_unusual_why(u->why, why, sizeof why));
+        fprintf(out, ",\"count\":%llu,\"rank\":%d,\"file\":", (unsigned long long)u->count, u->rank);
+        tw_json_cstring(out, u->where.file ? u->where.file : "");
+        fprintf(out, ",\"line\":%llu}", (unsigned long long)u->where.line);
+    }
+    fputc(']', out);
     if (r->launch == TW_LAUNCH_ALL)
         fputs(",\"launch\":\"all\"", out);
     else

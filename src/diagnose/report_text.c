@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "diagnose.h"
+#include "gpu.h"
+#include "templates.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -136,6 +138,12 @@ static void write_summary(FILE *out, const tw_report *r, const style *st)
         else
             fprintf(out, "peak %.0f MiB reported\n", s->peak_mem_bytes / (1024 * 1024));
     }
+    if (s->gpu.samples > 0) {
+        char gpu[256];
+        tw_gpu_summary_text(&s->gpu, gpu, sizeof gpu);
+        row(out, st, "GPU log");
+        fprintf(out, "%s\n", gpu);
+    }
     if (s->train_metric_count > 0) {
         row(out, st, "train metrics");
         write_metric_list(out, s->train_metrics, s->train_metric_count, false);
@@ -165,6 +173,18 @@ static void write_summary(FILE *out, const tw_report *r, const style *st)
     }
     if (any)
         fputc('\n', out);
+    if (s->step_records > 0 || s->eval_records > 0) {
+        char health[256];
+        tw_health_text(&r->health, health, sizeof health);
+        row(out, st, "health");
+        fprintf(out, "%s\n", health);
+        if (r->rank_health_count > 1) {
+            row(out, st, "health by rank");
+            for (int i = 0; i < r->rank_health_count && i < 16; i++)
+                fprintf(out, "%s%d: %.0f", i ? "   " : "", r->rank_health[i].rank, r->rank_health[i].health.score);
+            fputs(r->rank_health_count > 16 ? "   (all in --json)\n" : "\n", out);
+        }
+    }
 }
 
 static void write_indented(FILE *out, const char *text, const char *prefix, const char *colour, const char *reset)
@@ -214,6 +234,16 @@ void tw_report_write_text(FILE *out, const tw_report *r, bool colour)
         fprintf(out, "\n%sFindings%s\n", st->bold, st->reset);
         for (int i = 0; i < r->finding_count; i++)
             write_finding(out, &r->findings[i], r->launch_count, st);
+    }
+    if (r->unusual_count > 0) {
+        fprintf(out, "\n%sUnusual lines%s  rare lines no format read that look like trouble\n", st->bold, st->reset);
+        for (int i = 0; i < r->unusual_count; i++) {
+            const tw_unusual_line *u = &r->unusual[i];
+            char why[96];
+            fprintf(out, "  %s:%llu  rank %d, %llu line%s (%s)\n      %s\n", u->where.file,
+                    (unsigned long long)u->where.line, u->rank, (unsigned long long)u->count, u->count == 1 ? "" : "s",
+                    tw_unusual_why(u->why, why, sizeof why), u->example);
+        }
     }
     fputc('\n', out);
     if (r->summary.step_records == 0 && r->summary.eval_records == 0 && errors == 0)

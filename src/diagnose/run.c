@@ -20,7 +20,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "gpu.h"
 #include "run.h"
+#include "templates.h"
 #include "trainwatch/error.h"
 
 #define HIST_MIN_LOG10       (-6.0)
@@ -54,6 +56,7 @@ void tw_run_free(tw_run *run)
         free(run->ranks[i]);
     }
     free(run->ranks);
+    free(run->eval_series.points);
     for (uint32_t i = 0; i < run->file_count; i++)
         free(run->files[i]);
     free(run->files);
@@ -64,6 +67,8 @@ void tw_run_free(tw_run *run)
         free(run->inputs[i].error);
     }
     free(run->inputs);
+    tw_gpu_notes_free(run->gpu);
+    tw_templates_free(run->templates);
     free(run);
 }
 
@@ -957,6 +962,46 @@ static void check_topk(tw_run *run, const tw_record *r, uint32_t file)
     }
 }
 
+/* Keeps the evaluation's results in eval_series (see run.h). */
+static void note_eval_points(tw_run *run, const tw_metric *results, int n, int rank, double pos, double time)
+{
+    tw_eval_series *s = &run->eval_series;
+    uint64_t ordinal = s->seen++;
+    if (s->stride == 0)
+        s->stride = 1;
+    if (ordinal % s->stride != 0)
+        return;
+    if (s->count + (size_t)n > TW_EVALS_KEPT) { /* drop every other evaluation kept */
+        size_t kept = 0;
+        for (size_t i = 0; i < s->count; i++) {
+            if (s->points[i].ordinal % (2 * s->stride) == 0)
+                s->points[kept++] = s->points[i];
+        }
+        s->count = kept;
+        s->stride *= 2;
+        if (ordinal % s->stride != 0 || s->count + (size_t)n > TW_EVALS_KEPT)
+            return;
+    }
+    if (s->count + (size_t)n > s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 64;
+        while (cap < s->count + (size_t)n)
+            cap *= 2;
+        tw_eval_point *grown = realloc(s->points, sizeof *grown * cap);
+        if (!grown)
+            return; /* a chart with fewer points, not a failed run */
+        s->points = grown;
+        s->cap = cap;
+    }
+    for (int i = 0; i < n; i++) {
+        for (int m = 0; m < run->eval_metrics.count; m++) {
+            if (strcmp(run->eval_metrics.items[m].s.name, results[i].name) == 0) {
+                s->points[s->count++] = (tw_eval_point){pos, time, results[i].value, m, rank, ordinal};
+                break;
+            }
+        }
+    }
+}
+
 static void add_eval(tw_run *root, tw_run *run, const tw_record *r)
 {
     tw_rank *rk = rank_of(run, r->rank);
@@ -972,6 +1017,8 @@ static void add_eval(tw_run *root, tw_run *run, const tw_record *r)
             results[n++] = r->metrics[i];
     }
     tw_metric_notes_add(&run->eval_metrics, results, n, step, true);
+    if (step >= 0)
+        note_eval_points(run, results, n, r->rank, (double)step, tw_has(r, TW_F_TIME) ? r->time : NAN);
     run->evals++;
 }
 
@@ -1102,6 +1149,10 @@ static void note_time(tw_launch_info *l, const tw_record *r)
 void tw_run_add(void *arg, const tw_record *r)
 {
     tw_run *root = arg;
+    if (r->kind == TW_REC_LINE) { /* a line no format read: the template miner's, no rank's record */
+        tw_templates_add(&root->templates, r, intern_file(root, r->source.file));
+        return;
+    }
     tw_cursor *c = cursor_of(root, r->rank);
     tw_run *run = c ? launch_at(root, c->launch) : root;
     switch (r->kind) {
@@ -1113,6 +1164,8 @@ void tw_run_add(void *arg, const tw_record *r)
         break;
     case TW_REC_EVENT:
         add_event(root, run, c, r);
+        break;
+    case TW_REC_LINE:
         break;
     }
     if (r->fields & TW_F_TIME) {

@@ -28,6 +28,8 @@ typedef struct tw_hist {
 
 /* A named metric over all the records that carry it: the last value, the
  * best finite one (NAN and step -1 until there is one) and the count. */
+typedef struct tw_templates tw_templates;
+
 typedef struct tw_metric_note {
     tw_metric_summary s;
     bool lower_is_better; /* from the name: loss, error, time ... */
@@ -57,6 +59,26 @@ typedef struct tw_series {
     size_t count, cap;
     uint64_t stride, seen; /* keep one point in every stride seen */
 } tw_series;
+
+/* Evaluation results over the run, for drawing (src/report/): each result
+ * of a metric eval_metrics notes, at the position of its rank's last step.
+ * Up to TW_EVALS_KEPT points; when full, every other evaluation is dropped
+ * and then one in every stride kept, as for the step series. */
+#define TW_EVALS_KEPT 2048
+
+typedef struct tw_eval_point {
+    double pos, time; /* time: NAN without a timestamp */
+    double value;
+    int metric;       /* index into eval_metrics.items */
+    int rank;
+    uint64_t ordinal; /* of the evaluation record, from 0 */
+} tw_eval_point;
+
+typedef struct tw_eval_series {
+    tw_eval_point *points; /* owned */
+    size_t count, cap;
+    uint64_t stride, seen;
+} tw_eval_series;
 
 typedef struct tw_gap {
     double seconds;
@@ -239,6 +261,10 @@ struct tw_run {
     int fact_count;
     tw_input_note *inputs;
     int input_count, input_cap;
+    tw_eval_series eval_series;
+    struct tw_gpu_notes *gpu;           /* GPU telemetry beside the logs (gpu.c); the first run owns it */
+    const tw_gpu_summary *gpu_summary;  /* this launch's share of it, set on the view the rules see */
+    struct tw_templates *templates;     /* lines no format read, as templates (templates.c); the first run's */
 };
 
 /* Launch i (0-based) of the run: i == 0 is the run itself. */

@@ -23,6 +23,7 @@
  */
 #include "trainwatch/follow.h"
 #include "../core/clock.h"
+#include "../parse/user_formats.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -40,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../core/say.h"
 #include "trainwatch/error.h"
 
 #define HEAD_MAX         256
@@ -177,14 +179,11 @@ static bool head_of(int fd, uint32_t len, uint64_t *hash)
     return hash_at(fd, 0, len, hash);
 }
 
-static void say(tw_follower *f, const char *fmt, const char *path, const char *detail)
+static void say(tw_follower *f, tw_say_level level, const char *fmt, const char *path, const char *detail)
 {
-    if (!f->o.warnings)
-        return;
-    fputs("trainwatch: ", f->o.warnings);
-    fprintf(f->o.warnings, fmt, path, detail);
-    fputc('\n', f->o.warnings);
-    fflush(f->o.warnings);
+    char what[PATH_MAX + 512];
+    snprintf(what, sizeof what, fmt, path, detail);
+    tw_say_to(f->o.warnings, level, "follow", "%s", what);
 }
 
 static void count_record(void *arg, const tw_record *r)
@@ -619,11 +618,11 @@ static int open_file(tw_follower *f, followed *fl)
     int e = open_name(f, fl, &st);
     if (e != 0) {
         if (!fl->said && e == ENOENT)
-            say(f, "%s: does not exist yet%s", fl->path, ": waiting for it");
+            say(f, TW_SAY_INFO, "%s: does not exist yet%s", fl->path, ": waiting for it");
         else if (!fl->said && e == NOT_REGULAR)
-            say(f, "%s: not a regular file%s", fl->path, ": not followed");
+            say(f, TW_SAY_WARN, "%s: not a regular file%s", fl->path, ": not followed");
         else if (!fl->said)
-            say(f, "%s: %s: not followed until it can be read", fl->path, strerror(e));
+            say(f, TW_SAY_WARN, "%s: %s: not followed until it can be read", fl->path, strerror(e));
         fl->said = true;
         fl->status = e == NOT_REGULAR ? FILE_REFUSED : FILE_WAITING;
         return -1;
@@ -634,12 +633,12 @@ static int open_file(tw_follower *f, followed *fl)
         fl->fd = -1;
         f->open_count--;
         if (fl->status != FILE_ALIAS)
-            say(f, "%s: the same file as %s: read once", fl->path, same->path);
+            say(f, TW_SAY_INFO, "%s: the same file as %s: read once", fl->path, same->path);
         fl->status = FILE_ALIAS;
         return -1;
     }
     if (fl->said)
-        say(f, "%s: %s", fl->path, "appeared: following it");
+        say(f, TW_SAY_INFO, "%s: %s", fl->path, "appeared: following it");
     fl->said = false;
     if (!fl->opened)
         f->stats.files++;
@@ -1003,6 +1002,7 @@ static int add_file(tw_follower *f, const char *path, bool from_start)
         free(fl);
         return rc;
     }
+    tw_parser_set_user_formats(fl->parser, f->o.user_formats);
     f->files[f->count++] = fl;
     f->index[index_slot(f, fl->path)] = f->count;
     if (!f->had_state && !f->started)
@@ -1036,7 +1036,7 @@ static void add_or_say(tw_follower *f, const char *path, bool from_start)
 {
     int rc = add_file(f, path, from_start);
     if (rc != TW_OK)
-        say(f, "%s: %s: not followed", path, tw_strerror(rc));
+        say(f, TW_SAY_WARN, "%s: %s: not followed", path, tw_strerror(rc));
 }
 
 static void scan_patterns(tw_follower *f)
@@ -1052,8 +1052,11 @@ static void scan_patterns(tw_follower *f)
             continue;
         }
         glob_t g;
-        if (glob(pattern, 0, NULL, &g) != 0)
+        if (glob(pattern, 0, NULL, &g) != 0) {
+            if (!f->started) /* said once: what is watched, and that it is (tests wait for this) */
+                say(f, TW_SAY_INFO, "%s: %s", pattern, "no file matches yet: files that appear are read from their start");
             continue;
+        }
         for (size_t k = 0; k < g.gl_pathc; k++) {
             const char *path = g.gl_pathv[k];
             struct stat st;
@@ -1329,14 +1332,14 @@ int tw_follower_save(tw_follower *f)
     if (rc != TW_OK) {
         f->stats.state_failures++;
         if (f->save_failures++ == 0)
-            say(f, "%s: cannot be saved (%s): positions are kept where they were, trying again", f->o.state_file,
+            say(f, TW_SAY_WARN, "%s: cannot be saved (%s): positions are kept where they were, trying again", f->o.state_file,
                 reason ? strerror(reason) : "the records output could not be written");
         double wait = f->o.save_interval * (double)(1u << (f->save_failures < 10 ? f->save_failures : 10));
         f->next_save = now + (wait < SAVE_BACKOFF_MAX ? wait : SAVE_BACKOFF_MAX);
         return rc;
     }
     if (f->save_failures > 0 && f->o.warnings)
-        fprintf(f->o.warnings, "trainwatch: %s: saved again, after %u failed attempts\n", f->o.state_file,
+        tw_say_to(f->o.warnings, TW_SAY_INFO, "follow", "%s: saved again, after %u failed attempts", f->o.state_file,
                 f->save_failures);
     f->save_failures = 0;
     f->next_save = now + f->o.save_interval;

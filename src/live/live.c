@@ -20,11 +20,22 @@
 #include <string.h>
 #include <time.h>
 
+#include "../core/say.h"
 #include "trainwatch/error.h"
 
 #define RANKS_MAX  65536
 #define INTERVALS  32
-#define EVALS_KEPT 32
+#define NAMED_KEPT  32   /* scalar names whose series a rank keeps looked up */
+#define NAMED_LIMIT 1000 /* series of trainwatch_train_metric / _eval_metric, all ranks */
+
+/* The gauges of a rank's named scalars, by name, the first NAMED_KEPT kept. */
+typedef struct named_gauges {
+    struct {
+        char name[TW_NAME_MAX];
+        tw_gauge *gauge;
+    } kept[NAMED_KEPT];
+    int count;
+} named_gauges;
 
 typedef struct live_rank {
     int rank;
@@ -34,11 +45,8 @@ typedef struct live_rank {
     tw_counter *events[TW_EV_COUNT];
     bool event_looked_up[TW_EV_COUNT];
     tw_counter *records[3];
-    struct {
-        char name[TW_NAME_MAX];
-        tw_gauge *gauge;
-    } evals[EVALS_KEPT];
-    int eval_count;
+    named_gauges trains, evals;
+    tw_counter *steps;
     double last_step_wall;
     double last_pos;
     bool have_pos;
@@ -52,12 +60,12 @@ typedef struct live_rank {
 
 struct tw_live {
     tw_registry *registry;
-    char *job;
+    char *run;
     double stall_after;
     FILE *warnings;
     unsigned long warning_count;
     tw_family *f_loss, *f_step, *f_epoch, *f_lr, *f_ips, *f_last, *f_stalled, *f_step_time, *f_data_wait, *f_nan,
-        *f_stalls, *f_events, *f_records, *f_eval, *f_nan_streak, *f_interval;
+        *f_stalls, *f_events, *f_records, *f_eval, *f_nan_streak, *f_interval, *f_train, *f_steps;
     live_rank **ranks; /* open addressing by rank number; rank_cap slots, a power of two */
     size_t rank_count, rank_cap;
     unsigned long ranks_dropped;
@@ -70,13 +78,14 @@ struct tw_live {
 static int family(tw_live *l, const char *name, const char *help, tw_metric_type type, size_t extra_label,
                   const char *extra, tw_family **out)
 {
-    const char *labels[] = {"job", "rank", extra};
+    const char *labels[] = {"run", "rank", extra};
+    bool named = extra && strcmp(extra, "name") == 0;
     tw_family_options o = {.name = name,
                            .help = help,
                            .type = type,
                            .label_count = 2 + extra_label,
                            .label_names = labels,
-                           .series_limit = 10000};
+                           .series_limit = named ? NAMED_LIMIT : 10000};
     return tw_family_register(l->registry, &o, out);
 }
 
@@ -86,10 +95,10 @@ int tw_live_new(const tw_live_options *o, tw_live **out)
     if (!l)
         return TW_ENOMEM;
     l->registry = o->registry ? o->registry : tw_registry_default();
-    l->job = strdup(o->job ? o->job : "trainwatch");
+    l->run = strdup(o->run ? o->run : "trainwatch");
     l->stall_after = o->stall_after;
     l->warnings = o->warnings;
-    int rc = l->job ? TW_OK : TW_ENOMEM;
+    int rc = l->run ? TW_OK : TW_ENOMEM;
 #define FAM(var, name, help, type, n, extra)                                                                           \
     if (rc == TW_OK)                                                                                                   \
     rc = family(l, name, help, type, n, extra, &l->var)
@@ -113,6 +122,12 @@ int tw_live_new(const tw_live_options *o, tw_live **out)
     FAM(f_events, "trainwatch_log_events_total", "Events found in the log, by kind.", TW_METRIC_COUNTER, 1, "event");
     FAM(f_records, "trainwatch_records_total", "Records parsed from the log, by kind.", TW_METRIC_COUNTER, 1, "kind");
     FAM(f_eval, "trainwatch_eval_metric", "Last value of each evaluation metric.", TW_METRIC_GAUGE, 1, "name");
+    FAM(f_train, "trainwatch_train_metric",
+        "Last value of each other scalar of the step records (accuracy, grad_norm, loss parts, tokens/s...).",
+        TW_METRIC_GAUGE, 1, "name");
+    FAM(f_steps, "trainwatch_train_steps_total",
+        "Training steps logged: the step counter at the first step record, then its advance.", TW_METRIC_COUNTER, 0,
+        NULL);
     FAM(f_nan_streak, "trainwatch_nan_loss_streak",
         "Consecutive step records whose loss was NaN or Inf (0 after a finite loss).", TW_METRIC_GAUGE, 0, NULL);
     FAM(f_interval, "trainwatch_step_interval_seconds", "Usual wall time between new steps: the median of the last 32.",
@@ -133,14 +148,14 @@ void tw_live_free(tw_live *l)
     for (size_t i = 0; i < l->rank_cap; i++)
         free(l->ranks[i]);
     free(l->ranks);
-    tw_family *all[] = {l->f_loss,    l->f_step,      l->f_epoch,      l->f_lr,      l->f_ips,    l->f_last,
-                        l->f_stalled, l->f_step_time, l->f_data_wait,  l->f_nan,     l->f_stalls, l->f_events,
-                        l->f_records, l->f_eval,      l->f_nan_streak, l->f_interval};
+    tw_family *all[] = {l->f_loss,    l->f_step,      l->f_epoch,      l->f_lr,       l->f_ips,    l->f_last,
+                        l->f_stalled, l->f_step_time, l->f_data_wait,  l->f_nan,      l->f_stalls, l->f_events,
+                        l->f_records, l->f_eval,      l->f_nan_streak, l->f_interval, l->f_train,  l->f_steps};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (all[i])
             tw_family_unregister(all[i]);
     }
-    free(l->job);
+    free(l->run);
     free(l);
 }
 
@@ -152,23 +167,24 @@ unsigned long tw_live_warnings(const tw_live *l)
 static void warn(tw_live *l, int rank, const tw_record *r, const char *fmt, ...)
 {
     l->warning_count++;
-    if (!l->warnings)
+    if (!l->warnings || !tw_say_enabled(TW_SAY_WARN))
         return;
-    fprintf(l->warnings, "trainwatch: %s rank %d: ", l->job, rank < 0 ? 0 : rank);
+    char what[512];
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(l->warnings, fmt, ap);
+    vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     if (r && r->source.file)
-        fprintf(l->warnings, " (%s:%llu)", r->source.file, (unsigned long long)r->source.line);
-    fputc('\n', l->warnings);
-    fflush(l->warnings);
+        tw_say_to(l->warnings, TW_SAY_WARN, "live", "%s rank %d: %s (%s:%llu)", l->run, rank < 0 ? 0 : rank, what,
+                  r->source.file, (unsigned long long)r->source.line);
+    else
+        tw_say_to(l->warnings, TW_SAY_WARN, "live", "%s rank %d: %s", l->run, rank < 0 ? 0 : rank, what);
 }
 
 /* The series of these labels, or NULL when refused (counted by the registry). */
-static tw_cell *series(tw_family *f, const char *job, const char *rank, const char *extra)
+static tw_cell *series(tw_family *f, const char *run, const char *rank, const char *extra)
 {
-    const char *values[] = {job, rank, extra};
+    const char *values[] = {run, rank, extra};
     tw_cell *c = NULL;
     tw_family_series(f, values, &c);
     return c;
@@ -213,18 +229,19 @@ static live_rank *new_rank(tw_live *l, int rank)
     /* the gauges of values appear with their first value (set_gauge): a
      * rank that has only printed warnings has no step 0 and no "last
      * progress" in 1970 for an alert rule to take at its word */
-    s->stalled = series(l->f_stalled, l->job, r, NULL);
-    s->step_time = series(l->f_step_time, l->job, r, NULL);
-    s->data_wait = series(l->f_data_wait, l->job, r, NULL);
-    s->nan = series(l->f_nan, l->job, r, NULL);
-    s->stalls = series(l->f_stalls, l->job, r, NULL);
+    s->stalled = series(l->f_stalled, l->run, r, NULL);
+    s->step_time = series(l->f_step_time, l->run, r, NULL);
+    s->data_wait = series(l->f_data_wait, l->run, r, NULL);
+    s->nan = series(l->f_nan, l->run, r, NULL);
+    s->stalls = series(l->f_stalls, l->run, r, NULL);
+    s->steps = series(l->f_steps, l->run, r, NULL);
     static const tw_event_kind shown[] = {TW_EV_OOM, TW_EV_EXCEPTION, TW_EV_NAN, TW_EV_WARNING, TW_EV_CHECKPOINT};
     for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++) {
-        s->events[shown[i]] = series(l->f_events, l->job, r, tw_event_name(shown[i]));
+        s->events[shown[i]] = series(l->f_events, l->run, r, tw_event_name(shown[i]));
         s->event_looked_up[shown[i]] = true;
     }
     for (int k = 0; k < 3; k++)
-        s->records[k] = series(l->f_records, l->job, r, tw_record_kind_name((tw_record_kind)k));
+        s->records[k] = series(l->f_records, l->run, r, tw_record_kind_name((tw_record_kind)k));
     return s;
 }
 
@@ -258,7 +275,7 @@ static live_rank *rank_state(tw_live *l, int rank)
 static void set_gauge(const tw_live *l, live_rank *s, tw_gauge **g, tw_family *f, double v)
 {
     if (!*g)
-        *g = series(f, l->job, s->rank_text, NULL);
+        *g = series(f, l->run, s->rank_text, NULL);
     if (*g)
         tw_gauge_set(*g, v);
 }
@@ -298,6 +315,23 @@ static double position(const tw_record *r)
     return r->step >= 0 ? (double)r->step : NAN;
 }
 
+/* The gauge of a named scalar of a rank (f: train or eval metrics): looked
+ * up once for the first NAMED_KEPT names (a refused one stays NULL), every
+ * time for further names. */
+static tw_gauge *named_gauge(tw_live *l, live_rank *s, named_gauges *kept, tw_family *f, const char *name)
+{
+    for (int i = 0; i < kept->count; i++) {
+        if (strcmp(kept->kept[i].name, name) == 0)
+            return kept->kept[i].gauge;
+    }
+    tw_gauge *g = series(f, l->run, s->rank_text, name);
+    if (kept->count < NAMED_KEPT) {
+        snprintf(kept->kept[kept->count].name, sizeof kept->kept[0].name, "%s", name);
+        kept->kept[kept->count++].gauge = g;
+    }
+    return g;
+}
+
 static void on_step(tw_live *l, live_rank *s, const tw_record *r, double now)
 {
     if (tw_has(r, TW_F_LOSS)) {
@@ -322,8 +356,17 @@ static void on_step(tw_live *l, live_rank *s, const tw_record *r, double now)
         tw_histogram_observe(s->data_wait, r->data_time);
     if (r->epoch >= 0)
         set_gauge(l, s, &s->epoch, l->f_epoch, (double)r->epoch);
+    for (int i = 0; i < r->metric_count; i++)
+        tw_gauge_set(named_gauge(l, s, &s->trains, l->f_train, r->metrics[i].name), r->metrics[i].value);
     double pos = position(r);
     bool progress = !isnan(pos) && (!s->have_pos || pos != s->last_pos);
+    /* steps: the counter's value at its first record, then its advance; one
+     * for a record without a counter or after a restart to an earlier step */
+    if (isnan(pos) || progress)
+        tw_counter_add(s->steps, !progress || pos < 1 ? 1
+                                 : !s->have_pos       ? pos
+                                 : pos > s->last_pos  ? pos - s->last_pos
+                                                      : 1);
     if (progress && s->is_stalled)
         note_stall(l, s, now - s->last_step_wall); /* its whole length, at its step */
     if (!isnan(pos)) {
@@ -350,22 +393,6 @@ static void on_step(tw_live *l, live_rank *s, const tw_record *r, double now)
     }
 }
 
-/* The gauge of an evaluation metric of a rank: looked up once for the first
- * EVALS_KEPT names (a refused one stays NULL), every time for further names. */
-static tw_gauge *eval_gauge(tw_live *l, live_rank *s, const char *name)
-{
-    for (int i = 0; i < s->eval_count; i++) {
-        if (strcmp(s->evals[i].name, name) == 0)
-            return s->evals[i].gauge;
-    }
-    tw_gauge *g = series(l->f_eval, l->job, s->rank_text, name);
-    if (s->eval_count < EVALS_KEPT) {
-        snprintf(s->evals[s->eval_count].name, sizeof s->evals[0].name, "%s", name);
-        s->evals[s->eval_count++].gauge = g;
-    }
-    return g;
-}
-
 /* The end of a rank's process (finished, exit, signal): no stall to watch
  * for until it logs a new step (a restart). */
 static void on_end(live_rank *s)
@@ -382,7 +409,7 @@ static void on_event(tw_live *l, live_rank *s, const tw_record *r)
     if ((unsigned)r->event >= TW_EV_COUNT)
         return;
     if (!s->event_looked_up[r->event]) {
-        s->events[r->event] = series(l->f_events, l->job, s->rank_text, tw_event_name(r->event));
+        s->events[r->event] = series(l->f_events, l->run, s->rank_text, tw_event_name(r->event));
         s->event_looked_up[r->event] = true;
     }
     tw_counter_inc(s->events[r->event]);
@@ -395,6 +422,8 @@ static void on_event(tw_live *l, live_rank *s, const tw_record *r)
 void tw_live_record(void *arg, const tw_record *r)
 {
     tw_live *l = arg;
+    if (r->kind == TW_REC_LINE)
+        return; /* the template miner's (analyze), never a rank's progress */
     live_rank *s = rank_state(l, r->rank);
     if (!s)
         return;
@@ -406,13 +435,13 @@ void tw_live_record(void *arg, const tw_record *r)
         on_step(l, s, r, now);
         break;
     case TW_REC_EVAL:
-        for (int i = 0; i < r->metric_count; i++) {
-            if (tw_metric_is_result(r->metrics[i].name))
-                tw_gauge_set(eval_gauge(l, s, r->metrics[i].name), r->metrics[i].value);
-        }
+        for (int i = 0; i < r->metric_count; i++)
+            tw_gauge_set(named_gauge(l, s, &s->evals, l->f_eval, r->metrics[i].name), r->metrics[i].value);
         break;
     case TW_REC_EVENT:
         on_event(l, s, r);
+        break;
+    case TW_REC_LINE: /* the template miner's, not asked for here */
         break;
     }
 }

@@ -3,8 +3,12 @@
  *
  * Async: a bounded lock-free queue (Vyukov's bounded MPMC ring: one
  * sequence number per cell, one CAS per push) of fixed-size cells into which
- * a log call copies its record (message, strings and fields, cut to fit a
- * cell), and one writer thread that redacts, formats and writes them. A full
+ * a log call copies its record (message, strings and fields), and one
+ * writer thread that redacts, formats and writes them. A record too big for
+ * a cell (a traceback, many fields) is copied whole into one allocated
+ * block the cell points to, up to what a synchronous call writes (16 KiB of
+ * text, 64 fields), so async and sync logs hold the same lines; only when
+ * that allocation fails is the record cut to the cell. A full
  * queue drops the record and counts it: the training thread never waits.
  * The writer says how many were dropped once space returns.
  *
@@ -40,6 +44,7 @@ typedef struct cell_record {
         uint16_t shape_at;         /* summaries: int64 shape */
     } fields[CELL_FIELDS];
     char text[CELL_TEXT];
+    tw_log_rec *spill; /* the record, when it did not fit: one block, freed by the writer */
 } cell_record;
 
 typedef struct cell {
@@ -77,6 +82,80 @@ static uint16_t put(cell_record *c, const void *p, size_t n, bool terminate)
     return at;
 }
 
+static size_t string_size(const char *s)
+{
+    return s ? strlen(s) + 1 : 0;
+}
+
+/* Bytes of text a record's strings take, as fill() and spill_copy() lay
+ * them out (summary shapes 8-aligned). */
+static size_t text_size(const tw_log_rec *r, size_t field_count)
+{
+    size_t n = string_size(r->file) + string_size(r->func) + r->message_len + 1;
+    for (size_t i = 0; i < field_count; i++) {
+        const tw_log_field *f = &r->fields[i];
+        n += string_size(f->key);
+        if (f->type == TW_FIELD_STRING)
+            n += string_size(f->v.s);
+        else if (f->type == TW_FIELD_SUMMARY)
+            n += string_size(f->v.summary.type_name) + 8 + 16 * sizeof(int64_t);
+    }
+    return n;
+}
+
+static char *copy_string(char **to, const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *at = memcpy(*to, s, n);
+    *to += n;
+    return at;
+}
+
+/* One block holding the record, its fields and every string they point to:
+ * the message up to TW_LOG_LINE_MAX, up to TW_LOG_FIELDS_MAX fields. NULL
+ * when it cannot be allocated. */
+static tw_log_rec *spill_copy(const tw_log_rec *r)
+{
+    size_t nf = r->field_count < TW_LOG_FIELDS_MAX ? r->field_count : TW_LOG_FIELDS_MAX;
+    tw_log_rec cut = *r;
+    if (cut.message_len > TW_LOG_LINE_MAX)
+        cut.message_len = TW_LOG_LINE_MAX;
+    size_t head = sizeof(tw_log_rec) + nf * sizeof(tw_log_field);
+    head = (head + 7u) & ~(size_t)7u;
+    tw_log_rec *copy = malloc(head + text_size(&cut, nf));
+    if (!copy)
+        return NULL;
+    tw_log_field *fields = (tw_log_field *)(copy + 1);
+    char *to = (char *)copy + head;
+    *copy = cut;
+    copy->fields = fields;
+    copy->field_count = nf;
+    copy->file = copy_string(&to, r->file);
+    copy->func = copy_string(&to, r->func);
+    copy->message = memcpy(to, r->message ? r->message : "", cut.message_len);
+    to += cut.message_len;
+    *to++ = '\0';
+    for (size_t i = 0; i < nf; i++) {
+        fields[i] = r->fields[i];
+        fields[i].key = copy_string(&to, r->fields[i].key);
+        if (fields[i].type == TW_FIELD_STRING) {
+            fields[i].v.s = copy_string(&to, r->fields[i].v.s);
+        } else if (fields[i].type == TW_FIELD_SUMMARY) {
+            tw_field_summary_value *sv = &fields[i].v.summary;
+            sv->type_name = copy_string(&to, sv->type_name);
+            to = (char *)(((uintptr_t)to + 7u) & ~(uintptr_t)7u);
+            size_t ndim = sv->ndim < 16 ? sv->ndim : 16;
+            if (sv->shape && ndim)
+                sv->shape = memcpy(to, sv->shape, ndim * sizeof(int64_t));
+            sv->ndim = sv->shape ? ndim : 0;
+            to += ndim * sizeof(int64_t);
+        }
+    }
+    return copy;
+}
+
 static void fill(cell_record *c, const tw_logger *l, const tw_log_rec *r)
 {
     c->ns = r->ns;
@@ -85,6 +164,11 @@ static void fill(cell_record *c, const tw_logger *l, const tw_log_rec *r)
     c->level = r->level;
     c->line = r->line;
     c->used = 0;
+    c->spill = NULL;
+    if (r->field_count > CELL_FIELDS || text_size(r, r->field_count) > CELL_TEXT) {
+        if ((c->spill = spill_copy(r)) != NULL)
+            return;
+    }
     c->file_at = put(c, r->file, r->file ? strlen(r->file) : 0, true);
     c->func_at = put(c, r->func, r->func ? strlen(r->func) : 0, true);
     size_t nf = r->field_count < CELL_FIELDS ? r->field_count : CELL_FIELDS;
@@ -128,6 +212,11 @@ static const char *at(cell_record *c, uint16_t offset)
 
 static void read_back(cell_record *c, tw_log_rec *r, tw_log_field *fields)
 {
+    if (c->spill) {
+        *r = *c->spill;
+        r->logger = c->logger->name;
+        return;
+    }
     for (size_t i = 0; i < c->field_count; i++) {
         fields[i] = c->fields[i].field;
         fields[i].key = at(c, c->fields[i].key_at);
@@ -218,6 +307,8 @@ static void write_cell(cell *c)
     tw_log_field fields[CELL_FIELDS];
     read_back(&c->record, &r, fields);
     delivery.dispatch(c->record.logger, &r, false);
+    free(c->record.spill);
+    c->record.spill = NULL;
 }
 
 static void say_drops(void)

@@ -1,18 +1,23 @@
 /*
- * json_format.c: one record as one JSON object, the log schema of
- * docs/logging.md: time (RFC 3339, ms, zone), level, logger, message, file,
- * func, line, rank, world_size, host, pid, then the fields as members of
- * their own type. A field named like a fixed member is written with a
- * leading underscore, so every key appears once. Fluent Bit and Filebeat
- * read it as plain JSON; trainwatch reads it as its own format.
+ * json_format.c: one record as one JSON object in Elastic Common Schema
+ * names (docs/logging.md), so Filebeat, Fluent Bit or Vector ship it to
+ * Elasticsearch or Loki with no parser configuration: @timestamp (RFC 3339,
+ * ms, zone), log.level, log.logger, message, log.origin.file.name,
+ * log.origin.function, log.origin.file.line (when the call site is known),
+ * host.name, process.pid,
+ * ecs.version, then trainwatch's own under "trainwatch": rank, world_size
+ * and the fields as members of their own type. A field named rank or
+ * world_size is written with a leading underscore, so every key appears
+ * once. trainwatch reads it back as its own format (trainwatch-log).
  */
 #include <math.h>
 #include <string.h>
 
 #include "internal.h"
 
-static const char *const fixed_keys[] = {"time", "level", "logger",     "message", "file", "func",
-                                         "line", "rank",  "world_size", "host",    "pid"};
+#define ECS_VERSION "8.11.0"
+
+static const char *const fixed_keys[] = {"rank", "world_size", "truncated"};
 
 static void out_key(tw_log_out *o, const char *key)
 {
@@ -82,33 +87,36 @@ static void out_value(tw_log_out *o, const tw_log_field *f)
 static void render(const tw_log_rec *r, tw_log_out *o, size_t message_max, bool with_fields)
 {
     const tw_log_process *proc = tw_log_process_info();
-    tw_out_str(o, "{\"time\":\"");
+    tw_out_str(o, "{\"@timestamp\":\"");
     tw_out_rfc3339(o, r->ns);
-    tw_out_str(o, "\",\"level\":\"");
+    tw_out_str(o, "\",\"log.level\":\"");
     const char *level = tw_log_level_name(r->level);
     if (level)
         tw_out_str(o, level);
     else
         tw_out_int(o, r->level);
-    tw_out_str(o, "\",\"logger\":\"");
+    tw_out_str(o, "\",\"log.logger\":\"");
     const char *logger = r->logger[0] ? r->logger : "root"; /* as %(name)s says it */
     tw_out_json_text(o, logger, strlen(logger));
     tw_out_str(o, "\",\"message\":\"");
     tw_out_json_text(o, r->message, r->message_len < message_max ? r->message_len : message_max);
-    tw_out_str(o, "\",\"file\":");
-    out_string(o, r->file);
-    tw_out_str(o, ",\"func\":");
-    out_string(o, r->func);
-    tw_out_str(o, ",\"line\":");
-    tw_out_int(o, r->line);
-    tw_out_str(o, ",\"rank\":");
+    tw_out_char(o, '"');
+    if (r->file) { /* a record logged without its call site has none */
+        tw_out_str(o, ",\"log.origin.file.name\":");
+        out_string(o, r->file);
+        tw_out_str(o, ",\"log.origin.function\":");
+        out_string(o, r->func);
+        tw_out_str(o, ",\"log.origin.file.line\":");
+        tw_out_int(o, r->line);
+    }
+    tw_out_str(o, ",\"host.name\":");
+    out_string(o, proc->host);
+    tw_out_str(o, ",\"process.pid\":");
+    tw_out_int(o, proc->pid);
+    tw_out_str(o, ",\"ecs.version\":\"" ECS_VERSION "\",\"trainwatch\":{\"rank\":");
     tw_out_int(o, proc->rank);
     tw_out_str(o, ",\"world_size\":");
     tw_out_int(o, proc->world_size);
-    tw_out_str(o, ",\"host\":");
-    out_string(o, proc->host);
-    tw_out_str(o, ",\"pid\":");
-    tw_out_int(o, proc->pid);
     for (size_t i = 0; with_fields && i < r->field_count; i++) {
         if (!r->fields[i].key)
             continue;
@@ -117,7 +125,7 @@ static void render(const tw_log_rec *r, tw_log_out *o, size_t message_max, bool 
     }
     if (!with_fields)
         tw_out_str(o, ",\"truncated\":true");
-    tw_out_char(o, '}');
+    tw_out_str(o, "}}");
 }
 
 /* A record too long for the line is written again with a shorter message

@@ -66,6 +66,13 @@ static int exponent10(double v)
     return (int)floor(log10(v));
 }
 
+/* Nearest integer of 0 <= v < 2^53, halves up: a cast, where nearbyint is
+ * a libc call on baseline x86-64 (no SSE4.1 rounding instruction). */
+static double round_positive(double v)
+{
+    return (double)(int64_t)(v + 0.5);
+}
+
 static void decompose(double v, int64_t *m, int *e)
 {
     int x = exponent10(v);
@@ -77,16 +84,28 @@ static void decompose(double v, int64_t *m, int *e)
         scaled = v / pow10_table[-shift];
     else
         scaled = v * pow(10.0, shift);
-    double r = nearbyint(scaled);
+    double r = round_positive(scaled);
     if (r >= 1e15) {
-        r = nearbyint(r / 10);
+        r = round_positive(r / 10);
         x++;
     } else if (r < 1e14) {
-        r = nearbyint(scaled * 10);
+        r = round_positive(scaled * 10);
         x--;
     }
     *m = (int64_t)r;
     *e = x;
+}
+
+/* The 15 decimal digits of 0 <= m < 10^15, two at a time. */
+static void digits_15(int64_t m, char digits[16])
+{
+    static const char pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                "8081828384858687888990919293949596979899";
+    uint64_t u = (uint64_t)m;
+    for (int i = 13; i >= 1; i -= 2, u /= 100)
+        memcpy(digits + i, pairs + 2 * (u % 100), 2);
+    digits[0] = (char)('0' + u);
 }
 
 void tw_out_double(tw_log_out *o, double v)
@@ -111,8 +130,7 @@ void tw_out_double(tw_log_out *o, double v)
     int e;
     decompose(v, &m, &e);
     char digits[16];
-    for (int i = 14; i >= 0; i--, m /= 10)
-        digits[i] = (char)('0' + m % 10);
+    digits_15(m, digits);
     int n = 15;
     while (n > 1 && digits[n - 1] == '0')
         n--;

@@ -19,6 +19,7 @@
 
 #include "../core/clock.h"
 #include "../core/http_client.h"
+#include "../core/say.h"
 #include "payload.h"
 #include "trainwatch/error.h"
 
@@ -46,28 +47,20 @@ struct tw_notifier {
     size_t count;
     char *host, *external_url;
     FILE *log;
-    pthread_mutex_t log_lock;
     size_t queue_limit;
     double timeout, backoff_initial, backoff_max;
     tw_registry *registry;
     tw_family *f_sent, *f_errors, *f_dropped, *f_queued;
 };
 
-static void note(tw_notifier *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(tw_notifier *n, tw_say_level level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-static void note(tw_notifier *n, const char *fmt, ...)
+static void note(tw_notifier *n, tw_say_level level, const char *fmt, ...)
 {
-    if (!n->log)
-        return;
-    pthread_mutex_lock(&n->log_lock);
     va_list ap;
     va_start(ap, fmt);
-    fputs("trainwatch: ", n->log);
-    vfprintf(n->log, fmt, ap);
-    fputc('\n', n->log);
-    fflush(n->log);
+    tw_vsay_to(n->log, level, "notify", fmt, ap);
     va_end(ap);
-    pthread_mutex_unlock(&n->log_lock);
 }
 
 const char *const *tw_notify_formats(void)
@@ -259,7 +252,7 @@ static void *deliver(void *arg)
             if (r->sent)
                 tw_counter_add(r->sent, (double)n);
             if (r->failing)
-                note(r->owner, "notifications to %s (%s) delivered again", r->name, r->shown);
+                note(r->owner, TW_SAY_INFO, "notifications to %s (%s) delivered again", r->name, r->shown);
             r->failing = false;
             backoff = r->owner->backoff_initial;
             for (size_t i = 0; i < n; i++)
@@ -268,7 +261,7 @@ static void *deliver(void *arg)
             if (r->errors)
                 tw_counter_inc(r->errors);
             if (!r->failing)
-                note(r->owner, "notifying %s (%s) failed: %s; retrying with backoff", r->name, r->shown, why);
+                note(r->owner, TW_SAY_WARN, "notifying %s (%s) failed: %s; retrying with backoff", r->name, r->shown, why);
             r->failing = true;
             /* back in the queue, unless a newer state of the same alert is there */
             for (size_t i = n; i-- > 0;) {
@@ -332,7 +325,6 @@ int tw_notifier_new(const tw_notifier_options *o, tw_notifier **out)
     if (n->backoff_initial > n->backoff_max)
         n->backoff_initial = n->backoff_max;
     n->registry = o->registry;
-    pthread_mutex_init(&n->log_lock, NULL);
     int rc = n->host && n->external_url ? TW_OK : TW_ENOMEM;
     if (rc == TW_OK && n->registry) {
         const char *labels[] = {"receiver"};
@@ -474,7 +466,6 @@ void tw_notifier_free(tw_notifier *n)
         if (fams[i])
             tw_family_unregister(fams[i]);
     }
-    pthread_mutex_destroy(&n->log_lock);
     free(n->host);
     free(n->external_url);
     free(n);

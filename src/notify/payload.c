@@ -3,7 +3,7 @@
  *
  * Alertmanager API v2 and the Alertmanager webhook payload carry the alerts
  * as they are; the chat formats (DingTalk, Slack, Feishu, WeCom) carry one
- * readable message per batch: status, alert name, summary, job, rank, host,
+ * readable message per batch: status, alert name, summary, run, rank, host,
  * value and description. DingTalk and Feishu sign with HMAC-SHA256 as their
  * robot APIs require: DingTalk in the URL (timestamp in ms, sign over
  * "timestamp\nsecret" keyed with the secret), Feishu in the body (timestamp
@@ -221,7 +221,7 @@ static char *message(const tw_payload_context *c, const tw_queued_alert *a, size
         if (summary)
             fprintf(f, "\n\n%s", summary);
         fputs("\n", f);
-        const char *keys[] = {"job", "rank", "severity"};
+        const char *keys[] = {"run", "rank", "severity"};
         for (size_t k = 0; k < 3; k++) {
             const char *v = tw_queued_label(&a[i], keys[k]);
             if (v)

@@ -34,6 +34,8 @@ void tw_parser_emit(tw_parser *p, const tw_line *line, tw_record *r)
     case TW_REC_EVENT:
         p->stats.events++;
         break;
+    case TW_REC_LINE: /* not a record of the training: not counted */
+        break;
     }
     if (p->fn)
         p->fn(p->arg, r);

@@ -1,8 +1,11 @@
 /*
  * fmt_trainwatch.c: trainwatch's own JSON lines ("trainwatch.record/1"),
- * the exact inverse of tw_record_write_json(). Source file and line are
- * taken from the record when present, so a stream of records re-analysed
- * still cites the original log.
+ * the exact inverse of tw_record_write_json(), bare (analyze --records) or
+ * as the "trainwatch" member of the Elastic Common Schema envelope that
+ * run and watch --records write (tw_record_write_ecs(); the envelope's
+ * other members are for log stores and are not read). Source file and line
+ * are taken from the record when present, so a stream of records
+ * re-analysed still cites the original log.
  */
 #include <math.h>
 #include <stddef.h>
@@ -12,10 +15,20 @@
 #include "formats.h"
 #include "trainwatch/record_json.h"
 
+#define ECS_START   "{\"@timestamp\":\""
+#define ECS_DATASET "\"event.dataset\":\"" TW_RECORD_ECS_DATASET "\""
+
+static bool is_ecs(const tw_line *line)
+{
+    return line->len > sizeof ECS_START && memcmp(line->text, ECS_START, sizeof ECS_START - 1) == 0 &&
+           tw_find(line->text, line->len < 96 ? line->len : 96, ECS_DATASET);
+}
+
 static bool detect(const tw_line *line)
 {
-    return line->len > 2 && line->text[0] == '{' &&
-           tw_find(line->text, line->len < 64 ? line->len : 64, "\"" TW_RECORD_SCHEMA "\"");
+    return (line->len > 2 && line->text[0] == '{' &&
+            tw_find(line->text, line->len < 64 ? line->len : 64, "\"" TW_RECORD_SCHEMA "\"")) ||
+           is_ecs(line);
 }
 
 typedef struct file_name {
@@ -146,8 +159,9 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     tw_record_init(&r);
     file->path[0] = '\0';
     tw_json_member m;
-    int depth = 1;
-    bool in_metrics = false;
+    /* the record's own members: depth 1, or 2 inside the envelope's "trainwatch" */
+    int depth = 1, record_depth = is_ecs(line) ? 2 : 1;
+    bool in_record = record_depth == 1, in_metrics = false;
     for (;;) {
         tw_json_type t = tw_json_next(&reader, &m);
         if (t == TW_JSON_ERROR)
@@ -156,16 +170,19 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
             if (--depth == 0)
                 break;
             in_metrics = false;
+            in_record = in_record && depth >= record_depth;
             continue;
         }
         if (t == TW_JSON_OBJECT) {
             depth++;
-            in_metrics = depth == 2 && strcmp(m.key, "metrics") == 0;
+            if (record_depth == 2 && depth == 2 && strcmp(m.key, "trainwatch") == 0)
+                in_record = true;
+            in_metrics = in_record && depth == record_depth + 1 && strcmp(m.key, "metrics") == 0;
             continue;
         }
         if (in_metrics)
             tw_record_set_metric(&r, m.key, strlen(m.key), member_number(&m));
-        else if (depth == 1)
+        else if (in_record && depth == record_depth)
             apply_member(&r, file, &m);
     }
     if (file->path[0]) {
@@ -185,7 +202,7 @@ static bool same_state(const void *a, const void *b)
 
 const tw_format tw_format_trainwatch = {
     .name = "trainwatch",
-    .summary = "trainwatch's own JSON lines (schema trainwatch.record/1)",
+    .summary = "trainwatch's own JSON lines (schema trainwatch.record/1, bare or in run/watch's ECS envelope)",
     .state_size = sizeof(file_name),
     .detect = detect,
     .parse = parse,

@@ -3,8 +3,12 @@
  * docs/logging.md), in both of its encodings:
  *
  *   text:  2024-04-05 10:25:30.123 | INFO | trainer | train_step:87 | Step 100 loss=2.134 time=0.42
- *   JSON:  {"time":"2024-04-05T10:25:30.123+08:00","level":"INFO","logger":"trainer",
- *           "message":"Step 100",...,"rank":0,...,"loss":2.134,"time_s":0.42}
+ *   JSON:  {"@timestamp":"2024-04-05T10:25:30.123+08:00","log.level":"INFO",
+ *           "log.logger":"trainer","message":"Step 100",...,"ecs.version":"8.11.0",
+ *           "trainwatch":{"rank":0,"world_size":1,"loss":2.134,"time":0.42}}
+ *          (Elastic Common Schema names; the fields under "trainwatch"), and
+ *          the JSON of earlier versions, {"time":...,"level":...} with the
+ *          fields at the top level.
  *
  * Either way the message and the fields become one "message key=value ..."
  * text that goes through the shared key/value scanner, so the two encodings
@@ -27,10 +31,24 @@ static bool is_text(const tw_line *l)
            memcmp(s + 23, " | ", 3) == 0;
 }
 
+#define ECS_START "{\"@timestamp\":\""
+
+/* ECS: log.level right after @timestamp (trainwatch's records put
+ * event.dataset there, fmt_trainwatch.c). */
+static bool is_ecs(const tw_line *l)
+{
+    size_t n = sizeof ECS_START - 1;
+    if (l->len < 48 || memcmp(l->text, ECS_START, n) != 0)
+        return false;
+    const char *quote = memchr(l->text + n, '"', l->len - n < 40 ? l->len - n : 40);
+    return quote && (size_t)(l->text + l->len - quote) > 15 && memcmp(quote, "\",\"log.level\":\"", 15) == 0;
+}
+
 static bool is_json(const tw_line *l)
 {
-    return l->len > 40 && memcmp(l->text, "{\"time\":\"", 9) == 0 &&
-           tw_find(l->text, l->len < 64 ? l->len : 64, "\",\"level\":\"");
+    return (l->len > 40 && memcmp(l->text, "{\"time\":\"", 9) == 0 &&
+            tw_find(l->text, l->len < 64 ? l->len : 64, "\",\"level\":\"")) ||
+           is_ecs(l);
 }
 
 static bool detect(const tw_line *line)
@@ -110,13 +128,16 @@ static int parse_text(tw_parser *p, const tw_line *line)
 
 /* ---- JSON ------------------------------------------------------------------- */
 
+/* The members that are not fields: at the top level of the earlier JSON,
+ * and under "trainwatch" in the ECS one. */
 static const char *const fixed[] = {"time", "level", "logger",     "message", "file", "func",
                                     "line", "rank",  "world_size", "host",    "pid",  NULL};
+static const char *const ecs_fixed[] = {"rank", "world_size", "truncated", NULL};
 
-static bool is_fixed(const char *key)
+static bool is_fixed(const char *const *list, const char *key)
 {
-    for (size_t i = 0; fixed[i]; i++) {
-        if (strcmp(key, fixed[i]) == 0)
+    for (size_t i = 0; list[i]; i++) {
+        if (strcmp(key, list[i]) == 0)
             return true;
     }
     return false;
@@ -141,7 +162,7 @@ static bool rfc3339(const char *s, double *out)
     return true;
 }
 
-static void add_member(scan_text *t, const tw_json_member *m)
+static void add_member(scan_text *t, const tw_json_member *m, const char *const *fixed_keys)
 {
     char value[64];
     int n = 0;
@@ -151,7 +172,8 @@ static void add_member(scan_text *t, const tw_json_member *m)
         n = snprintf(value, sizeof value, "%s", m->number != 0 ? "true" : "false");
     else if (m->type != TW_JSON_STRING)
         return;
-    const char *key = m->key[0] == '_' && is_fixed(m->key + 1) ? m->key + 1 : m->key; /* "_time": a field "time" */
+    const char *key =
+        m->key[0] == '_' && is_fixed(fixed_keys, m->key + 1) ? m->key + 1 : m->key; /* "_rank": a field "rank" */
     add(t, " ", 1);
     add(t, key, strlen(key));
     add(t, "=", 1);
@@ -161,16 +183,41 @@ static void add_member(scan_text *t, const tw_json_member *m)
         add(t, value, (size_t)n);
 }
 
+/* One member of the record: the top level's (depth 1), or a field (depth
+ * 1 in the earlier JSON, under "trainwatch" in the ECS one). */
+static void json_member(tw_parser *p, const tw_json_member *m, bool field, const char *const *fixed_keys, tw_line *at,
+                        char *level, size_t level_cap, char *exception, size_t exception_cap, scan_text *t)
+{
+    if (!field) {
+        if ((strcmp(m->key, "time") == 0 || strcmp(m->key, "@timestamp") == 0) && m->type == TW_JSON_STRING)
+            at->has_time = rfc3339(m->string, &at->time) || at->has_time;
+        else if ((strcmp(m->key, "level") == 0 || strcmp(m->key, "log.level") == 0) && m->type == TW_JSON_STRING)
+            snprintf(level, level_cap, "%.15s", m->string);
+        else if (strcmp(m->key, "message") == 0 && m->type == TW_JSON_STRING)
+            add_message(t, m->string, m->string_len);
+        return;
+    }
+    if (strcmp(m->key, "rank") == 0 && m->type == TW_JSON_NUMBER && m->number >= 0 && m->number < 1e6)
+        tw_parser_rank_hint(p, (int)m->number);
+    else if (strcmp(m->key, "exception") == 0 && m->type == TW_JSON_STRING)
+        snprintf(exception, exception_cap, "%.511s", m->string);
+    else if (!is_fixed(fixed_keys, m->key))
+        add_member(t, m, fixed_keys);
+}
+
 static int parse_json(tw_parser *p, const tw_line *line)
 {
     tw_json_reader reader;
     if (!tw_json_begin(&reader, line->text, line->len))
         return 0;
+    bool ecs = is_ecs(line);
+    const char *const *fixed_keys = ecs ? ecs_fixed : fixed;
     tw_json_member m;
     scan_text t = {.len = 0};
     char level[16] = "", exception[512] = "";
     tw_line at = *line;
     int depth = 1;
+    bool in_fields = false;
     for (;;) {
         tw_json_type type = tw_json_next(&reader, &m);
         if (type == TW_JSON_ERROR)
@@ -178,26 +225,20 @@ static int parse_json(tw_parser *p, const tw_line *line)
         if (type == TW_JSON_END) {
             if (--depth == 0)
                 break;
+            in_fields = false;
             continue;
         }
         if (type == TW_JSON_OBJECT) {
             depth++;
+            in_fields = ecs && depth == 2 && strcmp(m.key, "trainwatch") == 0;
             continue;
         }
-        if (depth != 1)
-            continue;
-        if (strcmp(m.key, "time") == 0 && type == TW_JSON_STRING)
-            at.has_time = rfc3339(m.string, &at.time) || at.has_time;
-        else if (strcmp(m.key, "level") == 0 && type == TW_JSON_STRING)
-            snprintf(level, sizeof level, "%.15s", m.string);
-        else if (strcmp(m.key, "message") == 0 && type == TW_JSON_STRING)
-            add_message(&t, m.string, m.string_len);
-        else if (strcmp(m.key, "rank") == 0 && type == TW_JSON_NUMBER && m.number >= 0 && m.number < 1e6)
-            tw_parser_rank_hint(p, (int)m.number);
-        else if (strcmp(m.key, "exception") == 0 && type == TW_JSON_STRING)
-            snprintf(exception, sizeof exception, "%.511s", m.string);
-        else if (!is_fixed(m.key))
-            add_member(&t, &m);
+        if (depth == 1 && !ecs) { /* the earlier JSON: fields beside time, level and message */
+            bool top = strcmp(m.key, "time") == 0 || strcmp(m.key, "level") == 0 || strcmp(m.key, "message") == 0;
+            json_member(p, &m, !top, fixed_keys, &at, level, sizeof level, exception, sizeof exception, &t);
+        } else if (depth == 1 || in_fields) {
+            json_member(p, &m, in_fields, fixed_keys, &at, level, sizeof level, exception, sizeof exception, &t);
+        }
     }
     if (exception[0] && is_error(level, strlen(level)))
         return emit_exception(p, &at, exception, strlen(exception));
@@ -212,7 +253,7 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     return is_text(line) ? parse_text(p, line) : 0;
 }
 
-static const char *const anchors[] = {" | ", "{\"time\":\"", NULL};
+static const char *const anchors[] = {" | ", "{\"time\":\"", ECS_START, NULL};
 
 const tw_format tw_format_twlog = {
     .name = "trainwatch-log",

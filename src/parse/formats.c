@@ -14,7 +14,7 @@ static const tw_format *const table[] = {
     &tw_format_paddleseg,  &tw_format_ppocr,     &tw_format_paddlenlp, &tw_format_megatron,
     &tw_format_deepspeed,  &tw_format_mmdet,     &tw_format_detectron2, &tw_format_tqdm,
     &tw_format_yolo,       &tw_format_olmo,      &tw_format_static_print, &tw_format_glog,  &tw_format_pylogging,
-    &tw_format_kv,
+    &tw_format_kv,         &tw_format_counter,
 };
 
 _Static_assert(sizeof table / sizeof table[0] <= 64, "the dispatcher keeps format sets in 64-bit masks");

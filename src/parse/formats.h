@@ -82,6 +82,7 @@ extern const tw_format tw_format_static_print;
 extern const tw_format tw_format_glog;
 extern const tw_format tw_format_pylogging;
 extern const tw_format tw_format_kv;
+extern const tw_format tw_format_counter;
 
 /* Scans text for key/values into a fresh record of the given kind and emits
  * it when it looks like a step (TW_REC_STEP) or has any metric (TW_REC_EVAL).

@@ -24,6 +24,7 @@
  * the caller's parser p; p itself is only given the totals at the end.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -80,7 +81,7 @@ static void packed_put(packed *pk, const void *src, size_t n)
 
 static void pack_record(packed *pk, const char *path, const tw_record *r)
 {
-    bool event = r->kind == TW_REC_EVENT;
+    bool event = r->kind == TW_REC_EVENT || r->kind == TW_REC_LINE; /* records with text */
     size_t message = event ? strlen(r->message) + 1 : 0, detail = event ? strlen(r->detail) + 1 : 0;
     size_t file = r->source.file != path ? strlen(r->source.file) + 1 : 0;
     size_t names[TW_METRICS_MAX], metrics = 0;
@@ -130,7 +131,7 @@ static size_t unpack_record(const char *at, const char *path, tw_record *r)
     memcpy(&r->exit_code, q, sizeof r->exit_code);
     q += sizeof r->exit_code;
     r->message[0] = r->detail[0] = '\0';
-    if (r->kind == TW_REC_EVENT) {
+    if (r->kind == TW_REC_EVENT || r->kind == TW_REC_LINE) {
         take_string(&q, r->message);
         take_string(&q, r->detail);
     }
@@ -472,6 +473,7 @@ typedef struct delivery {
     void *arg;
     const char *path;
     uint64_t base;             /* absolute number of the line before LINE_BASE */
+    _Atomic uint64_t *progress; /* the caller's parser's: bytes taken in order */
     tw_record scratch;
 } delivery;
 
@@ -623,6 +625,7 @@ static int run_blocks(pool *pl, tw_parser **truth, delivery *d, tw_parse_stats *
         pthread_mutex_unlock(&pl->lock);
         if (rc != TW_OK)
             return rc;
+        atomic_store_explicit(d->progress, s->end, memory_order_relaxed);
         recent = ((recent << 1) | (total->blocks_reparsed != reparsed)) & ((1u << RECENT_BLOCKS) - 1);
         if (next + 1 >= RECENT_BLOCKS && __builtin_popcount(recent) > RECENT_BLOCKS / 2)
             ahead = false;
@@ -662,7 +665,7 @@ static int run_parallel(tw_parser *p, tw_record_fn fn, void *arg)
         return TW_PARSE_SEQUENTIAL;
     }
     truth->line_no = LINE_BASE;
-    delivery d = {.fn = fn, .arg = arg, .path = p->path, .base = 0};
+    delivery d = {.fn = fn, .arg = arg, .path = p->path, .base = 0, .progress = &p->progress};
     tw_parse_stats total = {0};
     rc = run_blocks(&pl, &truth, &d, &total);
     stop_workers(&pl, threads, started);

@@ -34,6 +34,12 @@
 
 const char *tw_parser_path(const tw_parser *p) { return p->path; }
 const tw_parse_stats *tw_parser_stats(const tw_parser *p) { return &p->stats; }
+void tw_parser_set_unparsed(tw_parser *p, bool on) { p->unparsed = on; }
+
+uint64_t tw_parser_progress(const tw_parser *p)
+{
+    return atomic_load_explicit(&((tw_parser *)p)->progress, memory_order_relaxed);
+}
 
 int tw_rank_from_path(const char *path)
 {
@@ -164,6 +170,8 @@ void tw_parser_close(tw_parser *p)
     free(p->scratch);
     free(p->buf);
     free(p->idle_state);
+    if (p->user_match)
+        tw_user_match_free(p->user_match);
     if (!p->borrowed_path)
         free(p->path);
     free(p);
@@ -241,27 +249,32 @@ static uint64_t candidate_formats(const tw_line *line)
     return formats;
 }
 
-static void dispatch(tw_parser *p, const tw_line *line)
+/* Hands the line to the formats; true when one consumed it. */
+static bool dispatch_formats(tw_parser *p, const tw_line *line)
 {
     size_t count;
     const tw_format *const *table = tw_formats(&count);
     /* A format in the middle of a block (traceback, JSON document, metric
      * list) sees the next line first, whatever format is locked. */
+    if (p->user && tw_user_formats_parse(p, line))
+        return true;
     int cont = p->continuing;
     p->continuing = -1;
     if (cont >= 0 && try_format(p, (size_t)cont, table[cont], line) != 0)
-        return;
+        return true;
     int primary = p->forced >= 0 ? p->forced : p->locked;
     if (primary >= 0 && primary != cont) {
-        if (try_format(p, (size_t)primary, table[primary], line) != 0 || p->forced >= 0)
-            return;
+        if (try_format(p, (size_t)primary, table[primary], line) != 0)
+            return true;
+        if (p->forced >= 0)
+            return false;
     }
     if (p->forced >= 0)
-        return;
+        return false;
     for (int k = 0; k < RECENT_FORMATS && p->recent[k] >= 0; k++) {
         int i = p->recent[k];
         if (i != cont && table[i]->detect(line) && try_format(p, (size_t)i, table[i], line) != 0)
-            return;
+            return true;
     }
     uint64_t candidates = candidate_formats(line);
     for (size_t i = 0; i < count; i++) {
@@ -269,8 +282,34 @@ static void dispatch(tw_parser *p, const tw_line *line)
         if ((int)i == p->locked || (int)i == cont || !(candidates & (1ull << i)) || !f->detect(line))
             continue;
         if (try_format(p, i, f, line) != 0)
-            return;
+            return true;
     }
+    return false;
+}
+
+/* A line no format read, for the template miner (tw_parser_set_unparsed):
+ * a TW_REC_LINE record with the text after the timestamp. */
+static void emit_unparsed(tw_parser *p, const tw_line *line)
+{
+    size_t start = 0;
+    while (start < line->body_len && (line->body[start] == ' ' || line->body[start] == '\t'))
+        start++;
+    if (start == line->body_len)
+        return; /* blank */
+    tw_record r;
+    tw_record_init(&r);
+    r.kind = TW_REC_LINE;
+    size_t len = line->body_len - start;
+    tw_record_set_text(r.message, line->body + start, len);
+    if (len >= TW_MESSAGE_MAX)
+        tw_record_set_text(r.detail, line->body + start + TW_MESSAGE_MAX - 1, len - (TW_MESSAGE_MAX - 1));
+    tw_parser_emit(p, line, &r);
+}
+
+static void dispatch(tw_parser *p, const tw_line *line)
+{
+    if (!dispatch_formats(p, line) && p->unparsed)
+        emit_unparsed(p, line);
 }
 
 /* Copies s without ANSI escape sequences into p->scratch. */
@@ -615,6 +654,9 @@ int tw_parser_run_in_order(tw_parser *p, tw_record_fn fn, void *arg)
         p->have += (size_t)n;
         p->stats.bytes += (uint64_t)n;
         split_lines(p, false);
+        z_off_t at = gzoffset(p->gz);
+        if (at >= 0)
+            atomic_store_explicit(&p->progress, (uint64_t)at, memory_order_relaxed);
     }
     if (rc == TW_OK) {
         /* zlib reports a gzip stream cut short only once it is drained. */
@@ -636,6 +678,8 @@ void tw_parser_copy_state(tw_parser *dst, const tw_parser *src)
     dst->continuing = src->continuing;
     memcpy(dst->recent, src->recent, sizeof dst->recent);
     dst->rank = src->rank;
+    dst->user = src->user;
+    dst->unparsed = src->unparsed;
     for (size_t i = 0; i < count; i++) {
         if (table[i]->state_size)
             memcpy(dst->states[i], src->states[i], table[i]->state_size);

@@ -10,6 +10,7 @@
 #ifndef TW_PARSE_PARSER_H
 #define TW_PARSE_PARSER_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <zlib.h>
@@ -50,7 +51,15 @@ struct tw_parser {
     uint64_t rest_pos;        /* in bytes ingested (stats.bytes) */
     uint64_t rest_line;
     void *idle_state;         /* zeroes, as large as the largest format state */
+    const struct tw_user_formats *user; /* --pattern / --formats, borrowed; NULL: none */
+    void *user_match;         /* their PCRE2 match data, owned (user_formats.c) */
+    bool unparsed;            /* deliver lines no format read as TW_REC_LINE records */
+    _Atomic uint64_t progress; /* input bytes consumed (compressed, for .gz): tw_parser_progress */
 };
+
+/* user_formats.c: tries the user's formats on a line; 1 when one emitted. */
+int tw_user_formats_parse(tw_parser *p, const struct tw_line *line);
+void tw_user_match_free(void *match);
 
 /* Parses complete lines of data (a partial last line is held back). */
 void tw_parser_ingest(tw_parser *p, const char *data, size_t n);

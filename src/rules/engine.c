@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/say.h"
 #include "ruleset.h"
 #include "trainwatch/error.h"
 
@@ -216,19 +217,14 @@ static void sample(tw_alerting *a, int64_t t)
 
 /* ---- alert state ------------------------------------------------------ */
 
-static void log_line(tw_alerting *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_line(tw_alerting *a, tw_say_level level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-static void log_line(tw_alerting *a, const char *fmt, ...)
+static void log_line(tw_alerting *a, tw_say_level level, const char *fmt, ...)
 {
-    if (!a->log)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    fputs("trainwatch: ", a->log);
-    vfprintf(a->log, fmt, ap);
-    fputc('\n', a->log);
+    tw_vsay_to(a->log, level, "rules", fmt, ap);
     va_end(ap);
-    fflush(a->log);
 }
 
 static int render_pairs(const tw_rule_pair *p, size_t n, const tw_template_data *d, tw_lset *out)
@@ -339,7 +335,7 @@ static int update_alerts(tw_alerting *a, tw_rule_group *g, tw_rule *r, tw_vector
                 bool drop = al->state == ALERT_PENDING || (al->resolved_at && t - al->resolved_at > RESOLVED_RETENTION_MS);
                 if (al->state == ALERT_FIRING) {
                     describe(al, what, sizeof what);
-                    log_line(a, "alert resolved: %s", what);
+                    log_line(a, TW_SAY_INFO, "alert resolved: %s", what);
                 }
                 if (al->state != ALERT_INACTIVE) {
                     al->state = ALERT_INACTIVE;
@@ -364,7 +360,7 @@ static int update_alerts(tw_alerting *a, tw_rule_group *g, tw_rule *r, tw_vector
             char value[64];
             tw_format_go_float(al->value, value, sizeof value);
             const char *summary = tw_lset_get(&al->annotations, "summary");
-            log_line(a, "alert firing: %s value=%s%s%s", what, value, summary ? ": " : "", summary ? summary : "");
+            log_line(a, TW_SAY_WARN, "alert firing: %s value=%s%s%s", what, value, summary ? ": " : "", summary ? summary : "");
         }
         i++;
     }
@@ -534,7 +530,7 @@ static void eval_rule(tw_alerting *a, tw_rule_group *g, tw_rule *r, int64_t t, t
         if (failures)
             tw_counter_inc(failures);
         if (!r->failing)
-            log_line(a, "rule %s in group %s (%s:%d) failed: %s", r->alert ? r->alert : r->record, g->name, r->file,
+            log_line(a, TW_SAY_ERROR, "rule %s in group %s (%s:%d) failed: %s", r->alert ? r->alert : r->record, g->name, r->file,
                      r->line, err[0] ? err : rc == TW_ELIMIT ? "exceeded the group's limit" : tw_strerror(rc));
         r->failing = true; /* a failed evaluation changes no alert, as in Prometheus */
         return;

@@ -2,6 +2,7 @@
  * alerting.c: rules and receivers of a live run (see alerting.h).
  */
 #include "alerting.h"
+#include "../core/say.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -15,7 +16,7 @@
 static void print_problem(void *arg, const char *text, bool unsupported)
 {
     const char *command = arg;
-    fprintf(stderr, "trainwatch %s: %s%s\n", command, text, unsupported ? " (trainwatch rules check lists all)" : "");
+    tw_say(TW_SAY_ERROR, command, "%s%s", text, unsupported ? " (trainwatch rules check lists all)" : "");
 }
 
 /* Reads a secret or URL from file:PATH / env:NAME (or a plain value); malloc'd. */
@@ -30,14 +31,14 @@ static char *resolve(const char *command, const char *what, const char *value, c
     if (env) {
         const char *v = getenv(env);
         if (!v || !*v) {
-            fprintf(stderr, "trainwatch %s: the environment variable %s (%s) is not set\n", command, env, what);
+            tw_say(TW_SAY_ERROR, command, "the environment variable %s (%s) is not set", env, what);
             return NULL;
         }
         return strdup(v);
     }
     FILE *f = fopen(file, "r");
     if (!f) {
-        fprintf(stderr, "trainwatch %s: %s (%s): %s\n", command, file, what, strerror(errno));
+        tw_say(TW_SAY_ERROR, command, "%s (%s): %s", file, what, strerror(errno));
         return NULL;
     }
     char *buf = calloc(1, SECRET_MAX + 1);
@@ -46,7 +47,7 @@ static char *resolve(const char *command, const char *what, const char *value, c
     while (buf && n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
         buf[--n] = '\0';
     if (buf && !n) {
-        fprintf(stderr, "trainwatch %s: %s (%s) is empty\n", command, file, what);
+        tw_say(TW_SAY_ERROR, command, "%s (%s) is empty", file, what);
         free(buf);
         return NULL;
     }
@@ -66,7 +67,7 @@ static int add_receiver(tw_alerts *a, const char *command, const char *url_arg, 
         tw_receiver_options r = {.url = url, .format = format, .secret = secret};
         rc = tw_notifier_add(a->notifier, &r, err, sizeof err);
         if (rc != TW_OK)
-            fprintf(stderr, "trainwatch %s: --%s %s: %s\n", command,
+            tw_say(TW_SAY_ERROR, command, "--%s %s: %s",
                     strcmp(format, "alertmanager-api") ? "webhook" : "alertmanager",
                     strncmp(url_arg, "env:", 4) && strncmp(url_arg, "file:", 5) ? "(given)" : url_arg, err);
     }
@@ -138,7 +139,7 @@ int tw_alerts_start(tw_alerts *a, const tw_alerts_config *c, const char *command
                               .sink_arg = a->notifier};
     rc = tw_alerting_new(rs, &ao, &a->alerting);
     if (rc == TW_OK && rules)
-        fprintf(stderr, "trainwatch %s: evaluating %zu alerting/recording rules%s\n", command, rules,
+        tw_say(TW_SAY_INFO, command, "evaluating %zu alerting/recording rules%s", rules,
                 receivers ? "" : " (no --alertmanager or --webhook: alerts are logged here)");
     return rc;
 }
@@ -157,11 +158,11 @@ void tw_alerts_finish(tw_alerts *a, const char *command, double now)
     if (a->notifier) {
         size_t left = tw_notifier_flush(a->notifier, 5);
         if (left)
-            fprintf(stderr, "trainwatch %s: %zu alert notification%s not delivered\n", command, left,
+            tw_say(TW_SAY_WARN, command, "%zu alert notification%s not delivered", left,
                     left == 1 ? "" : "s");
     }
     if (tw_alerting_fired_total(a->alerting))
-        fprintf(stderr, "trainwatch %s: %zu alert%s fired, %zu firing at the end\n", command,
+        tw_say(TW_SAY_INFO, command, "%zu alert%s fired, %zu firing at the end",
                 tw_alerting_fired_total(a->alerting), tw_alerting_fired_total(a->alerting) == 1 ? "" : "s",
                 tw_alerting_firing(a->alerting));
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/say.h"
 #include "gpu.h"
 #include "proctree.h"
 #include "trainwatch/error.h"
@@ -37,12 +38,12 @@ struct tw_samplers {
     gpu_metrics gpu;
 };
 
-static int tree_metrics_init(tw_registry *r, const char *job, int rank, tree_metrics *t)
+static int tree_metrics_init(tw_registry *r, const char *run, int rank, tree_metrics *t)
 {
     char rank_text[16];
     snprintf(rank_text, sizeof rank_text, "%d", rank);
-    const char *labels[] = {"job", "rank"};
-    const char *values[] = {job, rank_text};
+    const char *labels[] = {"run", "rank"};
+    const char *values[] = {run, rank_text};
     struct {
         const char *name, *help;
         tw_metric_type type;
@@ -75,15 +76,15 @@ static int tree_metrics_init(tw_registry *r, const char *job, int rank, tree_met
     return TW_OK;
 }
 
-static int gpu_metrics_init(tw_registry *r, const char *name, const char *job, int rank, gpu_metrics *g)
+static int gpu_metrics_init(tw_registry *r, const char *name, const char *run, int rank, gpu_metrics *g)
 {
     char why[512];
     if (tw_gpu_open(NULL, &g->gpu, why, sizeof why) != TW_OK) {
-        fprintf(stderr, "trainwatch %s: no GPU metrics: %s\n", name, why);
+        tw_say(TW_SAY_INFO, name, "no GPU metrics: %s", why);
         return TW_OK; /* no GPU is not an error */
     }
     g->count = tw_gpu_count(g->gpu) < GPUS_MAX ? tw_gpu_count(g->gpu) : GPUS_MAX;
-    const char *labels[] = {"job", "rank", "gpu", "UUID", "modelName"};
+    const char *labels[] = {"run", "rank", "gpu", "UUID", "modelName"};
     struct {
         const char *name, *help;
         tw_gauge **cells;
@@ -114,13 +115,13 @@ static int gpu_metrics_init(tw_registry *r, const char *name, const char *job, i
             tw_gpu_read(g->gpu, i, &reading);
             char index[16];
             snprintf(index, sizeof index, "%u", i);
-            const char *values[] = {job, rank_text, index, reading.uuid, reading.name};
+            const char *values[] = {run, rank_text, index, reading.uuid, reading.name};
             rc = tw_family_series(f, values, &defs[k].cells[i]);
         }
         if (rc != TW_OK)
             return rc;
     }
-    fprintf(stderr, "trainwatch %s: sampling %u GPU(s) through NVML\n", name, g->count);
+    tw_say(TW_SAY_INFO, name, "sampling %u GPU(s) through NVML", g->count);
     return TW_OK;
 }
 
@@ -239,15 +240,15 @@ void tw_samplers_write(const tw_samplers *s, const tw_report *report, FILE *out)
     }
 }
 
-int tw_samplers_new(tw_registry *r, const char *name, const char *job, int rank, tw_samplers **out)
+int tw_samplers_new(tw_registry *r, const char *name, const char *run, int rank, tw_samplers **out)
 {
     tw_samplers *s = calloc(1, sizeof *s);
     if (!s)
         return TW_ENOMEM;
     s->name = name;
-    int rc = tree_metrics_init(r, job, rank, &s->tree);
+    int rc = tree_metrics_init(r, run, rank, &s->tree);
     if (rc == TW_OK)
-        rc = gpu_metrics_init(r, name, job, rank, &s->gpu);
+        rc = gpu_metrics_init(r, name, run, rank, &s->gpu);
     if (rc != TW_OK) {
         tw_samplers_free(s);
         return rc;

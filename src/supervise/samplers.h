@@ -2,7 +2,7 @@
  * samplers.h: what `trainwatch run` samples each second beside the log: the
  * command's whole process tree from /proc (CPU, memory, I/O, threads,
  * workers) and every GPU through NVML (DCGM exporter names), as metrics
- * labelled job and rank; at the end, a finding when the GPUs sat mostly idle
+ * labelled run and rank; at the end, a finding when the GPUs sat mostly idle
  * and the summary lines under the report.
  *
  * No NVML or no GPU is not an error: the GPU series are then absent and one
@@ -23,7 +23,7 @@
 typedef struct tw_samplers tw_samplers;
 
 /* name prefixes messages ("trainwatch NAME: ..."). */
-int tw_samplers_new(tw_registry *r, const char *name, const char *job, int rank, tw_samplers **out);
+int tw_samplers_new(tw_registry *r, const char *name, const char *run, int rank, tw_samplers **out);
 void tw_samplers_free(tw_samplers *s);
 /* Samples the process tree under root (0: GPUs only) and the GPUs;
  * interval is the time since the last sample. */

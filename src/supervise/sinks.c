@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/say.h"
+#include "../core/clock.h"
 #include "trainwatch/record_json.h"
 
 static void records_failed(tw_sinks *s, int err)
@@ -19,9 +21,9 @@ static void records_failed(tw_sinks *s, int err)
     if (s->records_failed)
         return;
     s->records_failed = true;
-    fprintf(stderr,
-            "trainwatch: %s: %s: no more records are written; the state file stays at the last record "
-            "written (restart to go on from there)\n",
+    tw_say(TW_SAY_ERROR, NULL,
+           "%s: %s: no more records are written; the state file stays at the last record "
+            "written (restart to go on from there)",
             s->records_path ? s->records_path : "records", strerror(err ? err : EIO));
 }
 
@@ -32,7 +34,7 @@ void tw_sinks_record(void *arg, const tw_record *r)
     tw_live_record(s->live, r);
     if (s->records && !s->records_failed) {
         errno = 0;
-        tw_record_write_json(s->records, r);
+        tw_record_write_ecs(s->records, r, &s->writer, tw_wall_clock());
         if (ferror(s->records))
             records_failed(s, errno);
     }

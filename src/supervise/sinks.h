@@ -1,8 +1,10 @@
 /*
  * sinks.h: where the records of a live run go, shared by `run` and `watch`:
  * the run's aggregation (for the diagnosis at the end), the live metrics,
- * and optionally a JSON-lines records file whose size the follower's state
- * file remembers (commit) and cuts back to after a crash (restore).
+ * and optionally a JSON-lines records file (each record in its Elastic
+ * Common Schema envelope, trainwatch/record_json.h) whose size the
+ * follower's state file remembers (commit) and cuts back to after a crash
+ * (restore).
  */
 #ifndef TW_SUPERVISE_SINKS_H
 #define TW_SUPERVISE_SINKS_H
@@ -14,12 +16,14 @@
 #include "trainwatch/analyze.h"
 #include "trainwatch/live.h"
 #include "trainwatch/record.h"
+#include "trainwatch/record_json.h"
 
 typedef struct tw_sinks {
     tw_run *run;
     tw_live *live;
     FILE *records; /* NULL: none */
     const char *records_path;
+    tw_record_ecs writer; /* host.name and process.pid of the records */
     bool records_failed; /* a write failed: no more records are written */
 } tw_sinks;
 

@@ -21,13 +21,31 @@
 #include <unistd.h>
 
 #include "../core/clock.h"
+#include "../core/outfile.h"
+#include "../core/say.h"
+#include "../log/rotate.h"
+#include "../parse/user_formats.h"
 #include "alerting.h"
 #include "child.h"
-#include "../log/rotate.h"
+#include "health.h"
 #include "samplers.h"
 #include "sinks.h"
 #include "trainwatch/error.h"
 #include "trainwatch/live.h"
+
+#ifndef TW_VERSION
+#define TW_VERSION "0.0.0"
+#endif
+#ifndef TW_REVISION
+#define TW_REVISION "unknown"
+#endif
+#if defined(__clang__)
+#define TW_COMPILER "clang " __clang_version__
+#elif defined(__GNUC__)
+#define TW_COMPILER "gcc " __VERSION__
+#else
+#define TW_COMPILER "unknown"
+#endif
 
 #define OUTPUT_DRAIN_SECONDS 2.0 /* workers that outlive the command may hold its pipes */
 
@@ -54,30 +72,131 @@ struct tw_supervision {
     tw_follow_stats follow_stats;
     bool followed; /* the source was files (their statistics stay after finish) */
     bool stop;
+    tw_health_gauge health; /* trainwatch_health_score */
+    tw_remote_write *remote;
+    double remote_at;              /* monotonic time of the last collection */
+    char host[256], rank_text[16]; /* host.name of records; the remote-write labels' values */
 };
 
 static int signal_fd = -1; /* the catching supervision's pipe: a handler takes no argument */
 
+/* Writes the bound address, one line, to the address file, whole or not at
+ * all (a reader polling for it never sees half an address). */
+static int write_address(const tw_supervision *s, const char *address)
+{
+    char err[600];
+    tw_outfile out;
+    int rc = tw_outfile_open(&out, s->o.address_file, err, sizeof err);
+    if (rc == TW_OK) {
+        fprintf(out.f, "%s\n", address);
+        rc = tw_outfile_commit(&out, err, sizeof err);
+    }
+    if (rc != TW_OK)
+        fprintf(stderr, "trainwatch %s: --web.address-file %s\n", s->o.name, err);
+    return rc;
+}
+
 /* Starts the metrics server, when serving, and says where it listens (the
- * port bound, also for port 0). */
+ * port bound, also for port 0): on stderr and in the address file. */
 static int serve(tw_supervision *s)
 {
     if (!s->o.serve)
         return TW_OK;
-    char err[512], host[256] = "", port[16] = "";
+    char err[512], host[256] = "", port[16] = "", bound[300];
     s->o.http.registry = s->registry;
     int rc = tw_http_start(&s->o.http, &s->server, err, sizeof err);
     if (rc != TW_OK) {
-        fprintf(stderr, "trainwatch %s: %s\n", s->o.name, err);
+        tw_say(TW_SAY_ERROR, s->o.name, "%s", err);
         return rc;
     }
     const char *address = s->o.http.listen_address ? s->o.http.listen_address : TW_HTTP_DEFAULT_ADDRESS;
     if (tw_parse_listen_address(address, host, sizeof host, port, sizeof port) != 0 || !host[0])
         snprintf(host, sizeof host, "0.0.0.0");
     bool v6 = strchr(host, ':') != NULL;
-    fprintf(stderr, "trainwatch %s: serving /metrics on %s%s%s:%u\n", s->o.name, v6 ? "[" : "", host, v6 ? "]" : "",
-            tw_http_port(s->server));
-    return TW_OK;
+    snprintf(bound, sizeof bound, "%s%s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "", tw_http_port(s->server));
+    tw_say(TW_SAY_INFO, s->o.name, "serving /metrics on %s", bound);
+    return s->o.address_file ? write_address(s, bound) : TW_OK;
+}
+
+/* A label value of a number that may be unknown (-1: empty). */
+static const char *number_text(int v, char *buf, size_t len)
+{
+    if (v < 0)
+        return "";
+    snprintf(buf, len, "%d", v);
+    return buf;
+}
+
+/* One series of value 1 whose labels say what it is about. */
+static int info_series(tw_registry *r, const char *name, const char *help, size_t n, const char *const *labels,
+                       const char *const *values)
+{
+    tw_family *f;
+    tw_gauge *g = NULL;
+    tw_family_options fo = {
+        .name = name, .help = help, .type = TW_METRIC_GAUGE, .label_count = n, .label_names = labels};
+    int rc = tw_family_register(r, &fo, &f);
+    if (rc == TW_OK)
+        rc = tw_family_series(f, values, &g);
+    if (rc == TW_OK)
+        tw_gauge_set(g, 1);
+    return rc;
+}
+
+/* trainwatch_run_info: the run's identity, which per-run series join on
+ * run (and rank); trainwatch_build_info: this build, as exporters have. */
+static int info_metrics(tw_supervision *s)
+{
+    char host[256] = "", rank[16], local[16], world[16];
+    gethostname(host, sizeof host - 1);
+    const char *run_labels[] = {"run", "command", "host", "rank", "local_rank", "world_size", "version"};
+    const char *run_values[] = {s->o.run ? s->o.run : "trainwatch",
+                                s->o.command ? s->o.command : "",
+                                host,
+                                number_text(s->o.rank, rank, sizeof rank),
+                                number_text(s->o.local_rank, local, sizeof local),
+                                number_text(s->o.world_size, world, sizeof world),
+                                TW_VERSION};
+    int rc = info_series(s->registry, "trainwatch_run_info", "The run this trainwatch watches (value 1).", 7,
+                         run_labels, run_values);
+    const char *build_labels[] = {"version", "revision", "compiler"};
+    const char *build_values[] = {TW_VERSION, TW_REVISION, TW_COMPILER};
+    if (rc == TW_OK)
+        rc = info_series(s->registry, "trainwatch_build_info", "The trainwatch build (value 1).", 3, build_labels,
+                         build_values);
+    if (rc != TW_OK)
+        tw_say(TW_SAY_ERROR, s->o.name, "the info metrics: %s", tw_strerror(rc));
+    return rc;
+}
+
+/* The remote-write senders: series get job "trainwatch", this host as
+ * instance, and the run and rank when they have none. */
+static int remote_start(tw_supervision *s)
+{
+    char err[600];
+    tw_remote_write_options ro = s->o.remote_write;
+    snprintf(s->rank_text, sizeof s->rank_text, "%d", s->o.rank);
+    ro.job = "trainwatch";
+    ro.instance = s->host;
+    ro.run = s->o.run ? s->o.run : "trainwatch";
+    ro.rank = s->o.rank >= 0 ? s->rank_text : NULL; /* watch: each file's own */
+    int rc = tw_remote_write_new(&ro, s->registry, stderr, &s->remote, err, sizeof err);
+    if (rc != TW_OK)
+        tw_say(TW_SAY_ERROR, s->o.name, "--remote-write: %s", err);
+    s->remote_at = tw_monotonic_clock();
+    return rc;
+}
+
+/* Queues the registry's samples for the remote-write receivers when the
+ * interval has passed (or now, at the end). */
+static void remote_tick(tw_supervision *s, bool now)
+{
+    double t = tw_monotonic_clock();
+    double interval = s->o.remote_write.interval > 0 ? s->o.remote_write.interval : 15;
+    if (!s->remote || (!now && t - s->remote_at < interval))
+        return;
+    s->remote_at = t;
+    tw_remote_write_collect(s->remote, s->registry, tw_wall_clock());
 }
 
 int tw_supervision_new(const tw_supervision_options *o, tw_supervision **out)
@@ -93,18 +212,26 @@ int tw_supervision_new(const tw_supervision_options *o, tw_supervision **out)
     if (rc == TW_OK) {
         tw_process_collector_register(s->registry);
         tw_live_options lo = {
-            .registry = s->registry, .job = o->job, .stall_after = o->stall_after, .warnings = stderr};
+            .registry = s->registry, .run = o->run, .stall_after = o->stall_after, .warnings = stderr};
         rc = tw_live_new(&lo, &s->sinks.live);
     }
+    if (rc == TW_OK)
+        rc = tw_health_gauge_init(&s->health, s->registry, s->o.run);
+    if (rc == TW_OK)
+        rc = info_metrics(s);
     if (rc == TW_OK && pipe2(s->signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
         rc = tw_status_from_errno(errno);
     if (rc == TW_OK)
         rc = tw_alerts_start(&s->alerts, &o->alerts, o->name, s->registry);
     s->sinks.records_path = o->records_path;
+    gethostname(s->host, sizeof s->host - 1);
+    s->sinks.writer = (tw_record_ecs){.host = s->host, .pid = (long)getpid()};
     if (rc == TW_OK && o->records_path && !(s->sinks.records = fopen(o->records_path, "a"))) {
-        fprintf(stderr, "trainwatch %s: %s: %s\n", o->name, o->records_path, strerror(errno));
+        tw_say(TW_SAY_ERROR, o->name, "%s: %s", o->records_path, strerror(errno));
         rc = tw_status_from_errno(errno);
     }
+    if (rc == TW_OK && o->remote_write.url_count)
+        rc = remote_start(s);
     if (rc == TW_OK)
         rc = serve(s);
     if (rc != TW_OK) {
@@ -131,6 +258,7 @@ void tw_supervision_free(tw_supervision *s)
 {
     if (!s)
         return;
+    tw_remote_write_free(s->remote); /* drains first: the server goes on meanwhile */
     tw_alerts_free(&s->alerts);
     command_free(s->command);
     tw_follower_close(s->follower);
@@ -190,10 +318,10 @@ static void log_output(tw_supervision *s, const char *buf, size_t n)
     tw_rotating_write(log, buf, n);
     bool failing = tw_rotating_failing(log);
     if (failing && !was_failing)
-        fprintf(stderr, "trainwatch %s: writing %s: %s; lines are dropped until it can be written again\n", s->o.name,
+        tw_say(TW_SAY_ERROR, s->o.name, "writing %s: %s; lines are dropped until it can be written again",
                 s->command->o.log_file, tw_rotating_error(log));
     else if (was_failing && !failing)
-        fprintf(stderr, "trainwatch %s: writing %s works again (%llu bytes dropped so far)\n", s->o.name,
+        tw_say(TW_SAY_INFO, s->o.name, "writing %s works again (%llu bytes dropped so far)",
                 s->command->o.log_file, (unsigned long long)tw_rotating_dropped(log));
 }
 
@@ -225,22 +353,24 @@ int tw_supervision_spawn(tw_supervision *s, const tw_command_options *o, int *st
     c->o = *o;
     const char *cmd = o->argv[0];
     if (o->log_file && tw_rotating_open(o->log_file, o->log_max_bytes, o->log_backups, &c->log) != TW_OK) {
-        fprintf(stderr, "trainwatch %s: %s: %s (not starting %s)\n", s->o.name, o->log_file, strerror(errno), cmd);
+        tw_say(TW_SAY_ERROR, s->o.name, "%s: %s (not starting %s)", o->log_file, strerror(errno), cmd);
         return TW_EUSAGE;
     }
     int rc = TW_OK;
     if (o->sample)
-        rc = tw_samplers_new(s->registry, s->o.name, s->o.job, s->o.rank, &c->samplers);
+        rc = tw_samplers_new(s->registry, s->o.name, s->o.run, s->o.rank, &c->samplers);
     for (int i = 0; i < 2 && rc == TW_OK; i++) {
         const char *name = o->log_file ? o->log_file : (i == 0 ? "<stdout>" : "<stderr>");
         if (i == 0 || o->separate_stderr)
             rc = tw_parser_new(&c->parsers[i], name, s->o.format, s->o.rank);
+        if (rc == TW_OK && c->parsers[i])
+            tw_parser_set_user_formats(c->parsers[i], s->o.user_formats);
     }
     if (rc != TW_OK)
         return rc;
     rc = tw_child_start(o->argv, o->separate_stderr, &c->child, start_errno);
     if (rc != TW_OK) {
-        fprintf(stderr, "trainwatch %s: %s: %s\n", s->o.name, cmd, strerror(*start_errno));
+        tw_say(TW_SAY_ERROR, s->o.name, "%s: %s", cmd, strerror(*start_errno));
         return rc;
     }
     c->last_sample = tw_monotonic_clock();
@@ -296,7 +426,7 @@ static bool command_tick(tw_supervision *s, double wait)
         c->exited_at = t;
     }
     if (!c->exited && c->o.kill_after > 0 && c->forwarded_at > 0 && t - c->forwarded_at >= c->o.kill_after) {
-        fprintf(stderr, "trainwatch %s: %s still running %.0f s after the signal: killing it\n", s->o.name,
+        tw_say(TW_SAY_WARN, s->o.name, "%s still running %.0f s after the signal: killing it",
                 c->o.argv[0], c->o.kill_after);
         tw_child_forward(c->child, SIGKILL);
         c->forwarded_at = -1e18;
@@ -304,6 +434,7 @@ static bool command_tick(tw_supervision *s, double wait)
     if (t - c->last_sample >= 1)
         on_second(s, t);
     tw_alerts_tick(&s->alerts, tw_wall_clock());
+    remote_tick(s, false);
     bool drained = tw_child_fd(c->child, 0) < 0 && tw_child_fd(c->child, 1) < 0;
     return !(c->exited && (drained || t - c->exited_at > OUTPUT_DRAIN_SECONDS));
 }
@@ -319,7 +450,7 @@ static void raise_descriptor_limit(const char *name)
         return;
     rl.rlim_cur = rl.rlim_max;
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
-        fprintf(stderr, "trainwatch %s: raising the open-files limit: %s\n", name, strerror(errno));
+        tw_say(TW_SAY_WARN, name, "raising the open-files limit: %s", strerror(errno));
 }
 
 int tw_supervision_follow(tw_supervision *s, tw_follow_options *f)
@@ -327,12 +458,13 @@ int tw_supervision_follow(tw_supervision *s, tw_follow_options *f)
     char err[512];
     raise_descriptor_limit(s->o.name);
     f->format = s->o.format;
+    f->user_formats = s->o.user_formats;
     f->warnings = stderr;
     f->sink = (tw_record_sink){tw_sinks_record, &s->sinks, tw_sinks_commit, tw_sinks_restore};
     int rc = tw_follower_open(f, &s->follower, err, sizeof err);
     s->followed = rc == TW_OK;
     if (rc != TW_OK)
-        fprintf(stderr, "trainwatch %s: %s\n", s->o.name, err);
+        tw_say(TW_SAY_ERROR, s->o.name, "%s", err);
     return rc;
 }
 
@@ -342,12 +474,14 @@ static bool follow_tick(tw_supervision *s, double wait)
     take_signals(s);
     tw_live_tick(s->sinks.live, tw_wall_clock());
     tw_alerts_tick(&s->alerts, tw_wall_clock());
+    remote_tick(s, false);
     tw_sinks_flush(&s->sinks); /* readers see whole records soon, state file or not */
     return !s->stop;
 }
 
 bool tw_supervision_tick(tw_supervision *s, double wait)
 {
+    tw_health_gauge_tick(&s->health, s->sinks.run, tw_monotonic_clock());
     if (s->command)
         return command_tick(s, wait);
     if (s->follower)
@@ -411,7 +545,7 @@ static void command_finish(tw_supervision *s, tw_supervision_result *result)
     int rc = tw_rotating_close(c->log);
     c->log = NULL;
     if (rc != TW_OK) {
-        fprintf(stderr, "trainwatch %s: writing %s: %s\n", s->o.name, c->o.log_file, tw_strerror(rc));
+        tw_say(TW_SAY_ERROR, s->o.name, "writing %s: %s", c->o.log_file, tw_strerror(rc));
         result->output_failed = true;
     }
 }
@@ -432,11 +566,12 @@ int tw_supervision_finish(tw_supervision *s, tw_report **report, tw_supervision_
         int closed = fclose(s->sinks.records), close_errno = errno;
         s->sinks.records = NULL;
         if (closed != 0 && !s->sinks.records_failed)
-            fprintf(stderr, "trainwatch %s: %s: %s\n", s->o.name, s->o.records_path, strerror(close_errno));
+            tw_say(TW_SAY_ERROR, s->o.name, "%s: %s", s->o.records_path, strerror(close_errno));
         if (closed != 0 || s->sinks.records_failed)
             result->output_failed = true; /* records were lost */
     }
     tw_alerts_finish(&s->alerts, s->o.name, tw_wall_clock());
+    remote_tick(s, true); /* the last values, drained when freed */
     tw_thresholds th;
     tw_thresholds_default(&th);
     int rc = tw_diagnose(s->sinks.run, &th, report);
@@ -447,7 +582,13 @@ int tw_supervision_finish(tw_supervision *s, tw_report **report, tw_supervision_
     tw_finding stall;
     if (tw_live_stall_finding(s->sinks.live, tw_wall_clock(), &stall))
         tw_report_append(*report, &stall);
+    tw_health_gauge_set(&s->health, *report);
     return TW_OK;
+}
+
+const tw_run *tw_supervision_run(const tw_supervision *s)
+{
+    return s->sinks.run;
 }
 
 void tw_supervision_write_samples(const tw_supervision *s, const tw_report *report, FILE *out)

@@ -61,9 +61,48 @@ static bool comm_name(const char *n)
            strstr(n, "ncclDevKernel") || strstr(n, "c_allreduce") || strstr(n, "all_reduce_kernel");
 }
 
-static bool cat_is(const tw_trace_event *e, const char *c)
+/* What a cat says on its own, case-insensitively. */
+typedef enum cat_class {
+    CAT_NONE,
+    CAT_KERNEL,
+    CAT_MEMCPY,
+    CAT_MEMSET,
+    CAT_SYNC,
+    CAT_RUNTIME,
+    CAT_GPU_ANNOTATION,
+    CAT_DATALOADER,
+    CAT_COMM_SPAN,
+    CAT_OP,
+} cat_class;
+
+static cat_class cat_of(const char *cat)
 {
-    return strcasecmp(e->cat, c) == 0;
+    static const struct {
+        const char *name;
+        cat_class c;
+    } cats[] = {
+        {"kernel", CAT_KERNEL},
+        {"gpu_memcpy", CAT_MEMCPY},
+        {"memcpy", CAT_MEMCPY},
+        {"gpu_memset", CAT_MEMSET},
+        {"memset", CAT_MEMSET},
+        {"cuda_sync", CAT_SYNC},
+        {"cuda_runtime", CAT_RUNTIME},
+        {"runtime", CAT_RUNTIME},
+        {"cudaruntime", CAT_RUNTIME},
+        {"cuda_driver", CAT_RUNTIME},
+        {"gpu_user_annotation", CAT_GPU_ANNOTATION},
+        {"dataloader", CAT_DATALOADER},
+        {"communication", CAT_COMM_SPAN},
+        {"cpu_op", CAT_OP},
+        {"operator", CAT_OP},
+    };
+    char first = (char)(*cat | 0x20);
+    for (size_t i = 0; i < sizeof cats / sizeof cats[0]; i++) {
+        if (cats[i].name[0] == first && strcasecmp(cat, cats[i].name) == 0)
+            return cats[i].c;
+    }
+    return CAT_NONE;
 }
 
 void tw_trace_classify(tw_trace_event *e)
@@ -78,40 +117,71 @@ void tw_trace_classify(tw_trace_event *e)
     }
     if (e->ph != 'X')
         return;
-    if (cat_is(e, "kernel")) {
+    switch (cat_of(e->cat)) {
+    case CAT_KERNEL:
         e->kind = comm_name(n) ? TW_TK_COMM : TW_TK_KERNEL;
         if (starts(n, "Memcpy") || starts(n, "hipMemcpy") || starts(n, "dma"))
             e->kind = TW_TK_MEMCPY;
         else if (starts(n, "Memset") || starts(n, "hipMemset"))
             e->kind = TW_TK_MEMSET;
-    } else if (cat_is(e, "gpu_memcpy") || cat_is(e, "Memcpy")) {
+        return;
+    case CAT_MEMCPY:
         e->kind = TW_TK_MEMCPY;
-    } else if (cat_is(e, "gpu_memset") || cat_is(e, "Memset")) {
+        return;
+    case CAT_MEMSET:
         e->kind = TW_TK_MEMSET;
-    } else if (cat_is(e, "cuda_sync")) {
+        return;
+    case CAT_SYNC:
         e->kind = TW_TK_SYNC;
-    } else if (cat_is(e, "cuda_runtime") || cat_is(e, "Runtime") || cat_is(e, "CudaRuntime") ||
-               cat_is(e, "cuda_driver")) {
+        return;
+    case CAT_RUNTIME:
         e->kind = strstr(n, "Synchronize") ? TW_TK_SYNC : TW_TK_RUNTIME;
-    } else if (cat_is(e, "gpu_user_annotation")) {
-        e->kind = TW_TK_OTHER; /* the GPU mirror of host annotations */
-    } else if (tw_trace_step_id(n) >= 0) {
-        e->kind = TW_TK_STEP;
-    } else if (cat_is(e, "Dataloader") || strstr(n, "DataLoader") || strstr(n, "Dataloader")) {
-        e->kind = TW_TK_DATALOADER;
-    } else if (cat_is(e, "cpu_op") || cat_is(e, "Operator")) {
-        e->kind = TW_TK_OP;
+        return;
+    case CAT_GPU_ANNOTATION:
+        return; /* the GPU mirror of host annotations */
+    case CAT_DATALOADER:
+        e->kind = tw_trace_step_id(n) >= 0 ? TW_TK_STEP : TW_TK_DATALOADER;
+        return;
+    case CAT_COMM_SPAN:
+        e->kind = TW_TK_COMM_SPAN;
+        return;
+    case CAT_OP:
+    case CAT_NONE:
+        break;
     }
+    if (tw_trace_step_id(n) >= 0)
+        e->kind = TW_TK_STEP;
+    else if (strstr(n, "DataLoader") || strstr(n, "Dataloader"))
+        e->kind = TW_TK_DATALOADER;
+    else if (cat_of(e->cat) == CAT_OP)
+        e->kind = TW_TK_OP;
 }
 
 /* ---- the document ---------------------------------------------------- */
+
+/* A B event waiting for its E: what the complete event will need. */
+typedef struct open_span {
+    double ts;
+    char name[TW_TRACE_NAME_MAX];
+    char cat[48];
+    int64_t correlation, external_id;
+    double bytes, device, stream;
+} open_span;
+
+typedef struct span_stack {
+    int64_t pid, tid;
+    int depth;
+    open_span *v; /* TW_PAIR_DEPTH, allocated at the thread's first B */
+} span_stack;
 
 typedef struct reader {
     tw_jstream *s;
     tw_trace_event_fn fn;
     void *arg;
     tw_trace_reader_stats *st;
-    tw_trace_event ev;
+    tw_trace_event ev, paired;
+    span_stack stacks[TW_PAIR_THREADS];
+    int stack_count;
 } reader;
 
 static bool fail(reader *r, const char *why)
@@ -164,6 +234,15 @@ static bool read_string(reader *r, char *out, size_t cap, size_t *len)
 /* Reads "key": and leaves the value next; false at the object's end. */
 static int member_key(reader *r, bool first, char *key, size_t cap)
 {
+    int fast;
+    if (tw_jstream_key_fast(r->s, first, &fast)) {
+        if (fast == 1) {
+            size_t n = r->s->str_len < cap - 1 ? r->s->str_len : cap - 1;
+            memcpy(key, r->s->str, n);
+            key[n] = '\0';
+        }
+        return fast;
+    }
     tw_jtok t = tw_jstream_next(r->s);
     if (!first) {
         if (t == TW_JT_OBJECT_END)
@@ -197,22 +276,36 @@ static bool read_args(reader *r)
             return k == 0;
         double *target = NULL;
         int64_t *itarget = NULL;
-        if (strcasecmp(key, "correlation") == 0 || strcasecmp(key, "correlation id") == 0)
-            itarget = &e->correlation;
-        else if (strcasecmp(key, "external id") == 0)
-            itarget = &e->external_id;
-        else if (strcmp(key, "bytes") == 0)
-            target = &e->bytes;
-        else if (strcmp(key, "device") == 0)
-            target = &e->device;
-        else if (strcmp(key, "stream") == 0)
-            target = &e->stream;
-        else if (strcmp(key, "Total Allocated") == 0 || strcmp(key, "current_allocated") == 0)
-            target = &e->allocated;
-        else if (strcmp(key, "Total Reserved") == 0 || strcmp(key, "current_reserved") == 0)
-            target = &e->reserved;
+        switch (strlen(key)) { /* by length first: most args are none of these */
+        case 5:
+            target = strcmp(key, "bytes") == 0 ? &e->bytes : NULL;
+            break;
+        case 6:
+            target = strcmp(key, "device") == 0 ? &e->device : strcmp(key, "stream") == 0 ? &e->stream : NULL;
+            break;
+        case 11:
+            itarget = strcasecmp(key, "correlation") == 0   ? &e->correlation
+                      : strcasecmp(key, "external id") == 0 ? &e->external_id
+                                                            : NULL;
+            break;
+        case 14:
+            itarget = strcasecmp(key, "correlation id") == 0 ? &e->correlation : NULL;
+            target = strcmp(key, "Total Reserved") == 0 ? &e->reserved : NULL;
+            break;
+        case 15:
+            target = strcmp(key, "Total Allocated") == 0 ? &e->allocated : NULL;
+            break;
+        case 16:
+            target = strcmp(key, "current_reserved") == 0 ? &e->reserved : NULL;
+            break;
+        case 17:
+            target = strcmp(key, "current_allocated") == 0 ? &e->allocated : NULL;
+            break;
+        default:
+            break;
+        }
         if (!target && !itarget) {
-            if (!tw_jstream_skip(r->s, tw_jstream_next(r->s)))
+            if (!tw_jstream_skip_next(r->s))
                 return false;
             continue;
         }
@@ -240,6 +333,74 @@ static void event_reset(tw_trace_event *e)
 static int64_t as_id(double v)
 {
     return v == v && fabs(v) < 9e18 ? (int64_t)v : -1;
+}
+
+static void copy_cut(char *to, size_t cap, const char *from, size_t n)
+{
+    if (n > cap - 1)
+        n = cap - 1;
+    memcpy(to, from, n);
+    to[n] = '\0';
+}
+
+static span_stack *stack_of(reader *r, int64_t pid, int64_t tid, bool create)
+{
+    for (int i = 0; i < r->stack_count; i++) {
+        if (r->stacks[i].pid == pid && r->stacks[i].tid == tid)
+            return &r->stacks[i];
+    }
+    if (!create || r->stack_count == TW_PAIR_THREADS)
+        return NULL;
+    open_span *v = malloc(TW_PAIR_DEPTH * sizeof *v);
+    if (!v)
+        return NULL;
+    r->stacks[r->stack_count] = (span_stack){pid, tid, 0, v};
+    return &r->stacks[r->stack_count++];
+}
+
+static void begin_span(reader *r, const tw_trace_event *e)
+{
+    span_stack *k = e->has_ts ? stack_of(r, e->pid, e->tid, true) : NULL;
+    if (!k || k->depth == TW_PAIR_DEPTH) {
+        r->st->unpaired++;
+        return;
+    }
+    open_span *o = &k->v[k->depth++];
+    *o = (open_span){.ts = e->ts,
+                     .correlation = e->correlation,
+                     .external_id = e->external_id,
+                     .bytes = e->bytes,
+                     .device = e->device,
+                     .stream = e->stream};
+    copy_cut(o->name, sizeof o->name, e->name, e->name_len);
+    copy_cut(o->cat, sizeof o->cat, e->cat, strlen(e->cat));
+}
+
+/* The complete event for an E, in r->paired; false when nothing is open. */
+static bool end_span(reader *r, const tw_trace_event *e)
+{
+    span_stack *k = stack_of(r, e->pid, e->tid, false);
+    if (!k || k->depth == 0 || !e->has_ts) {
+        r->st->unpaired++;
+        return false;
+    }
+    const open_span *o = &k->v[--k->depth];
+    tw_trace_event *x = &r->paired;
+    *x = *e; /* the E's args count where the B had none (chrome's merge) */
+    x->ph = 'X';
+    copy_cut(x->name, sizeof x->name, o->name, strlen(o->name));
+    x->name_len = strlen(x->name);
+    copy_cut(x->cat, sizeof x->cat, o->cat, strlen(o->cat));
+    x->ts = o->ts;
+    x->dur = e->ts - o->ts;
+    x->has_ts = true;
+    x->has_dur = x->dur >= 0;
+    x->correlation = o->correlation >= 0 ? o->correlation : e->correlation;
+    x->external_id = o->external_id >= 0 ? o->external_id : e->external_id;
+    x->bytes = o->bytes == o->bytes ? o->bytes : e->bytes;
+    x->device = o->device == o->device ? o->device : e->device;
+    x->stream = o->stream == o->stream ? o->stream : e->stream;
+    return true;
 }
 
 static bool read_event(reader *r)
@@ -277,17 +438,26 @@ static bool read_event(reader *r)
             tw_jtok t = tw_jstream_next(r->s);
             ok = t == TW_JT_OBJECT ? read_args(r) : tw_jstream_skip(r->s, t);
         } else {
-            ok = tw_jstream_skip(r->s, tw_jstream_next(r->s));
+            ok = tw_jstream_skip_next(r->s);
         }
         if (!ok)
             return false;
     }
     if (e->ph == 0)
         return true; /* Paddle's {} sentinel, or not an event */
-    if (e->cat[0] == 'O' || e->cat[0] == 'K' || e->cat[0] == 'R')
-        r->st->legacy |= strcmp(e->cat, "Operator") == 0 || strcmp(e->cat, "Runtime") == 0;
-    r->st->paddle |= strcmp(e->cat, "CudaRuntime") == 0 || strcmp(e->cat, "ProfileStep") == 0;
-    r->st->kineto |= strcmp(e->cat, "cpu_op") == 0 || strcmp(e->cat, "kernel") == 0;
+    if (!r->st->legacy && (e->cat[0] == 'O' || e->cat[0] == 'R'))
+        r->st->legacy = strcmp(e->cat, "Operator") == 0 || strcmp(e->cat, "Runtime") == 0;
+    if (!r->st->paddle && (e->cat[0] == 'C' || e->cat[0] == 'P'))
+        r->st->paddle = strcmp(e->cat, "CudaRuntime") == 0 || strcmp(e->cat, "ProfileStep") == 0;
+    if (!r->st->kineto && (e->cat[0] == 'c' || e->cat[0] == 'k'))
+        r->st->kineto = strcmp(e->cat, "cpu_op") == 0 || strcmp(e->cat, "kernel") == 0;
+    if (e->ph == 'E') { /* handed over as the complete event it ends */
+        if (!end_span(r, e))
+            return true;
+        e = &r->paired;
+    } else if (e->ph == 'B') {
+        begin_span(r, e);
+    }
     tw_trace_classify(e);
     r->st->events++;
     r->fn(r->arg, e);
@@ -335,7 +505,7 @@ static bool read_distributed(reader *r)
                 return false;
             if (v == v && v >= 0 && v <= 1e9)
                 r->st->rank = (int)v;
-        } else if (!tw_jstream_skip(r->s, tw_jstream_next(r->s))) {
+        } else if (!tw_jstream_skip_next(r->s)) {
             return false;
         }
     }
@@ -376,6 +546,10 @@ int tw_trace_read(tw_jstream *s, tw_trace_event_fn fn, void *arg, tw_trace_reade
         }
     } else {
         ok = fail(r, t == TW_JT_EOF ? "empty input" : "not a JSON object or array");
+    }
+    for (int i = 0; i < r->stack_count; i++) {
+        st->unpaired += (uint64_t)r->stacks[i].depth; /* begun, never ended */
+        free(r->stacks[i].v);
     }
     free(r);
     if (ok)

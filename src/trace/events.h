@@ -28,6 +28,7 @@ typedef enum tw_trace_kind {
     TW_TK_STEP,       /* ProfilerStep#N / ProfileStep#N on the host */
     TW_TK_DATALOADER, /* a DataLoader span on the host */
     TW_TK_MEMORY,     /* a [memory] instant event */
+    TW_TK_COMM_SPAN,  /* a host span of Paddle's Communication type: the kernels it launches communicate */
 } tw_trace_kind;
 
 typedef struct tw_trace_event {
@@ -46,11 +47,18 @@ typedef struct tw_trace_event {
 
 typedef struct tw_trace_reader_stats {
     uint64_t events;
+    uint64_t unpaired;           /* B/E events without their other half (or past the pairing bounds) */
     int rank;                    /* distributedInfo.rank, -1 if absent */
     bool legacy, paddle, kineto; /* schema hints seen */
 } tw_trace_reader_stats;
 
 typedef void (*tw_trace_event_fn)(void *arg, const tw_trace_event *e);
+
+/* Duration events written as a begin and an end (ph B, ph E) are paired
+ * per (pid, tid), as a stack, into one complete event (ph X) handed over at
+ * the E: up to TW_PAIR_THREADS threads, TW_PAIR_DEPTH open spans each. */
+#define TW_PAIR_THREADS 64
+#define TW_PAIR_DEPTH   64
 
 /* Reads the whole document, calling fn per event. Returns TW_OK, or
  * TW_EFORMAT with *error set when the input is not (or stops being) a

@@ -28,11 +28,16 @@ void tw_jstream_free(tw_jstream *s)
     s->buf = NULL;
 }
 
+static bool refill(tw_jstream *s);
+
 /* Makes at least one unread byte available; false at the end or on error. */
-static bool fill(tw_jstream *s)
+static inline bool fill(tw_jstream *s)
 {
-    if (s->pos < s->len)
-        return true;
+    return s->pos < s->len || refill(s);
+}
+
+static bool refill(tw_jstream *s)
+{
     if (s->eof)
         return false;
     s->base += s->len;
@@ -125,8 +130,56 @@ static bool escape(tw_jstream *s)
     return true;
 }
 
+/* Non-zero when one of the eight bytes in w is b. */
+static inline uint64_t has_byte(uint64_t w, unsigned char b)
+{
+    uint64_t x = w ^ (0x0101010101010101ull * b);
+    return (x - 0x0101010101010101ull) & ~x & 0x8080808080808080ull;
+}
+
+/* The first " or \\ in [p, end), or end: eight bytes at a time. */
+static inline const char *find_quote(const char *p, const char *end)
+{
+    for (uint64_t w, m; p + 8 <= end; p += 8) {
+        memcpy(&w, p, 8);
+        m = has_byte(w, '"') | has_byte(w, '\\');
+        if (m) {
+#if defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            return p + (__builtin_ctzll(m) >> 3); /* the lowest flagged byte is exact */
+#else
+            break;
+#endif
+        }
+    }
+    while (p < end && *p != '"' && *p != '\\')
+        p++;
+    return p;
+}
+
+/* A short string with no escape that ends in the buffer (most keys and
+ * names): scanned and copied at once. False leaves pos where it was. */
+static bool string_fast(tw_jstream *s)
+{
+    const char *p = s->buf + s->pos, *end = s->buf + s->len;
+    if ((size_t)(end - p) > TW_JSTR_MAX)
+        end = p + TW_JSTR_MAX;
+    const char *q = p;
+    q = find_quote(q, end);
+    if (q == end || *q != '"')
+        return false;
+    size_t n = (size_t)(q - p);
+    memcpy(s->str, p, n);
+    s->str[n] = '\0';
+    s->str_len = n;
+    s->str_cut = false;
+    s->pos += n + 1;
+    return true;
+}
+
 static tw_jtok string(tw_jstream *s)
 {
+    if (string_fast(s))
+        return TW_JT_STRING;
     s->str_len = 0;
     s->str_cut = false;
     for (;;) {
@@ -205,6 +258,15 @@ static double parse_number(const char *t, size_t n)
 
 static tw_jtok number(tw_jstream *s)
 {
+    /* fast: the number ends inside the buffer, read where it lies */
+    const char *p = s->buf + s->pos, *end = s->buf + s->len, *q = p;
+    while (q < end && number_char((unsigned char)*q))
+        q++;
+    if (q < end && q - p < 72) {
+        s->num = parse_number(p, (size_t)(q - p));
+        s->pos += (size_t)(q - p);
+        return TW_JT_NUMBER;
+    }
     char tmp[72];
     size_t n = 0;
     bool overlong = false;
@@ -271,7 +333,8 @@ tw_jtok tw_jstream_next(tw_jstream *s)
         case '\t':
         case '\n':
         case '\r':
-            s->pos++;
+            while (++s->pos < s->len && (s->buf[s->pos] == ' ' || s->buf[s->pos] == '\n'))
+                ;
             continue;
         case '{':
             s->pos++;
@@ -308,33 +371,180 @@ tw_jtok tw_jstream_next(tw_jstream *s)
     }
 }
 
-bool tw_jstream_skip(tw_jstream *s, tw_jtok t)
+/* Passes over the rest of a string (its quote read) without keeping it. */
+static bool skip_string(tw_jstream *s)
 {
-    uint64_t depth = 0;
     for (;;) {
-        switch (t) {
-        case TW_JT_OBJECT:
-        case TW_JT_ARRAY:
-            depth++;
-            break;
-        case TW_JT_OBJECT_END:
-        case TW_JT_ARRAY_END:
-            if (depth == 0) {
-                s->error = "unbalanced brackets";
+        if (!fill(s))
+            return false;
+        const char *p = s->buf + s->pos, *end = s->buf + s->len;
+        const char *q = memchr(p, '"', (size_t)(end - p));
+        const char *stop = q ? q : end;
+        const char *b = memchr(p, '\\', (size_t)(stop - p));
+        if (b) { /* the byte after a backslash is never the string's end */
+            s->pos += (size_t)(b - p) + 1;
+            if (next_byte(s) < 0)
+                return false;
+            continue;
+        }
+        s->pos += (size_t)(stop - p);
+        if (q) {
+            s->pos++;
+            return true;
+        }
+    }
+}
+
+/* The bytes that may stand outside strings in a value being skipped: the
+ * brackets, the separators, white space and the letters of numbers and
+ * literals (true, false, null, NaN, Infinity). */
+static bool skippable(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == ',' || c == ':' ||
+           c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == '-' || c == '+' || c == '.';
+}
+
+/* Skips the rest of an object or array whose opening bracket was read, a
+ * byte at a time without making tokens: strings are passed with memchr,
+ * brackets counted (and matched up to 64 levels deep; deeper ones only
+ * counted). The grammar between them is not checked: a skipped value only
+ * has to be balanced, its strings closed and its other bytes ones JSON
+ * uses. */
+static bool skip_container(tw_jstream *s, bool object)
+{
+    uint64_t depth = 1, kinds = object; /* bit i: level i+1 is an object */
+    for (;;) {
+        if (!fill(s)) {
+            s->error = s->read_error ? "read error" : "unexpected end of input";
+            return false;
+        }
+        const char *p = s->buf + s->pos, *end = s->buf + s->len;
+        for (; p < end; p++) {
+            unsigned char c = (unsigned char)*p;
+            if (c == '"') {
+                s->pos = (size_t)(p + 1 - s->buf);
+                if (!skip_string(s)) {
+                    s->error = s->read_error ? "read error" : "unterminated string";
+                    return false;
+                }
+                break; /* the buffer may have been refilled */
+            }
+            if (c == '{' || c == '[') {
+                if (depth < 64)
+                    kinds = (kinds & ~(1ull << depth)) | ((uint64_t)(c == '{') << depth);
+                depth++;
+            } else if (c == '}' || c == ']') {
+                depth--;
+                if (depth < 64 && ((kinds >> depth & 1) != (c == '}'))) {
+                    s->error = "unbalanced brackets";
+                    return false;
+                }
+                if (depth == 0) {
+                    s->pos = (size_t)(p + 1 - s->buf);
+                    return true;
+                }
+            } else if (!skippable(c)) {
+                s->error = "not JSON";
                 return false;
             }
-            depth--;
-            break;
-        case TW_JT_EOF:
-            s->error = "unexpected end of input";
-            return false;
-        case TW_JT_ERROR:
-            return false;
-        default:
-            break;
         }
-        if (depth == 0)
+        if (p == end)
+            s->pos = s->len;
+    }
+}
+
+static inline const char *skip_space(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    return p;
+}
+
+bool tw_jstream_key_fast(tw_jstream *s, bool first, int *result)
+{
+    const char *p = s->buf + s->pos, *end = s->buf + s->len;
+    p = skip_space(p, end);
+    if (end - p < 8)
+        return false;
+    if (!first) {
+        if (*p == '}') {
+            s->pos = (size_t)(p + 1 - s->buf);
+            return *result = 0, true;
+        }
+        if (*p != ',')
+            return false;
+        p = skip_space(p + 1, end);
+        if (p == end)
+            return false;
+    }
+    if (*p == '}') { /* {} or a trailing comma */
+        s->pos = (size_t)(p + 1 - s->buf);
+        return *result = 0, true;
+    }
+    if (*p != '"')
+        return false;
+    const char *k = ++p, *stop = end - k > TW_JSTR_MAX ? k + TW_JSTR_MAX : end;
+    p = find_quote(p, stop);
+    if (p == stop || *p != '"')
+        return false;
+    const char *colon = skip_space(p + 1, end);
+    if (colon == end || *colon != ':')
+        return false;
+    size_t n = (size_t)(p - k);
+    memcpy(s->str, k, n);
+    s->str[n] = '\0';
+    s->str_len = n;
+    s->str_cut = false;
+    s->pos = (size_t)(colon + 1 - s->buf);
+    return *result = 1, true;
+}
+
+bool tw_jstream_skip_next(tw_jstream *s)
+{
+    const char *p = s->buf + s->pos, *end = s->buf + s->len;
+    p = skip_space(p, end);
+    if (end - p < 2)
+        return tw_jstream_skip(s, tw_jstream_next(s));
+    char c = *p;
+    if (c == '{' || c == '[') {
+        s->pos = (size_t)(p + 1 - s->buf);
+        return skip_container(s, c == '{');
+    }
+    if (c == '"') {
+        s->pos = (size_t)(p + 1 - s->buf);
+        if (skip_string(s))
             return true;
-        t = tw_jstream_next(s);
+        s->error = s->read_error ? "read error" : "unterminated string";
+        return false;
+    }
+    if ((c >= '0' && c <= '9') || (c == '-' && p[1] >= '0' && p[1] <= '9')) { /* a number: passed, not parsed */
+        const char *q = p + 1;
+        while (q < end && number_char((unsigned char)*q))
+            q++;
+        if (q < end) {
+            s->pos = (size_t)(q - s->buf);
+            return true;
+        }
+    }
+    return tw_jstream_skip(s, tw_jstream_next(s));
+}
+
+bool tw_jstream_skip(tw_jstream *s, tw_jtok t)
+{
+    switch (t) {
+    case TW_JT_OBJECT:
+    case TW_JT_ARRAY:
+        return skip_container(s, t == TW_JT_OBJECT);
+    case TW_JT_OBJECT_END:
+    case TW_JT_ARRAY_END:
+        s->error = "unbalanced brackets";
+        return false;
+    case TW_JT_EOF:
+        s->error = "unexpected end of input";
+        return false;
+    case TW_JT_ERROR:
+        return false;
+    default:
+        return true;
     }
 }

@@ -57,8 +57,20 @@ typedef struct tw_jstream {
 int tw_jstream_init(tw_jstream *s, tw_jstream_read_fn read, void *src);
 void tw_jstream_free(tw_jstream *s);
 tw_jtok tw_jstream_next(tw_jstream *s);
-/* Skips one value whose first token was t; iterative, any depth. */
+/* Skips one value whose first token was t; any depth, in constant memory.
+ * Objects and arrays are passed over a byte at a time (balanced brackets,
+ * closed strings and JSON's bytes checked, not their grammar). */
 bool tw_jstream_skip(tw_jstream *s, tw_jtok t);
+/* Skips the next value, whatever it is: as tw_jstream_skip(s,
+ * tw_jstream_next(s)), but strings and numbers are passed without being
+ * copied or parsed. */
+bool tw_jstream_skip_next(tw_jstream *s);
+/* The key of an object's member, when it lies whole in the buffer: reads
+ * [, or nothing when first] "key" : (the key in str; *result 1) or the
+ * object's } (*result 0) and returns true. False when it cannot be done
+ * here (the buffer's end, an escape, anything unexpected): nothing was
+ * consumed and the caller reads the tokens itself. */
+bool tw_jstream_key_fast(tw_jstream *s, bool first, int *result);
 /* Bytes consumed so far. */
 static inline uint64_t tw_jstream_offset(const tw_jstream *s)
 {

@@ -28,6 +28,7 @@ typedef struct frame {
 
 typedef struct thread_stack {
     int64_t pid, tid;
+    double comm_start, comm_end; /* the latest Communication span on the thread (Paddle) */
     int depth;
     bool post_order; /* operators written as they end (legacy Kineto), parents after children */
     frame f[DEPTH];
@@ -38,6 +39,7 @@ typedef struct thread_stack {
 typedef struct launch {
     int64_t correlation;
     bool has_call, has_kernel;
+    bool comm;        /* the call was made inside a Communication span */
     double ts, dur;   /* the call */
     int32_t op;       /* the operator that made the call */
     double kts, kdur; /* the kernel */
@@ -58,6 +60,7 @@ struct tw_rank_acc {
     ext_entry *exts;
     thread_stack *threads;
     int thread_count;
+    bool comm_spans; /* a Communication span was seen: runtime calls are checked against them */
 };
 
 int tw_rank_acc_new(tw_rank_acc **out, tw_trace_rank *rank, const tw_trace_options *o)
@@ -122,6 +125,7 @@ static thread_stack *thread_of(tw_rank_acc *a, int64_t pid, int64_t tid)
     t->tid = tid;
     t->depth = 0;
     t->post_order = false;
+    t->comm_start = t->comm_end = NAN;
     return t;
 }
 
@@ -205,12 +209,44 @@ static void matched(tw_rank_acc *a, launch *l)
     l->correlation = -1;
 }
 
+/* Whether the call e was made inside a Communication span of its thread. */
+static bool in_comm_span(tw_rank_acc *a, const tw_trace_event *e)
+{
+    for (int i = 0; i < a->thread_count; i++) {
+        const thread_stack *t = &a->threads[i];
+        if (t->pid == e->pid && t->tid == e->tid)
+            return e->ts >= t->comm_start && e->ts < t->comm_end;
+    }
+    return false;
+}
+
+static void comm_span(tw_rank_acc *a, const tw_trace_event *e)
+{
+    thread_stack *t = thread_of(a, e->pid, e->tid);
+    a->comm_spans = true;
+    if (t) {
+        t->comm_start = e->ts;
+        t->comm_end = e->ts + e->dur;
+    }
+}
+
+/* A kernel launched from inside a Communication span communicates (as
+ * Paddle's Distribution Summary counts it), when its call came first. */
+static tw_trace_kind kernel_kind(tw_rank_acc *a, const tw_trace_event *e)
+{
+    if (e->kind != TW_TK_KERNEL || e->correlation < 0)
+        return e->kind;
+    const launch *l = &a->launches[e->correlation % CACHE];
+    return l->correlation == e->correlation && l->has_call && l->comm ? TW_TK_COMM : e->kind;
+}
+
 static void runtime(tw_rank_acc *a, const tw_trace_event *e)
 {
     if (e->correlation < 0)
         return;
     launch *l = &a->launches[e->correlation % CACHE];
     int32_t op = issuer_of(a, e);
+    bool comm = a->comm_spans && in_comm_span(a, e);
     if (l->correlation == e->correlation && l->has_kernel) {
         l->has_call = true;
         l->ts = e->ts;
@@ -219,7 +255,7 @@ static void runtime(tw_rank_acc *a, const tw_trace_event *e)
         matched(a, l);
         return;
     }
-    *l = (launch){.correlation = e->correlation, .has_call = true, .ts = e->ts, .dur = e->dur, .op = op};
+    *l = (launch){.correlation = e->correlation, .has_call = true, .comm = comm, .ts = e->ts, .dur = e->dur, .op = op};
 }
 
 static tw_copy_dir copy_dir(const char *name)
@@ -236,20 +272,36 @@ static tw_copy_dir copy_dir(const char *name)
     return TW_COPY_OTHER;
 }
 
-static void stream_add(tw_trace_rank *r, int64_t device, int64_t stream, double dur)
+static void stream_add(tw_trace_rank *r, const tw_trace_event *e, tw_trace_kind kind)
 {
-    for (int i = 0; i < r->stream_count; i++) {
-        if (r->streams[i].device == device && r->streams[i].stream == stream) {
-            r->streams[i].kernels++;
-            r->streams[i].busy += dur;
+    int64_t device = e->device == e->device ? (int64_t)e->device : e->pid;
+    int64_t stream = e->stream == e->stream ? (int64_t)e->stream : e->tid;
+    tw_trace_stream *st = NULL;
+    for (int i = 0; i < r->stream_count && !st; i++) {
+        if (r->streams[i].device == device && r->streams[i].stream == stream)
+            st = &r->streams[i];
+    }
+    if (!st) {
+        if (r->stream_count == TW_TRACE_STREAMS) {
+            r->streams_over++;
             return;
         }
+        st = &r->streams[r->stream_count++];
+        *st = (tw_trace_stream){.device = device, .stream = stream, .first = e->ts, .last = e->ts + e->dur};
     }
-    if (r->stream_count < TW_TRACE_STREAMS)
-        r->streams[r->stream_count++] = (tw_trace_stream){device, stream, 1, dur};
+    if (kind == TW_TK_MEMCPY || kind == TW_TK_MEMSET) {
+        st->copies++;
+        st->memcpy += e->dur;
+    } else {
+        st->kernels++;
+        *(kind == TW_TK_COMM ? &st->comm : &st->compute) += e->dur;
+    }
+    st->busy += e->dur;
+    st->first = fmin(st->first, e->ts);
+    st->last = fmax(st->last, e->ts + e->dur);
 }
 
-static void kernel(tw_rank_acc *a, const tw_trace_event *e)
+static void kernel(tw_rank_acc *a, const tw_trace_event *e, tw_trace_kind kind)
 {
     tw_trace_rank *r = a->out;
     int32_t row = tw_name_table_row(&a->kernels, e->name, e->name_len);
@@ -263,9 +315,7 @@ static void kernel(tw_rank_acc *a, const tw_trace_event *e)
         r->short_kernels++;
         r->short_kernel_time += e->dur;
     }
-    int64_t device = e->device == e->device ? (int64_t)e->device : e->pid;
-    int64_t stream = e->stream == e->stream ? (int64_t)e->stream : e->tid;
-    stream_add(r, device, stream, e->dur);
+    stream_add(r, e, kind);
     if (k->issuer < 0 && e->external_id >= 0) {
         const ext_entry *x = &a->exts[e->external_id % CACHE];
         if (x->ext == e->external_id)
@@ -291,6 +341,7 @@ static void copy(tw_rank_acc *a, const tw_trace_event *e)
     tw_trace_rank *r = a->out;
     tw_copy_dir d = e->kind == TW_TK_MEMSET ? TW_COPY_MEMSET : copy_dir(e->name);
     tw_trace_copy *c = &r->copies[d];
+    stream_add(r, e, e->kind);
     c->count++;
     c->time += e->dur;
     if (e->bytes == e->bytes && e->bytes >= 0)
@@ -350,9 +401,14 @@ void tw_rank_acc_event(void *arg, const tw_trace_event *e)
         operator(a, e);
         break;
     case TW_TK_KERNEL:
-    case TW_TK_COMM:
-        tw_timeline_add(&a->tl, e->kind == TW_TK_COMM ? TW_SET_COMM : TW_SET_COMPUTE, e->ts, end);
-        kernel(a, e);
+    case TW_TK_COMM: {
+        tw_trace_kind kind = kernel_kind(a, e);
+        tw_timeline_add(&a->tl, kind == TW_TK_COMM ? TW_SET_COMM : TW_SET_COMPUTE, e->ts, end);
+        kernel(a, e, kind);
+        break;
+    }
+    case TW_TK_COMM_SPAN:
+        comm_span(a, e);
         break;
     case TW_TK_MEMCPY:
     case TW_TK_MEMSET:
@@ -396,6 +452,8 @@ int tw_rank_acc_finish(tw_rank_acc *a)
     a->tl.steps = NULL;
     a->tl.step_count = 0;
     r->late = a->tl.late;
+    r->flushes = a->tl.flushes;
+    r->flushes_forced = a->tl.forced;
     r->kernel_names = a->kernels.n;
     r->op_names = a->ops.n;
     r->names_over = a->kernels.over + a->ops.over;

@@ -6,17 +6,39 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "../core/json.h"
 #include "internal.h"
 
+/* A time in µs to the nanosecond, as the traces give it: 3 decimals at
+ * most, written without the shortest-round-trip search of tw_json_number
+ * (a report has a dozen per step, and a long trace thousands of steps). */
+static bool write_us(FILE *out, double v)
+{
+    if (!(fabs(v) < 9e12))
+        return false;
+    long long m = llround(v * 1000);
+    unsigned long long a = (unsigned long long)(m < 0 ? -m : m);
+    unsigned frac = (unsigned)(a % 1000);
+    fprintf(out, "%s%llu", m < 0 ? "-" : "", a / 1000);
+    if (frac) {
+        char d[5] = {'.', (char)('0' + frac / 100), (char)('0' + frac / 10 % 10), (char)('0' + frac % 10), 0};
+        for (int i = 3; d[i] == '0'; i--)
+            d[i] = 0;
+        fputs(d, out);
+    }
+    return true;
+}
+
 static void num(FILE *out, const char *key, double v, bool comma)
 {
     fprintf(out, "%s\"%s\":", comma ? "," : "", key);
-    if (isfinite(v))
-        tw_json_number(out, v);
-    else
+    size_t n = strlen(key);
+    if (!isfinite(v))
         fputs("null", out);
+    else if (!(n > 3 && strcmp(key + n - 3, "_us") == 0 && write_us(out, v)))
+        tw_json_number(out, v);
 }
 
 static void split(FILE *out, const tw_trace_split *s)
@@ -60,6 +82,57 @@ static void stats(FILE *out, const char *key, const tw_trace_stat *v, int n)
     fputc(']', out);
 }
 
+static void summary_row(FILE *out, const tw_trace_summary_row *row, bool comma)
+{
+    fputs(comma ? ",{\"name\":" : "{\"name\":", out);
+    tw_json_cstring(out, row->name);
+    fprintf(out, ",\"depth\":%d,\"calls\":", row->depth);
+    if (row->calls >= 0)
+        fprintf(out, "%lld", row->calls);
+    else
+        fputs("null", out);
+    num(out, "cpu_total_us", row->cpu_total, true);
+    num(out, "cpu_avg_us", row->cpu_avg, true);
+    num(out, "cpu_max_us", row->cpu_max, true);
+    num(out, "cpu_min_us", row->cpu_min, true);
+    num(out, "cpu_ratio", row->cpu_ratio, true);
+    num(out, "gpu_total_us", row->gpu_total, true);
+    num(out, "gpu_avg_us", row->gpu_avg, true);
+    num(out, "gpu_max_us", row->gpu_max, true);
+    num(out, "gpu_min_us", row->gpu_min, true);
+    num(out, "gpu_ratio", row->gpu_ratio, true);
+    fputc('}', out);
+}
+
+/* The Paddle summary's tables (null for a trace). */
+static void summary(FILE *out, const tw_trace_rank *r)
+{
+    const tw_trace_summary *sm = &r->summary;
+    if (!r->source || strcmp(r->source, "paddle-summary") != 0) {
+        fputs(",\"summary\":null", out);
+        return;
+    }
+    fputs(",\"summary\":{\"devices\":[", out);
+    for (int i = 0; i < sm->device_count; i++) {
+        fprintf(out, "%s{\"name\":", i ? "," : "");
+        tw_json_cstring(out, sm->devices[i].name);
+        num(out, "utilization", sm->devices[i].cpu_ratio, true);
+        fputc('}', out);
+    }
+    fputs("],\"overview\":[", out);
+    for (int i = 0; i < sm->overview_count; i++)
+        summary_row(out, &sm->overview[i], i > 0);
+    fputs("],\"model\":[", out);
+    for (int i = 0; i < sm->model_count; i++)
+        summary_row(out, &sm->model[i], i > 0);
+    fputs("],\"distribution\":{", out);
+    num(out, "step_us", sm->step, false);
+    num(out, "communication_us", sm->communication, true);
+    num(out, "computation_us", sm->computation, true);
+    num(out, "overlap_us", sm->overlap, true);
+    fprintf(out, "},\"operator_rows\":%d,\"kernel_rows\":%d}", sm->operators, sm->kernels);
+}
+
 static void rank(FILE *out, const tw_trace_rank *r)
 {
     fputs("{\"path\":", out);
@@ -73,10 +146,10 @@ static void rank(FILE *out, const tw_trace_rank *r)
         fputs("null", out);
     fprintf(out,
             ",\"bytes\":%llu,\"events\":%llu,\"skipped\":%llu,\"late\":%llu,\"names_cut\":%llu,"
-            "\"names_over\":%llu,\"steps_over\":%llu",
+            "\"names_over\":%llu,\"steps_over\":%llu,\"flushes\":%llu,\"flushes_forced\":%llu",
             (unsigned long long)r->bytes, (unsigned long long)r->events, (unsigned long long)r->skipped,
             (unsigned long long)r->late, (unsigned long long)r->names_cut, (unsigned long long)r->names_over,
-            (unsigned long long)r->steps_over);
+            (unsigned long long)r->steps_over, (unsigned long long)r->flushes, (unsigned long long)r->flushes_forced);
     fputs(",\"total\":{", out);
     split(out, &r->total);
     fputs("},\"steps\":[", out);
@@ -117,13 +190,21 @@ static void rank(FILE *out, const tw_trace_rank *r)
     num(out, "pageable_bytes", r->pageable_bytes, true);
     fputs(",\"streams\":[", out);
     for (int i = 0; i < r->stream_count; i++) {
-        fprintf(out, "%s{\"device\":%lld,\"stream\":%lld,\"kernels\":%llu", i ? "," : "",
-                (long long)r->streams[i].device, (long long)r->streams[i].stream,
-                (unsigned long long)r->streams[i].kernels);
-        num(out, "busy_us", r->streams[i].busy, true);
+        const tw_trace_stream *st = &r->streams[i];
+        fprintf(out, "%s{\"device\":%lld,\"stream\":%lld,\"kernels\":%llu,\"copies\":%llu", i ? "," : "",
+                (long long)st->device, (long long)st->stream, (unsigned long long)st->kernels,
+                (unsigned long long)st->copies);
+        num(out, "start_us", st->first, true);
+        num(out, "end_us", st->last, true);
+        num(out, "busy_us", st->busy, true);
+        num(out, "compute_us", st->compute, true);
+        num(out, "comm_us", st->comm, true);
+        num(out, "memcpy_us", st->memcpy, true);
+        num(out, "idle_us", fmax(0, st->last - st->first - st->busy), true);
         fputc('}', out);
     }
-    fprintf(out, "],\"sync_calls\":%llu", (unsigned long long)r->sync_calls);
+    fprintf(out, "],\"streams_over\":%llu,\"sync_calls\":%llu", (unsigned long long)r->streams_over,
+            (unsigned long long)r->sync_calls);
     num(out, "sync_us", r->sync_time, true);
     num(out, "peak_allocated_bytes", r->peak_allocated, true);
     num(out, "peak_reserved_bytes", r->peak_reserved, true);
@@ -137,6 +218,7 @@ static void rank(FILE *out, const tw_trace_rank *r)
     fputc(']', out);
     num(out, "dataloader_ratio", r->dataloader_ratio, true);
     num(out, "ips", r->ips, true);
+    summary(out, r);
     fputc('}', out);
 }
 

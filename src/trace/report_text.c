@@ -94,6 +94,67 @@ static void copies(FILE *out, const tw_trace_rank *r)
                 r->pageable_bytes);
 }
 
+static void streams(FILE *out, const tw_trace_rank *r)
+{
+    if (r->stream_count == 0)
+        return;
+    fprintf(out, "\n  %-16s %8s %8s %11s %8s %8s %8s %8s\n", "device/stream", "kernels", "copies", "span ms", "compute",
+            "comm", "memcpy", "idle");
+    for (int i = 0; i < r->stream_count; i++) {
+        const tw_trace_stream *s = &r->streams[i];
+        double span = s->last - s->first;
+        char name[32];
+        snprintf(name, sizeof name, "%lld/%lld", (long long)s->device, (long long)s->stream);
+        fprintf(out, "  %-16s %8llu %8llu %11.3f %7.1f%% %7.1f%% %7.1f%% %7.1f%%\n", name,
+                (unsigned long long)s->kernels, (unsigned long long)s->copies, span / 1000, pct(s->compute, span),
+                pct(s->comm, span), pct(s->memcpy, span), pct(fmax(0, span - s->busy), span));
+    }
+    if (r->streams_over)
+        fprintf(out, "  (%llu GPU events on further streams)\n", (unsigned long long)r->streams_over);
+}
+
+/* The Paddle summary's tables, condensed: devices, the overview, the
+ * model's phases, the distribution, then the top operators and kernels. */
+static const char *calls(char *buf, size_t cap, long long n)
+{
+    if (n < 0)
+        return "-";
+    snprintf(buf, cap, "%lld", n);
+    return buf;
+}
+
+static void summary_tables(FILE *out, const tw_trace_rank *r)
+{
+    char c[24];
+    const tw_trace_summary *sm = &r->summary;
+    for (int i = 0; i < sm->device_count; i++)
+        fprintf(out, "  %-14s %.2f%% utilised\n", sm->devices[i].name, 100 * sm->devices[i].cpu_ratio);
+    if (sm->overview_count)
+        fprintf(out, "\n  %-28s %8s %12s %8s\n", "overview (event type)", "calls", "time ms", "ratio");
+    for (int i = 0; i < sm->overview_count; i++) {
+        const tw_trace_summary_row *o = &sm->overview[i];
+        bool gpu = o->gpu_total == o->gpu_total;
+        fprintf(out, "  %*s%-*.*s %8s %12.3f %7.2f%%  %s\n", 2 * o->depth, "", 28 - 2 * o->depth, 28 - 2 * o->depth,
+                o->name, calls(c, sizeof c, o->calls), (gpu ? o->gpu_total : o->cpu_total) / 1000,
+                100 * (gpu ? o->gpu_ratio : o->cpu_ratio), gpu ? "GPU" : "CPU");
+    }
+    if (sm->model_count)
+        fprintf(out, "\n  %-28s %8s %12s %8s %12s %8s\n", "model", "calls", "CPU ms", "CPU", "GPU ms", "GPU");
+    for (int i = 0; i < sm->model_count; i++) {
+        const tw_trace_summary_row *m = &sm->model[i];
+        fprintf(out, "  %*s%-*.*s %8s %12.3f %7.2f%% %12.3f %7.2f%%\n", 2 * m->depth, "", 28 - 2 * m->depth,
+                28 - 2 * m->depth, m->name, calls(c, sizeof c, m->calls), m->cpu_total / 1000, 100 * m->cpu_ratio,
+                m->gpu_total / 1000, 100 * m->gpu_ratio);
+    }
+    if (sm->step == sm->step)
+        fprintf(out,
+                "\n  distribution   ProfileStep %.3f ms: communication %.2f%%, computation %.2f%%, overlap %.2f%%\n",
+                sm->step / 1000, pct(sm->communication, sm->step), pct(sm->computation, sm->step),
+                pct(sm->overlap, sm->step));
+    table(out, "top operators (Operator Summary, CPU)", r->top_ops, r->top_op_count, false, false);
+    table(out, "top kernels (Kernel Summary)", r->top_kernels, r->top_kernel_count, false, false);
+}
+
 static void rank(FILE *out, const tw_trace_rank *r, const style *st)
 {
     fprintf(out, "%s%s%s  rank %d, %s, %llu events, %llu bytes%s%s\n", st->bold, r->path, st->reset, r->rank,
@@ -112,6 +173,7 @@ static void rank(FILE *out, const tw_trace_rank *r, const style *st)
             fprintf(out, "  ips            %.3f (first Perf Summary, avg)\n", r->ips);
         if (r->dataloader_ratio == r->dataloader_ratio)
             fprintf(out, "  Dataloader     %.2f%% of ProfileStep CPU time\n", 100 * r->dataloader_ratio);
+        summary_tables(out, r);
         return;
     }
     split(out, r);
@@ -123,6 +185,7 @@ static void rank(FILE *out, const tw_trace_rank *r, const style *st)
                 (unsigned long long)r->kernels, r->kernel_names, r->kernel_time / 1000,
                 pct((double)r->short_kernels, (double)r->kernels), (unsigned long long)r->launches,
                 r->launches ? r->launch_delay_sum / (double)r->launches : 0);
+    streams(out, r);
     table(out, "top kernels", r->top_kernels, r->top_kernel_count, false, true);
     table(out, "top operators", r->top_ops, r->top_op_count, false, false);
     table(out, "top operators by self time", r->top_self, r->top_self_count, true, false);

@@ -244,6 +244,26 @@ static void flush(tw_timeline *t, double upto)
     t->watermark = upto;
 }
 
+/* A set is over the cap: flush up to its median interval. A host set
+ * flushes no further than the GPU work seen so far, and waits (up to
+ * TW_TIMELINE_HOST_CAP) while that would free less than a quarter of it. */
+static void overflow(tw_timeline *t, tw_set_kind k)
+{
+    tw_ivset *s = &t->sets[k];
+    double upto = s->v[2 * (s->n / 2)];
+    if (k == TW_SET_DATA || k == TW_SET_SYNC) {
+        double gpu = fmin(upto, t->gpu_last);
+        if (first_ending_after(s, gpu) >= s->n / 4 && gpu > t->watermark)
+            upto = gpu;
+        else if (s->n <= TW_TIMELINE_HOST_CAP)
+            return;
+        else
+            t->forced++;
+    }
+    t->flushes++;
+    flush(t, upto);
+}
+
 void tw_timeline_add(tw_timeline *t, tw_set_kind k, double start, double end)
 {
     if (!(end > start))
@@ -266,7 +286,7 @@ void tw_timeline_add(tw_timeline *t, tw_set_kind k, double start, double end)
         return;
     }
     if (s->n > TW_TIMELINE_CAP)
-        flush(t, s->v[2 * (s->n / 2)]);
+        overflow(t, k);
 }
 
 void tw_timeline_add_step(tw_timeline *t, int64_t id, double start, double end)

@@ -20,8 +20,12 @@
 
 #include "trainwatch/trace.h"
 
-#define TW_TIMELINE_CAP   (1u << 15) /* intervals per set before a flush */
-#define TW_TIMELINE_STEPS (1u << 16) /* steps accounted per rank */
+#define TW_TIMELINE_CAP (1u << 15) /* intervals per set before a flush */
+/* Host spans (DataLoader, sync) may come long before the GPU work they
+ * explain (Kineto writes every host event first): their sets wait for the
+ * GPU work up to this many intervals before a flush is forced. */
+#define TW_TIMELINE_HOST_CAP (1u << 19)
+#define TW_TIMELINE_STEPS    (1u << 16) /* steps accounted per rank */
 
 typedef enum tw_set_kind {
     TW_SET_COMPUTE,
@@ -45,8 +49,9 @@ typedef struct tw_timeline {
     tw_trace_step *steps;
     size_t step_count, step_cap;
     uint64_t steps_over, late;
-    tw_trace_split nostep; /* accounted when there are no steps */
-    int error;             /* TW_ENOMEM once an allocation failed */
+    uint64_t flushes, forced; /* watermark flushes; host-set flushes ahead of the GPU work */
+    tw_trace_split nostep;    /* accounted when there are no steps */
+    int error;                /* TW_ENOMEM once an allocation failed */
 } tw_timeline;
 
 void tw_timeline_init(tw_timeline *t, double gap_us);

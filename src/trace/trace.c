@@ -164,6 +164,7 @@ static int read_json(tw_trace *t, tw_trace_rank *r, source *src, int rank)
     rc = tw_trace_read(&js, tw_rank_acc_event, acc, &st, &error);
     r->bytes = tw_jstream_offset(&js);
     r->names_cut = js.strings_cut;
+    r->skipped += st.unpaired;
     r->source = source_name(r, st.legacy, st.paddle, st.kineto);
     if (rc == TW_EFORMAT) {
         char *m = r->error;

@@ -73,14 +73,15 @@ class Process:
 
 
 class Prometheus(Process):
-    def __init__(self, workdir, scrape_configs):
-        self.port = free_port()
+    def __init__(self, workdir, scrape_configs, extra_args=(), port=None):
+        self.port = port or free_port()
         config = os.path.join(workdir, "prometheus.yml")
         with open(config, "w") as f:
             json.dump({"global": {"scrape_interval": "1s", "scrape_timeout": "900ms"},
                        "scrape_configs": scrape_configs}, f)
         super().__init__(["prometheus", f"--config.file={config}", f"--storage.tsdb.path={workdir}/tsdb",
-                          f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"], workdir, "prometheus")
+                          f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn", *extra_args], workdir,
+                         "prometheus")
         self.url = f"http://127.0.0.1:{self.port}"
         wait_until(lambda: http(self.url + "/-/ready")[0] == 200, what="Prometheus to be ready")
 
@@ -89,6 +90,13 @@ class Prometheus(Process):
         data = json.loads(body)
         assert data["status"] == "success", data
         return data["data"]["result"]
+
+    def series(self, match):
+        """The label sets of the series matching a selector (the /api/v1/series endpoint)."""
+        status, _, body = http(self.url + "/api/v1/series?" + urllib.parse.urlencode({"match[]": match}))
+        data = json.loads(body)
+        assert data["status"] == "success", data
+        return data["data"]
 
     def wait_for(self, q, count=1, timeout=30):
         return wait_until(lambda: (lambda r: r if len(r) >= count else None)(self.query(q)), timeout=timeout,
@@ -141,9 +149,9 @@ class Alertmanager(Process):
 
 class WebhookReceiver:
     """An HTTP server on 127.0.0.1 (in a thread) that records every request.
-    fail_first: answer 500 to that many requests first."""
+    fail_first: answer fail_status (500) to that many requests first."""
 
-    def __init__(self, port=None, fail_first=0):
+    def __init__(self, port=None, fail_first=0, fail_status=500):
         import http.server
         import threading
         self.requests = []
@@ -159,8 +167,8 @@ class WebhookReceiver:
                     if failing:
                         receiver.fail_first -= 1
                     receiver.requests.append({"path": self.path, "headers": dict(self.headers),
-                                              "body": body, "answered": 500 if failing else 200})
-                self.send_response(500 if failing else 200)
+                                              "body": body, "answered": fail_status if failing else 200})
+                self.send_response(fail_status if failing else 200)
                 self.send_header("Content-Type", "application/json")
                 self.end_headers()
                 self.wfile.write(b'{"errcode":1,"errmsg":"test failure"}' if failing else b'{"errcode":0}')

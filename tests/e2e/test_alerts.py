@@ -35,7 +35,7 @@ class Watch(Process):
 
     def __init__(self, workdir, log, *extra, env=None):
         self.port = free_port()
-        args = [binary("trainwatch"), "watch", "--from-start", "--job", "train", "--eval-interval", "0.5",
+        args = [binary("trainwatch"), "watch", "--from-start", "--run-name", "train", "--eval-interval", "0.5",
                 "--web.listen-address", f"127.0.0.1:{self.port}", *extra, log]
         if env:
             old = dict(os.environ)
@@ -244,7 +244,7 @@ def test_prometheus_fires_the_same_alert(tmp_path, procs):
     watch = procs(Watch, str(tmp_path), str(log))
     exported = tmp_path / "exported.yml"
     assert run(["trainwatch", "rules", "export", "-o", exported]).returncode == 0
-    prom = procs(Prometheus, str(tmp_path), [{"job_name": "trainwatch", "honor_labels": True,
+    prom = procs(Prometheus, str(tmp_path), [{"job_name": "trainwatch",
                                              "static_configs": [{"targets": [f"127.0.0.1:{watch.port}"]}]}])
     # Prometheus with the rule file: restart it with rule_files and a 1s evaluation
     prom.stop()
@@ -265,9 +265,10 @@ def test_prometheus_fires_the_same_alert(tmp_path, procs):
     ours = wait_until(lambda: re.search(r"alert firing: (\{[^}]*alertname=\"TrainingLossNaN\"[^}]*\})", watch.stderr()),
                       timeout=30, what="trainwatch to fire TrainingLossNaN")
     labels = dict(re.findall(r'(\w+)="([^"]*)"', ours.group(1)))
-    # the same labels, plus the target label a scrape adds
+    # the same labels, plus the target labels a stock scrape adds
     theirs_labels = dict(theirs["labels"])
     assert theirs_labels.pop("instance") == f"127.0.0.1:{watch.port}"
+    assert theirs_labels.pop("job") == "trainwatch"
     assert labels == theirs_labels, (labels, theirs["labels"])
     assert float(theirs["value"]) == 7  # seven NaN steps in a row, in both
     assert 'trainwatch_alerts{alertname="TrainingLossNaN",alertstate="firing"} 1' in watch.metrics()
@@ -312,7 +313,7 @@ def demo_under_fake_gpus(tmp_path, util, used_gib):
 def test_built_in_gpu_data_and_failure_rules_fire(tmp_path):
     got = demo_under_fake_gpus(tmp_path, util=10, used_gib=78)
     assert {"TrainingGPUUnderused", "TrainingGPUMemoryFull", "TrainingDataLoaderBound", "TrainingFailed"} <= set(got), got
-    assert got["TrainingGPUUnderused"][0] == {"alertname": "TrainingGPUUnderused", "job": "demo-train", "rank": "0",
+    assert got["TrainingGPUUnderused"][0] == {"alertname": "TrainingGPUUnderused", "run": "demo-train", "rank": "0",
                                               "severity": "warning"}
     assert {a["gpu"] for a in got["TrainingGPUMemoryFull"]} == {"0", "1"}  # 78 of 80 GiB on both
     assert got["TrainingFailed"][0]["event"] == "exception"
@@ -351,7 +352,7 @@ def test_built_in_progress_rank_and_divergence_rules_fire(tmp_path, procs):
     # now nobody logs: the job makes no progress
     got = wait_until(lambda: (lambda f: f if "TrainingNoProgress" in f else None)(fired(watch.stderr())), timeout=30,
                      what="NoProgress")
-    assert got["TrainingNoProgress"][0]["job"] == "train" and "rank" not in got["TrainingNoProgress"][0]
+    assert got["TrainingNoProgress"][0]["run"] == "train" and "rank" not in got["TrainingNoProgress"][0]
 
 
 def test_no_progress_waits_for_a_first_step(tmp_path, procs):
@@ -391,7 +392,7 @@ def test_alertmanager_sees_firing_then_resolved(tmp_path, procs):
 
         alert = wait_until(active, timeout=30, what="the alert in Alertmanager")[0]
         assert alert["status"]["state"] == "active"
-        assert alert["labels"] == {"alertname": "TrainingLossNaN", "job": "train", "rank": "0", "severity": "critical"}
+        assert alert["labels"] == {"alertname": "TrainingLossNaN", "run": "train", "rank": "0", "severity": "critical"}
         assert alert["generatorURL"].startswith("http://prom:9090/graph?g0.expr=trainwatch_nan_loss_streak")
         assert "NaN or Inf loss" in alert["annotations"]["description"]
         # Alertmanager routes it: its webhook says firing
@@ -427,7 +428,7 @@ def test_demo_nan_fires_within_five_steps(tmp_path, procs):
     assert len(nan_steps) >= streak
     alerts = wait_until(lambda: [a for a in am.alerts() if a["labels"]["alertname"] == "TrainingLossNaN"],
                         timeout=10, what="the alert in Alertmanager")
-    assert alerts[0]["labels"]["job"] == "demo-train"
+    assert alerts[0]["labels"]["run"] == "demo-train"
     assert f"for {streak} consecutive steps" in alerts[0]["annotations"]["summary"]
 
 
@@ -459,7 +460,7 @@ def test_webhook_formats_and_signatures(tmp_path, procs):
         assert [m["status"] for m in am] == ["firing", "resolved"]
         assert am[0]["version"] == "4" and am[0]["receiver"] == "trainwatch"
         assert am[0]["groupLabels"] == {"alertname": "TrainingLossNaN"}
-        assert am[0]["commonLabels"]["job"] == "train" and am[0]["commonLabels"]["rank"] == "0"
+        assert am[0]["commonLabels"]["run"] == "train" and am[0]["commonLabels"]["rank"] == "0"
         assert am[0]["alerts"][0]["endsAt"] == "0001-01-01T00:00:00Z"
         assert am[1]["alerts"][0]["endsAt"] > am[1]["alerts"][0]["startsAt"]
         assert re.fullmatch(r"[0-9a-f]{16}", am[0]["alerts"][0]["fingerprint"])
@@ -476,7 +477,7 @@ def test_webhook_formats_and_signatures(tmp_path, procs):
         assert ding[0]["msgtype"] == "markdown"
         assert ding[0]["markdown"]["title"] == "[FIRING] TrainingLossNaN"
         text = ding[0]["markdown"]["text"]
-        assert "- job: train" in text and "- rank: 0" in text and "- host: " in text and "- value: " in text
+        assert "- run: train" in text and "- rank: 0" in text and "- host: " in text and "- value: " in text
         assert "consecutive steps" in text
         assert ding[1]["markdown"]["title"] == "[RESOLVED] TrainingLossNaN"
 

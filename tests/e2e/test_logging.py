@@ -89,9 +89,14 @@ def test_many_threads_async(tmp_path):
 
 def test_json_lines_rotate_whole(tmp_path):
     path = tmp_path / "j.jsonl"
-    assert run(["log-writer", path, 4096, 50, 2, 500, "async", "json"]).returncode == 0
-    got = [json.loads(line) for line in lines_in_order(path, 50)]
-    assert len(got) == 1000 and all(r["logger"] == "writer" and r["level"] == "INFO" for r in got)
+    assert run(["log-writer", path, 4096, 100, 2, 500, "async", "json"]).returncode == 0
+    got = [json.loads(line) for line in lines_in_order(path, 100)]
+    assert len(got) == 1000 and all(r["log.logger"] == "writer" and r["log.level"] == "INFO" for r in got)
+    # Elastic Common Schema names at the top, trainwatch's own under one prefix
+    # (this writer logs without a call site: no log.origin.*)
+    assert all(set(r) == {"@timestamp", "log.level", "log.logger", "message", "host.name", "process.pid",
+                          "ecs.version", "trainwatch"} for r in got), got[0]
+    assert all(r["process.pid"] > 0 and r["host.name"] and r["ecs.version"] == "8.11.0" for r in got)
 
 
 def test_crash_leaves_queued_records_on_disk(tmp_path):
@@ -102,7 +107,7 @@ def test_crash_leaves_queued_records_on_disk(tmp_path):
             result = run(["log-crash", mode, 5000, path, queue])  # within the queue: none dropped
             # the handler before ours runs again: the default action, or ASan's report (exit 1)
             assert result.returncode == -sig or (sanitized() and result.returncode == 1), (mode, queue, result)
-            steps = [json.loads(line)["step"] for line in path.read_text().splitlines()]
+            steps = [json.loads(line)["trainwatch"]["step"] for line in path.read_text().splitlines()]
             assert steps == list(range(5000)), (mode, queue)
             text = pathlib.Path(f"{path}.txt").read_text().splitlines()
             assert len(text) == 5000 and text[-1].endswith("step=4999 loss=0.0002")
@@ -147,7 +152,11 @@ def test_console_only_from_rank_zero_and_files_per_rank(tmp_path):
         text = (tmp_path / f"train_rank_{rank}.log").read_text()
         assert "step=20" in text
         first = json.loads((tmp_path / f"train_rank_{rank}.jsonl").read_text().splitlines()[0])
-        assert first["rank"] == rank and first["world_size"] == 3
+        assert first["trainwatch"]["rank"] == rank and first["trainwatch"]["world_size"] == 3
+        records = [json.loads(line) for line in (tmp_path / f"train_rank_{rank}.jsonl").read_text().splitlines()]
+        # each call site, as ECS's log.origin names it
+        assert records and all(r["log.origin.file.name"].endswith(".c") and r["log.origin.file.line"] > 0
+                               and r["log.origin.function"] for r in records)
     # the documented order: PADDLE_TRAINER_ID before RANK
     r = demo(tmp_path, {"PADDLE_TRAINER_ID": "5", "PADDLE_TRAINERS_NUM": "8", "RANK": "2"}, "--steps", "5")
     assert r.returncode == 0 and (tmp_path / "train_rank_5.log").exists() and "| INFO |" not in r.stderr
@@ -156,7 +165,8 @@ def test_console_only_from_rank_zero_and_files_per_rank(tmp_path):
 def environment_record(tmp_path):
     r = demo(tmp_path, None, "--steps", "1")
     assert r.returncode == 0
-    return json.loads((tmp_path / "train_rank_0.jsonl").read_text().splitlines()[0])
+    record = json.loads((tmp_path / "train_rank_0.jsonl").read_text().splitlines()[0])
+    return dict(record["trainwatch"], message=record["message"], ecs_pid=record["process.pid"])
 
 
 def test_environment_record_inside_and_outside_git(tmp_path):
@@ -171,7 +181,7 @@ def test_environment_record_inside_and_outside_git(tmp_path):
     env = environment_record(repo)
     assert env["message"] == "environment" and env["git_commit"] == head and env["git_branch"] == "exp"
     assert env["git_dirty"] is False  # the log files written are untracked, as git describe --dirty sees them
-    assert env["_pid"] > 0 and env["cpus"] >= 1 and env["memory_bytes"] > 0 and env["demo"] == "1.0"
+    assert env["pid"] == env["ecs_pid"] > 0 and env["cpus"] >= 1 and env["memory_bytes"] > 0 and env["demo"] == "1.0"
     (repo / "train.py").write_text("print('changed')\n")
     shutil.rmtree(repo / "train_rank_0.jsonl", ignore_errors=True)
     (repo / "train_rank_0.jsonl").unlink()
@@ -189,7 +199,7 @@ def test_environment_record_inside_and_outside_git(tmp_path):
 def test_environment_names_gpus_through_nvml(tmp_path):
     fake = BUILD / "fake-nvml" / "libnvidia-ml.so.1"
     r = demo(tmp_path, {"TW_NVML_LIBRARY": str(fake), "CUDA_VISIBLE_DEVICES": "0,1"}, "--steps", "1")
-    env = json.loads((tmp_path / "train_rank_0.jsonl").read_text().splitlines()[0])
+    env = json.loads((tmp_path / "train_rank_0.jsonl").read_text().splitlines()[0])["trainwatch"]
     assert r.returncode == 0 and env["nvidia_driver"] == "550.54.15-fake" and env["gpu_count"] == 2
     assert env["gpus"] == "Fake H100 0, Fake H100 1" and env["cuda_visible_devices"] == "0,1"
 

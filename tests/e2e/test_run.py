@@ -19,14 +19,18 @@ def tw_run(*args, timeout=300, **kwargs):
                           timeout=timeout, **kwargs)
 
 
+def tw_version():
+    return subprocess.run([binary("trainwatch"), "--version"], capture_output=True, text=True).stdout.split()[-1]
+
+
 def demo(*flags):
     return ["--", binary("demo-train"), "--batch", "8", *flags]
 
 
 def test_prometheus_scrapes_a_supervised_run(procs, tmp_path):
     port = free_port()
-    # our series carry their own job label: honor it, as for a Pushgateway
-    prom = procs(Prometheus, str(tmp_path), [{"job_name": "tw", "honor_labels": True,
+    # a stock scrape configuration: no honor_labels, the target's job and instance
+    prom = procs(Prometheus, str(tmp_path), [{"job_name": "tw", "scrape_interval": "1s",
                                               "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}])
     log = tmp_path / "train.log"
     proc = subprocess.Popen([binary("trainwatch"), "run", "--web.listen-address", f"127.0.0.1:{port}", "--log-file",
@@ -34,9 +38,10 @@ def test_prometheus_scrapes_a_supervised_run(procs, tmp_path):
                                              "--slow-reader", "60")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # while it runs, Prometheus scrapes it; read the progress back as it goes
-    seen = wait_until(lambda: prom.query('trainwatch_train_step{job="demo-train"} > 0'), timeout=60,
+    seen = wait_until(lambda: prom.query('trainwatch_train_step{run="demo-train"} > 0'), timeout=60,
                       what="a training step in Prometheus")
     assert seen[0]["metric"]["rank"] == "0"
+    assert seen[0]["metric"]["job"] == "tw" and seen[0]["metric"]["instance"] == f"127.0.0.1:{port}"
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     lines = [l for l in log.read_text().splitlines() if "global_step:" in l]
@@ -46,16 +51,29 @@ def test_prometheus_scrapes_a_supervised_run(procs, tmp_path):
     # what Prometheus scraped matches the trainer's own log: the last step it saw
     # is a step of the log, and the loss beside it is that step's (or, if the
     # scrape fell between the two updates, the next one's)
-    step = int(float(prom.query('max_over_time(trainwatch_train_step{job="demo-train"}[1m])')[0]["value"][1]))
-    loss = float(prom.query('last_over_time(trainwatch_train_loss{job="demo-train"}[1m])')[0]["value"][1])
+    step = int(float(prom.query('max_over_time(trainwatch_train_step{run="demo-train"}[1m])')[0]["value"][1]))
+    loss = float(prom.query('last_over_time(trainwatch_train_loss{run="demo-train"}[1m])')[0]["value"][1])
     assert step in by_step
     steps = sorted(by_step)
     nxt = steps[min(steps.index(step) + 1, len(steps) - 1)]
     assert abs(loss - by_step[step]) < 1e-6 or abs(loss - by_step[nxt]) < 1e-6
     assert step >= steps[len(steps) // 2]  # it scraped well into the run
-    counted = float(prom.query('max_over_time(trainwatch_step_duration_seconds_count{job="demo-train"}[1m])')[0]["value"][1])
+    counted = float(prom.query('max_over_time(trainwatch_step_duration_seconds_count{run="demo-train"}[1m])')[0]["value"][1])
     assert 0 < counted <= count
-    assert float(prom.query('max_over_time(trainwatch_process_tree_resident_memory_bytes{job="demo-train"}[1m])')[0]["value"][1]) > 1e5
+    assert float(prom.query('max_over_time(trainwatch_process_tree_resident_memory_bytes{run="demo-train"}[1m])')[0]["value"][1]) > 1e5
+    # no series of trainwatch's had a label the scrape had to rename
+    for series in prom.series('{__name__=~"trainwatch_.+|DCGM_.+"}'):
+        assert not [k for k in series if k.startswith("exported_")], series
+        assert series["job"] == "tw" and series["instance"] == f"127.0.0.1:{port}"
+    info = prom.query('last_over_time(trainwatch_run_info[5m])')[0]["metric"]
+    assert {k: info[k] for k in ("run", "rank", "host", "version")} == {
+        "run": "demo-train", "rank": "0", "host": socket.gethostname(), "version": tw_version()}
+    assert info["command"].startswith(binary("demo-train") + " --batch 8")
+    build = prom.query('last_over_time(trainwatch_build_info[5m])')[0]["metric"]
+    assert build["version"] == tw_version() and build["revision"] and build["compiler"]
+    # the steps counted are the steps the log printed by the last scrape
+    steps_total = float(prom.query('max_over_time(trainwatch_train_steps_total{run="demo-train"}[1m])')[0]["value"][1])
+    assert steps_total in by_step and steps_total >= step
     # stdout passed through unchanged and logged
     assert out == log.read_text()
     assert "== trainwatch: demo-train" in err and "Summary" in err
@@ -126,7 +144,7 @@ def test_final_metrics_reach_the_pushgateway(procs, tmp_path):
     assert result.returncode == 0, result.stderr
     text = gw.metrics()
     host = socket.gethostname()
-    want = f'trainwatch_train_step{{instance="{host}",job="demo-train",rank="3"}} 20'
+    want = f'trainwatch_train_step{{instance="{host}",job="demo-train",rank="3",run="demo-train"}} 20'
     assert want in text, text[-2000:]
 
 
@@ -153,7 +171,7 @@ def test_gpu_metrics_through_nvml(tmp_path):
         return series if sampled else None
 
     series = wait_until(gpu_series, timeout=30, what="GPU series")
-    labels = 'job="demo-train",rank="0",gpu="0",UUID="GPU-fake-0",modelName="Fake H100 0"'
+    labels = 'run="demo-train",rank="0",gpu="0",UUID="GPU-fake-0",modelName="Fake H100 0"'
     assert series[f"DCGM_FI_DEV_GPU_UTIL{{{labels}}}"] == 37
     assert series[f"DCGM_FI_DEV_FB_USED{{{labels}}}"] == 10240
     assert series[f"DCGM_FI_DEV_FB_FREE{{{labels}}}"] == 71680
@@ -162,7 +180,7 @@ def test_gpu_metrics_through_nvml(tmp_path):
     assert series[f"DCGM_FI_DEV_SM_CLOCK{{{labels}}}"] == 1755
     assert series[f"trainwatch_gpu_clock_event_reasons{{{labels}}}"] == 4
     assert series[f"trainwatch_gpu_process_memory_bytes{{{labels}}}"] == 1 << 30
-    gpu1 = 'job="demo-train",rank="0",gpu="1",UUID="GPU-fake-1",modelName="Fake H100 1"'
+    gpu1 = 'run="demo-train",rank="0",gpu="1",UUID="GPU-fake-1",modelName="Fake H100 1"'
     assert series[f"DCGM_FI_DEV_GPU_UTIL{{{gpu1}}}"] == 81
     assert series[f"trainwatch_gpu_process_memory_bytes{{{gpu1}}}"] == 0
     out, err = proc.communicate(timeout=120)
@@ -311,6 +329,92 @@ def test_run_says_where_it_listens(tmp_path):
     assert status == 200 and b"trainwatch_process_tree_processes" in body
     proc.terminate()
     proc.communicate(timeout=30)
+
+
+FETCH = ("import sys, urllib.request\n"
+         "address = open(sys.argv[1]).read()\n"
+         "body = urllib.request.urlopen('http://' + address.strip() + '/metrics').read().decode()\n"
+         "print(address.strip(), 'trainwatch_run_info{' in body)\n")
+
+
+def test_port_0_is_written_to_the_address_file_before_the_command_starts(tmp_path):
+    """The command itself reads the address file and scrapes the address it
+    names: the file is complete before the command starts."""
+    address_file = tmp_path / "address"
+    result = tw_run("--web.listen-address", "127.0.0.1:0", "--web.address-file", address_file, "--",
+                    "python3", "-c", FETCH, address_file)
+    assert result.returncode == 0, result.stderr
+    printed = re.search(r"trainwatch run: serving /metrics on (127\.0\.0\.1:(\d+))$", result.stderr, re.M)
+    assert printed and int(printed.group(2)) != 0
+    assert result.stdout == f"{printed.group(1)} True\n"
+    assert address_file.read_text() == printed.group(1) + "\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["address"]  # no temporary file left
+
+
+def test_local_rank_offset_gives_each_rank_its_own_port(tmp_path):
+    base = free_port()
+    procs, files = [], []
+    for local_rank in range(2):
+        files.append(tmp_path / f"address.{local_rank}")
+        env = dict(os.environ, LOCAL_RANK=str(local_rank))
+        procs.append(subprocess.Popen([binary("trainwatch"), "run", "--web.listen-address",
+                                       f"127.0.0.1:{base}+LOCAL_RANK", "--web.address-file", files[-1], "--",
+                                       "python3", "-c", FETCH + "import time; time.sleep(1)\n", files[-1]],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+    outs = [p.communicate(timeout=60) for p in procs]
+    for local_rank, (p, (out, err)) in enumerate(zip(procs, outs)):
+        assert p.returncode == 0, err
+        assert out == f"127.0.0.1:{base + local_rank} True\n"
+        assert f"serving /metrics on 127.0.0.1:{base + local_rank}" in err
+
+
+def test_run_info_names_the_run_from_the_launchers_variables(tmp_path):
+    """The command reads trainwatch's /metrics itself: trainwatch_run_info
+    carries rank, local rank and world size from torchrun's variables."""
+    address_file = tmp_path / "address"
+    show = ("import sys, urllib.request\n"
+            "body = urllib.request.urlopen('http://' + open(sys.argv[1]).read().strip() + '/metrics').read().decode()\n"
+            "print([l for l in body.splitlines() if l.startswith('trainwatch_run_info')][0])\n")
+    env = dict(os.environ, RANK="5", LOCAL_RANK="1", WORLD_SIZE="8")
+    for k in ("PADDLE_TRAINER_ID", "PADDLE_GLOBAL_RANK", "PADDLE_LOCAL_RANK", "PADDLE_TRAINERS_NUM"):
+        env.pop(k, None)
+    result = tw_run("--web.listen-address", "127.0.0.1:0", "--web.address-file", address_file, "--run-name", "exp7",
+                    "--", "python3", "-c", show, address_file, env=env)
+    assert result.returncode == 0, result.stderr
+    labels = dict(re.findall(r'(\w+)="([^"]*)"', result.stdout))
+    escaped = show.replace("\n", "\\n")  # as the exposition escapes a newline in a label value
+    assert labels == {"run": "exp7", "command": f"python3 -c {escaped} {address_file}", "host": socket.gethostname(),
+                      "rank": "5", "local_rank": "1", "world_size": "8", "version": tw_version()}
+    assert result.stdout.rstrip().endswith("} 1")
+
+
+@pytest.mark.parametrize("address, said", [
+    ("127.0.0.1:9464+NODE", "expected HOST:PORT+LOCAL_RANK or HOST:PORT+RANK"),
+    ("127.0.0.1:+LOCAL_RANK", "expected HOST:PORT+LOCAL_RANK or HOST:PORT+RANK"),
+    ("127.0.0.1:65535+RANK", "port 65538 is past 65535"),
+])
+def test_bad_port_offset_is_refused(tmp_path, address, said):
+    marker = tmp_path / "started"
+    result = tw_run("--web.listen-address", address, "--", "touch", marker, env=dict(os.environ, RANK="3"))
+    assert result.returncode == 2
+    assert said in result.stderr and address in result.stderr
+    assert not marker.exists()
+
+
+def test_address_file_without_a_server_is_refused(tmp_path):
+    marker = tmp_path / "started"
+    result = tw_run("--web.listen-address", "none", "--web.address-file", tmp_path / "a", "--", "touch", marker)
+    assert result.returncode == 2 and "--web.address-file needs /metrics served" in result.stderr
+    assert not marker.exists() and not (tmp_path / "a").exists()
+
+
+def test_unwritable_address_file_does_not_start_the_command(tmp_path):
+    marker = tmp_path / "started"
+    result = tw_run("--web.listen-address", "127.0.0.1:0", "--web.address-file", tmp_path / "no-dir" / "a", "--",
+                    "touch", marker)
+    assert result.returncode == 2
+    assert "--web.address-file" in result.stderr and "no-dir/a" in result.stderr
+    assert not marker.exists()
 
 
 def test_report_path_is_checked_before_the_command_starts(tmp_path):

@@ -6,6 +6,7 @@ summary-text excerpts, and bad input."""
 import gzip
 import json
 import pathlib
+import re
 
 import pytest
 
@@ -46,6 +47,21 @@ def test_figures_agree_with_the_python_reference(path):
     for name, (count, size) in ref["copies"].items():
         assert rank["copies"][name]["count"] == count
         assert close(rank["copies"][name]["bytes"], size)
+    assert_streams_agree(rank, ref)
+
+
+def assert_streams_agree(rank, ref):
+    """Per (device, stream): counts, compute/comm/memcpy time and the span;
+    idle is the span less the busy time."""
+    assert rank["streams_over"] == 0
+    got = {f"{s['device']}/{s['stream']}": s for s in rank["streams"]}
+    assert set(got) == set(ref["streams"])
+    for key, r in ref["streams"].items():
+        g = got[key]
+        for k in ("kernels", "copies", "compute_us", "comm_us", "memcpy_us", "start_us", "end_us"):
+            assert close(r[k], g[k]), (key, k, r[k], g[k])
+        busy = r["compute_us"] + r["comm_us"] + r["memcpy_us"]
+        assert close(g["idle_us"], max(0.0, r["end_us"] - r["start_us"] - busy)), key
 
 
 def rules(doc):
@@ -94,7 +110,59 @@ def test_paddle_summary_reader_ratio():
     assert "data_loading_bound" not in rules(doc)
 
 
-def paddle_trace(path, steps=4, data_ms=30.0, compute_ms=10.0):
+def summary_tables_by_hand(text):
+    """The Paddle summary tables read independently: every row of each
+    titled table, split at runs of two or more spaces, "a / b / c / d / e"
+    groups kept as strings."""
+    tables, current = {}, None
+    for line in text.splitlines():
+        title = re.match(r"^\s*[-=]+([A-Za-z ]+ Summary)[-=]+\s*$", line)
+        if title:
+            current = tables.setdefault(title.group(1), [])
+            continue
+        stripped = line.strip()
+        if current is None or not stripped or stripped.startswith(("```", "Note:")):
+            current = None
+            continue
+        if stripped[0] in "-=|" or stripped.startswith(("Time unit", "Name ", "Event Type", "Device ", "Calls")):
+            continue
+        current.append(re.split(r"\s{2,}", stripped))
+    return tables
+
+
+def test_paddle_summary_tables():
+    path = TRACES / "paddle-profiler-summary-tables-reference.md.txt"
+    hand = summary_tables_by_hand(path.read_text())
+    doc, _ = trace_json(path)
+    rank = doc["ranks"][0]
+    sm = rank["summary"]
+    assert [[d["name"], d["utilization"]] for d in sm["devices"]] == [
+        [name, pytest.approx(float(v) / 100)] for name, v in hand["Device Summary"]]
+    assert [o["name"] for o in sm["overview"]] == [row[0] for row in hand["Overview Summary"]]
+    for o, row in zip(sm["overview"], hand["Overview Summary"]):
+        t = o["gpu_total_us"] if o["gpu_total_us"] is not None else o["cpu_total_us"]
+        assert o["calls"] == int(row[1]) and t == pytest.approx(float(row[2]) * 1000)
+    assert [m["name"] for m in sm["model"]] == [row[0] for row in hand["Model Summary"]]
+    for m, row in zip(sm["model"], hand["Model Summary"]):
+        cpu, gpu = [[None if x.strip() == "-" else float(x) for x in g.split("/")] for g in row[2:4]]
+        assert m["cpu_total_us"] == pytest.approx(cpu[0] * 1000) and m["gpu_total_us"] == pytest.approx(gpu[0] * 1000)
+        assert m["gpu_ratio"] == pytest.approx(gpu[4] / 100)
+    assert sm["model"][1]["depth"] == 1 and sm["model"][0]["depth"] == 0
+    dist = {row[0]: float(row[1]) * 1000 for row in hand["Distribution Summary"]}
+    assert sm["distribution"] == pytest.approx({"step_us": dist["ProfileStep"], "overlap_us": dist["Overlap"],
+                                                "communication_us": dist["Communication"],
+                                                "computation_us": dist["Computation"]})
+    kernels = sorted(hand["Kernel Summary"], key=lambda row: -float(row[2].split("/")[0]))
+    assert sm["kernel_rows"] == len(kernels)
+    assert [(k["name"], k["count"]) for k in rank["top_kernels"]] == [(r[0], int(r[1])) for r in kernels[:10]]
+    assert rank["top_kernels"][0]["total_us"] == pytest.approx(float(kernels[0][2].split("/")[0]) * 1000)
+    # top-level operators only (their children are indented)
+    assert [o["name"] for o in rank["top_operators"]] == ["conv2d_grad grad_node", "sync_batch_norm_grad grad_node"]
+    text = run(["trainwatch", "trace", "--no-color", path]).stdout
+    assert "GPU2           55.50% utilised" in text and "overlap 0.79%" in text
+
+
+def paddle_trace(path, steps=4, data_ms=30.0, compute_ms=10.0, comm=False):
     """A chrome trace the way paddle.profiler's ChromeTracingLogger writes it
     (REFERENCE.md 6.2): printf'd JSON, capitalised cats, "name[x ms]" suffixes,
     string tids, device events with pid = device and tid = stream, and the
@@ -126,6 +194,15 @@ def paddle_trace(path, steps=4, data_ms=30.0, compute_ms=10.0):
                   f'"cat": "Allocate", "args": {{ "place": "Place(gpu:0)", "addr": 140000, "increase_bytes": 1024, '
                   f'"current_allocated": {1000000 * (n + 1)}, "current_reserved": {2000000 * (n + 1)}, '
                   f'"peak_allocated": {1000000 * (n + 1)}, "peak_reserved": {2000000 * (n + 1)} }} }}')
+        if comm:  # a Communication span launching a kernel whose name says nothing of NCCL, on stream 9
+            c0 = int(k0) + 1000
+            ev.append(f'{{ "name": "ProcessGroupNCCL::AllReduce[2.100 ms]", "pid": 4242, "tid": "4243(C++)", '
+                      f'"ts": {c0}, "dur": 2100.000, "ph": "X", "cat": "Communication", "args": {{ }} }}')
+            ev.append(f'{{ "name": "cudaLaunchKernel[0.010 ms]", "pid": 4242, "tid": "4243(C++)", "ts": {c0 + 20}, '
+                      f'"dur": 10.000, "ph": "X", "cat": "CudaRuntime", "args": {{ "correlation id": {n + 500} }} }}')
+            ev.append(f'{{ "name": "void phi::AllReduceImpl<float>(float*, int)[2.000 ms]", "pid": 0, "tid": 9, '
+                      f'"ts": {c0 + 50}, "dur": 2000.000, "ph": "X", "cat": "Kernel", '
+                      f'"args": {{ "device": 0, "context": 1, "stream": 9, "correlation id": {n + 500} }} }}')
         t += int(step) + 10
     text = ('{\n"schemaVersion": "1.0.0",\n"displayTimeUnit": "ms",\n"span_indx": "0",\n'
             '"deviceProperties": [{"id": 0, "name": "Tesla V100", "totalGlobalMem": 16945512448}],\n'
@@ -155,6 +232,67 @@ def test_paddle_chrome_trace_from_the_generator(tmp_path):
     fast = paddle_trace(tmp_path / "fast.paddle_trace.json", data_ms=0.5, compute_ms=30)
     doc, _ = trace_json(fast)
     assert "data_loading_bound" not in rules(doc)
+
+
+def test_stream_table_in_text():
+    text = run(["trainwatch", "trace", "--no-color", TRACES / "hta-nccl-a100.kineto.json.gz"]).stdout
+    lines = text.splitlines()
+    head = next(i for i, l in enumerate(lines) if l.split()[:1] == ["device/stream"])
+    rows = {l.split()[0]: l.split() for l in lines[head + 1:head + 3]}
+    assert set(rows) == {"0/7", "0/40"}
+    assert rows["0/40"][5] != "0.0%" and rows["0/7"][4] != "0.0%"  # the NCCL stream communicates, 7 computes
+
+
+def begin_end_trace(path):
+    """Chrome duration events as begin/end pairs (ph B / ph E) per thread,
+    nested on the host and interleaved across two GPU streams, with one E
+    that ends nothing."""
+    ev = [{"ph": "B", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0},
+          {"ph": "B", "cat": "user_annotation", "name": "enumerate(DataLoader)#x", "pid": 1, "tid": 1, "ts": 10},
+          {"ph": "E", "pid": 1, "tid": 1, "ts": 300},
+          {"ph": "B", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 320,
+           "args": {"device": 0, "stream": 7}},
+          {"ph": "B", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "pid": 0, "tid": 20, "ts": 350,
+           "args": {"device": 0, "stream": 20}},
+          {"ph": "E", "pid": 0, "tid": 7, "ts": 420},
+          {"ph": "B", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "pid": 0, "tid": 7, "ts": 430,
+           "args": {"device": 0, "stream": 7, "bytes": 4096}},
+          {"ph": "E", "pid": 0, "tid": 7, "ts": 440},
+          {"ph": "E", "pid": 0, "tid": 20, "ts": 600},
+          {"ph": "E", "pid": 0, "tid": 99, "ts": 610},
+          {"ph": "E", "pid": 1, "tid": 1, "ts": 1000}]
+    path.write_text(json.dumps({"traceEvents": ev}))
+    return path
+
+
+def test_begin_end_events_are_paired_per_thread(tmp_path):
+    path = begin_end_trace(tmp_path / "be.json")
+    ref = trace_reference.reference(str(path))
+    doc, _ = trace_json(path)
+    rank = doc["ranks"][0]
+    assert [s["id"] for s in rank["steps"]] == [1] and rank["steps"][0]["wall_us"] == 1000
+    step = rank["steps"][0]
+    for key in ("wall_us", "compute_us", "comm_us", "memcpy_us", "idle_us", "comm_total_us", "comm_overlap_us"):
+        assert close(ref["steps"][0][key], step[key]), key
+    assert step["compute_us"] == 100 and step["comm_total_us"] == 250 and step["memcpy_us"] == 0
+    assert step["idle"]["dataloader_us"] == 290  # GPU idle 0-320 of which 10-300 is the DataLoader span
+    assert rank["copies"]["HtoD"]["bytes"] == 4096
+    assert rank["skipped"] == 1  # the E that ends nothing
+    assert_streams_agree(rank, ref)
+
+
+def test_paddle_communication_spans_make_their_kernels_communication(tmp_path):
+    path = paddle_trace(tmp_path / "comm.paddle_trace.json", data_ms=1, compute_ms=10, comm=True)
+    ref = trace_reference.reference(str(path))
+    doc, _ = trace_json(path)
+    rank = doc["ranks"][0]
+    kernel = "void phi::AllReduceImpl<float>(float*, int)"
+    assert kernel in {k["name"] for k in rank["top_kernels"]}
+    for r, c in zip(ref["steps"], rank["steps"]):
+        assert close(r["comm_total_us"], c["comm_total_us"]) and c["comm_total_us"] == 2000
+        assert close(r["compute_us"], c["compute_us"])
+    assert_streams_agree(rank, ref)
+    assert ref["streams"]["0/9"]["comm_us"] == 4 * 2000
 
 
 def test_two_ranks_from_distributed_info():

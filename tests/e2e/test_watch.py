@@ -7,15 +7,17 @@ and reach one file by two names."""
 import json
 import os
 import random
+import re
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
-from conftest import binary
+from conftest import CORPUS, binary, run
 from servers import free_port, http, wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -31,8 +33,8 @@ def records_seen(tmp_path):
     path = tmp_path / "records.jsonl"
     if not path.exists():
         return []
-    # whole lines only: the writer may be mid-record
-    return [json.loads(line) for line in path.read_text().split("\n")[:-1]]
+    # whole lines only: the writer may be mid-record; the record is the ECS envelope's "trainwatch"
+    return [json.loads(line)["trainwatch"] for line in path.read_text().split("\n")[:-1]]
 
 
 def steps_seen(tmp_path):
@@ -124,9 +126,13 @@ def test_glob_picks_up_new_rank_files_and_serves_metrics(tmp_path):
     logdir = tmp_path / "log"
     logdir.mkdir()
     port = free_port()
-    w = subprocess.Popen([binary("trainwatch"), "watch", "--web.listen-address", f"127.0.0.1:{port}", "--job", "fleet",
-                          str(logdir / "workerlog.*")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    err_path = tmp_path / "watch.err"
+    with open(err_path, "w") as err_file:
+        w = subprocess.Popen([binary("trainwatch"), "watch", "--web.listen-address", f"127.0.0.1:{port}", "--run-name",
+                              "fleet", str(logdir / "workerlog.*")], stdout=subprocess.PIPE, stderr=err_file, text=True)
     wait_until(lambda: http(f"http://127.0.0.1:{port}/-/healthy")[0] == 200 or None, what="the watcher's server")
+    # files there before the follower's first scan are read from their end: wait for the scan
+    wait_until(lambda: "workerlog.*: no file matches yet" in err_path.read_text() or None, what="the first scan")
     for rank in range(3):
         with open(logdir / f"workerlog.{rank}", "w") as f:
             for n in range(1, 6):
@@ -141,7 +147,7 @@ def test_glob_picks_up_new_rank_files_and_serves_metrics(tmp_path):
     # the files may be read in more than one poll: wait for all three at their last step
     got = wait_until(lambda: (lambda s: s if len(s) == 3 and set(s.values()) == {"50"} else None)(steps()),
                      timeout=20, what="three ranks at step 50")
-    assert got == {f'trainwatch_train_step{{job="fleet",rank="{r}"}}': "50" for r in range(3)}
+    assert got == {f'trainwatch_train_step{{run="fleet",rank="{r}"}}': "50" for r in range(3)}
     out, err = stop(w)
     assert "3 with training steps" in out
 
@@ -480,3 +486,30 @@ def test_more_files_than_descriptors(tmp_path):
     assert "not followed" not in err, err
     assert sorted(steps_seen(tmp_path)) == sorted(k * 10 + n for k in range(count) for n in (1, 2))
     assert f"from {count} files" in err
+
+
+def test_records_are_ecs_lines_that_analyze_reads_back(tmp_path):
+    """watch --records writes Elastic Common Schema lines (a log shipper
+    sends them as they are); the record inside is analyze --records' own,
+    and analyze reads the file back to the same records as the log."""
+    log = CORPUS / "paddle-suites" / "ppdet-rtdetr-ssdd-1gpu.log"
+    if not log.exists():
+        pytest.skip(f"{log} is not there (the shared corpus)")
+    records = tmp_path / "records.jsonl"
+    w = subprocess.Popen([binary("trainwatch"), "watch", "--web.listen-address", "none", "--from-start", "--records",
+                          str(records), "--duration", "3", str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    out, err = w.communicate(timeout=60)
+    assert w.returncode in (0, 1), err
+    lines = [json.loads(line) for line in records.read_text().splitlines()]
+    assert lines
+    for line in lines:
+        assert line["event.dataset"] == "trainwatch.record" and line["ecs.version"]
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", line["@timestamp"])
+        assert line["log.level"] in ("info", "warn", "error") and line["message"]
+        assert line["host.name"] == socket.gethostname() and line["process.pid"] == w.pid
+        assert line["log.file.path"] == line["trainwatch"]["file"] == str(log)
+    bare = run(["trainwatch", "analyze", "--records", log]).stdout.splitlines()
+    assert [line["trainwatch"] for line in lines] == [json.loads(b) for b in bare]
+    again = run(["trainwatch", "analyze", "--records", records]).stdout.splitlines()
+    assert again == bare

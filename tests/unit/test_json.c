@@ -153,6 +153,61 @@ static void test_event_round_trip(void **state)
     free(c);
 }
 
+static void write_ecs(FILE *f, const void *r)
+{
+    tw_record_ecs who = {.host = "node1", .pid = 4242};
+    tw_record_write_ecs(f, r, &who, 1764769501.25);
+}
+
+/* run/watch --records: ECS names around the same record, which the
+ * trainwatch format reads back as the bare one. */
+static void test_ecs_envelope_round_trip(void **state)
+{
+    (void)state;
+    tw_record r;
+    tw_record_init(&r);
+    r.kind = TW_REC_STEP;
+    r.rank = 2;
+    r.source.file = "orig.log";
+    r.source.line = 77;
+    r.global_step = 40;
+    r.loss = 0.5;
+    r.fields = TW_F_LOSS;
+    tw_record_set_metric(&r, "acc", 3, 0.75);
+    char *line = capture(write_ecs, &r);
+    assert_memory_equal(line,
+                        "{\"@timestamp\":\"2025-12-03T13:45:01.250Z\",\"event.dataset\":\"trainwatch.record\","
+                        "\"log.level\":\"info\",\"message\":\"step 40 loss 0.5 acc 0.75\",\"ecs.version\":\"8.11.0\","
+                        "\"host.name\":\"node1\",\"process.pid\":4242,\"log.file.path\":\"orig.log\","
+                        "\"trainwatch\":{\"schema\":\"trainwatch.record/1\",",
+                        268);
+    collected_records *c = parse_text(line, NULL, NULL);
+    assert_string_equal(c->stats.format, "trainwatch");
+    assert_int_equal(c->count, 1);
+    const tw_record *b = &c->records[0];
+    assert_int_equal(b->rank, 2);
+    assert_int_equal(b->global_step, 40);
+    assert_int_equal(b->source.line, 77);
+    assert_true(b->loss == 0.5 && tw_record_metric(b, "acc") == 0.75);
+    free(line);
+    free(c);
+    tw_record e;
+    tw_record_init(&e);
+    e.kind = TW_REC_EVENT;
+    e.event = TW_EV_OOM;
+    e.time = 1764769501.0;
+    e.fields = TW_F_TIME;
+    tw_record_set_text(e.message, "CUDA out of memory", 18);
+    line = capture(write_ecs, &e);
+    assert_non_null(strstr(line, "\"@timestamp\":\"2025-12-03T13:45:01.000Z\""));
+    assert_non_null(strstr(line, "\"log.level\":\"error\",\"message\":\"oom: CUDA out of memory\""));
+    c = parse_text(line, NULL, NULL);
+    assert_non_null(find_event(c, TW_EV_OOM));
+    assert_true(c->records[0].time == 1764769501.0);
+    free(line);
+    free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -163,6 +218,7 @@ int main(void)
         cmocka_unit_test(test_reader_rejects_garbage),
         cmocka_unit_test(test_record_round_trip),
         cmocka_unit_test(test_event_round_trip),
+        cmocka_unit_test(test_ecs_envelope_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

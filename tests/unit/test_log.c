@@ -148,18 +148,21 @@ static void fields_keep_their_types_in_json(void **state)
     capture(l, NULL, true);
     TW_LOG_WARNING(l, "say \"hi\"\n", tw_field_int("step", -3), tw_field_double("loss", 0.5),
                    tw_field_str("name", NULL), tw_field_bool("ok", false), tw_field_double("nan", 0.0 / 0.0),
-                   tw_field_str("message", "shadowed"));
+                   tw_field_str("message", "shadowed"), tw_field_int("rank", 7));
     assert_int_equal(captured.count, 1);
     const char *j = captured.text[0];
-    assert_memory_equal(j, "{\"time\":\"", 9);
-    assert_non_null(strstr(j, "\",\"level\":\"WARNING\",\"logger\":\"json.fields\",\"message\":\"say \\\"hi\\\"\\n\","
-                              "\"file\":\""));
-    assert_non_null(strstr(j, "\"func\":\"fields_keep_their_types_in_json\",\"line\":"));
-    assert_non_null(strstr(j, ",\"rank\":0,\"world_size\":1,\"host\":\""));
-    assert_non_null(
-        strstr(j, ",\"step\":-3,\"loss\":0.5,\"name\":null,\"ok\":false,\"nan\":\"NaN\",\"_message\":\"shadowed\"}"));
+    /* Elastic Common Schema names; trainwatch's own under "trainwatch" */
+    assert_memory_equal(j, "{\"@timestamp\":\"", 15);
+    assert_non_null(strstr(j, "\",\"log.level\":\"WARNING\",\"log.logger\":\"json.fields\",\"message\":\"say "
+                              "\\\"hi\\\"\\n\",\"log.origin.file.name\":\""));
+    assert_non_null(strstr(j, "\"log.origin.function\":\"fields_keep_their_types_in_json\",\"log.origin.file.line\":"));
+    assert_non_null(strstr(j, ",\"host.name\":\""));
+    assert_non_null(strstr(j, ",\"process.pid\":"));
+    assert_non_null(strstr(j, ",\"ecs.version\":\"8.11.0\",\"trainwatch\":{\"rank\":0,\"world_size\":1,"));
+    assert_non_null(strstr(j, ",\"step\":-3,\"loss\":0.5,\"name\":null,\"ok\":false,\"nan\":\"NaN\","
+                              "\"message\":\"shadowed\",\"_rank\":7}}"));
     /* RFC 3339 with milliseconds and a zone */
-    const char *t = j + 9;
+    const char *t = j + 15;
     assert_int_equal(t[4], '-');
     assert_int_equal(t[10], 'T');
     assert_int_equal(t[19], '.');
@@ -463,6 +466,47 @@ static void async_copies_strings_the_caller_reuses(void **state)
     assert_string_equal(captured.text[9], "m9 k9=m9");
 }
 
+/* A record bigger than a queue cell (a traceback, many fields) is written
+ * whole, as the synchronous path writes it, not cut to the cell. */
+static void async_writes_big_records_whole(void **state)
+{
+    (void)state;
+    tw_logger *l = tw_logger_get("big");
+    capture(l, "%(message)s", false);
+    assert_int_equal(tw_log_async_start(16), TW_OK);
+    enum { LEN = 6000, FIELDS = 30 };
+    char *message = malloc(LEN + 1);
+    for (int i = 0; i < LEN; i++)
+        message[i] = (char)('a' + i % 10);
+    message[LEN] = '\0';
+    char keys[FIELDS][8], values[FIELDS][300];
+    tw_log_field f[FIELDS + 1];
+    for (int i = 0; i < FIELDS; i++) {
+        snprintf(keys[i], sizeof keys[i], "k%d", i);
+        memset(values[i], 'v', sizeof values[i] - 1);
+        values[i][sizeof values[i] - 1] = '\0';
+        f[i] = tw_field_str(keys[i], values[i]);
+    }
+    int64_t shape[] = {4, 3, 224, 224};
+    f[FIELDS] = tw_log_summary("batch", "Tensor", shape, 4, -1);
+    tw_log_write(l, TW_LEVEL_ERROR, "train.py", "step", 7, message, f, FIELDS + 1);
+    memset(message, 'x', LEN); /* the caller reuses its buffers at once */
+    memset(values, 'x', sizeof values);
+    tw_log_flush();
+    assert_int_equal(captured.count, 1);
+    const char *line = captured.text[0];
+    assert_int_equal(strncmp(line, "abcdefghij", 10), 0);
+    assert_null(strchr(line, 'x'));
+    assert_non_null(strstr(line, "k0=vvvv"));
+    char last[16];
+    snprintf(last, sizeof last, " k%d=", FIELDS - 1);
+    assert_non_null(strstr(line, last));
+    assert_non_null(strstr(line, "batch=<Tensor shape=[4,3,224,224]>"));
+    assert_non_null(strstr(line, "224"));
+    assert_true(strlen(line) > LEN + FIELDS * 300);
+    free(message);
+}
+
 static void ranks_come_from_the_environment(void **state)
 {
     (void)state;
@@ -504,6 +548,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(every_record_once_async, setup_capture, teardown),
         cmocka_unit_test_setup_teardown(a_full_queue_drops_counts_and_says_so, setup_capture, teardown),
         cmocka_unit_test_setup_teardown(async_copies_strings_the_caller_reuses, setup_capture, teardown),
+        cmocka_unit_test_setup_teardown(async_writes_big_records_whole, setup_capture, teardown),
         cmocka_unit_test_setup_teardown(ranks_come_from_the_environment, setup_capture, teardown),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

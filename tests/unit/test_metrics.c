@@ -173,9 +173,9 @@ static void test_names_are_validated(void **state)
     tw_family *f;
     tw_family_options o = {.name = "fam", .type = TW_METRIC_GAUGE, .label_count = 2, .label_names = dup};
     assert_int_equal(tw_family_register(r, &o, &f), TW_ENAME);
-    const char *six[] = {"a", "b", "c", "d", "e", "f"};
-    o.label_count = 6;
-    o.label_names = six;
+    const char *nine[] = {"a", "b", "c", "d", "e", "f", "g", "h", "i"};
+    o.label_count = TW_LABELS_MAX + 1;
+    o.label_names = nine;
     assert_int_equal(tw_family_register(r, &o, &f), TW_ELIMIT);
     double bad[] = {1, 0.5};
     tw_histogram *h;

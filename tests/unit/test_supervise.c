@@ -265,12 +265,12 @@ static tw_record event_record(int rank, tw_event_kind kind, int code)
     return r;
 }
 
-/* A registry with live metrics on it, job "j". */
+/* A registry with live metrics on it, run "j". */
 static tw_live *live_on_new_registry(tw_registry **reg, double stall_after)
 {
     assert_int_equal(tw_registry_new(reg), TW_OK);
     tw_live *l;
-    tw_live_options o = {.registry = *reg, .job = "j", .stall_after = stall_after};
+    tw_live_options o = {.registry = *reg, .run = "j", .stall_after = stall_after};
     assert_int_equal(tw_live_new(&o, &l), TW_OK);
     return l;
 }
@@ -303,8 +303,8 @@ static void many_ranks_are_counted_not_fatal(void **state)
     char *text = exposition(reg);
     assert_non_null(strstr(text, "trainwatch_dropped_series_total "));
     assert_null(strstr(text, "trainwatch_dropped_series_total 0\n"));
-    assert_non_null(strstr(text, "trainwatch_train_step{job=\"j\",rank=\"3334\"} 10"));
-    assert_non_null(strstr(text, "trainwatch_train_step{job=\"j\",rank=\"7000\"} 3"));
+    assert_non_null(strstr(text, "trainwatch_train_step{run=\"j\",rank=\"3334\"} 10"));
+    assert_non_null(strstr(text, "trainwatch_train_step{run=\"j\",rank=\"7000\"} 3"));
     free(text);
     tw_live_free(l);
     tw_registry_free(reg);
@@ -327,13 +327,69 @@ static void finished_ranks_do_not_stall(void **state)
     assert_false(tw_live_stall_finding(l, 0, &f));
     tw_live_tick(l, 1e12);
     char *text = exposition(reg);
-    assert_non_null(strstr(text, "trainwatch_stalled{job=\"j\",rank=\"0\"} 0"));
-    assert_non_null(strstr(text, "trainwatch_stalled{job=\"j\",rank=\"1\"} 1"));
+    assert_non_null(strstr(text, "trainwatch_stalled{run=\"j\",rank=\"0\"} 0"));
+    assert_non_null(strstr(text, "trainwatch_stalled{run=\"j\",rank=\"1\"} 1"));
     free(text);
     assert_true(tw_live_stall_finding(l, 1e12, &f));
     assert_string_equal(f.rule, "live_stall");
     assert_int_equal(f.rank, 1);
     assert_int_equal(f.step, 100);
+    tw_live_free(l);
+    tw_registry_free(reg);
+}
+
+/* Every named scalar of step and eval records is a series of its own; the
+ * step counter's advance is counted as steps; no series carries job. */
+static void training_scalars_and_steps_are_exported(void **state)
+{
+    (void)state;
+    tw_registry *reg;
+    tw_live *l = live_on_new_registry(&reg, 0);
+    tw_record r = step_record(0, 10);
+    tw_record_set_metric(&r, "grad_norm", 9, 1.5);
+    tw_record_set_metric(&r, "tokens_per_sec", 14, 1200);
+    tw_live_record(l, &r);
+    r = step_record(0, 30);
+    tw_record_set_metric(&r, "grad_norm", 9, 0.75);
+    tw_live_record(l, &r);
+    tw_live_record(l, &r); /* the same step again: no steps */
+    tw_record e;
+    tw_record_init(&e);
+    e.kind = TW_REC_EVAL;
+    e.rank = 0;
+    tw_record_set_metric(&e, "top1", 4, 0.625);
+    tw_record_set_metric(&e, "fps", 3, 80); /* not a result, still a scalar the log carries */
+    tw_live_record(l, &e);
+    char *text = exposition(reg);
+    assert_non_null(strstr(text, "trainwatch_train_metric{run=\"j\",rank=\"0\",name=\"grad_norm\"} 0.75\n"));
+    assert_non_null(strstr(text, "trainwatch_train_metric{run=\"j\",rank=\"0\",name=\"tokens_per_sec\"} 1200\n"));
+    assert_non_null(strstr(text, "trainwatch_eval_metric{run=\"j\",rank=\"0\",name=\"top1\"} 0.625\n"));
+    assert_non_null(strstr(text, "trainwatch_eval_metric{run=\"j\",rank=\"0\",name=\"fps\"} 80\n"));
+    assert_non_null(strstr(text, "trainwatch_train_steps_total{run=\"j\",rank=\"0\"} 30\n"));
+    assert_null(strstr(text, "job="));
+    free(text);
+    tw_live_free(l);
+    tw_registry_free(reg);
+}
+
+/* Names past the family's series limit are refused and counted. */
+static void training_scalars_stay_under_the_series_limit(void **state)
+{
+    (void)state;
+    tw_registry *reg;
+    tw_live *l = live_on_new_registry(&reg, 0);
+    for (int i = 0; i < 1100; i++) {
+        tw_record r = step_record(0, i + 1);
+        char name[32];
+        int n = snprintf(name, sizeof name, "m%d", i);
+        tw_record_set_metric(&r, name, (size_t)n, i);
+        tw_live_record(l, &r);
+    }
+    char *text = exposition(reg);
+    assert_non_null(strstr(text, "name=\"m999\"}"));
+    assert_null(strstr(text, "name=\"m1000\"}"));
+    assert_non_null(strstr(text, "trainwatch_dropped_series_total 100\n"));
+    free(text);
     tw_live_free(l);
     tw_registry_free(reg);
 }
@@ -348,6 +404,8 @@ int main(void)
         cmocka_unit_test(updates_on_a_refused_series_do_nothing),
         cmocka_unit_test(many_ranks_are_counted_not_fatal),
         cmocka_unit_test(finished_ranks_do_not_stall),
+        cmocka_unit_test(training_scalars_and_steps_are_exported),
+        cmocka_unit_test(training_scalars_stay_under_the_series_limit),
     };
     return cmocka_run_group_tests(tests, make_dir, remove_dir);
 }

@@ -6,7 +6,9 @@
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -130,6 +132,33 @@ static void test_flush_keeps_totals_exact_in_time_order(void **state)
     tw_timeline_free(&t);
 }
 
+/* Kineto's order: every host span (steps, DataLoader) first, then the GPU
+ * work. More DataLoader spans than a set holds must wait for the kernels,
+ * not be flushed ahead of them (which made every kernel late). */
+static void test_host_spans_first_wait_for_the_gpu(void **state)
+{
+    (void)state;
+    tw_timeline t;
+    tw_timeline_init(&t, 10);
+    const int steps = 40000; /* > TW_TIMELINE_CAP DataLoader spans */
+    for (int i = 0; i < steps; i++) {
+        tw_timeline_add_step(&t, i, i * 100.0, i * 100.0 + 100);
+        tw_timeline_add(&t, TW_SET_DATA, i * 100.0, i * 100.0 + 30);
+    }
+    for (int i = 0; i < steps; i++)
+        tw_timeline_add(&t, TW_SET_COMPUTE, i * 100.0 + 50, i * 100.0 + 80);
+    tw_timeline_finish(&t);
+    tw_trace_split s;
+    tw_timeline_total(&t, &s);
+    assert_int_equal(t.late, 0);
+    assert_int_equal(t.forced, 0);
+    assert_true(t.flushes > 0);
+    assert_true(fabs(s.compute - steps * 30.0) < 1e-6);
+    assert_true(fabs(s.idle_data - steps * 30.0) < 1e-6);
+    assert_true(fabs(s.idle - steps * 70.0) < 1e-6);
+    tw_timeline_free(&t);
+}
+
 static void test_paddle_suffix_and_steps(void **state)
 {
     (void)state;
@@ -170,6 +199,85 @@ static void test_trailing_sentinel_and_comma(void **state)
     tw_trace_free(t);
 }
 
+static bool skip_text(const char *text, bool drip_it, const char **error)
+{
+    drip d = {text, strlen(text), 0};
+    tw_jstream s;
+    assert_int_equal(tw_jstream_init(&s, drip_it ? drip_read : NULL, &d), 0);
+    if (!drip_it) { /* the whole text in one read */
+        memcpy(s.buf, text, strlen(text));
+        s.len = strlen(text);
+        s.eof = true;
+    }
+    bool ok = tw_jstream_skip(&s, tw_jstream_next(&s));
+    if (ok) /* what follows the value is still there */
+        ok = tw_jstream_next(&s) == TW_JT_COMMA;
+    *error = s.error;
+    tw_jstream_free(&s);
+    return ok;
+}
+
+static void test_skip_passes_containers_byte_by_byte(void **state)
+{
+    (void)state;
+    const char *error;
+    static const char *good[] = {
+        "{\"a\": [1, {\"b\": \"}]\\\"\\\\\"}, -2.5e3, true, null, NaN], \"c\": {}},",
+        "[[[[[[[[]]]]]]]],",
+        "\"just a string\",",
+        "12,",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        assert_true(skip_text(good[i], false, &error));
+        assert_true(skip_text(good[i], true, &error)); /* every byte its own read */
+    }
+    static const struct {
+        const char *text, *error;
+    } bad[] = {
+        {"{\"a\": [1, 2}},", "unbalanced brackets"},
+        {"[{]}", "unbalanced brackets"},
+        {"{\"a\": \"open", "unterminated string"},
+        {"[1, 2", "unexpected end of input"},
+        {"[1, #]", "not JSON"},
+        {"}", "unbalanced brackets"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        for (int drip_it = 0; drip_it < 2; drip_it++) {
+            assert_false(skip_text(bad[i].text, drip_it, &error));
+            assert_string_equal(error, bad[i].error);
+        }
+    }
+}
+
+static void test_begin_end_pairs_and_bounds(void **state)
+{
+    (void)state;
+    /* a kernel as B/E on stream 7, then TW_PAIR_DEPTH + 1 nested Bs on one
+     * thread: the one past the bound and the Es left over are unpaired */
+    char doc[16384];
+    size_t n = (size_t)snprintf(doc, sizeof doc,
+                                "[{\"ph\":\"B\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":7,\"ts\":10},"
+                                "{\"ph\":\"E\",\"pid\":0,\"tid\":7,\"ts\":35}");
+    for (int i = 0; i <= TW_PAIR_DEPTH; i++)
+        n += (size_t)snprintf(doc + n, sizeof doc - n,
+                              ",{\"ph\":\"B\",\"cat\":\"cpu_op\",\"name\":\"op\",\"pid\":1,\"tid\":1,\"ts\":%d}", i);
+    for (int i = 0; i <= TW_PAIR_DEPTH + 1; i++)
+        n += (size_t)snprintf(doc + n, sizeof doc - n, ",{\"ph\":\"E\",\"pid\":1,\"tid\":1,\"ts\":%d}", 1000 - i);
+    snprintf(doc + n, sizeof doc - n, "]");
+    tw_trace *t;
+    assert_int_equal(tw_trace_new(&t, NULL), 0);
+    assert_int_equal(tw_trace_add_buffer(t, "be.json", doc, strlen(doc), -1), 0);
+    const tw_trace_rank *r = tw_trace_rank_at(t, 0);
+    assert_string_equal(r->error, "");
+    assert_int_equal(r->kernels, 1);
+    assert_true(r->kernel_time == 25);
+    assert_int_equal(r->stream_count, 1);
+    assert_int_equal(r->streams[0].stream, 7);
+    assert_int_equal(r->top_ops[0].count, TW_PAIR_DEPTH);
+    assert_int_equal(r->skipped, 3); /* the B past the bound, and two Es with nothing open */
+    tw_trace_free(t);
+}
+
 static void test_summary_text(void **state)
 {
     (void)state;
@@ -198,6 +306,9 @@ int main(void)
         cmocka_unit_test(test_paddle_suffix_and_steps),
         cmocka_unit_test(test_trailing_sentinel_and_comma),
         cmocka_unit_test(test_summary_text),
+        cmocka_unit_test(test_skip_passes_containers_byte_by_byte),
+        cmocka_unit_test(test_begin_end_pairs_and_bounds),
+        cmocka_unit_test(test_host_spans_first_wait_for_the_gpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

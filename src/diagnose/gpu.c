@@ -1,0 +1,256 @@
+/*
+ * gpu.c: GPU telemetry samples kept by a run, and one launch's summary of
+ * them: mean utilisation, the share of samples at 0%, memory at the start
+ * and the end of the launch (medians of the first and last quarter, so one
+ * odd sample moves neither) and its peak.
+ *
+ * Alignment is by time: a launch takes the samples from a minute before its
+ * first timestamped step to a minute after its last (nvidia-smi CSV rows
+ * come every 30 s in paddle's default.gpu.log). Without times on either
+ * side the samples are used only when the log holds a single launch; a
+ * launch the GPU log does not overlap gets none, and the rule says so.
+ */
+#include "gpu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/json.h"
+#include "trainwatch/error.h"
+
+#define ALIGN_SLACK 60.0 /* seconds around a launch's span */
+
+static int intern_file(tw_gpu_notes *n, const char *file, uint32_t *out)
+{
+    if (n->file_count && strcmp(n->files[n->file_count - 1], file) == 0) {
+        *out = n->file_count - 1;
+        return TW_OK;
+    }
+    for (uint32_t i = 0; i < n->file_count; i++) {
+        if (strcmp(n->files[i], file) == 0) {
+            *out = i;
+            return TW_OK;
+        }
+    }
+    char **files = realloc(n->files, sizeof *files * (n->file_count + 1));
+    if (!files)
+        return TW_ENOMEM;
+    n->files = files;
+    if (!(files[n->file_count] = strdup(file)))
+        return TW_ENOMEM;
+    *out = n->file_count++;
+    return TW_OK;
+}
+
+int tw_run_add_gpu(tw_run *run, const char *file, const tw_gpu_sample *sample)
+{
+    if (!run->gpu && !(run->gpu = calloc(1, sizeof *run->gpu)))
+        return TW_ENOMEM;
+    tw_gpu_notes *n = run->gpu;
+    if (n->count == TW_GPU_SAMPLES_MAX) {
+        n->dropped++;
+        return TW_OK;
+    }
+    if (n->count == n->cap) {
+        size_t cap = n->cap ? n->cap * 2 : 256;
+        tw_gpu_note *items = realloc(n->items, sizeof *items * cap);
+        if (!items)
+            return TW_ENOMEM;
+        n->items = items;
+        n->cap = cap;
+    }
+    uint32_t f;
+    int rc = intern_file(n, file, &f);
+    if (rc != TW_OK)
+        return rc;
+    n->items[n->count++] = (tw_gpu_note){.s = *sample, .file = f};
+    return TW_OK;
+}
+
+void tw_gpu_notes_free(tw_gpu_notes *n)
+{
+    if (!n)
+        return;
+    for (uint32_t i = 0; i < n->file_count; i++)
+        free(n->files[i]);
+    free(n->files);
+    free(n->items);
+    free(n);
+}
+
+/* The launch's training time: from its first step to its last on any rank
+ * (the span of its steps, not of every record: a start line may carry a
+ * timestamp without a year). False when its steps carry no time. */
+static bool step_span(const tw_run *view, double *from, double *to)
+{
+    *from = *to = NAN;
+    for (int i = 0; i < view->rank_count; i++) {
+        const tw_rank *rk = view->ranks[i];
+        if (!rk->used)
+            continue;
+        if (!isnan(rk->first.time) && !(rk->first.time >= *from))
+            *from = rk->first.time;
+        if (!isnan(rk->last.time) && !(rk->last.time <= *to))
+            *to = rk->last.time;
+    }
+    return !isnan(*from) && !isnan(*to);
+}
+
+static bool in_span(const tw_gpu_sample *s, bool by_time, double from, double to)
+{
+    if (!by_time)
+        return true;
+    return !isnan(s->time) && s->time >= from - ALIGN_SLACK && s->time <= to + ALIGN_SLACK;
+}
+
+/* Median of the memory of the samples [from, to) of `picked`. */
+static double quarter_median(const tw_gpu_notes *n, const size_t *picked, size_t from, size_t to, double *scratch)
+{
+    size_t k = 0;
+    for (size_t i = from; i < to; i++) {
+        if (!isnan(n->items[picked[i]].s.mem_used))
+            scratch[k++] = n->items[picked[i]].s.mem_used;
+    }
+    return k ? tw_median(scratch, k) : NAN;
+}
+
+static void summarize_memory(const tw_gpu_notes *n, const size_t *picked, size_t count, tw_gpu_summary *out)
+{
+    double *scratch = malloc(sizeof(double) * (count / 4 + 1));
+    if (!scratch)
+        return;
+    size_t quarter = count / 4 ? count / 4 : 1;
+    out->mem_first = quarter_median(n, picked, 0, quarter, scratch);
+    out->mem_last = quarter_median(n, picked, count - quarter, count, scratch);
+    free(scratch);
+}
+
+static void summarize_picked(const tw_gpu_notes *n, const size_t *picked, size_t count, tw_gpu_summary *out)
+{
+    double util_sum = 0;
+    uint64_t util_n = 0, zero = 0;
+    uint64_t seen[4] = {0}; /* GPU indexes 0..255 seen, as bits */
+    for (size_t i = 0; i < count; i++) {
+        const tw_gpu_sample *s = &n->items[picked[i]].s;
+        if (!isnan(s->util)) {
+            util_sum += s->util;
+            util_n++;
+            zero += s->util == 0;
+        }
+        if (!isnan(s->mem_used) && !(s->mem_used <= out->mem_max))
+            out->mem_max = s->mem_used;
+        if (!isnan(s->mem_total) && !(s->mem_total <= out->mem_total))
+            out->mem_total = s->mem_total;
+        int g = s->gpu < 0 ? 0 : s->gpu;
+        if (g < 256 && !(seen[g / 64] & (1ull << (g % 64)))) {
+            seen[g / 64] |= 1ull << (g % 64);
+            out->gpus++;
+        }
+    }
+    if (util_n) {
+        out->util_mean = util_sum / (double)util_n;
+        out->util_zero_share = (double)zero / (double)util_n;
+    }
+    summarize_memory(n, picked, count, out);
+}
+
+void tw_gpu_summarize(const tw_run *root, const tw_run *view, tw_gpu_summary *out)
+{
+    memset(out, 0, sizeof *out);
+    out->util_mean = out->util_zero_share = out->mem_first = out->mem_last = NAN;
+    out->mem_max = out->mem_total = out->log_first_time = out->log_last_time = NAN;
+    out->steps_first_time = out->steps_last_time = NAN;
+    const tw_gpu_notes *n = root->gpu;
+    if (!n || n->count == 0)
+        return;
+    out->samples_all = n->count;
+    bool timed = false;
+    for (size_t i = 0; i < n->count; i++) {
+        double t = n->items[i].s.time;
+        if (isnan(t))
+            continue;
+        timed = true;
+        if (!(t >= out->log_first_time))
+            out->log_first_time = t;
+        if (!(t <= out->log_last_time))
+            out->log_last_time = t;
+    }
+    double from = NAN, to = NAN;
+    bool by_time = timed && step_span(view, &from, &to);
+    out->steps_first_time = from;
+    out->steps_last_time = to;
+    if (!by_time && tw_run_launches(root) > 1)
+        return; /* nothing to say which launch the samples belong to */
+    size_t *picked = malloc(sizeof *picked * n->count);
+    if (!picked)
+        return;
+    size_t count = 0;
+    for (size_t i = 0; i < n->count; i++) {
+        if (in_span(&n->items[i].s, by_time, from, to))
+            picked[count++] = i;
+    }
+    if (count) {
+        out->samples = count;
+        out->aligned = by_time;
+        out->first = (tw_source){.file = n->files[n->items[picked[0]].file], .line = n->items[picked[0]].s.line};
+        summarize_picked(n, picked, count, out);
+    }
+    free(picked);
+}
+
+static double gib(double bytes)
+{
+    return bytes / (1024.0 * 1024 * 1024);
+}
+
+void tw_gpu_summary_text(const tw_gpu_summary *g, char *buf, size_t cap)
+{
+    int n = snprintf(buf, cap, "%llu samples%s", (unsigned long long)g->samples, g->aligned ? " over the launch" : "");
+    if (n > 0 && (size_t)n < cap && !isnan(g->util_mean))
+        n += snprintf(buf + n, cap - (size_t)n, ", utilisation %.0f%% on average, 0%% in %.0f%%", g->util_mean,
+                      g->util_zero_share * 100);
+    if (n > 0 && (size_t)n < cap && !isnan(g->mem_max))
+        n += snprintf(buf + n, cap - (size_t)n, ", memory peak %.2f GiB", gib(g->mem_max));
+    if (n > 0 && (size_t)n < cap && !isnan(g->mem_max) && !isnan(g->mem_total))
+        snprintf(buf + n, cap - (size_t)n, " of %.1f GiB", gib(g->mem_total));
+}
+
+static void number_or_null(FILE *out, const char *name, double v)
+{
+    fprintf(out, ",\"%s\":", name);
+    if (isnan(v))
+        fputs("null", out);
+    else
+        tw_json_number(out, v);
+}
+
+void tw_gpu_summary_json(FILE *out, const tw_gpu_summary *g)
+{
+    if (g->samples_all == 0) {
+        fputs("null", out);
+        return;
+    }
+    fprintf(out, "{\"samples\":%llu,\"samples_all\":%llu,\"gpus\":%d,\"aligned\":%s", (unsigned long long)g->samples,
+            (unsigned long long)g->samples_all, g->gpus, g->aligned ? "true" : "false");
+    number_or_null(out, "utilization_mean", g->util_mean);
+    number_or_null(out, "utilization_zero_share", g->util_zero_share);
+    number_or_null(out, "memory_first_bytes", g->mem_first);
+    number_or_null(out, "memory_last_bytes", g->mem_last);
+    number_or_null(out, "memory_max_bytes", g->mem_max);
+    number_or_null(out, "memory_total_bytes", g->mem_total);
+    number_or_null(out, "log_first_time", g->log_first_time);
+    number_or_null(out, "log_last_time", g->log_last_time);
+    fputs(",\"file\":", out);
+    if (g->first.file)
+        tw_json_cstring(out, g->first.file);
+    else
+        fputs("null", out);
+    fputs(",\"line\":", out);
+    if (g->first.file)
+        fprintf(out, "%llu", (unsigned long long)g->first.line);
+    else
+        fputs("null", out);
+    fputc('}', out);
+}

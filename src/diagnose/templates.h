@@ -1,0 +1,28 @@
+/*
+ * templates.h: the template miner over the lines no format read
+ * (templates.c): grouping, the unusual ones, the --templates table.
+ *
+ * Ownership: the first tw_run owns its tw_templates (tw_run_free frees it).
+ */
+#ifndef TW_DIAGNOSE_TEMPLATES_H
+#define TW_DIAGNOSE_TEMPLATES_H
+
+#include <stdio.h>
+
+#include "run.h"
+
+#define TW_TEMPLATES_MAX 4096 /* distinct templates kept; lines of more are counted as other */
+
+/* Adds one TW_REC_LINE record (file: its interned index); *t is made on first use. */
+int tw_templates_add(tw_templates **t, const tw_record *r, uint32_t file);
+void tw_templates_free(tw_templates *t);
+/* The unusual lines of the run, in file and line order, at most
+ * TW_UNUSUAL_MAX (allocated; the caller frees *out). After the last step
+ * counts only when the report is not healthy. */
+int tw_templates_unusual(const tw_run *run, bool healthy, tw_unusual_line **out, int *count);
+/* The whole table (--templates). */
+void tw_templates_write(FILE *out, const tw_run *run);
+/* "says trouble, after the last step" */
+const char *tw_unusual_why(unsigned why, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,112 @@
+/*
+ * fmt_counter.c: the last fallback, for in-house `print` lines no format
+ * knows and no --pattern describes: a step-like counter word with a number
+ * and other "word number" pairs, with or without ':' or '='.
+ *
+ *   Epoch 1 Step 10: loss 2.3
+ *   it 100 | loss=0.5 | lr 1e-3
+ *   step: 3 loss: [1075.69]
+ *
+ * Each pair goes through the synonym table (scan.c) like the kv format's, so
+ * "it" is read as the step counter and "loss" as the loss; a line becomes a
+ * step only when it carries a counter and a loss (tw_record_is_step_like),
+ * so prose with numbers ("Epoch 3 took 12 s") is left alone.
+ */
+#include <string.h>
+#include <strings.h>
+
+#include "formats.h"
+
+#define COUNTER_PAIRS_MAX 32
+
+static bool is_key_char(char c)
+{
+    return tw_is_alpha(c) || tw_is_digit(c) || c == '_' || c == '.' || c == '/';
+}
+
+static const char *const counter_words[] = {"step", "iter", "iteration", "it", "epoch", "global_step", "batch", NULL};
+
+static bool counter_word(const char *s, size_t len)
+{
+    for (const char *const *w = counter_words; *w; w++) {
+        if (strlen(*w) == len && strncasecmp(s, *w, len) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The key/value pair starting at *pos ("Step 10", "loss: [2.3]", "lr=1e-3"):
+ * fills kv and moves *pos past it; false (and *pos past the word) when the
+ * word is not followed by a number. */
+static bool next_pair(const char *s, const char *end, const char **pos, tw_kv *kv)
+{
+    const char *p = *pos;
+    while (p < end && !tw_is_alpha(*p))
+        p++;
+    const char *key = p;
+    while (p < end && is_key_char(*p))
+        p++;
+    *pos = p;
+    if (p == key)
+        return false;
+    size_t key_len = (size_t)(p - key);
+    while (p < end && tw_is_blank(*p))
+        p++;
+    if (p < end && (*p == ':' || *p == '='))
+        p++;
+    while (p < end && tw_is_blank(*p))
+        p++;
+    bool bracket = p < end && *p == '[';
+    if (bracket)
+        p++;
+    double v;
+    size_t n = tw_scan_number(p, end, &v);
+    if (n == 0 || (p + n < end && (tw_is_alpha(p[n]) || p[n] == '/')))
+        return false; /* "10x", "3/100" (a fraction is the kv format's), no number */
+    *kv = (tw_kv){.key = key, .key_len = key_len, .value = p, .end = end, .number = v, .value_len = n};
+    *pos = p + n + (bracket && p + n < end && p[n] == ']');
+    (void)s;
+    return true;
+}
+
+static bool detect(const tw_line *line)
+{
+    const char *p = line->body, *end = line->body + line->body_len;
+    tw_kv kv;
+    for (int i = 0; p < end && i < COUNTER_PAIRS_MAX; i++) {
+        if (next_pair(line->body, end, &p, &kv) && counter_word(kv.key, kv.key_len))
+            return true;
+    }
+    return false;
+}
+
+static int parse(tw_parser *p, void *state, const tw_line *line)
+{
+    (void)state;
+    tw_record r;
+    tw_record_init(&r);
+    const char *pos = line->body, *end = line->body + line->body_len;
+    tw_kv kv;
+    for (int i = 0; pos < end && i < COUNTER_PAIRS_MAX; i++) {
+        if (!next_pair(line->body, end, &pos, &kv))
+            continue;
+        if (kv.key_len == 2 && strncasecmp(kv.key, "it", 2) == 0)
+            kv = (tw_kv){.key = "iter",
+                         .key_len = 4,
+                         .value = kv.value,
+                         .end = kv.end,
+                         .number = kv.number,
+                         .value_len = kv.value_len};
+        tw_fields_apply(&r, &kv);
+    }
+    if (tw_text_is_eval(line->body, line->body_len))
+        return 0;
+    return tw_emit_step(p, line, &r, 0);
+}
+
+const tw_format tw_format_counter = {
+    .name = "counter",
+    .summary = "fallback: a step counter word and 'word number' pairs (Epoch 1 Step 10: loss 2.3, it 100 | loss=0.5)",
+    .detect = detect,
+    .parse = parse,
+};

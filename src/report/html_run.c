@@ -1,0 +1,667 @@
+/*
+ * html_run.c: the HTML page of an analysed run (analyze --html, run --html).
+ *
+ * The charts are drawn from the run's own downsampled series (run.h: at
+ * most TW_SERIES_MAX points per rank, evenly spread over the run), every
+ * launch of the log on one x axis with the launches as shaded bands: over
+ * time they follow each other, over steps a launch whose step counter went
+ * back is laid after the one before (its steps offset, said under the
+ * chart). The findings link to a highlighted region around their step in
+ * the chart of their theme (the loss for anything else with a step).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../diagnose/diagnose.h"
+#include "chart.h"
+#include "html.h"
+#include "trainwatch/error.h"
+#include "trainwatch/html.h"
+
+#define RANKS_DRAWN 8 /* ranks in the per-rank overlay: the fastest, the slowest and evenly between */
+#define GIB         (1024.0 * 1024.0 * 1024.0)
+
+#define EVAL_CHARTS 4 /* evaluation metrics with a chart of their own; all are in the metrics table */
+
+enum { CH_LOSS, CH_LR, CH_STEP, CH_IPS, CH_MEM, CH_RANKS, CH_EVAL, CH_COUNT = CH_EVAL + EVAL_CHARTS };
+
+typedef struct page {
+    const tw_report *report;
+    const tw_run *run;
+    int launches;
+    double offset[TW_LAUNCHES_MAX + 1]; /* added to the steps of launch i */
+    tw_chart charts[CH_COUNT];
+} page;
+
+/* ---- the x axis over launches ------------------------------------- */
+
+static bool launch_span(const tw_run *l, double *lo, double *hi)
+{
+    *lo = INFINITY, *hi = -INFINITY;
+    for (int r = 0; r < l->rank_count; r++) {
+        const tw_series *s = &l->ranks[r]->series;
+        for (size_t k = 0; k < s->count; k++) {
+            *lo = fmin(*lo, s->points[k].pos);
+            *hi = fmax(*hi, s->points[k].pos);
+        }
+    }
+    return *lo <= *hi;
+}
+
+static bool place_launches(page *p)
+{
+    double end = -INFINITY;
+    bool moved = false;
+    for (int i = 0; i < p->launches; i++) {
+        double lo, hi;
+        p->offset[i] = 0;
+        if (!launch_span(tw_run_launch(p->run, i), &lo, &hi))
+            continue;
+        if (lo <= end) {
+            p->offset[i] = end - lo + 1;
+            moved = true;
+        }
+        end = hi + p->offset[i];
+    }
+    return moved;
+}
+
+static void add_bands(page *p, tw_chart *c)
+{
+    if (p->launches < 2)
+        return;
+    for (int i = 0; i < p->launches; i++) {
+        const tw_run *l = tw_run_launch(p->run, i);
+        double lo, hi;
+        if (!launch_span(l, &lo, &hi))
+            continue;
+        char label[48];
+        snprintf(label, sizeof label, "launch %d", i + 1);
+        tw_chart_band_add(c, lo + p->offset[i], hi + p->offset[i], l->launch.first_time, l->launch.last_time, label);
+    }
+}
+
+/* ---- series from the run ------------------------------------------ */
+
+static double field(const tw_point *pt, unsigned f)
+{
+    switch (f) {
+    case TW_F_LOSS:
+        return pt->loss;
+    case TW_F_LR:
+        return pt->lr;
+    case TW_F_BATCH_TIME:
+        return pt->batch;
+    case TW_F_DATA_TIME:
+        return pt->data;
+    case TW_F_SAMPLES_PER_SEC:
+        return pt->ips;
+    case TW_F_MEM:
+        return pt->mem;
+    }
+    return NAN;
+}
+
+static bool has_field(const tw_rank *rk, unsigned f)
+{
+    for (size_t k = 0; k < rk->series.count; k++) {
+        if (rk->series.points[k].fields & f)
+            return true;
+    }
+    return false;
+}
+
+/* The first rank of launch l that logged field f, or NULL. */
+static const tw_rank *rank_with(const tw_run *l, unsigned f)
+{
+    for (int r = 0; r < l->rank_count; r++) {
+        if (l->ranks[r]->used && has_field(l->ranks[r], f))
+            return l->ranks[r];
+    }
+    return NULL;
+}
+
+/* compute: f is the step time and data wait is subtracted. */
+static int add_points(tw_chart_series *s, const tw_rank *rk, unsigned f, double offset, bool compute)
+{
+    for (size_t k = 0; k < rk->series.count; k++) {
+        const tw_point *pt = &rk->series.points[k];
+        if (!(pt->fields & f) || (compute && !(pt->fields & TW_F_DATA_TIME)))
+            continue;
+        double y = compute ? pt->batch - pt->data : field(pt, f);
+        if (tw_chart_point_add(s, pt->pos + offset, pt->time, y) != TW_OK)
+            return TW_ENOMEM;
+    }
+    return TW_OK;
+}
+
+/* The points the run keeps exactly whatever its series dropped (its worst
+ * loss spike, its first NaN, its slowest step, its first and last), put
+ * back where the series lacks them: a long run's series keeps one record
+ * in every stride, and these are the ones a reader must see. */
+static int add_extremes(tw_chart_series *s, const tw_rank *rk, unsigned f, double offset, bool compute)
+{
+    const tw_point *kept[5] = {&rk->first, &rk->last, NULL, NULL, NULL};
+    if (rk->spikes)
+        kept[2] = &rk->worst_spike;
+    if (rk->have_nan)
+        kept[3] = &rk->nan_point;
+    if (rk->step_times.count)
+        kept[4] = &rk->batch_max_point;
+    if (rk->series.stride <= 1)
+        return TW_OK; /* the series has every record */
+    for (int i = 0; i < 5; i++) {
+        const tw_point *pt = kept[i];
+        if (!pt || !(pt->fields & f) || (compute && !(pt->fields & TW_F_DATA_TIME)))
+            continue;
+        double y = compute ? pt->batch - pt->data : field(pt, f);
+        if (tw_chart_point_insert(s, pt->pos + offset, pt->time, y) != TW_OK)
+            return TW_ENOMEM;
+    }
+    return TW_OK;
+}
+
+/* One series over every launch: per launch the first rank that logged it. */
+static int series_of(page *p, tw_chart *c, const char *name, int colour, unsigned f, bool compute)
+{
+    int ranks = -1;
+    bool any = false;
+    for (int i = 0; i < p->launches; i++) {
+        const tw_rank *rk = rank_with(tw_run_launch(p->run, i), compute ? TW_F_DATA_TIME : f);
+        if (rk) {
+            any = true;
+            ranks = ranks == -1 || ranks == rk->rank ? rk->rank : -2;
+        }
+    }
+    if (!any)
+        return TW_OK;
+    char label[64];
+    if (p->report->summary.ranks > 1 && ranks >= 0)
+        snprintf(label, sizeof label, "%s (rank %d)", name, ranks);
+    else
+        snprintf(label, sizeof label, "%s", name);
+    tw_chart_series *s = tw_chart_series_add(c, label, colour);
+    if (!s)
+        return TW_ENOMEM;
+    for (int i = 0; i < p->launches; i++) {
+        const tw_rank *rk = rank_with(tw_run_launch(p->run, i), compute ? TW_F_DATA_TIME : f);
+        if (rk && (add_points(s, rk, f, p->offset[i], compute) != TW_OK ||
+                   add_extremes(s, rk, f, p->offset[i], compute) != TW_OK))
+            return TW_ENOMEM;
+    }
+    return TW_OK;
+}
+
+/* The device-memory line and, where the memory rule found steady growth,
+ * its projection: the same least-squares line over the same series, drawn
+ * from the last point to where it reaches the device's size. */
+static int memory_projection(page *p, tw_chart *c)
+{
+    double cap = p->run->th.device_memory;
+    if (!(cap > 0))
+        return TW_OK;
+    c->hline = cap;
+    snprintf(c->hline_label, sizeof c->hline_label, "device memory %.1f GiB", cap / GIB);
+    for (int i = 0; i < p->report->finding_count; i++) {
+        const tw_finding *f = &p->report->findings[i];
+        if (strcmp(f->rule, "memory_growth") != 0)
+            continue;
+        int li = f->launch > 0 ? f->launch - 1 : 0;
+        if (li >= p->launches)
+            continue;
+        const tw_rank *rk = tw_run_rank(tw_run_launch(p->run, li), f->rank);
+        if (!rk)
+            continue;
+        double n = 0, mx = 0, my = 0, sxy = 0, sxx = 0;
+        const tw_point *last = NULL;
+        for (size_t k = 0; k < rk->series.count; k++) {
+            const tw_point *pt = &rk->series.points[k];
+            if (pt->fields & TW_F_MEM)
+                n++, mx += pt->pos, my += pt->mem, last = pt;
+        }
+        if (n < 2)
+            continue;
+        mx /= n, my /= n;
+        for (size_t k = 0; k < rk->series.count; k++) {
+            const tw_point *pt = &rk->series.points[k];
+            if (pt->fields & TW_F_MEM)
+                sxy += (pt->pos - mx) * (pt->mem - my), sxx += (pt->pos - mx) * (pt->pos - mx);
+        }
+        double slope = sxx > 0 ? sxy / sxx : 0;
+        if (!(slope > 0) || !last)
+            continue;
+        double at = last->pos + (cap - last->mem) / slope, limit = last->pos + 2 * (last->pos - rk->first.pos + 1);
+        double x = at < limit ? at : limit;
+        tw_chart_series *s = tw_chart_series_add(c, "projected growth", 3);
+        if (!s)
+            return TW_ENOMEM;
+        s->dashed = true;
+        if (tw_chart_point_add(s, last->pos + p->offset[li], NAN, last->mem) != TW_OK ||
+            tw_chart_point_add(s, x + p->offset[li], NAN, last->mem + slope * (x - last->pos)) != TW_OK)
+            return TW_ENOMEM;
+        snprintf(c->note, sizeof c->note,
+                 "At the growth the memory rule measured on rank %d, the %.1f GiB device is full around step %.0f.",
+                 rk->rank, cap / GIB, at);
+        break;
+    }
+    return TW_OK;
+}
+
+typedef struct rank_order {
+    const tw_rank *rank;
+    int launch;
+    double median;
+} rank_order;
+
+static int by_median(const void *a, const void *b)
+{
+    const rank_order *x = a, *y = b;
+    return x->median < y->median ? -1 : x->median > y->median;
+}
+
+/* Step time of each rank (of every launch), at most RANKS_DRAWN of them:
+ * sorted by median step time, the fastest, the slowest and evenly between. */
+static int rank_overlay(page *p, tw_chart *c)
+{
+    int total = 0;
+    for (int i = 0; i < p->launches; i++)
+        total += tw_run_launch(p->run, i)->rank_count;
+    int ranks = 0;
+    rank_order *o = calloc((size_t)(total ? total : 1), sizeof *o);
+    if (!o)
+        return TW_ENOMEM;
+    int distinct = 0;
+    for (int i = 0; i < p->launches; i++) {
+        const tw_run *l = tw_run_launch(p->run, i);
+        for (int r = 0; r < l->rank_count; r++) {
+            if (!l->ranks[r]->used || !has_field(l->ranks[r], TW_F_BATCH_TIME))
+                continue;
+            o[ranks++] = (rank_order){l->ranks[r], i, tw_hist_quantile(&l->ranks[r]->step_times, 0.5)};
+            bool seen = false;
+            for (int k = 0; k < ranks - 1 && !seen; k++)
+                seen = o[k].rank->rank == l->ranks[r]->rank;
+            distinct += !seen;
+        }
+    }
+    int rc = TW_OK;
+    if (distinct > 1) {
+        qsort(o, (size_t)ranks, sizeof *o, by_median);
+        int shown = ranks < RANKS_DRAWN ? ranks : RANKS_DRAWN;
+        if (ranks > shown)
+            snprintf(c->note, sizeof c->note,
+                     "%d ranks logged step times; %d drawn: the fastest, the slowest and evenly between (by median).",
+                     distinct, shown);
+        for (int k = 0; k < shown && rc == TW_OK; k++) {
+            const rank_order *r = &o[shown == 1 ? 0 : (size_t)k * (size_t)(ranks - 1) / (size_t)(shown - 1)];
+            char name[64];
+            if (p->launches > 1)
+                snprintf(name, sizeof name, "rank %d (launch %d)", r->rank->rank, r->launch + 1);
+            else
+                snprintf(name, sizeof name, "rank %d", r->rank->rank);
+            tw_chart_series *s = tw_chart_series_add(c, name, k);
+            rc = s ? add_points(s, r->rank, TW_F_BATCH_TIME, p->offset[r->launch], false) : TW_ENOMEM;
+            if (rc == TW_OK)
+                rc = add_extremes(s, r->rank, TW_F_BATCH_TIME, p->offset[r->launch], false);
+        }
+    }
+    free(o);
+    return rc;
+}
+
+/* One chart per evaluation metric (the first EVAL_CHARTS names of every
+ * launch, in the order first seen), from the run's evaluation series: per
+ * launch the results of the first rank that reported the metric (ranks
+ * come one after another in a log; their steps would go back). */
+static int eval_charts(page *p)
+{
+    int charts = 0;
+    for (int i = 0; i < p->launches; i++) {
+        const tw_run *l = tw_run_launch(p->run, i);
+        int rank_of_chart[EVAL_CHARTS];
+        for (int c = 0; c < EVAL_CHARTS; c++)
+            rank_of_chart[c] = INT32_MIN;
+        for (size_t k = 0; k < l->eval_series.count; k++) {
+            const tw_eval_point *e = &l->eval_series.points[k];
+            const char *name = l->eval_metrics.items[e->metric].s.name;
+            int c = 0;
+            while (c < charts && strcmp(p->charts[CH_EVAL + c].series[0].name, name) != 0)
+                c++;
+            if (c == charts) {
+                if (charts == EVAL_CHARTS)
+                    continue;
+                char id[32], title[96];
+                snprintf(id, sizeof id, "chart-eval-%d", charts + 1);
+                snprintf(title, sizeof title, "Evaluation: %s", name);
+                tw_chart_init(&p->charts[CH_EVAL + c], id, title, name);
+                if (!tw_chart_series_add(&p->charts[CH_EVAL + c], name, 4 + c))
+                    return TW_ENOMEM;
+                charts++;
+            }
+            if (rank_of_chart[c] == INT32_MIN)
+                rank_of_chart[c] = e->rank;
+            if (e->rank != rank_of_chart[c])
+                continue;
+            if (tw_chart_point_add(&p->charts[CH_EVAL + c].series[0], e->pos + p->offset[i], e->time, e->value) !=
+                TW_OK)
+                return TW_ENOMEM;
+        }
+    }
+    return TW_OK;
+}
+
+static int build_charts(page *p)
+{
+    tw_chart *c = p->charts;
+    tw_chart_init(&c[CH_LOSS], "chart-loss", "Loss", "loss");
+    tw_chart_init(&c[CH_LR], "chart-lr", "Learning rate", "learning rate");
+    tw_chart_init(&c[CH_STEP], "chart-step", "Step time: data wait and compute", "s");
+    tw_chart_init(&c[CH_IPS], "chart-throughput", "Throughput", "samples/s");
+    tw_chart_init(&c[CH_MEM], "chart-memory", "Device memory", "GiB");
+    tw_chart_init(&c[CH_RANKS], "chart-ranks", "Step time per rank", "s");
+    c[CH_MEM].y_scale = GIB;
+    bool moved = place_launches(p);
+    int rc = series_of(p, &c[CH_LOSS], "loss", 0, TW_F_LOSS, false);
+    if (rc == TW_OK)
+        rc = series_of(p, &c[CH_LR], "learning rate", 2, TW_F_LR, false);
+    if (rc == TW_OK)
+        rc = series_of(p, &c[CH_STEP], "step time", 0, TW_F_BATCH_TIME, false);
+    if (rc == TW_OK)
+        rc = series_of(p, &c[CH_STEP], "data wait", 1, TW_F_DATA_TIME, false);
+    if (rc == TW_OK)
+        rc = series_of(p, &c[CH_STEP], "compute", 2, TW_F_BATCH_TIME, true);
+    if (rc == TW_OK && c[CH_STEP].series_count == 3)
+        c[CH_STEP].series[2].dashed = true; /* over the step time when data wait is small */
+    if (rc == TW_OK)
+        rc = series_of(p, &c[CH_IPS], "samples/s", 4, TW_F_SAMPLES_PER_SEC, false);
+    if (rc == TW_OK)
+        rc = series_of(p, &c[CH_MEM], "memory", 0, TW_F_MEM, false);
+    if (rc == TW_OK && tw_chart_points(&c[CH_MEM]))
+        rc = memory_projection(p, &c[CH_MEM]);
+    if (rc == TW_OK && p->report->summary.ranks > 1)
+        rc = rank_overlay(p, &c[CH_RANKS]);
+    if (rc == TW_OK)
+        rc = eval_charts(p);
+    for (int i = 0; i < CH_COUNT; i++) {
+        add_bands(p, &c[i]);
+        c[i].step_offsets = moved;
+        if (moved && !c[i].note[0])
+            snprintf(c[i].note, sizeof c[i].note,
+                     "Launches are laid end to end: steps of a launch whose counter went back are offset.");
+    }
+    return rc;
+}
+
+/* ---- findings to charts -------------------------------------------- */
+
+static int chart_of(const char *rule)
+{
+    static const struct {
+        const char *rule;
+        int chart;
+    } map[] = {
+        {"nan_loss", CH_LOSS},         {"loss_spikes", CH_LOSS},        {"divergence", CH_LOSS},
+        {"plateau", CH_LOSS},          {"data_loading_bound", CH_STEP}, {"stall", CH_STEP},
+        {"step_time_jitter", CH_STEP}, {"epoch_start_wait", CH_STEP},   {"throughput_drop", CH_IPS},
+        {"memory_growth", CH_MEM},     {"memory_spike", CH_MEM},        {"oom", CH_MEM},
+        {"straggler", CH_RANKS},       {"rank_stopped", CH_RANKS},      {"eval_contradiction", CH_EVAL},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+        if (strcmp(map[i].rule, rule) == 0)
+            return map[i].chart;
+    }
+    return CH_LOSS;
+}
+
+/* The time of the point nearest to step in the chart (NAN without). */
+static double time_at(const tw_chart *c, double step)
+{
+    double best = INFINITY, t = NAN;
+    for (int i = 0; i < c->series_count; i++) {
+        for (size_t k = 0; k < c->series[i].count; k++) {
+            const tw_chart_point *pt = &c->series[i].points[k];
+            if (fabs(pt->step - step) < best && isfinite(pt->time))
+                best = fabs(pt->step - step), t = pt->time;
+        }
+        for (size_t k = 0; k < c->series[i].bad_count; k++) {
+            const tw_chart_point *pt = &c->series[i].bad[k];
+            if (fabs(pt->step - step) < best && isfinite(pt->time))
+                best = fabs(pt->step - step), t = pt->time;
+        }
+    }
+    return t;
+}
+
+static void link_findings(page *p, char (*targets)[32])
+{
+    for (int i = 0; i < p->report->finding_count; i++) {
+        const tw_finding *f = &p->report->findings[i];
+        int ch = chart_of(f->rule);
+        if (!tw_chart_points(&p->charts[ch]))
+            ch = (ch == CH_RANKS && tw_chart_points(&p->charts[CH_STEP])) ? CH_STEP : CH_LOSS;
+        tw_chart *c = &p->charts[ch];
+        targets[i][0] = '\0';
+        if (!tw_chart_points(c))
+            continue;
+        int li = f->launch > 0 && f->launch <= p->launches ? f->launch - 1 : p->launches - 1;
+        if (f->step >= 0 && c->mark_count < TW_CHART_MARKS) {
+            double step = (double)f->step + p->offset[li];
+            tw_chart_mark_add(c, i + 1, step, time_at(c, step));
+            snprintf(targets[i], sizeof targets[i], "f-%d", i + 1);
+        } else {
+            snprintf(targets[i], sizeof targets[i], "%s", c->id);
+        }
+    }
+}
+
+/* ---- tables -------------------------------------------------------- */
+
+/* v as the text report writes it, "unknown" for NAN. */
+static const char *num(double v, int decimals, char *buf, size_t cap)
+{
+    return isnan(v) ? "unknown" : tw_fmt_number(v, decimals, buf, cap);
+}
+
+static void summary_table(FILE *out, const tw_report *r)
+{
+    const tw_summary *s = &r->summary;
+    char a[64], b[64], c[64], d[64];
+    fputs("<section id=\"summary\"><h2>Summary</h2>", out);
+    if (r->launch_count > 1) {
+        fputs("<p class=\"note\">", out);
+        if (r->launch == TW_LAUNCH_ALL)
+            fputs("Of every launch together.", out);
+        else
+            fprintf(out, "Of launch %d of %d.", r->launch, r->launch_count);
+        fputs("</p>", out);
+    }
+    fputs("<table id=\"summary-table\">\n", out);
+    tw_html_row(out, "verdict", "%s", r->healthy ? "healthy: no warning or error" : "problems found");
+    tw_html_row(out, "ranks", "%d", s->ranks);
+    tw_html_row(out, "step records", "%llu", (unsigned long long)s->step_records);
+    tw_html_row(out, "eval records", "%llu", (unsigned long long)s->eval_records);
+    if (s->first_step >= 0)
+        tw_html_row(out, "steps", "%lld .. %lld", (long long)s->first_step, (long long)s->last_step);
+    if (s->last_epoch >= 0)
+        tw_html_row(out, "epoch", s->epoch_total > 0 ? "%lld of %lld" : "%lld", (long long)s->last_epoch,
+                    (long long)s->epoch_total);
+    if (!isnan(s->duration))
+        tw_html_row(out, "duration", "%s (%s)", tw_fmt_duration(s->duration, a, sizeof a),
+                    s->duration_from_timestamps ? "from timestamps" : "steps x median step time");
+    if (!isnan(s->step_time_p50))
+        tw_html_row(out, "step time p50 / p95 / p99 / max", "%s / %s / %s / %s s",
+                    num(s->step_time_p50, 4, a, sizeof a), num(s->step_time_p95, 4, b, sizeof b),
+                    num(s->step_time_p99, 4, c, sizeof c), num(s->step_time_max, 4, d, sizeof d));
+    if (!isnan(s->data_share))
+        tw_html_row(out, "data wait share", "%.1f%%", s->data_share * 100);
+    if (!isnan(s->samples_per_sec))
+        tw_html_row(out, "samples/s (median)", "%s", num(s->samples_per_sec, 2, a, sizeof a));
+    if (!isnan(s->first_loss))
+        tw_html_row(out, "loss first / best / final", "%s / %s (step %lld) / %s", num(s->first_loss, 4, a, sizeof a),
+                    num(s->best_loss, 4, b, sizeof b), (long long)s->best_loss_step,
+                    s->final_loss_known ? num(s->final_loss, 4, c, sizeof c) : "unknown");
+    if (!isnan(s->final_lr))
+        tw_html_row(out, "final learning rate", "%.6g", s->final_lr);
+    if (!isnan(s->peak_mem_bytes))
+        tw_html_row(out, "peak device memory", "%.2f GiB", s->peak_mem_bytes / GIB);
+    char events[512] = "";
+    for (int e = 1; e < TW_EV_COUNT; e++) {
+        size_t len = strlen(events);
+        if (s->event_counts[e])
+            snprintf(events + len, sizeof events - len, "%s%s %llu", len ? ", " : "", tw_event_name((tw_event_kind)e),
+                     (unsigned long long)s->event_counts[e]);
+    }
+    if (events[0])
+        tw_html_row(out, "events", "%s", events);
+    fputs("</table></section>\n", out);
+}
+
+static void metrics_table(FILE *out, const char *caption, const tw_metric_summary *m, int n)
+{
+    if (n == 0)
+        return;
+    fputs("<table class=\"metrics\"><caption>", out);
+    tw_html_text(out, caption);
+    fputs("</caption><thead><tr><th>metric</th><th>last</th><th>best</th><th>at step</th><th>records</th></tr>"
+          "</thead>\n",
+          out);
+    for (int i = 0; i < n; i++) {
+        fputs("<tr><td>", out);
+        tw_html_text(out, m[i].name);
+        fprintf(out, "</td><td>%.6g</td><td>%.6g</td><td>%lld</td><td>%llu</td></tr>\n", m[i].last, m[i].best,
+                (long long)m[i].best_step, (unsigned long long)m[i].count);
+    }
+    fputs("</table>\n", out);
+}
+
+static void launches_table(FILE *out, const tw_report *r)
+{
+    if (r->launch_count < 2)
+        return;
+    char a[64], b[64];
+    fputs("<section id=\"launches\"><h2>Launches</h2><table><thead><tr><th>launch</th><th>starts</th><th>steps</th>"
+          "<th>ranks</th><th>from</th><th>to</th><th>outcome</th></tr></thead>\n",
+          out);
+    for (int i = 0; i < r->launch_count; i++) {
+        const tw_launch_span *s = &r->launches[i].span;
+        fprintf(out, "<tr><td>%d</td><td>", s->index);
+        tw_html_text(out, s->start);
+        fprintf(out, "</td><td>%lld .. %lld</td><td>%d</td><td>%s</td><td>%s</td><td>", (long long)s->first_step,
+                (long long)s->last_step, s->ranks, tw_fmt_time(s->first_time, a, sizeof a),
+                tw_fmt_time(s->last_time, b, sizeof b));
+        tw_html_text(out, s->outcome);
+        if (s->outcome_detail[0]) {
+            fputs(": ", out);
+            tw_html_text(out, s->outcome_detail);
+        }
+        fputs("</td></tr>\n", out);
+    }
+    fputs("</table></section>\n", out);
+}
+
+static void inputs_table(FILE *out, const tw_report *r)
+{
+    fputs("<section id=\"inputs\"><h2>Inputs and formats</h2><table><thead><tr><th>input</th><th>format</th>"
+          "<th>lines</th><th>records</th><th>read</th></tr></thead>\n",
+          out);
+    for (int i = 0; i < r->input_count; i++) {
+        const tw_input_summary *in = &r->inputs[i];
+        fputs("<tr><td>", out);
+        tw_html_text(out, in->path);
+        fputs("</td><td>", out);
+        tw_html_text(out, in->format ? in->format : "unknown");
+        fprintf(out, "</td><td>%llu</td><td>%llu</td><td>", (unsigned long long)in->lines,
+                (unsigned long long)in->records);
+        tw_html_text(out, in->error ? in->error : "fully");
+        fputs("</td></tr>\n", out);
+    }
+    fputs("</table></section>\n", out);
+}
+
+static void subtitle(const tw_report *r, char *buf, size_t cap)
+{
+    const tw_summary *s = &r->summary;
+    char d[64];
+    snprintf(buf, cap, "%s. %d rank%s, %llu step records%s%s, %d launch%s.", r->healthy ? "Healthy" : "Problems found",
+             s->ranks, s->ranks == 1 ? "" : "s", (unsigned long long)s->step_records, s->duration > 0 ? ", " : "",
+             s->duration > 0 ? tw_fmt_duration(s->duration, d, sizeof d) : "", r->launch_count,
+             r->launch_count == 1 ? "" : "es");
+}
+
+static bool any_time(const page *p)
+{
+    for (int i = 0; i < CH_COUNT; i++) {
+        const tw_chart *c = &p->charts[i];
+        for (int k = 0; k < c->series_count; k++) {
+            for (size_t j = 0; j < c->series[k].count; j++) {
+                if (isfinite(c->series[k].points[j].time))
+                    return true;
+            }
+        }
+    }
+    return false;
+}
+
+static void write_page(FILE *out, page *p, const char *title, char (*targets)[32], const tw_html_quote *quotes)
+{
+    const tw_report *r = p->report;
+    char sub[256];
+    subtitle(r, sub, sizeof sub);
+    tw_html_begin(out, title, sub, any_time(p));
+    tw_html_findings(out, r->findings, r->finding_count, targets, quotes);
+    fputs("<section id=\"charts\"><h2>Charts</h2>\n", out);
+    int drawn = 0;
+    for (int i = 0; i < CH_COUNT; i++) {
+        if (tw_chart_points(&p->charts[i])) {
+            tw_chart_write(out, &p->charts[i]);
+            drawn++;
+        }
+    }
+    if (!drawn)
+        fputs("<p>No step in the log carried a value to draw.</p>\n", out);
+    fputs("</section>\n", out);
+    summary_table(out, r);
+    if (r->summary.train_metric_count || r->summary.eval_metric_count) {
+        fputs("<section id=\"metrics\"><h2>Metrics</h2>\n", out);
+        metrics_table(out, "training metrics", r->summary.train_metrics, r->summary.train_metric_count);
+        metrics_table(out, "evaluation metrics", r->summary.eval_metrics, r->summary.eval_metric_count);
+        fputs("</section>\n", out);
+    }
+    launches_table(out, r);
+    inputs_table(out, r);
+    tw_html_end(out);
+}
+
+int tw_report_write_html(FILE *out, const tw_report *report, const tw_run *run, const char *title)
+{
+    page *p = calloc(1, sizeof *p);
+    int n = report->finding_count;
+    char(*targets)[32] = calloc((size_t)(n ? n : 1), sizeof *targets);
+    tw_html_quote *quotes = calloc((size_t)(n ? n : 1), sizeof *quotes);
+    int rc = p && targets && quotes ? TW_OK : TW_ENOMEM;
+    if (rc == TW_OK) {
+        p->report = report;
+        p->run = run;
+        p->launches = tw_run_launches(run);
+        if (p->launches > TW_LAUNCHES_MAX + 1)
+            p->launches = TW_LAUNCHES_MAX + 1;
+        rc = build_charts(p);
+    }
+    if (rc == TW_OK) {
+        link_findings(p, targets);
+        for (int i = 0; i < n; i++)
+            quotes[i] = (tw_html_quote){report->findings[i].where.file, report->findings[i].where.line, NULL};
+        tw_html_quotes_read(quotes, n);
+        write_page(out, p, title ? title : "trainwatch report", targets, quotes);
+        tw_html_quotes_free(quotes, n);
+    }
+    if (p) {
+        for (int i = 0; i < CH_COUNT; i++)
+            tw_chart_free(&p->charts[i]);
+    }
+    free(p);
+    free(targets);
+    free(quotes);
+    return rc;
+}

@@ -1,0 +1,79 @@
+"""Lines nobody recognised: the lines no format read are grouped into
+templates; the rare ones that look like trouble (trouble words, one rank
+only, after the last step) are the report's "Unusual lines", with their
+first line; --templates prints the whole table. Real corpus logs; what each
+line says is checked against the file itself."""
+import json
+import re
+
+from conftest import analyze_json, records, run
+
+EXPECTATIONS = "tests/e2e/corpus_expectations.json"
+IBOT = "paddle-errors/ibot-launch-crashes-workerlog.0"
+RTDETR = "paddle-distributed/ppdet-rtdetr-2gpu-sigterm-workerlog.0"
+DRRG = "paddle-suites/ppocr-det-drrg-workerlog.0.excerpt.log"
+
+
+def line_of(path, number):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for i, line in enumerate(f, 1):
+            if i == number:
+                return line.rstrip("\n")
+    raise AssertionError(f"{path} has no line {number}")
+
+
+def test_an_unknown_failure_is_found(corpus):
+    """iBOT's argparse error is no format's: the miner finds it."""
+    report, _ = analyze_json(corpus / IBOT)
+    hits = [u for u in report["unusual_lines"] if "error" in u["example"]]
+    assert len(hits) == 1
+    u = hits[0]
+    assert u["file"] == str(corpus / IBOT) and u["rank"] == 0 and u["count"] == 1 and "says trouble" in u["why"]
+    assert line_of(corpus / IBOT, u["line"]).endswith(u["example"])
+    assert u["example"].startswith("iBOT: error: argument --arch: invalid choice")
+    assert u["template"].startswith("iBOT: error: argument --arch: invalid choice: <STR>")
+
+
+def test_lines_after_the_last_step(corpus):
+    """RT-DETR's first launch dies with a DataLoader thread's exception after
+    its last step; the second launch starts at line 120."""
+    report, _ = analyze_json(corpus / RTDETR)
+    got, _ = records(corpus / RTDETR)
+    steps = [r["line"] for r in got if r["kind"] == "step"]
+    starts = [l["start_line"] for l in report["launches"] if l["start_line"]]
+    after = [u for u in report["unusual_lines"] if "after the last step" in u["why"]]
+    assert after
+    for u in after:
+        next_start = min([s for s in starts if s > u["line"]] or [10**9])
+        assert any(s < u["line"] for s in steps)
+        assert not any(u["line"] < s < next_start for s in steps)  # no step of its launch after it
+    assert any(u["example"] == "Exception in thread Thread-5:" and line_of(corpus / RTDETR, u["line"]).endswith(
+        "Exception in thread Thread-5:") for u in after)
+
+
+def test_healthy_runs_have_no_unusual_lines_and_no_new_findings(corpus):
+    from conftest import SOURCE
+    want = json.loads((SOURCE / EXPECTATIONS).read_text())
+    for name, w in want.items():
+        if isinstance(w, dict) and w.get("healthy"):
+            report, _ = analyze_json(corpus / name)
+            assert report["unusual_lines"] == [], name
+            assert report["healthy"], name
+
+
+def test_templates_table_counts_masked_lines(corpus):
+    out = run(["trainwatch", "analyze", "--no-color", "--templates", corpus / DRRG]).stdout
+    table = out[out.index("\nTemplates  "):]
+    rows = {}
+    for line in table.splitlines()[2:]:
+        m = re.match(r"\s+(\d+)\s+(\d+)\s+(\S+)\s+(.*)$", line)
+        if m:
+            rows[m.group(4)] = (int(m.group(1)), m.group(3))
+    text = (corpus / DRRG).read_text(encoding="utf-8", errors="replace").splitlines()
+    assert rows["list index out of range"][0] == sum(l == "list index out of range" for l in text)
+    lanms = sum(l.strip() == "lanms has been installed." for l in text)
+    assert lanms > 10 and rows["lanms has been installed."][0] == lanms
+    first = rows["list index out of range"][1]
+    assert text[int(first.rsplit(":", 1)[1]) - 1] == "list index out of range"
+    # numbers are masked: no template carries a digit
+    assert not any(re.search(r"\d", t) for t in rows)

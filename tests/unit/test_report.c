@@ -1,0 +1,189 @@
+/*
+ * test_report.c: the SVG charts of the HTML report (src/report/chart.c):
+ * min/max-per-bucket downsampling keeps every series' extremes and a
+ * one-point spike, never draws more than two points a bucket, puts
+ * non-finite values in markers, inserts exact extremes in step order; the
+ * page's text escaping. The pages as a whole are tested in a browser
+ * (tests/e2e/test_report.py).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diagnose/run.h"
+#include "report/chart.h"
+#include "report/html.h"
+#include "trainwatch/error.h"
+
+/* Writes the chart to memory and returns the text (caller frees). */
+static char *render(tw_chart *c)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    tw_chart_write(f, c);
+    fclose(f);
+    return text;
+}
+
+/* The number of coordinates of the first polyline of the step view. */
+static size_t polyline_points(const char *svg)
+{
+    const char *p = strstr(svg, "<polyline");
+    assert_non_null(p);
+    p = strstr(p, "points=\"");
+    assert_non_null(p);
+    p += 8;
+    size_t n = 0;
+    for (; *p && *p != '"'; p++)
+        n += *p == ',';
+    return n;
+}
+
+static void test_long_series_keeps_a_one_point_spike_and_both_extremes(void **state)
+{
+    (void)state;
+    tw_chart c;
+    tw_chart_init(&c, "chart-t", "T", "");
+    tw_chart_series *s = tw_chart_series_add(&c, "loss", 0);
+    assert_non_null(s);
+    for (int i = 0; i < 100000; i++)
+        assert_int_equal(tw_chart_point_add(s, i, NAN,
+                                            i == 77777   ? 50.0
+                                            : i == 12345 ? -3.0
+                                                         : 1.0 + 1.0 / (i + 1)),
+                         TW_OK);
+    char *svg = render(&c);
+    size_t drawn = polyline_points(svg);
+    assert_true(drawn <= 2 * TW_CHART_BUCKETS);
+    assert_true(drawn >= TW_CHART_BUCKETS);
+    /* the table view holds the spike and the minimum */
+    assert_non_null(strstr(svg, "<tr><td>77777<td>50</tr>"));
+    assert_non_null(strstr(svg, "<tr><td>12345<td>-3</tr>"));
+    assert_non_null(strstr(svg, "\"min\":-3"));
+    assert_non_null(strstr(svg, "\"max\":50"));
+    assert_non_null(strstr(svg, "\"points\":100000"));
+    free(svg);
+    tw_chart_free(&c);
+}
+
+static void test_short_series_is_drawn_whole(void **state)
+{
+    (void)state;
+    tw_chart c;
+    tw_chart_init(&c, "chart-t", "T", "s");
+    tw_chart_series *s = tw_chart_series_add(&c, "step time", 1);
+    for (int i = 0; i < 37; i++)
+        tw_chart_point_add(s, i * 10, 1000.0 + i, 0.5);
+    char *svg = render(&c);
+    assert_int_equal(polyline_points(svg), 37);
+    assert_non_null(strstr(svg, "class=\"plot v-time\"")); /* timestamps: a time view too */
+    free(svg);
+    tw_chart_free(&c);
+}
+
+static void test_not_finite_values_are_markers_not_points(void **state)
+{
+    (void)state;
+    tw_chart c;
+    tw_chart_init(&c, "chart-t", "T", "");
+    tw_chart_series *s = tw_chart_series_add(&c, "loss", 0);
+    tw_chart_point_add(s, 1, NAN, 2.0);
+    tw_chart_point_add(s, 2, NAN, NAN);
+    tw_chart_point_add(s, 3, NAN, INFINITY);
+    assert_int_equal(s->count, 1);
+    assert_int_equal(s->bad_count, 2);
+    char *svg = render(&c);
+    assert_non_null(strstr(svg, "NaN at step 2"));
+    assert_non_null(strstr(svg, "+Inf at step 3"));
+    assert_null(strstr(svg, "class=\"plot v-time\"")); /* no timestamps: no time view */
+    free(svg);
+    tw_chart_free(&c);
+}
+
+static void test_insert_keeps_step_order_and_skips_known_steps(void **state)
+{
+    (void)state;
+    tw_chart c;
+    tw_chart_init(&c, "chart-t", "T", "");
+    tw_chart_series *s = tw_chart_series_add(&c, "loss", 0);
+    for (int i = 0; i < 10; i++)
+        tw_chart_point_add(s, i * 10, NAN, 1);
+    assert_int_equal(tw_chart_point_insert(s, 55, NAN, 9), TW_OK);
+    assert_int_equal(tw_chart_point_insert(s, 50, NAN, 7), TW_OK); /* there already */
+    assert_int_equal(s->count, 11);
+    for (size_t i = 1; i < s->count; i++)
+        assert_true(s->points[i - 1].step < s->points[i].step);
+    assert_true(s->points[6].step == 55 && s->points[6].y == 9);
+    tw_chart_free(&c);
+}
+
+/* 5000 evaluations of two metrics: the run keeps at most TW_EVALS_KEPT
+ * points, both metrics of each evaluation kept, spread over the whole run. */
+static void test_run_keeps_a_bounded_evenly_spread_evaluation_series(void **state)
+{
+    (void)state;
+    tw_run *run;
+    assert_int_equal(tw_run_new(&run, NULL), TW_OK);
+    for (int i = 0; i < 5000; i++) {
+        tw_record r;
+        tw_record_init(&r);
+        r.kind = TW_REC_EVAL;
+        r.rank = 0;
+        r.source.file = "eval.log";
+        r.source.line = (uint64_t)i + 1;
+        r.global_step = i * 100;
+        r.metric_count = 2;
+        snprintf(r.metrics[0].name, sizeof r.metrics[0].name, "acc");
+        r.metrics[0].value = i / 5000.0;
+        snprintf(r.metrics[1].name, sizeof r.metrics[1].name, "loss");
+        r.metrics[1].value = 5000.0 - i;
+        tw_run_add(run, &r);
+    }
+    const tw_eval_series *s = &run->eval_series;
+    assert_true(s->count <= TW_EVALS_KEPT);
+    assert_true(s->count >= TW_EVALS_KEPT / 2);
+    assert_int_equal(s->count % 2, 0);
+    assert_true(s->points[0].pos == 0);
+    assert_true(s->points[s->count - 1].pos >= 4900 * 100 - 100 * (double)s->stride);
+    for (size_t i = 0; i + 1 < s->count; i += 2) {
+        assert_true(s->points[i].ordinal == s->points[i + 1].ordinal); /* both metrics of one evaluation */
+        assert_int_not_equal(s->points[i].metric, s->points[i + 1].metric);
+        assert_int_equal(s->points[i].ordinal % s->stride, 0);
+    }
+    tw_run_free(run);
+}
+
+static void test_text_is_escaped(void **state)
+{
+    (void)state;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    tw_html_text(f, "<script>a&b \"c\" 'd'\x1b[0m</script>");
+    fclose(f);
+    assert_string_equal(text, "&lt;script&gt;a&amp;b &quot;c&quot; &#39;d&#39; [0m&lt;/script&gt;");
+    free(text);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_long_series_keeps_a_one_point_spike_and_both_extremes),
+        cmocka_unit_test(test_short_series_is_drawn_whole),
+        cmocka_unit_test(test_not_finite_values_are_markers_not_points),
+        cmocka_unit_test(test_insert_keeps_step_order_and_skips_known_steps),
+        cmocka_unit_test(test_run_keeps_a_bounded_evenly_spread_evaluation_series),
+        cmocka_unit_test(test_text_is_escaped),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
