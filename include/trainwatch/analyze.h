@@ -75,6 +75,9 @@ void tw_run_write_templates(FILE *out, const tw_run *run);
 /* Notes an input that could not be read fully (shown in the report). */
 void tw_run_note_input(tw_run *run, const char *path, const char *format, uint64_t lines, uint64_t records,
                        const char *error);
+/* Notes that the input noted last ends without a newline: its last line may
+ * be a record cut off (the run or the copy of its log was interrupted). */
+void tw_run_note_cut(tw_run *run);
 
 /* Adds one sample of a GPU telemetry log read beside the training logs
  * (file is copied). Samples past TW_GPU_SAMPLES_MAX are counted, not kept.
@@ -153,6 +156,8 @@ typedef struct tw_summary {
     tw_metric_summary eval_metrics[TW_SUMMARY_METRICS];
     uint64_t event_counts[TW_EV_COUNT];
     tw_gpu_summary gpu;
+    char environment[TW_TEXT_MAX / 2]; /* what the log states of its environment and configuration:
+                                          "PaddlePaddle 2.2.0, GPUs used 4, ...", "" none */
 } tw_summary;
 
 typedef struct tw_input_summary {

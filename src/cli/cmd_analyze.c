@@ -7,6 +7,7 @@
  * Threshold options come from one table that also writes their help.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -307,6 +308,23 @@ static void write_record(void *arg, const tw_record *r)
     tw_record_write_json(arg, r);
 }
 
+/* A plain file whose last byte is not a newline (not stdin, not gzip). */
+static bool ends_without_newline(const char *path)
+{
+    size_t n = strlen(path);
+    if (strcmp(path, "-") == 0 || (n > 3 && strcmp(path + n - 3, ".gz") == 0))
+        return false;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return false;
+    struct stat sb;
+    char last = '\n';
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0 && pread(fd, &last, 1, sb.st_size - 1) != 1)
+        last = '\n';
+    close(fd);
+    return last != '\n' && last != '\r';
+}
+
 typedef struct explained {
     tw_explain *explain;
     tw_record_fn fn;
@@ -377,6 +395,8 @@ static int analyze_input(const char *path, int rank, const analyze_options *o, t
         fprintf(stderr, "trainwatch: %s: skipped %llu lines with NUL bytes\n", tw_parser_path(p),
                 (unsigned long long)st->binary_lines);
     tw_run_note_input(run, tw_parser_path(p), st->format, st->lines, records, rc == TW_OK ? NULL : tw_strerror(rc));
+    if (rc == TW_OK && !o->records && ends_without_newline(path))
+        tw_run_note_cut(run);
     tw_progress_reading(ps->line, NULL, ps->bytes += input_size(path), ++ps->files);
     tw_parser_close(p);
     return result;

@@ -90,6 +90,11 @@ static void summary(FILE *out, const tw_summary *s)
     metrics(out, s->train_metrics, s->train_metric_count);
     fputs(",\"eval_metrics\":", out);
     metrics(out, s->eval_metrics, s->eval_metric_count);
+    fputs(",\"environment\":", out);
+    if (s->environment[0])
+        tw_json_cstring(out, s->environment);
+    else
+        fputs("null", out);
     fputs(",\"event_counts\":{", out);
     for (int k = 1; k < TW_EV_COUNT; k++)
         fprintf(out, "%s\"%s\":%llu", k > 1 ? "," : "", tw_event_name((tw_event_kind)k),

@@ -153,9 +153,13 @@ static void write_summary(FILE *out, const tw_report *r, const style *st)
         fprintf(out, "%llu results: ", (unsigned long long)s->eval_records);
         write_metric_list(out, s->eval_metrics, s->eval_metric_count, true);
     }
+    if (s->environment[0]) {
+        row(out, st, "environment");
+        fprintf(out, "%s\n", s->environment);
+    }
     bool any = false;
     for (int k = 1; k < TW_EV_COUNT; k++) {
-        if (s->event_counts[k] == 0)
+        if (s->event_counts[k] == 0 || k == TW_EV_ENVIRONMENT) /* shown as the environment row */
             continue;
         if (!any)
             row(out, st, "events");

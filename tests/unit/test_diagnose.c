@@ -624,6 +624,41 @@ static void test_unknown_summary_values_are_not_zero(void **state)
     tw_run_free(run);
 }
 
+/* Rank 2 raises an error at t0 + 200 s; ranks 0, 1 and 3 log a few more
+ * steps and stop without an error: rank 2 is the cause, the others its
+ * victims with how long after it they stopped, and none is blamed for
+ * stopping early. */
+static void test_first_failing_rank_names_ranks_that_stopped_after_it(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    for (int k = 0; k < 4; k++) {
+        int last = k == 2 ? 40 : 42;
+        for (int i = 0; i <= last; i++)
+            add_step(run, healthy(k, i));
+    }
+    tw_record r;
+    tw_record_init(&r);
+    r.kind = TW_REC_EVENT;
+    r.event = TW_EV_EXCEPTION;
+    r.rank = 2;
+    r.source.file = "synthetic.log";
+    r.source.line = 500;
+    r.time = 1e9 + 40 * 5.0 + 1, r.fields |= TW_F_TIME;
+    tw_record_set_text(r.message, "RuntimeError: boom", 18);
+    tw_run_add(run, &r);
+    tw_report *rep = diagnose(run);
+    const tw_finding *f = finding(rep, "crash");
+    assert_non_null(f);
+    assert_int_equal(f->rank, 2);
+    assert_string_equal(f->title, "Rank 2 failed first; ranks 0, 1, 3 went down with it");
+    assert_non_null(strstr(f->evidence, "rank 0: stopped logging at step 420, 9.0s after rank 2's failure"));
+    assert_non_null(strstr(f->evidence, "rank 3: stopped logging at step 420, 9.0s after"));
+    assert_null(finding(rep, "rank_stopped"));
+    tw_report_free(rep);
+    tw_run_free(run);
+}
+
 /* A ratio of 1e308 is written as 6.67e+307, not 308 digits. */
 static void test_huge_values_in_titles_stay_short(void **state)
 {
@@ -693,6 +728,7 @@ int main(void)
         cmocka_unit_test(test_gap_across_evaluation_is_not_a_stall),
         cmocka_unit_test(test_memory_growth_projects_oom),
         cmocka_unit_test(test_memory_spike_is_info),
+        cmocka_unit_test(test_first_failing_rank_names_ranks_that_stopped_after_it),
         cmocka_unit_test(test_throughput_drop),
         cmocka_unit_test(test_divergence_and_plateau),
         cmocka_unit_test(test_restart_detected_from_step_going_back),
