@@ -130,7 +130,8 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
         }
         char named[64];
         bool eval_word = false;
-        if (word && word_len + 1 + kv.key_len < sizeof named && qualifier(word, word_len, &eval_word)) {
+        if (word && !counter_word(kv.key, kv.key_len) && word_len + 1 + kv.key_len < sizeof named &&
+            qualifier(word, word_len, &eval_word)) {
             /* "val loss 3.4" is val_loss */
             snprintf(named, sizeof named, "%.*s_%.*s", (int)word_len, word, (int)kv.key_len, kv.key);
             kv.key = named;
