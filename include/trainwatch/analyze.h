@@ -213,6 +213,7 @@ typedef struct tw_launch_report {
 
 /* A rare line no format read that looks like trouble (src/diagnose/templates.c). */
 #define TW_UNUSUAL_MAX 10
+#define TW_UNUSUAL_LAUNCHES 64 /* launches kept apart (TW_LAUNCHES_MAX) */
 enum {
     TW_UNUSUAL_TROUBLE = 1,         /* error, fatal, fail, timeout, killed, refused ... */
     TW_UNUSUAL_ONE_RANK = 2,        /* on one rank of several */
@@ -225,6 +226,10 @@ typedef struct tw_unusual_line {
     uint64_t count;           /* lines of this template */
     int rank;                 /* of its first line */
     tw_source where;          /* its first line (file borrowed from the run) */
+    int ranks;                /* ranks it appeared on (counted mod 64) */
+    int launch;               /* 1-based, of its first line */
+    int launch_count;         /* launch_lines[i]: its lines in launch i + 1, i < launch_count */
+    uint64_t launch_lines[TW_UNUSUAL_LAUNCHES];
 } tw_unusual_line;
 
 typedef struct tw_report {

@@ -236,9 +236,12 @@ void tw_report_write_text(FILE *out, const tw_report *r, bool colour)
         for (int i = 0; i < r->unusual_count; i++) {
             const tw_unusual_line *u = &r->unusual[i];
             char why[96];
-            fprintf(out, "  %s:%llu  rank %d, %llu line%s (%s)\n      %s\n", u->where.file,
-                    (unsigned long long)u->where.line, u->rank, (unsigned long long)u->count, u->count == 1 ? "" : "s",
-                    tw_unusual_why(u->why, why, sizeof why), u->example);
+            char launch[32] = "";
+            if (r->launch_count > 1)
+                snprintf(launch, sizeof launch, ", launch %d", u->launch);
+            fprintf(out, "  %s:%llu  rank %d%s, %llu line%s (%s)\n      %s\n", u->where.file,
+                    (unsigned long long)u->where.line, u->rank, launch, (unsigned long long)u->count,
+                    u->count == 1 ? "" : "s", tw_unusual_why(u->why, why, sizeof why), u->example);
         }
     }
     fputc('\n', out);
