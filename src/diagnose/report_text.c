@@ -139,10 +139,15 @@ static void write_summary(FILE *out, const tw_report *r, const style *st)
             fprintf(out, "peak %.0f MiB reported\n", s->peak_mem_bytes / (1024 * 1024));
     }
     if (s->gpu.samples > 0) {
-        char gpu[256];
+        char gpu[600];
         tw_gpu_summary_text(&s->gpu, gpu, sizeof gpu);
         row(out, st, "GPU log");
         fprintf(out, "%s\n", gpu);
+        for (int i = 0; i < tw_gpu_rank_lines(&s->gpu); i++) { /* which GPU each rank used */
+            tw_gpu_rank_line(&s->gpu, i, gpu, sizeof gpu);
+            row(out, st, i ? "" : "GPU by rank");
+            fprintf(out, "%s\n", gpu);
+        }
     }
     if (s->train_metric_count > 0) {
         row(out, st, "train metrics");

@@ -980,7 +980,10 @@ void tw_run_add(void *arg, const tw_record *r)
 {
     tw_run *root = arg;
     if (r->kind == TW_REC_LINE) { /* a line no format read: the template miner's, no rank's record */
-        tw_templates_add(&root->templates, r, intern_file(root, r->source.file), launch_of(root, r->rank));
+        uint32_t file = intern_file(root, r->source.file);
+        tw_templates_add(&root->templates, r, file, launch_of(root, r->rank));
+        if (tw_gpu_hint_maybe(r->message)) /* which GPU the rank uses (gpu.c) */
+            tw_gpu_note_hint(root, r, file, launch_of(root, r->rank));
         return;
     }
     tw_cursor *c = cursor_of(root, r->rank);
@@ -994,6 +997,8 @@ void tw_run_add(void *arg, const tw_record *r)
         break;
     case TW_REC_EVENT:
         add_event(root, run, c, r);
+        if (tw_gpu_hint_maybe(r->message)) /* after: a start line moves the rank to its next launch */
+            tw_gpu_note_hint(root, r, intern_file(root, r->source.file), launch_of(root, r->rank));
         break;
     case TW_REC_LINE:
         break;

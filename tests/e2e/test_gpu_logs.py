@@ -202,3 +202,37 @@ def test_headerless_csv_without_gpu_columns_is_said(corpus, tmp_path):
     assert bad.returncode == 2 and "--gpu-columns takes the --query-gpu list" in bad.stderr
     other = run(["trainwatch", "analyze", "--gpu-columns", "index,utilization.gpu", train, noheader])
     assert other.returncode == 2 and "another number of columns" in other.stderr
+
+
+def test_the_gpu_a_rank_used_is_read_from_its_log(corpus):
+    """The DRRG launch says which GPU it runs on (ppocr's 'device
+    Place(gpu:0)' and Paddle's 'device: 0, GPU Compute Capability' note):
+    the summary and the gpu_underused evidence give rank 0 GPU 0's own
+    samples, computed here from the CSV rows of index 0."""
+    report, _ = analyze_json(DRRG_0311, corpus / PADDLE_GPU)
+    steps = step_times(DRRG_0311)
+    with open(corpus / PADDLE_GPU, newline="") as f:
+        indexes = {n: row[0] for n, row in enumerate(csv.reader(f), 1) if row}
+    used = [r for r in paddle_rows(corpus / PADDLE_GPU)
+            if steps[0] - 60 <= r[1] <= steps[-1] + 60 and indexes[r[0]] == "0"]
+    gpu = report["summary"]["gpu"]
+    assert gpu["rank_count"] == 1 and gpu["ranks_with_gpu"] == 1
+    r = gpu["ranks"][0]
+    assert (r["rank"], r["gpu"], r["samples"]) == (0, 0, len(used))
+    said = line_of(DRRG_0311, r["from_line"])
+    assert r["from_file"] == str(DRRG_0311) and ("Place(gpu:0)" in said or "device: 0, GPU Compute" in said)
+    assert r["how"] in said.replace("device: 0,", "device: 0")
+    assert abs(r["utilization_mean"] - sum(u[2] for u in used) / len(used)) < 1e-9
+    assert abs(r["utilization_zero_share"] - sum(u[2] == 0 for u in used) / len(used)) < 1e-9
+    idle = next(f for f in report["findings"] if f["rule"] == "gpu_underused")
+    assert f"rank 0 used GPU 0 ({r['how']} at {DRRG_0311}:{r['from_line']})" in idle["evidence"]
+    text = run(["trainwatch", "analyze", DRRG_0311, corpus / PADDLE_GPU]).stdout
+    assert f"GPU by rank    rank 0: GPU 0 ({r['how']}, {DRRG_0311}:{r['from_line']})" in text
+
+
+def line_of(path, number):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for i, line in enumerate(f, 1):
+            if i == number:
+                return line.rstrip("\n")
+    raise AssertionError(f"{path} has no line {number}")
