@@ -300,9 +300,6 @@ static const char *const hint_anchors[] = {"gpu id: ",
 
 bool tw_gpu_hint_maybe(const char *text)
 {
-    /* most unread lines carry none of the letters the anchors need */
-    if (!strpbrk(text, "gGcCdlLF"))
-        return false;
     for (const char *const *a = hint_anchors; *a; a++) {
         if (strstr(text, *a))
             return true;
