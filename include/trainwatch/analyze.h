@@ -120,6 +120,7 @@ typedef struct tw_metric_summary {
 /* The GPU telemetry of one launch: the samples whose time falls in the
  * launch's span (or all of them, when neither side has times and the log
  * holds one launch). Unknown values are NAN. */
+#define TW_GPU_RANKS_MAX 16
 typedef struct tw_gpu_summary {
     uint64_t samples;     /* used for this launch; 0: none */
     uint64_t samples_all; /* in the GPU logs given; 0: no GPU log */
@@ -132,6 +133,18 @@ typedef struct tw_gpu_summary {
     double log_first_time, log_last_time; /* of all samples with a time */
     double steps_first_time, steps_last_time; /* the launch's steps, what samples are aligned with */
     tw_source first;      /* the first sample used (file borrowed from the run) */
+    /* Which GPU each rank used, where its logs say (Place(gpu:N), gpu id,
+     * cudaDev, FLAGS_selected_gpus, CUDA_VISIBLE_DEVICES, local rank), and
+     * that GPU's samples among those used (src/diagnose/gpu.c). */
+    int rank_count;       /* ranks with steps in the launch */
+    int rank_gpu_count;   /* of them, with a known GPU (the first TW_GPU_RANKS_MAX listed) */
+    struct tw_rank_gpu {
+        int rank, gpu;
+        char how[32];     /* what said it: "Place(gpu:N)", "gpu id", "cudaDev", "local rank" ... */
+        tw_source from;   /* the line that said it (file borrowed from the run) */
+        uint64_t samples; /* of that GPU among those used */
+        double util_mean, util_zero_share;
+    } rank_gpus[TW_GPU_RANKS_MAX];
 } tw_gpu_summary;
 
 typedef struct tw_summary {
@@ -218,6 +231,7 @@ typedef struct tw_launch_report {
 
 /* A rare line no format read that looks like trouble (src/diagnose/templates.c). */
 #define TW_UNUSUAL_MAX 10
+#define TW_UNUSUAL_LAUNCHES 64 /* launches kept apart (TW_LAUNCHES_MAX) */
 enum {
     TW_UNUSUAL_TROUBLE = 1,         /* error, fatal, fail, timeout, killed, refused ... */
     TW_UNUSUAL_ONE_RANK = 2,        /* on one rank of several */
@@ -230,6 +244,10 @@ typedef struct tw_unusual_line {
     uint64_t count;           /* lines of this template */
     int rank;                 /* of its first line */
     tw_source where;          /* its first line (file borrowed from the run) */
+    int ranks;                /* ranks it appeared on (counted mod 64) */
+    int launch;               /* 1-based, of its first line */
+    int launch_count;         /* launch_lines[i]: its lines in launch i + 1, i < launch_count */
+    uint64_t launch_lines[TW_UNUSUAL_LAUNCHES];
 } tw_unusual_line;
 
 typedef struct tw_report {

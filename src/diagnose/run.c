@@ -635,6 +635,22 @@ static tw_cursor *cursor_of(tw_run *run, int rank)
     return &run->cursors[lo];
 }
 
+/* The launch (0-based) a rank is in now, without making its cursor. */
+static int launch_of(const tw_run *run, int rank)
+{
+    if (rank < 0)
+        rank = 0;
+    int lo = 0, hi = run->cursor_count;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (run->cursors[mid].rank < rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < run->cursor_count && run->cursors[lo].rank == rank ? run->cursors[lo].launch : 0;
+}
+
 /* Launch i, made when a rank first gets there; past TW_LAUNCHES_MAX (or out
  * of memory) the last one kept. */
 static tw_run *launch_at(tw_run *run, int i)
@@ -1150,7 +1166,10 @@ void tw_run_add(void *arg, const tw_record *r)
 {
     tw_run *root = arg;
     if (r->kind == TW_REC_LINE) { /* a line no format read: the template miner's, no rank's record */
-        tw_templates_add(&root->templates, r, intern_file(root, r->source.file));
+        uint32_t file = intern_file(root, r->source.file);
+        tw_templates_add(&root->templates, r, file, launch_of(root, r->rank));
+        if (tw_gpu_hint_maybe(r->message)) /* which GPU the rank uses (gpu.c) */
+            tw_gpu_note_hint(root, r, file, launch_of(root, r->rank));
         return;
     }
     tw_cursor *c = cursor_of(root, r->rank);
@@ -1164,6 +1183,8 @@ void tw_run_add(void *arg, const tw_record *r)
         break;
     case TW_REC_EVENT:
         add_event(root, run, c, r);
+        if (tw_gpu_hint_maybe(r->message)) /* after: a start line moves the rank to its next launch */
+            tw_gpu_note_hint(root, r, intern_file(root, r->source.file), launch_of(root, r->rank));
         break;
     case TW_REC_LINE:
         break;

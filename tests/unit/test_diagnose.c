@@ -717,6 +717,83 @@ static void test_thousands_of_files_keep_their_names(void **state)
     tw_run_free(run);
 }
 
+static void add_text(tw_run *run, tw_record_kind kind, int rank, uint64_t line, const char *msg)
+{
+    tw_record r;
+    tw_record_init(&r);
+    r.kind = kind;
+    r.event = TW_EV_LAUNCH;
+    r.rank = rank;
+    r.source.file = rank ? "workerlog.1" : "workerlog.0";
+    r.source.line = line;
+    tw_record_set_text(r.message, msg, strlen(msg));
+    tw_run_add(run, &r);
+}
+
+/* Two data-bound ranks on two GPUs: GPU 0 mostly idle, GPU 1 busy. */
+static tw_report *two_gpus(bool say_which)
+{
+    tw_run *run = new_run();
+    if (say_which) { /* Paddle's NCCL init line (a start line) and an NCCL INFO line of PyTorch's */
+        add_text(run, TW_REC_EVENT, 0, 1, "init nccl context nranks: 2 local rank: 0 gpu id: 0 ring id: 0");
+        add_text(run, TW_REC_LINE, 1, 1,
+                 "node-0:15835:16059 [1] NCCL INFO comm 0x7fb4700030d0 rank 1 nranks 2 cudaDev 1 busId b2000 - "
+                 "Init COMPLETE");
+    }
+    for (int i = 0; i < 100; i++) {
+        for (int rank = 0; rank < 2; rank++) {
+            sample s = healthy(rank, i);
+            s.data = 0.4;
+            add_step(run, s);
+            tw_gpu_sample g = {.gpu = rank,
+                               .time = s.time,
+                               .util = rank ? 90 : (i % 2 ? 0 : 20),
+                               .mem_used = 1e9,
+                               .mem_total = 16e9,
+                               .line = (uint64_t)(2 * i + rank + 1)};
+            assert_int_equal(tw_run_add_gpu(run, "gpu.csv", &g), 0);
+        }
+    }
+    tw_report *report = diagnose(run);
+    tw_run_free(run);
+    return report;
+}
+
+static void test_gpu_samples_go_to_the_rank_that_used_the_gpu(void **state)
+{
+    (void)state;
+    tw_report *r = two_gpus(true);
+    const tw_gpu_summary *g = &r->summary.gpu;
+    assert_int_equal(g->rank_count, 2);
+    assert_int_equal(g->rank_gpu_count, 2);
+    assert_int_equal(g->rank_gpus[0].rank, 0);
+    assert_int_equal(g->rank_gpus[0].gpu, 0);
+    assert_string_equal(g->rank_gpus[0].how, "gpu id: 0");
+    assert_true(fabs(g->rank_gpus[0].util_mean - 10) < 1e-9);
+    assert_true(fabs(g->rank_gpus[0].util_zero_share - 0.5) < 1e-9);
+    assert_int_equal(g->rank_gpus[1].gpu, 1);
+    assert_string_equal(g->rank_gpus[1].how, "cudaDev 1");
+    assert_true(fabs(g->rank_gpus[1].util_mean - 90) < 1e-9);
+    const tw_finding *f = finding(r, "data_loading_bound");
+    assert_non_null(f);
+    char want[128];
+    snprintf(want, sizeof want, "rank %d used GPU %d (", f->rank, f->rank);
+    assert_non_null(strstr(f->evidence, want));
+    assert_null(strstr(f->evidence, "unknown"));
+    tw_report_free(r);
+}
+
+static void test_gpu_of_each_rank_unknown_is_said(void **state)
+{
+    (void)state;
+    tw_report *r = two_gpus(false);
+    assert_int_equal(r->summary.gpu.rank_gpu_count, 0);
+    const tw_finding *f = finding(r, "data_loading_bound");
+    assert_non_null(f);
+    assert_non_null(strstr(f->evidence, "which GPU this rank used is unknown"));
+    tw_report_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -745,6 +822,8 @@ int main(void)
         cmocka_unit_test(test_train_metric_best_over_all_records),
         cmocka_unit_test(test_unknown_summary_values_are_not_zero),
         cmocka_unit_test(test_huge_values_in_titles_stay_short),
+        cmocka_unit_test(test_gpu_samples_go_to_the_rank_that_used_the_gpu),
+        cmocka_unit_test(test_gpu_of_each_rank_unknown_is_said),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
