@@ -10,6 +10,7 @@
  */
 #include "gpu_log.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -311,6 +312,21 @@ static bool typed_field(const char *s, size_t len)
     return false;
 }
 
+/* A field nvidia-smi could have written: a timestamp, a PCI bus id
+ * (00000000:01:00.0), or anything without a ':' or '=' (numbers, units,
+ * names, [N/A]). A log line split at its commas has "key: value" parts. */
+static bool plain_field(const char *s, size_t len)
+{
+    trim(&s, &len);
+    double v;
+    if (len >= 19 && tw_is_digit(s[0]) && tw_scan_timestamp(s, len, &v))
+        return true;
+    bool bus_id = len > 0;
+    for (size_t i = 0; i < len && bus_id; i++)
+        bus_id = isxdigit((unsigned char)s[i]) || s[i] == ':' || s[i] == '.';
+    return bus_id || (!memchr(s, ':', len) && !memchr(s, '=', len));
+}
+
 /* The first lines all split at ", " (nvidia-smi's separator) into the same
  * number of fields; *typed: some of them hold a unit or a timestamp. When
  * `r` has columns, the utilisation and memory ones must hold numbers. */
@@ -332,6 +348,8 @@ static bool headerless(const char *head, size_t len, const tw_gpu_reader *r, int
         if (k < 2 || k > COLUMNS_MAX || (fields && k != fields) || !memmem(p, n, ", ", 2))
             return false;
         for (int i = 0; i < k; i++) {
+            if (!plain_field(starts[i], lens[i]))
+                return false;
             *typed = *typed || typed_field(starts[i], lens[i]);
             bool numeric = r && i < r->columns && (r->roles[i] == ROLE_UTIL || r->roles[i] == ROLE_MEM_USED);
             if (numeric && isnan(field_number(starts[i], lens[i], r->roles[i] == ROLE_MEM_USED)))
