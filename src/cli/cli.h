@@ -8,6 +8,8 @@
 
 #include <stdio.h>
 
+#include "trainwatch/analyze.h"
+
 typedef struct tw_command {
     const char *name;
     const char *summary;
@@ -33,6 +35,9 @@ int tw_cli_number(const char *command, const char *flag, const char *arg, double
  * reason". */
 int tw_cli_write_html(const char *command, const char *path, int (*write)(FILE *out, const void *arg),
                       const void *arg);
+/* The same for the report page of analyze and run (report/html.h). */
+int tw_cli_write_report_html(const char *command, const char *path, const tw_report *report, const tw_run *run,
+                             const char *title);
 
 /* --pattern REGEX or --formats FILE (flag "pattern" or "formats") into
  * *set, made on first use and freed when the process exits (one set per

@@ -25,7 +25,6 @@
 #include "progress.h"
 #include "trainwatch/analyze.h"
 #include "trainwatch/error.h"
-#include "trainwatch/html.h"
 #include "trainwatch/parse.h"
 #include "trainwatch/record_json.h"
 
@@ -435,18 +434,6 @@ static void html_title(char *buf, size_t cap, int argc, char **argv, int first)
         snprintf(buf, cap, "trainwatch: %s", name);
 }
 
-typedef struct html_page {
-    const tw_report *report;
-    const tw_run *run;
-    const char *title;
-} html_page;
-
-static int write_page(FILE *out, const void *arg)
-{
-    const html_page *p = arg;
-    return tw_report_write_html(out, p->report, p->run, p->title);
-}
-
 /* A GPU telemetry log given beside the training logs (nvidia-smi CSV, dmon,
  * pmon, -q; detected from its first lines, a headerless CSV by the number
  * of its columns with --gpu-columns): a plain file only. A headerless CSV
@@ -605,8 +592,7 @@ static int analyze(analyze_options o, int argc, char **argv, int first)
     if (o.html) {
         char title[256];
         html_title(title, sizeof title, argc, argv, first);
-        html_page page = {report, trun, title};
-        if (tw_cli_write_html("analyze", o.html, write_page, &page) != 0)
+        if (tw_cli_write_report_html("analyze", o.html, report, trun, title) != 0)
             status = TW_EXIT_USAGE;
     }
     if (o.templates && !o.json && !html_stdout)

@@ -24,7 +24,6 @@
 #include "supervision.h"
 #include "trainwatch/analyze.h"
 #include "trainwatch/error.h"
-#include "trainwatch/html.h"
 #include "trainwatch/push.h"
 #include "trainwatch/supervise.h"
 
@@ -186,18 +185,6 @@ static void push_final(const run_options *o, tw_registry *reg)
         tw_say(TW_SAY_ERROR, "run", "pushing to the Pushgateway failed: %s", err);
 }
 
-typedef struct html_page {
-    const tw_report *report;
-    const tw_run *run;
-    const char *title;
-} html_page;
-
-static int write_page(FILE *out, const void *arg)
-{
-    const html_page *p = arg;
-    return tw_report_write_html(out, p->report, p->run, p->title);
-}
-
 /* What can be checked before the command starts; false when it is wrong (said). */
 static bool ready_to_start(const run_options *o)
 {
@@ -252,8 +239,7 @@ static int report_end(const run_options *o, tw_supervision *sup)
     if (o->html_file) {
         char title[256];
         snprintf(title, sizeof title, "trainwatch run: %s", o->sup.run);
-        html_page page = {report, tw_supervision_run(sup), title};
-        if (tw_cli_write_html("run", o->html_file, write_page, &page) != 0 && status == 0)
+        if (tw_cli_write_report_html("run", o->html_file, report, tw_supervision_run(sup), title) != 0 && status == 0)
             status = TW_EXIT_PROBLEMS;
     }
     if (tw_say_current_format() == TW_SAY_TEXT) {
