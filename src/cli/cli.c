@@ -61,6 +61,15 @@ int tw_cli_write_html(const char *command, const char *path, int (*write)(FILE *
     return 0;
 }
 
+const char *tw_cli_join_words(char **words, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; words[i] && n + 1 < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? " " : "", words[i]);
+    return buf;
+}
+
 typedef struct report_page {
     const tw_report *report;
     const tw_run *run;

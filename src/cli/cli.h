@@ -29,6 +29,10 @@ extern const tw_command tw_cmd_prometheus_config;
 /* Reads a non-negative number for --flag; says what is wrong and returns -1. */
 int tw_cli_number(const char *command, const char *flag, const char *arg, double *out);
 
+/* words (NULL-terminated) joined by spaces into buf, cut to fit; returns buf
+ * (run's command line and watch's files, for trainwatch_run_info). */
+const char *tw_cli_join_words(char **words, char *buf, size_t len);
+
 /* Writes a page with write(out, arg) to path ("-": stdout), a file whole
  * or not at all (--html of analyze, run and trace). Returns 0, or -1 when
  * it could not be written, said on stderr as "trainwatch COMMAND: --html

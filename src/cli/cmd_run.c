@@ -70,17 +70,6 @@ static void usage(FILE *out)
         tw_cli_supervision_usage, tw_cli_discovery_usage, tw_cli_alerts_usage);
 }
 
-/* The command line for trainwatch_run_info: its words joined by spaces, cut
- * to fit. */
-static const char *command_line(char **argv, char *buf, size_t len)
-{
-    size_t n = 0;
-    buf[0] = '\0';
-    for (size_t i = 0; argv[i] && n + 1 < len; i++)
-        n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? " " : "", argv[i]);
-    return buf;
-}
-
 static int parse(int argc, char **argv, run_options *o)
 {
     static const struct option longopts[] = {{"log-file", 1, 0, 'L'},
@@ -272,7 +261,7 @@ static int run(int argc, char **argv)
         o.sup.run = slash ? slash + 1 : cmd;
     }
     char line[512];
-    o.sup.command = command_line(o.command.argv, line, sizeof line);
+    o.sup.command = tw_cli_join_words(o.command.argv, line, sizeof line); /* for trainwatch_run_info */
     if (!ready_to_start(&o))
         return TW_EXIT_USAGE;
     tw_supervision *sup;

@@ -127,17 +127,6 @@ static const char *run_name(const char *path, char *buf, size_t len)
     return buf;
 }
 
-/* The files watched for trainwatch_run_info: the arguments joined by
- * spaces, cut to fit. */
-static const char *files_watched(char **patterns, char *buf, size_t len)
-{
-    size_t n = 0;
-    buf[0] = '\0';
-    for (size_t i = 0; patterns[i] && n + 1 < len; i++)
-        n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? " " : "", patterns[i]);
-    return buf;
-}
-
 /* The diagnosis when stopped, on stdout; the exit status as for analyze. */
 static int finish(tw_supervision *sup, const watch_options *o)
 {
@@ -181,7 +170,7 @@ static int run(int argc, char **argv)
     char name[256], files[512];
     if (!o.sup.run)
         o.sup.run = run_name(argv[first], name, sizeof name);
-    o.sup.command = files_watched(argv + first, files, sizeof files);
+    o.sup.command = tw_cli_join_words(argv + first, files, sizeof files); /* for trainwatch_run_info */
     tw_supervision *sup;
     if (tw_supervision_new(&o.sup, &sup) != TW_OK)
         return TW_EXIT_USAGE;
