@@ -422,6 +422,7 @@ static void to_point(tw_point *p, const tw_record *r, double pos, uint32_t file)
     p->ips = r->samples_per_sec;
     p->mem = r->mem_bytes;
     p->fields = r->fields;
+    p->metric_set = 0;
     p->epoch = r->epoch;
     p->epoch_total = r->epoch_total;
     p->step = r->step;
@@ -641,6 +642,22 @@ static tw_run *next_launch(tw_run *run, tw_cursor *c, tw_launch_start why, const
     return l;
 }
 
+static int metric_index(const tw_metric_notes *notes, int hint, const char *name);
+
+/* The record's named metrics among the first TW_POINT_METRICS of the rank
+ * (noted already), into the point. */
+static void point_metrics(tw_point *p, const tw_metric_notes *notes, const tw_record *r)
+{
+    p->metric_set = 0;
+    for (int i = 0; i < r->metric_count; i++) {
+        int k = metric_index(notes, i, r->metrics[i].name);
+        if (k >= 0 && k < TW_POINT_METRICS) {
+            p->metric[k] = r->metrics[i].value;
+            p->metric_set |= 1u << k;
+        }
+    }
+}
+
 static void add_step(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r)
 {
     tw_rank *rk = rank_of(run, r->rank);
@@ -666,6 +683,8 @@ static void add_step(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r
     if (c)
         c->content = true;
     bool rewrite = rk->have_last && p.pos == rk->last.pos;
+    tw_metric_notes_add(&rk->train_metrics, r->metrics, r->metric_count, (int64_t)p.pos, !rewrite);
+    point_metrics(&p, &rk->train_metrics, r);
     if (rk->have_last && p.pos < rk->last.pos) {
         if (rk->restarts == 0)
             rk->first_restart = (tw_restart){rk->last, p};
@@ -713,7 +732,6 @@ static void add_step(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r
     /* only the used part: a record's text and unused metric slots are large */
     memcpy(&rk->last_step_record, r, offsetof(tw_record, metrics));
     memcpy(rk->last_step_record.metrics, r->metrics, sizeof r->metrics[0] * (size_t)r->metric_count);
-    tw_metric_notes_add(&rk->train_metrics, r->metrics, r->metric_count, (int64_t)p.pos, !rewrite);
     series_add(&rk->series, &p);
     run->steps++;
 }
@@ -727,6 +745,18 @@ static bool lower_is_better(const char *name)
             return true;
     }
     return false;
+}
+
+/* The index of name in notes, or -1. */
+static int metric_index(const tw_metric_notes *notes, int hint, const char *name)
+{
+    if (hint < notes->count && strcmp(notes->items[hint].s.name, name) == 0)
+        return hint; /* records usually list their metrics in the same order */
+    for (int i = 0; i < notes->count; i++) {
+        if (strcmp(notes->items[i].s.name, name) == 0)
+            return i;
+    }
+    return -1;
 }
 
 static tw_metric_note *metric_note(tw_metric_notes *notes, int hint, const char *name)

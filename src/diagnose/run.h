@@ -44,11 +44,18 @@ typedef struct tw_metric_notes {
  * record rewrites the last one (a progress bar redrawn). */
 void tw_metric_notes_add(tw_metric_notes *notes, const tw_metric *metrics, int n, int64_t step, bool count);
 
+/* Named training metrics kept per point (loss parts, accuracy, grad_norm):
+ * the first TW_POINT_METRICS names a rank logged, indexed as its
+ * train_metrics; the others are in its train_metrics (last, best) only. */
+#define TW_POINT_METRICS 8
+
 typedef struct tw_point {
     double pos;  /* progress position (global step) */
     double time; /* NAN without a timestamp */
     double loss, lr, batch, data, ips, mem;
     unsigned fields;
+    unsigned metric_set;                /* bit i: metric[i] was logged */
+    double metric[TW_POINT_METRICS];    /* by index into the rank's train_metrics */
     int64_t epoch, epoch_total, step, step_total;
     uint32_t file; /* index into run->files */
     uint64_t line;

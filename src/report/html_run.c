@@ -24,8 +24,21 @@
 #define GIB         (1024.0 * 1024.0 * 1024.0)
 
 #define EVAL_CHARTS 4 /* evaluation metrics with a chart of their own; all are in the metrics table */
+#define METRIC_LINES 8 /* training metrics drawn per chart (the palette); all are in the metrics table */
+#define F_METRIC 0x80000000u /* F_METRIC | k: a rank's named metric k (tw_point.metric), not a record field */
 
-enum { CH_LOSS, CH_LR, CH_STEP, CH_IPS, CH_MEM, CH_RANKS, CH_EVAL, CH_COUNT = CH_EVAL + EVAL_CHARTS };
+enum {
+    CH_LOSS,
+    CH_PARTS,
+    CH_LR,
+    CH_STEP,
+    CH_IPS,
+    CH_MEM,
+    CH_SCALARS,
+    CH_RANKS,
+    CH_EVAL,
+    CH_COUNT = CH_EVAL + EVAL_CHARTS
+};
 
 typedef struct page {
     const tw_report *report;
@@ -104,10 +117,28 @@ static double field(const tw_point *pt, unsigned f)
     return NAN;
 }
 
+/* The value of field f at pt (compute: step time minus data wait); false
+ * when pt lacks it. */
+static bool value_of(const tw_point *pt, unsigned f, bool compute, double *y)
+{
+    if (f & F_METRIC) {
+        unsigned k = f & ~F_METRIC;
+        if (k >= TW_POINT_METRICS || !(pt->metric_set & (1u << k)))
+            return false;
+        *y = pt->metric[k];
+        return true;
+    }
+    if (!(pt->fields & f) || (compute && !(pt->fields & TW_F_DATA_TIME)))
+        return false;
+    *y = compute ? pt->batch - pt->data : field(pt, f);
+    return true;
+}
+
 static bool has_field(const tw_rank *rk, unsigned f)
 {
+    double y;
     for (size_t k = 0; k < rk->series.count; k++) {
-        if (rk->series.points[k].fields & f)
+        if (value_of(&rk->series.points[k], f, false, &y))
             return true;
     }
     return false;
@@ -128,9 +159,9 @@ static int add_points(tw_chart_series *s, const tw_rank *rk, unsigned f, double 
 {
     for (size_t k = 0; k < rk->series.count; k++) {
         const tw_point *pt = &rk->series.points[k];
-        if (!(pt->fields & f) || (compute && !(pt->fields & TW_F_DATA_TIME)))
+        double y;
+        if (!value_of(pt, f, compute, &y))
             continue;
-        double y = compute ? pt->batch - pt->data : field(pt, f);
         if (tw_chart_point_add(s, pt->pos + offset, pt->time, y) != TW_OK)
             return TW_ENOMEM;
     }
@@ -154,9 +185,9 @@ static int add_extremes(tw_chart_series *s, const tw_rank *rk, unsigned f, doubl
         return TW_OK; /* the series has every record */
     for (int i = 0; i < 5; i++) {
         const tw_point *pt = kept[i];
-        if (!pt || !(pt->fields & f) || (compute && !(pt->fields & TW_F_DATA_TIME)))
+        double y;
+        if (!pt || !value_of(pt, f, compute, &y))
             continue;
-        double y = compute ? pt->batch - pt->data : field(pt, f);
         if (tw_chart_point_insert(s, pt->pos + offset, pt->time, y) != TW_OK)
             return TW_ENOMEM;
     }
@@ -195,8 +226,9 @@ static int series_of(page *p, tw_chart *c, const char *name, int colour, unsigne
 }
 
 /* The device-memory line and, where the memory rule found steady growth,
- * its projection: the same least-squares line over the same series, drawn
- * from the last point to where it reaches the device's size. */
+ * the projection it computed (the finding's), drawn from the last point of
+ * the series it fitted to where it reaches the device's size (at most twice
+ * as far again as the run went, so a slow leak does not squash the chart). */
 static int memory_projection(page *p, tw_chart *c)
 {
     double cap = p->run->th.device_memory;
@@ -206,44 +238,25 @@ static int memory_projection(page *p, tw_chart *c)
     snprintf(c->hline_label, sizeof c->hline_label, "device memory %.1f GiB", cap / GIB);
     for (int i = 0; i < p->report->finding_count; i++) {
         const tw_finding *f = &p->report->findings[i];
-        if (strcmp(f->rule, "memory_growth") != 0)
+        const struct tw_projection *pr = &f->projection;
+        if (strcmp(f->rule, "memory_growth") != 0 || !pr->projected || !(pr->slope > 0))
             continue;
         int li = f->launch > 0 ? f->launch - 1 : 0;
         if (li >= p->launches)
             continue;
         const tw_rank *rk = tw_run_rank(tw_run_launch(p->run, li), f->rank);
-        if (!rk)
-            continue;
-        double n = 0, mx = 0, my = 0, sxy = 0, sxx = 0;
-        const tw_point *last = NULL;
-        for (size_t k = 0; k < rk->series.count; k++) {
-            const tw_point *pt = &rk->series.points[k];
-            if (pt->fields & TW_F_MEM)
-                n++, mx += pt->pos, my += pt->mem, last = pt;
-        }
-        if (n < 2)
-            continue;
-        mx /= n, my /= n;
-        for (size_t k = 0; k < rk->series.count; k++) {
-            const tw_point *pt = &rk->series.points[k];
-            if (pt->fields & TW_F_MEM)
-                sxy += (pt->pos - mx) * (pt->mem - my), sxx += (pt->pos - mx) * (pt->pos - mx);
-        }
-        double slope = sxx > 0 ? sxy / sxx : 0;
-        if (!(slope > 0) || !last)
-            continue;
-        double at = last->pos + (cap - last->mem) / slope, limit = last->pos + 2 * (last->pos - rk->first.pos + 1);
-        double x = at < limit ? at : limit;
+        double first = rk ? rk->first.pos : 0, limit = pr->from_step + 2 * (pr->from_step - first + 1);
+        double x = pr->to_step < limit ? pr->to_step : limit;
         tw_chart_series *s = tw_chart_series_add(c, "projected growth", 3);
         if (!s)
             return TW_ENOMEM;
         s->dashed = true;
-        if (tw_chart_point_add(s, last->pos + p->offset[li], NAN, last->mem) != TW_OK ||
-            tw_chart_point_add(s, x + p->offset[li], NAN, last->mem + slope * (x - last->pos)) != TW_OK)
+        if (tw_chart_point_add(s, pr->from_step + p->offset[li], NAN, pr->from_value) != TW_OK ||
+            tw_chart_point_add(s, x + p->offset[li], NAN, pr->from_value + pr->slope * (x - pr->from_step)) != TW_OK)
             return TW_ENOMEM;
         snprintf(c->note, sizeof c->note,
                  "At the growth the memory rule measured on rank %d, the %.1f GiB device is full around step %.0f.",
-                 rk->rank, cap / GIB, at);
+                 f->rank, pr->to_value / GIB, pr->to_step);
         break;
     }
     return TW_OK;
@@ -351,10 +364,134 @@ static int eval_charts(page *p)
     return TW_OK;
 }
 
+/* ---- named training metrics ---------------------------------------- */
+
+/* The index of name among the metrics rk keeps per point, or -1. */
+static int kept_metric(const tw_rank *rk, const char *name)
+{
+    int n = rk->train_metrics.count < TW_POINT_METRICS ? rk->train_metrics.count : TW_POINT_METRICS;
+    for (int k = 0; k < n; k++) {
+        if (strcmp(rk->train_metrics.items[k].s.name, name) == 0)
+            return k;
+    }
+    return -1;
+}
+
+/* The first rank of launch l that kept metric name in its points, or NULL. */
+static const tw_rank *rank_with_metric(const tw_run *l, const char *name, unsigned *f)
+{
+    for (int r = 0; r < l->rank_count; r++) {
+        int k = l->ranks[r]->used ? kept_metric(l->ranks[r], name) : -1;
+        if (k >= 0 && has_field(l->ranks[r], F_METRIC | (unsigned)k)) {
+            *f = F_METRIC | (unsigned)k;
+            return l->ranks[r];
+        }
+    }
+    return NULL;
+}
+
+static bool is_loss_part(const char *name)
+{
+    return strncmp(name, "loss_", 5) == 0;
+}
+
+/* One series of metric name: per launch the first rank that kept it. */
+static int metric_series(page *p, tw_chart *c, const char *name)
+{
+    int ranks = -1;
+    for (int i = 0; i < p->launches; i++) {
+        unsigned f;
+        const tw_rank *rk = rank_with_metric(tw_run_launch(p->run, i), name, &f);
+        if (rk)
+            ranks = ranks == -1 || ranks == rk->rank ? rk->rank : -2;
+    }
+    char label[64];
+    if (p->report->summary.ranks > 1 && ranks >= 0)
+        snprintf(label, sizeof label, "%.40s (rank %d)", name, ranks);
+    else
+        snprintf(label, sizeof label, "%s", name);
+    tw_chart_series *s = tw_chart_series_add(c, label, c->series_count);
+    if (!s)
+        return TW_ENOMEM;
+    s->dashed = c->series_count > 4; /* lines that may overlap are told apart by more than colour */
+    for (int i = 0; i < p->launches; i++) {
+        unsigned f;
+        const tw_rank *rk = rank_with_metric(tw_run_launch(p->run, i), name, &f);
+        if (rk && (add_points(s, rk, f, p->offset[i], false) != TW_OK ||
+                   add_extremes(s, rk, f, p->offset[i], false) != TW_OK))
+            return TW_ENOMEM;
+    }
+    return TW_OK;
+}
+
+static bool name_seen(char (*names)[TW_NAME_MAX], int n, const char *name)
+{
+    for (int i = 0; i < n; i++) {
+        if (strcmp(names[i], name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The named metrics of the steps as two charts: the parts of the loss
+ * (loss_*) and the other scalars, METRIC_LINES each at most, in the order
+ * first seen; the rest (and those a rank logged past its first
+ * TW_POINT_METRICS) are in the metrics table only, said under the chart. */
+static int metric_charts(page *p)
+{
+    enum { NAMES = 4 * TW_SUMMARY_METRICS };
+    char(*names)[TW_NAME_MAX] = calloc(NAMES, sizeof *names);
+    if (!names)
+        return TW_ENOMEM;
+    int count = 0;
+    bool more = false;
+    for (int i = 0; i < p->launches; i++) {
+        const tw_run *l = tw_run_launch(p->run, i);
+        for (int r = 0; r < l->rank_count; r++) {
+            const tw_metric_notes *m = &l->ranks[r]->train_metrics;
+            for (int k = 0; k < m->count; k++) {
+                if (name_seen(names, count, m->items[k].s.name))
+                    continue;
+                if (count == NAMES) {
+                    more = true;
+                    continue;
+                }
+                snprintf(names[count++], TW_NAME_MAX, "%s", m->items[k].s.name);
+            }
+        }
+    }
+    tw_chart *parts = &p->charts[CH_PARTS], *scalars = &p->charts[CH_SCALARS];
+    int rc = TW_OK, drawn[2] = {0, 0}, named[2] = {0, 0};
+    for (int i = 0; i < count && rc == TW_OK; i++) {
+        int which = is_loss_part(names[i]) ? 0 : 1;
+        tw_chart *c = which ? scalars : parts;
+        named[which]++;
+        bool kept = false;
+        for (int l = 0; l < p->launches && !kept; l++) {
+            unsigned f;
+            kept = rank_with_metric(tw_run_launch(p->run, l), names[i], &f) != NULL;
+        }
+        if (!kept || c->series_count >= METRIC_LINES)
+            continue;
+        rc = metric_series(p, c, names[i]);
+        drawn[which]++;
+    }
+    for (int w = 0; w < 2; w++) {
+        tw_chart *c = w ? scalars : parts;
+        if (drawn[w] && (drawn[w] < named[w] || more))
+            snprintf(c->note, sizeof c->note, "%d%s %s logged; %d drawn (the first seen); all are in the metrics table.",
+                     named[w], more ? "+" : "", w ? "other training metrics" : "loss parts", drawn[w]);
+    }
+    free(names);
+    return rc;
+}
+
 static int build_charts(page *p)
 {
     tw_chart *c = p->charts;
     tw_chart_init(&c[CH_LOSS], "chart-loss", "Loss", "loss");
+    tw_chart_init(&c[CH_PARTS], "chart-loss-parts", "Loss parts", "loss");
+    tw_chart_init(&c[CH_SCALARS], "chart-train-metrics", "Other training metrics", "value");
     tw_chart_init(&c[CH_LR], "chart-lr", "Learning rate", "learning rate");
     tw_chart_init(&c[CH_STEP], "chart-step", "Step time: data wait and compute", "s");
     tw_chart_init(&c[CH_IPS], "chart-throughput", "Throughput", "samples/s");
@@ -379,6 +516,8 @@ static int build_charts(page *p)
         rc = series_of(p, &c[CH_MEM], "memory", 0, TW_F_MEM, false);
     if (rc == TW_OK && tw_chart_points(&c[CH_MEM]))
         rc = memory_projection(p, &c[CH_MEM]);
+    if (rc == TW_OK)
+        rc = metric_charts(p);
     if (rc == TW_OK && p->report->summary.ranks > 1)
         rc = rank_overlay(p, &c[CH_RANKS]);
     if (rc == TW_OK)
