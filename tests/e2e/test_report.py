@@ -164,11 +164,14 @@ def check_drawn(c):
             assert close(bodies[s["name"]]["max"] * data["y_scale"], s["max"]), (c["id"], s)
 
 
-def check_series(page, cid, name, recs, key, rank=None):
+def check_series(page, cid, name, recs, key, rank=None, metric=False):
     """Series name of chart cid has one point per record carrying key (of
-    rank), and the extremes of those records."""
+    rank; metric: a named metric of the record), and the extremes of those
+    records."""
     c = chart(page, cid)
-    values = [value(r[key]) for r in recs if r["kind"] == "step" and key in r and (rank is None or r["rank"] == rank)]
+    values = [value(r["metrics"][key] if metric else r[key]) for r in recs
+              if r["kind"] == "step" and key in (r.get("metrics", {}) if metric else r)
+              and (rank is None or r["rank"] == rank)]
     if not values:
         assert c is None or name not in [s["name"] for s in c["data"]["series"]]
         return None
@@ -266,9 +269,15 @@ def test_demo_fault_page_has_its_finding_charts_and_links(browser, tmp_path, fau
     check_findings(browser, page, report)
     if fault == "lr-spike":
         assert loss["not_finite"] > 0
-    if fault == "leak":
-        names = [s["name"] for s in chart(page, "chart-memory")["data"]["series"]]
-        assert "projected growth" in names
+    if fault == "leak":  # the projection drawn is the memory rule's: from its last point to the step it names
+        c = chart(page, "chart-memory")
+        proj = next(s for s in c["data"]["series"] if s["name"] == "projected growth")
+        growth = next(f for f in report["findings"] if f["rule"] == "memory_growth")
+        full = re.search(r"device is full around step (\d+)", growth["evidence"]).group(1)
+        note = browser.evaluate("document.querySelector('#chart-memory p.note').textContent")
+        assert f"full around step {full}." in note, (note, growth["evidence"])
+        last_mem = [r["mem_bytes"] for r in recs if r["kind"] == "step" and "mem_bytes" in r][-1]
+        assert proj["points"] == 2 and close(proj["min"], last_mem) and proj["max"] > last_mem
 
 
 def test_run_writes_the_page_at_the_end(browser, tmp_path):
@@ -321,6 +330,33 @@ def test_corpus_single_rank(browser, tmp_path, corpus):
     assert close(step["max"], report["summary"]["step_time_max"])
     check_series(page, "chart-lr", "learning rate", recs, "lr")
     check_series(page, "chart-throughput", "samples/s", recs, "samples_per_sec")
+    # twelve loss parts: the first eight seen drawn, each with all its records, the rest in the table
+    names = list(next(r for r in recs if r["kind"] == "step" and r.get("metrics"))["metrics"])
+    assert len(names) == 12
+    parts = chart(page, "chart-loss-parts")
+    assert [s["name"] for s in parts["data"]["series"]] == names[:8]
+    for name in names[:8]:
+        check_series(page, "chart-loss-parts", name, recs, name, metric=True)
+    assert "12 loss parts logged; 8 drawn" in browser.evaluate(
+        "document.querySelector('#chart-loss-parts p.note').textContent")
+    assert chart(page, "chart-train-metrics") is None
+    check_findings(browser, page, report)
+
+
+def test_corpus_training_metrics_other_than_loss(browser, tmp_path, corpus):
+    log = corpus / "paddle-suites" / "ppocr-v2.0-official-cht-mobile-rec-train.log.excerpt"
+    report, page, _ = analyze_page(browser, tmp_path, "corpus-ppocr-rec", [log])
+    recs = records_of(log)
+    names = [m["name"] for m in report["summary"]["train_metrics"]]
+    assert "acc" in names and "norm_edit_dis" in names
+    c = chart(page, "chart-train-metrics")
+    assert [s["name"] for s in c["data"]["series"]] == [n for n in names if not n.startswith("loss_")][:8]
+    for name in names:
+        s = check_series(page, "chart-train-metrics", name, recs, name, metric=True)
+        m = next(m for m in report["summary"]["train_metrics"] if m["name"] == name)
+        if report["launch_count"] == 1:  # else the summary is the last launch's, the chart every launch's
+            assert close(m["best"], s["min"]) or close(m["best"], s["max"])
+    assert chart(page, "chart-loss-parts") is None
     check_findings(browser, page, report)
 
 
