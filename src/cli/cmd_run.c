@@ -84,18 +84,11 @@ static const char *command_line(char **argv, char *buf, size_t len)
 
 static int parse(int argc, char **argv, run_options *o)
 {
-    static const struct option longopts[] = {{"log-file", 1, 0, 'L'},
-                                             {"log-max-bytes", 1, 0, 'M'},
-                                             {"log-backups", 1, 0, 'B'},
-                                             {"rank", 1, 0, 'r'},
-                                             {"kill-after", 1, 0, 'K'},
-                                             {"report", 1, 0, 'R'},
-                                             {"html", 1, 0, 'H'},
-                                             {"pushgateway", 1, 0, 'P'},
-                                             {"separate-stderr", 0, 0, 'S'},
-                                             {"help", 0, 0, 'h'},
-                                             TW_CLI_SUPERVISION_LONGOPTS,
-                                             {0, 0, 0, 0}};
+    static const struct option longopts[] = {
+        {"log-file", 1, 0, 'L'}, {"log-max-bytes", 1, 0, 'M'}, {"log-backups", 1, 0, 'B'},
+        {"rank", 1, 0, 'r'},     {"kill-after", 1, 0, 'K'},    {"report", 1, 0, 'R'},
+        {"html", 1, 0, 'H'},     {"pushgateway", 1, 0, 'P'},   {"separate-stderr", 0, 0, 'S'},
+        {"help", 0, 0, 'h'},     TW_CLI_SUPERVISION_LONGOPTS,  {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int c;
@@ -190,12 +183,13 @@ typedef struct html_page {
     const tw_report *report;
     const tw_run *run;
     const char *title;
+    const tw_html_gpu *gpu; /* what run sampled */
 } html_page;
 
 static int write_page(FILE *out, const void *arg)
 {
     const html_page *p = arg;
-    return tw_report_write_html(out, p->report, p->run, p->title);
+    return tw_report_write_html_gpu(out, p->report, p->run, p->title, p->gpu);
 }
 
 /* What can be checked before the command starts; false when it is wrong (said). */
@@ -223,8 +217,8 @@ static bool ready_to_start(const run_options *o)
  * that sums it up (--report FILE has all of it). */
 static void say_report(const tw_report *report)
 {
-    static const tw_say_level level_of[] = {[TW_SEV_INFO] = TW_SAY_INFO, [TW_SEV_WARNING] = TW_SAY_WARN,
-                                            [TW_SEV_ERROR] = TW_SAY_ERROR};
+    static const tw_say_level level_of[] = {
+        [TW_SEV_INFO] = TW_SAY_INFO, [TW_SEV_WARNING] = TW_SAY_WARN, [TW_SEV_ERROR] = TW_SAY_ERROR};
     for (int i = 0; i < report->finding_count; i++) {
         const tw_finding *f = &report->findings[i];
         const char *file = f->where.file;
@@ -252,9 +246,15 @@ static int report_end(const run_options *o, tw_supervision *sup)
     if (o->html_file) {
         char title[256];
         snprintf(title, sizeof title, "trainwatch run: %s", o->sup.run);
-        html_page page = {report, tw_supervision_run(sup), title};
+        tw_html_gpu gpu;
+        html_page page = {report, tw_supervision_run(sup), title, &gpu};
+        if (tw_supervision_gpu_series(sup, &gpu) != TW_OK) {
+            tw_say(TW_SAY_ERROR, "run", "--html %s: out of memory for the GPU charts", o->html_file);
+            gpu = (tw_html_gpu){NULL, 0, 0};
+        }
         if (tw_cli_write_html("run", o->html_file, write_page, &page) != 0 && status == 0)
             status = TW_EXIT_PROBLEMS;
+        free(gpu.points);
     }
     if (tw_say_current_format() == TW_SAY_TEXT) {
         fprintf(stderr, "\n== trainwatch: %s\n", o->sup.run);

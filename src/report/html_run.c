@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "../diagnose/diagnose.h"
+#include "../diagnose/gpu.h"
 #include "chart.h"
 #include "html.h"
 #include "trainwatch/error.h"
@@ -23,9 +24,11 @@
 #define RANKS_DRAWN 8 /* ranks in the per-rank overlay: the fastest, the slowest and evenly between */
 #define GIB         (1024.0 * 1024.0 * 1024.0)
 
-#define EVAL_CHARTS 4 /* evaluation metrics with a chart of their own; all are in the metrics table */
-#define METRIC_LINES 8 /* training metrics drawn per chart (the palette); all are in the metrics table */
-#define F_METRIC 0x80000000u /* F_METRIC | k: a rank's named metric k (tw_point.metric), not a record field */
+#define EVAL_CHARTS  4           /* evaluation metrics with a chart of their own; all are in the metrics table */
+#define METRIC_LINES 8           /* training metrics drawn per chart (the palette); all are in the metrics table */
+#define GPU_LINES    8           /* GPUs drawn (by index): the palette */
+#define GPU_SLACK    60.0        /* seconds of GPU log drawn around the steps' span (as gpu.c aligns) */
+#define F_METRIC     0x80000000u /* F_METRIC | k: a rank's named metric k (tw_point.metric), not a record field */
 
 enum {
     CH_LOSS,
@@ -34,6 +37,8 @@ enum {
     CH_STEP,
     CH_IPS,
     CH_MEM,
+    CH_GPU_UTIL,
+    CH_GPU_MEM,
     CH_SCALARS,
     CH_RANKS,
     CH_EVAL,
@@ -46,6 +51,7 @@ typedef struct page {
     int launches;
     double offset[TW_LAUNCHES_MAX + 1]; /* added to the steps of launch i */
     tw_chart charts[CH_COUNT];
+    const tw_html_gpu *sampled; /* what run sampled, or NULL */
 } page;
 
 /* ---- the x axis over launches ------------------------------------- */
@@ -364,6 +370,193 @@ static int eval_charts(page *p)
     return TW_OK;
 }
 
+/* ---- GPU utilisation and memory -------------------------------------- */
+
+/* The steps' timestamps over every launch (NAN, NAN without). */
+static void steps_time_span(const page *p, double *lo, double *hi)
+{
+    *lo = *hi = NAN;
+    for (int i = 0; i < p->launches; i++) {
+        const tw_run *l = tw_run_launch(p->run, i);
+        for (int r = 0; r < l->rank_count; r++) {
+            const tw_rank *rk = l->ranks[r];
+            if (!rk->used)
+                continue;
+            if (isfinite(rk->first.time) && !(rk->first.time >= *lo))
+                *lo = rk->first.time;
+            if (isfinite(rk->last.time) && !(rk->last.time <= *hi))
+                *hi = rk->last.time;
+        }
+    }
+}
+
+/* A clean mapping from time to step: one launch, and a rank whose series
+ * has timestamps that never go back; NULL (and why) otherwise. */
+static const tw_rank *step_clock(const page *p, const char **why)
+{
+    if (p->launches > 1) {
+        *why = "the log holds several launches";
+        return NULL;
+    }
+    const tw_run *l = tw_run_launch(p->run, 0);
+    for (int r = 0; r < l->rank_count; r++) {
+        const tw_series *s = &l->ranks[r]->series;
+        size_t timed = 0;
+        double last = -INFINITY;
+        bool ordered = true;
+        for (size_t k = 0; k < s->count && ordered; k++) {
+            if (!isfinite(s->points[k].time))
+                continue;
+            ordered = s->points[k].time >= last;
+            last = s->points[k].time;
+            timed++;
+        }
+        if (l->ranks[r]->used && ordered && timed >= 2)
+            return l->ranks[r];
+    }
+    *why = "the steps carry no ordered timestamps";
+    return NULL;
+}
+
+/* The step at time t on rk's clock, interpolated between its points; false
+ * outside the span of its timestamped points. */
+static bool step_at(const tw_rank *rk, double t, double *step)
+{
+    const tw_point *before = NULL;
+    for (size_t k = 0; k < rk->series.count; k++) {
+        const tw_point *pt = &rk->series.points[k];
+        if (!isfinite(pt->time))
+            continue;
+        if (pt->time == t) {
+            *step = pt->pos;
+            return true;
+        }
+        if (pt->time > t) {
+            if (!before)
+                return false;
+            *step = before->pos + (pt->pos - before->pos) * (t - before->time) / (pt->time - before->time);
+            return true;
+        }
+        before = pt;
+    }
+    return false;
+}
+
+/* One GPU sample, from a GPU log or from run's sampling. */
+typedef struct gpu_sample {
+    int gpu;
+    double time, util, mem;
+} gpu_sample;
+
+static tw_chart_series *gpu_line(tw_chart *c, int gpu)
+{
+    char name[32];
+    snprintf(name, sizeof name, "GPU %d", gpu < 0 ? 0 : gpu);
+    for (int i = 0; i < c->series_count; i++) {
+        if (strcmp(c->series[i].name, name) == 0)
+            return &c->series[i];
+    }
+    if (c->series_count >= GPU_LINES)
+        return NULL;
+    tw_chart_series *s = tw_chart_series_add(c, name, c->series_count);
+    if (s)
+        s->dashed = c->series_count > 4;
+    return s;
+}
+
+/* Draws the samples: on the step axis too when every one maps to a step. */
+static int gpu_draw(page *p, const gpu_sample *g, size_t n, const char *source)
+{
+    tw_chart *util = &p->charts[CH_GPU_UTIL], *mem = &p->charts[CH_GPU_MEM];
+    const char *why = NULL;
+    const tw_rank *clock = step_clock(p, &why);
+    double step;
+    for (size_t i = 0; i < n && clock; i++) {
+        if (!step_at(clock, g[i].time, &step)) {
+            clock = NULL;
+            why = "some samples fall outside the steps' timestamps";
+        }
+    }
+    int gpus = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = g[i].time;
+        if (clock)
+            step_at(clock, g[i].time, &x);
+        tw_chart_series *s;
+        if (!isnan(g[i].util) && (s = gpu_line(util, g[i].gpu)) &&
+            tw_chart_point_add(s, x, g[i].time, g[i].util) != TW_OK)
+            return TW_ENOMEM;
+        if (!isnan(g[i].mem) && (s = gpu_line(mem, g[i].gpu)) && tw_chart_point_add(s, x, g[i].time, g[i].mem) != TW_OK)
+            return TW_ENOMEM;
+        gpus = gpus > g[i].gpu + 1 ? gpus : g[i].gpu + 1;
+    }
+    for (int k = 0; k < 2; k++) {
+        tw_chart *c = k ? mem : util;
+        c->time_only = clock == NULL;
+        int len = snprintf(c->note, sizeof c->note, "%s", source);
+        if (!clock && len > 0 && (size_t)len < sizeof c->note)
+            len += snprintf(c->note + len, sizeof c->note - (size_t)len, " Drawn over time only: %s.", why);
+        if (gpus > GPU_LINES && len > 0 && (size_t)len < sizeof c->note)
+            snprintf(c->note + len, sizeof c->note - (size_t)len, " GPUs 0 to %d of %d drawn.", GPU_LINES - 1, gpus);
+    }
+    return TW_OK;
+}
+
+/* The samples run took (min and max per bucket of time), else those of the
+ * GPU logs given to analyze over the steps' span (60 s either side; all of
+ * them when neither side has times and the log holds one launch). */
+static int gpu_charts(page *p)
+{
+    tw_chart *c = p->charts;
+    tw_chart_init(&c[CH_GPU_UTIL], "chart-gpu-util", "GPU utilisation", "%");
+    tw_chart_init(&c[CH_GPU_MEM], "chart-gpu-memory", "GPU memory used", "GiB");
+    c[CH_GPU_MEM].y_scale = GIB;
+    const tw_gpu_notes *notes = p->run->gpu;
+    size_t n = p->sampled && p->sampled->count ? p->sampled->count : notes ? notes->count : 0;
+    if (n == 0)
+        return TW_OK;
+    gpu_sample *g = malloc(sizeof *g * n);
+    if (!g)
+        return TW_ENOMEM;
+    size_t kept = 0;
+    char source[160];
+    if (p->sampled && p->sampled->count) {
+        for (size_t i = 0; i < n; i++) {
+            const tw_html_gpu_point *s = &p->sampled->points[i];
+            g[kept++] = (gpu_sample){s->gpu, s->time, s->util, s->mem_used};
+        }
+        snprintf(source, sizeof source,
+                 "Sampled by run through NVML each second (the minimum and the maximum of each stretch of time).");
+        if (isfinite(p->sampled->mem_total) && p->sampled->mem_total > 0) {
+            c[CH_GPU_MEM].hline = p->sampled->mem_total;
+            snprintf(c[CH_GPU_MEM].hline_label, sizeof c[CH_GPU_MEM].hline_label, "%.1f GiB",
+                     p->sampled->mem_total / GIB);
+        }
+    } else {
+        double lo, hi, total = NAN;
+        steps_time_span(p, &lo, &hi);
+        bool by_time = isfinite(lo) && isfinite(hi);
+        for (size_t i = 0; i < n; i++) {
+            const tw_gpu_sample *s = &notes->items[i].s;
+            if (by_time ? !(s->time >= lo - GPU_SLACK && s->time <= hi + GPU_SLACK) : p->launches > 1)
+                continue;
+            if (!isfinite(s->time))
+                continue; /* nothing to place it by */
+            g[kept++] = (gpu_sample){s->gpu, s->time, s->util, s->mem_used};
+            total = isfinite(s->mem_total) && !(s->mem_total <= total) ? s->mem_total : total;
+        }
+        snprintf(source, sizeof source, "From the GPU log %.100s%s.", notes->files[0],
+                 by_time ? ", over the steps' span and a minute either side" : "");
+        if (isfinite(total)) {
+            c[CH_GPU_MEM].hline = total;
+            snprintf(c[CH_GPU_MEM].hline_label, sizeof c[CH_GPU_MEM].hline_label, "%.1f GiB", total / GIB);
+        }
+    }
+    int rc = kept ? gpu_draw(p, g, kept, source) : TW_OK;
+    free(g);
+    return rc;
+}
+
 /* ---- named training metrics ---------------------------------------- */
 
 /* The index of name among the metrics rk keeps per point, or -1. */
@@ -479,8 +672,9 @@ static int metric_charts(page *p)
     for (int w = 0; w < 2; w++) {
         tw_chart *c = w ? scalars : parts;
         if (drawn[w] && (drawn[w] < named[w] || more))
-            snprintf(c->note, sizeof c->note, "%d%s %s logged; %d drawn (the first seen); all are in the metrics table.",
-                     named[w], more ? "+" : "", w ? "other training metrics" : "loss parts", drawn[w]);
+            snprintf(c->note, sizeof c->note,
+                     "%d%s %s logged; %d drawn (the first seen); all are in the metrics table.", named[w],
+                     more ? "+" : "", w ? "other training metrics" : "loss parts", drawn[w]);
     }
     free(names);
     return rc;
@@ -518,6 +712,8 @@ static int build_charts(page *p)
         rc = memory_projection(p, &c[CH_MEM]);
     if (rc == TW_OK)
         rc = metric_charts(p);
+    if (rc == TW_OK)
+        rc = gpu_charts(p);
     if (rc == TW_OK && p->report->summary.ranks > 1)
         rc = rank_overlay(p, &c[CH_RANKS]);
     if (rc == TW_OK)
@@ -772,7 +968,30 @@ static void write_page(FILE *out, page *p, const char *title, char (*targets)[32
     tw_html_end(out);
 }
 
+/* One time origin for every chart, so that their time views line up. */
+static void share_t0(page *p)
+{
+    double t0 = INFINITY;
+    for (int i = 0; i < CH_COUNT; i++) {
+        const tw_chart *c = &p->charts[i];
+        for (int k = 0; k < c->series_count; k++) {
+            for (size_t j = 0; j < c->series[k].count; j++)
+                t0 = fmin(t0, c->series[k].points[j].time);
+            for (size_t j = 0; j < c->series[k].bad_count; j++)
+                t0 = fmin(t0, c->series[k].bad[j].time);
+        }
+    }
+    for (int i = 0; i < CH_COUNT && isfinite(t0); i++)
+        p->charts[i].t0 = t0;
+}
+
 int tw_report_write_html(FILE *out, const tw_report *report, const tw_run *run, const char *title)
+{
+    return tw_report_write_html_gpu(out, report, run, title, NULL);
+}
+
+int tw_report_write_html_gpu(FILE *out, const tw_report *report, const tw_run *run, const char *title,
+                             const tw_html_gpu *sampled)
 {
     page *p = calloc(1, sizeof *p);
     int n = report->finding_count;
@@ -782,12 +1001,14 @@ int tw_report_write_html(FILE *out, const tw_report *report, const tw_run *run, 
     if (rc == TW_OK) {
         p->report = report;
         p->run = run;
+        p->sampled = sampled;
         p->launches = tw_run_launches(run);
         if (p->launches > TW_LAUNCHES_MAX + 1)
             p->launches = TW_LAUNCHES_MAX + 1;
         rc = build_charts(p);
     }
     if (rc == TW_OK) {
+        share_t0(p);
         link_findings(p, targets);
         for (int i = 0; i < n; i++)
             quotes[i] = (tw_html_quote){report->findings[i].where.file, report->findings[i].where.line, NULL};

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -319,10 +320,10 @@ static void log_output(tw_supervision *s, const char *buf, size_t n)
     bool failing = tw_rotating_failing(log);
     if (failing && !was_failing)
         tw_say(TW_SAY_ERROR, s->o.name, "writing %s: %s; lines are dropped until it can be written again",
-                s->command->o.log_file, tw_rotating_error(log));
+               s->command->o.log_file, tw_rotating_error(log));
     else if (was_failing && !failing)
-        tw_say(TW_SAY_INFO, s->o.name, "writing %s works again (%llu bytes dropped so far)",
-                s->command->o.log_file, (unsigned long long)tw_rotating_dropped(log));
+        tw_say(TW_SAY_INFO, s->o.name, "writing %s works again (%llu bytes dropped so far)", s->command->o.log_file,
+               (unsigned long long)tw_rotating_dropped(log));
 }
 
 /* Moves what the command printed on stream i to our stdout or stderr, the
@@ -426,8 +427,8 @@ static bool command_tick(tw_supervision *s, double wait)
         c->exited_at = t;
     }
     if (!c->exited && c->o.kill_after > 0 && c->forwarded_at > 0 && t - c->forwarded_at >= c->o.kill_after) {
-        tw_say(TW_SAY_WARN, s->o.name, "%s still running %.0f s after the signal: killing it",
-                c->o.argv[0], c->o.kill_after);
+        tw_say(TW_SAY_WARN, s->o.name, "%s still running %.0f s after the signal: killing it", c->o.argv[0],
+               c->o.kill_after);
         tw_child_forward(c->child, SIGKILL);
         c->forwarded_at = -1e18;
     }
@@ -589,6 +590,14 @@ int tw_supervision_finish(tw_supervision *s, tw_report **report, tw_supervision_
 const tw_run *tw_supervision_run(const tw_supervision *s)
 {
     return s->sinks.run;
+}
+
+int tw_supervision_gpu_series(const tw_supervision *s, tw_html_gpu *out)
+{
+    if (s->command && s->command->samplers)
+        return tw_samplers_gpu_series(s->command->samplers, out);
+    *out = (tw_html_gpu){NULL, 0, NAN};
+    return TW_OK;
 }
 
 void tw_supervision_write_samples(const tw_supervision *s, const tw_report *report, FILE *out)

@@ -360,6 +360,57 @@ def test_corpus_training_metrics_other_than_loss(browser, tmp_path, corpus):
     check_findings(browser, page, report)
 
 
+def test_gpu_log_charts_over_the_launch(browser, tmp_path, corpus):
+    """The DRRG launch of 2024/03/11 with the default.gpu.log written for it:
+    per GPU, one point per CSV row within a minute of the steps' span, its
+    utilisation and memory extremes; the samples start before the first step,
+    so there is no clean mapping to steps and the charts are over time only."""
+    from test_gpu_logs import DRRG_0311, PADDLE_GPU, paddle_rows, step_times
+    report, page, _ = analyze_page(browser, tmp_path, "gpu-log", [DRRG_0311, corpus / PADDLE_GPU])
+    steps = step_times(DRRG_0311)
+    used = [r for r in paddle_rows(corpus / PADDLE_GPU) if steps[0] - 60 <= r[1] <= steps[-1] + 60]
+    assert len(used) == report["summary"]["gpu"]["samples"] > 10
+    util, mem = chart(page, "chart-gpu-util"), chart(page, "chart-gpu-memory")
+    for c, values, scale in ((util, [r[2] for r in used], 1), (mem, [r[3] * 1048576 for r in used], 1)):
+        s = c["data"]["series"]
+        assert [x["name"] for x in s] == ["GPU 0"]
+        assert s[0]["points"] == len(values) and close(s[0]["min"], min(values)) and close(s[0]["max"], max(values))
+        assert c["time_view"] and not c["polylines"] == []
+        check_drawn(c)
+    note = browser.evaluate("document.querySelector('#chart-gpu-util p.note').textContent")
+    assert "over time only" in note and PADDLE_GPU.split("/")[1] in note
+    assert browser.evaluate("document.querySelectorAll('#chart-gpu-util svg.v-step').length") == 0
+    # the time view is shown with the step switch too, and shares the page's time origin with the loss
+    assert browser.evaluate("getComputedStyle(document.querySelector('#chart-gpu-util svg.v-time')).display") != "none"
+    x0 = browser.evaluate("[...document.querySelectorAll('svg.v-time')].map(s => s.getAttribute('data-t0'))")
+    assert len(set(x0)) == 1, x0
+    check_findings(browser, page, report)
+
+
+def test_run_html_draws_what_nvml_sampled(browser, tmp_path):
+    """run --html with the stand-in NVML library (two GPUs at 37% and 81%,
+    10 GiB used of 80): one series per GPU with the sampled values."""
+    fake = BUILD / "fake-nvml" / "libnvidia-ml.so.1"
+    html = tmp_path / "run-gpu.html"
+    env = dict(os.environ, TW_NVML_LIBRARY=str(fake), FAKE_NVML_USED_GIB="10")
+    out = run(["trainwatch", "run", "--web.listen-address", "none", "--html", html, "--",
+               binary("demo-train"), "--epochs", "1", "--steps-per-epoch", "30", "--log-interval", "1",
+               "--slow-reader", "100"], timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    page = open_page(browser, html, "run-gpu")
+    util, mem = chart(page, "chart-gpu-util"), chart(page, "chart-gpu-memory")
+    assert util is not None and mem is not None
+    by_name = {s["name"]: s for s in util["data"]["series"]}
+    assert sorted(by_name) == ["GPU 0", "GPU 1"]
+    assert by_name["GPU 0"]["points"] >= 2 and by_name["GPU 0"]["min"] == by_name["GPU 0"]["max"] == 37
+    assert by_name["GPU 1"]["min"] == by_name["GPU 1"]["max"] == 81
+    for s in mem["data"]["series"]:
+        assert s["min"] == s["max"] == 10 * 2 ** 30
+    check_drawn(util)
+    check_drawn(mem)
+    assert "NVML" in browser.evaluate("document.querySelector('#chart-gpu-util p.note').textContent")
+
+
 def test_corpus_evaluations(browser, tmp_path, corpus):
     log = corpus / "paddle-suites" / "paddlevideo-3dresnet18-ucf101-train.log"
     report, page, _ = analyze_page(browser, tmp_path, "corpus-paddlevideo", [log])
