@@ -84,11 +84,18 @@ static const char *command_line(char **argv, char *buf, size_t len)
 
 static int parse(int argc, char **argv, run_options *o)
 {
-    static const struct option longopts[] = {
-        {"log-file", 1, 0, 'L'}, {"log-max-bytes", 1, 0, 'M'}, {"log-backups", 1, 0, 'B'},
-        {"rank", 1, 0, 'r'},     {"kill-after", 1, 0, 'K'},    {"report", 1, 0, 'R'},
-        {"html", 1, 0, 'H'},     {"pushgateway", 1, 0, 'P'},   {"separate-stderr", 0, 0, 'S'},
-        {"help", 0, 0, 'h'},     TW_CLI_SUPERVISION_LONGOPTS,  {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"log-file", 1, 0, 'L'},
+                                             {"log-max-bytes", 1, 0, 'M'},
+                                             {"log-backups", 1, 0, 'B'},
+                                             {"rank", 1, 0, 'r'},
+                                             {"kill-after", 1, 0, 'K'},
+                                             {"report", 1, 0, 'R'},
+                                             {"html", 1, 0, 'H'},
+                                             {"pushgateway", 1, 0, 'P'},
+                                             {"separate-stderr", 0, 0, 'S'},
+                                             {"help", 0, 0, 'h'},
+                                             TW_CLI_SUPERVISION_LONGOPTS,
+                                             {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int c;
@@ -217,8 +224,8 @@ static bool ready_to_start(const run_options *o)
  * that sums it up (--report FILE has all of it). */
 static void say_report(const tw_report *report)
 {
-    static const tw_say_level level_of[] = {
-        [TW_SEV_INFO] = TW_SAY_INFO, [TW_SEV_WARNING] = TW_SAY_WARN, [TW_SEV_ERROR] = TW_SAY_ERROR};
+    static const tw_say_level level_of[] = {[TW_SEV_INFO] = TW_SAY_INFO, [TW_SEV_WARNING] = TW_SAY_WARN,
+                                            [TW_SEV_ERROR] = TW_SAY_ERROR};
     for (int i = 0; i < report->finding_count; i++) {
         const tw_finding *f = &report->findings[i];
         const char *file = f->where.file;

@@ -94,7 +94,8 @@ static const char css[] =
     "background:var(--c2)}.f3{fill:var(--muted);background:var(--muted)}.key.f0,.key.f1,.key.f2,.key.f3{height:10px}"
     "caption{text-align:left;font-weight:600;padding:.6em 0 .2em}\n"
     "@media print{.xaxis,.tip,input,details.tableview{display:none}svg.v-time{display:none!important}"
-    "svg.v-step{display:block!important}figure.timeonly svg.v-time{display:block!important}body{max-width:none}h2{break-after:avoid}}\n";
+    "svg.v-step{display:block!important}figure.timeonly svg.v-time{display:block!important}"
+    "body{max-width:none}h2{break-after:avoid}}\n";
 
 /* Hover values (read from each chart's table) and the highlight of the
  * region a finding link points at, in both views. */

@@ -519,7 +519,7 @@ static int gpu_charts(page *p)
     if (!g)
         return TW_ENOMEM;
     size_t kept = 0;
-    char source[160];
+    char source[200];
     if (p->sampled && p->sampled->count) {
         for (size_t i = 0; i < n; i++) {
             const tw_html_gpu_point *s = &p->sampled->points[i];

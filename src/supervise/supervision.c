@@ -320,10 +320,10 @@ static void log_output(tw_supervision *s, const char *buf, size_t n)
     bool failing = tw_rotating_failing(log);
     if (failing && !was_failing)
         tw_say(TW_SAY_ERROR, s->o.name, "writing %s: %s; lines are dropped until it can be written again",
-               s->command->o.log_file, tw_rotating_error(log));
+                s->command->o.log_file, tw_rotating_error(log));
     else if (was_failing && !failing)
-        tw_say(TW_SAY_INFO, s->o.name, "writing %s works again (%llu bytes dropped so far)", s->command->o.log_file,
-               (unsigned long long)tw_rotating_dropped(log));
+        tw_say(TW_SAY_INFO, s->o.name, "writing %s works again (%llu bytes dropped so far)",
+                s->command->o.log_file, (unsigned long long)tw_rotating_dropped(log));
 }
 
 /* Moves what the command printed on stream i to our stdout or stderr, the
@@ -427,8 +427,8 @@ static bool command_tick(tw_supervision *s, double wait)
         c->exited_at = t;
     }
     if (!c->exited && c->o.kill_after > 0 && c->forwarded_at > 0 && t - c->forwarded_at >= c->o.kill_after) {
-        tw_say(TW_SAY_WARN, s->o.name, "%s still running %.0f s after the signal: killing it", c->o.argv[0],
-               c->o.kill_after);
+        tw_say(TW_SAY_WARN, s->o.name, "%s still running %.0f s after the signal: killing it",
+                c->o.argv[0], c->o.kill_after);
         tw_child_forward(c->child, SIGKILL);
         c->forwarded_at = -1e18;
     }
