@@ -199,6 +199,7 @@ static tw_rank *rank_new(int rank)
     r->last_epoch = -1;
     r->last_step_in_epoch = -1;
     r->loss_first = r->loss_best = r->mem_max = NAN;
+    memset(r->metric_slot, -2, sizeof r->metric_slot);
     return r;
 }
 
@@ -644,16 +645,32 @@ static tw_run *next_launch(tw_run *run, tw_cursor *c, tw_launch_start why, const
 
 static int metric_index(const tw_metric_notes *notes, int hint, const char *name);
 
-/* The record's named metrics among the first TW_POINT_METRICS of the rank
- * (noted already), into the point. */
-static void point_metrics(tw_point *p, const tw_metric_notes *notes, const tw_record *r)
+/* The slot of train_metrics item k of rk, given out the first time (see
+ * run.h); -1 when it has none. */
+static int metric_slot(tw_rank *rk, int k)
+{
+    if (rk->metric_slot[k] != -2)
+        return rk->metric_slot[k];
+    bool part = strncmp(rk->train_metrics.items[k].s.name, "loss_", 5) == 0;
+    int others = rk->metric_slots - rk->loss_part_slots;
+    bool room = part ? rk->loss_part_slots < TW_POINT_LOSS_PARTS : others < TW_POINT_METRICS - TW_POINT_LOSS_PARTS;
+    if (!room)
+        return rk->metric_slot[k] = -1;
+    rk->loss_part_slots += part;
+    return rk->metric_slot[k] = (signed char)rk->metric_slots++;
+}
+
+/* The record's named metrics that have a slot on rk (noted already), into
+ * the point. */
+static void point_metrics(tw_point *p, tw_rank *rk, const tw_record *r)
 {
     p->metric_set = 0;
     for (int i = 0; i < r->metric_count; i++) {
-        int k = metric_index(notes, i, r->metrics[i].name);
-        if (k >= 0 && k < TW_POINT_METRICS) {
-            p->metric[k] = r->metrics[i].value;
-            p->metric_set |= 1u << k;
+        int k = metric_index(&rk->train_metrics, i, r->metrics[i].name);
+        int slot = k >= 0 ? metric_slot(rk, k) : -1;
+        if (slot >= 0) {
+            p->metric[slot] = r->metrics[i].value;
+            p->metric_set |= 1u << slot;
         }
     }
 }
@@ -684,7 +701,7 @@ static void add_step(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r
         c->content = true;
     bool rewrite = rk->have_last && p.pos == rk->last.pos;
     tw_metric_notes_add(&rk->train_metrics, r->metrics, r->metric_count, (int64_t)p.pos, !rewrite);
-    point_metrics(&p, &rk->train_metrics, r);
+    point_metrics(&p, rk, r);
     if (rk->have_last && p.pos < rk->last.pos) {
         if (rk->restarts == 0)
             rk->first_restart = (tw_restart){rk->last, p};

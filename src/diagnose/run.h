@@ -44,10 +44,13 @@ typedef struct tw_metric_notes {
  * record rewrites the last one (a progress bar redrawn). */
 void tw_metric_notes_add(tw_metric_notes *notes, const tw_metric *metrics, int n, int64_t step, bool count);
 
-/* Named training metrics kept per point (loss parts, accuracy, grad_norm):
- * the first TW_POINT_METRICS names a rank logged, indexed as its
- * train_metrics; the others are in its train_metrics (last, best) only. */
-#define TW_POINT_METRICS 8
+/* Named training metrics kept per point (loss parts, accuracy, grad_norm)
+ * in slots a rank gives out as it first sees each name: TW_POINT_LOSS_PARTS
+ * to loss parts (loss_*), the rest to the others, so a dozen loss parts do
+ * not crowd out the accuracy; names without a slot are in the rank's
+ * train_metrics (last, best) only. */
+#define TW_POINT_METRICS    12
+#define TW_POINT_LOSS_PARTS 8
 
 typedef struct tw_point {
     double pos;  /* progress position (global step) */
@@ -55,7 +58,7 @@ typedef struct tw_point {
     double loss, lr, batch, data, ips, mem;
     unsigned fields;
     unsigned metric_set;             /* bit i: metric[i] was logged */
-    double metric[TW_POINT_METRICS]; /* by index into the rank's train_metrics */
+    double metric[TW_POINT_METRICS]; /* by slot (tw_rank.metric_slot) */
     int64_t epoch, epoch_total, step, step_total;
     uint32_t file; /* index into run->files */
     uint64_t line;
@@ -139,6 +142,10 @@ typedef struct tw_rank {
     tw_restart first_restart, last_restart;
     tw_record last_step_record;    /* the last step as parsed (for metrics) */
     tw_metric_notes train_metrics; /* the named metrics of its steps */
+    /* the slot in tw_point.metric of each train_metrics item: -1 none,
+     * -2 not decided yet (tw_run_new's ranks start all -2) */
+    signed char metric_slot[TW_SUMMARY_METRICS];
+    int metric_slots, loss_part_slots; /* given out */
     tw_series series;
 } tw_rank;
 

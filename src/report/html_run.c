@@ -559,13 +559,12 @@ static int gpu_charts(page *p)
 
 /* ---- named training metrics ---------------------------------------- */
 
-/* The index of name among the metrics rk keeps per point, or -1. */
+/* The slot of name among the metrics rk keeps per point, or -1. */
 static int kept_metric(const tw_rank *rk, const char *name)
 {
-    int n = rk->train_metrics.count < TW_POINT_METRICS ? rk->train_metrics.count : TW_POINT_METRICS;
-    for (int k = 0; k < n; k++) {
+    for (int k = 0; k < rk->train_metrics.count; k++) {
         if (strcmp(rk->train_metrics.items[k].s.name, name) == 0)
-            return k;
+            return rk->metric_slot[k] >= 0 ? rk->metric_slot[k] : -1;
     }
     return -1;
 }

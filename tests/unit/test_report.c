@@ -164,9 +164,10 @@ static void test_run_keeps_a_bounded_evenly_spread_evaluation_series(void **stat
     tw_run_free(run);
 }
 
-/* 10000 steps, each with ten named metrics: every kept point carries the
- * first TW_POINT_METRICS of them with the record's values, through the
- * series' halving; the ninth and tenth are in the notes only. */
+/* 10000 steps, each with ten loss parts and an accuracy: every kept point
+ * carries the first TW_POINT_LOSS_PARTS parts and the accuracy (the parts do
+ * not crowd it out) with the record's values, through the series' halving;
+ * the ninth and tenth parts are in the notes only. */
 static void test_run_keeps_named_training_metrics_per_point(void **state)
 {
     (void)state;
@@ -182,11 +183,13 @@ static void test_run_keeps_named_training_metrics_per_point(void **state)
         r.global_step = i;
         r.loss = 1;
         r.fields = TW_F_LOSS;
-        r.metric_count = 10;
+        r.metric_count = 11;
         for (int k = 0; k < 10; k++) {
             snprintf(r.metrics[k].name, sizeof r.metrics[k].name, "loss_%d", k);
             r.metrics[k].value = i * 10 + k;
         }
+        snprintf(r.metrics[10].name, sizeof r.metrics[10].name, "acc");
+        r.metrics[10].value = i;
         if (i == 5000) /* a record listing them in another order */
             for (int k = 0; k < 10; k++) {
                 snprintf(r.metrics[k].name, sizeof r.metrics[k].name, "loss_%d", 9 - k);
@@ -196,13 +199,18 @@ static void test_run_keeps_named_training_metrics_per_point(void **state)
     }
     const tw_rank *rk = tw_run_rank(run, 0);
     assert_non_null(rk);
-    assert_int_equal(rk->train_metrics.count, 10);
+    assert_int_equal(rk->train_metrics.count, 11);
+    assert_int_equal(rk->metric_slot[8], -1);
+    assert_int_equal(rk->metric_slot[9], -1);
+    int acc = rk->metric_slot[10];
+    assert_int_equal(acc, TW_POINT_LOSS_PARTS);
     assert_true(rk->series.stride > 1 && rk->series.count <= TW_SERIES_MAX);
     for (size_t i = 0; i < rk->series.count; i++) {
         const tw_point *p = &rk->series.points[i];
-        assert_int_equal(p->metric_set, (1u << TW_POINT_METRICS) - 1);
-        for (int k = 0; k < TW_POINT_METRICS; k++)
+        assert_int_equal(p->metric_set, (1u << (TW_POINT_LOSS_PARTS + 1)) - 1);
+        for (int k = 0; k < TW_POINT_LOSS_PARTS; k++)
             assert_true(p->metric[k] == p->pos * 10 + k);
+        assert_true(p->metric[acc] == p->pos);
     }
     assert_true(rk->last.metric[7] == 9999 * 10 + 7);
     tw_run_free(run);
