@@ -740,6 +740,7 @@ static int chart_of(const char *rule)
         {"step_time_jitter", CH_STEP}, {"epoch_start_wait", CH_STEP},   {"throughput_drop", CH_IPS},
         {"memory_growth", CH_MEM},     {"memory_spike", CH_MEM},        {"oom", CH_MEM},
         {"straggler", CH_RANKS},       {"rank_stopped", CH_RANKS},      {"eval_contradiction", CH_EVAL},
+        {"gpu_underused", CH_GPU_UTIL}, {"gpu_memory_growth", CH_GPU_MEM}, {"gpu_log_not_aligned", CH_GPU_UTIL},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
         if (strcmp(map[i].rule, rule) == 0)
@@ -779,7 +780,7 @@ static void link_findings(page *p, char (*targets)[32])
         if (!tw_chart_points(c))
             continue;
         int li = f->launch > 0 && f->launch <= p->launches ? f->launch - 1 : p->launches - 1;
-        if (f->step >= 0 && c->mark_count < TW_CHART_MARKS) {
+        if (f->step >= 0 && !c->time_only && c->mark_count < TW_CHART_MARKS) {
             double step = (double)f->step + p->offset[li];
             tw_chart_mark_add(c, i + 1, step, time_at(c, step));
             snprintf(targets[i], sizeof targets[i], "f-%d", i + 1);

@@ -384,6 +384,8 @@ def test_gpu_log_charts_over_the_launch(browser, tmp_path, corpus):
     assert browser.evaluate("getComputedStyle(document.querySelector('#chart-gpu-util svg.v-time')).display") != "none"
     x0 = browser.evaluate("[...document.querySelectorAll('svg.v-time')].map(s => s.getAttribute('data-t0'))")
     assert len(set(x0)) == 1, x0
+    idle = [i for i, f in enumerate(report["findings"]) if f["rule"] == "gpu_underused"]
+    assert len(idle) == 1 and page["findings"][idle[0]]["href"] == "#chart-gpu-util"
     check_findings(browser, page, report)
 
 
