@@ -735,11 +735,11 @@ static int chart_of(const char *rule)
         const char *rule;
         int chart;
     } map[] = {
-        {"nan_loss", CH_LOSS},         {"loss_spikes", CH_LOSS},        {"divergence", CH_LOSS},
-        {"plateau", CH_LOSS},          {"data_loading_bound", CH_STEP}, {"stall", CH_STEP},
-        {"step_time_jitter", CH_STEP}, {"epoch_start_wait", CH_STEP},   {"throughput_drop", CH_IPS},
-        {"memory_growth", CH_MEM},     {"memory_spike", CH_MEM},        {"oom", CH_MEM},
-        {"straggler", CH_RANKS},       {"rank_stopped", CH_RANKS},      {"eval_contradiction", CH_EVAL},
+        {"nan_loss", CH_LOSS},          {"loss_spikes", CH_LOSS},          {"divergence", CH_LOSS},
+        {"plateau", CH_LOSS},           {"data_loading_bound", CH_STEP},   {"stall", CH_STEP},
+        {"step_time_jitter", CH_STEP},  {"epoch_start_wait", CH_STEP},     {"throughput_drop", CH_IPS},
+        {"memory_growth", CH_MEM},      {"memory_spike", CH_MEM},          {"oom", CH_MEM},
+        {"straggler", CH_RANKS},        {"rank_stopped", CH_RANKS},        {"eval_contradiction", CH_EVAL},
         {"gpu_underused", CH_GPU_UTIL}, {"gpu_memory_growth", CH_GPU_MEM}, {"gpu_log_not_aligned", CH_GPU_UTIL},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
