@@ -57,8 +57,7 @@ typedef struct tw_point {
     double time; /* NAN without a timestamp */
     double loss, lr, batch, data, ips, mem;
     unsigned fields;
-    unsigned metric_set;             /* bit i: metric[i] was logged */
-    double metric[TW_POINT_METRICS]; /* by slot (tw_rank.metric_slot) */
+    unsigned metric_set; /* bit i: the slot i of its named metrics was logged (tw_series.metric) */
     int64_t epoch, epoch_total, step, step_total;
     uint32_t file; /* index into run->files */
     uint64_t line;
@@ -66,6 +65,10 @@ typedef struct tw_point {
 
 typedef struct tw_series {
     tw_point *points; /* grown on demand up to TW_SERIES_MAX; owned */
+    /* the named metrics of each point, by slot (tw_rank.metric_slot):
+     * parallel to points, allocated with the first point that has one
+     * (NULL before: a log without them pays nothing); owned */
+    double (*metric)[TW_POINT_METRICS];
     size_t count, cap;
     uint64_t stride, seen; /* keep one point in every stride seen */
 } tw_series;

@@ -123,17 +123,30 @@ static double field(const tw_point *pt, unsigned f)
     return NAN;
 }
 
-/* The value of field f at pt (compute: step time minus data wait); false
- * when pt lacks it. */
-static bool value_of(const tw_point *pt, unsigned f, bool compute, double *y)
+/* The value of field f at point k of rk's series (compute: step time minus
+ * data wait); false when the point lacks it. */
+static bool series_value(const tw_rank *rk, size_t k, unsigned f, bool compute, double *y)
 {
+    const tw_point *pt = &rk->series.points[k];
     if (f & F_METRIC) {
-        unsigned k = f & ~F_METRIC;
-        if (k >= TW_POINT_METRICS || !(pt->metric_set & (1u << k)))
+        unsigned slot = f & ~F_METRIC;
+        if (slot >= TW_POINT_METRICS || !(pt->metric_set & (1u << slot)) || !rk->series.metric)
             return false;
-        *y = pt->metric[k];
+        *y = rk->series.metric[k][slot];
         return true;
     }
+    if (!(pt->fields & f) || (compute && !(pt->fields & TW_F_DATA_TIME)))
+        return false;
+    *y = compute ? pt->batch - pt->data : field(pt, f);
+    return true;
+}
+
+/* The same of a point kept apart (first, last, worst spike...): a record
+ * field, not a named metric (the series alone keeps those). */
+static bool value_of(const tw_point *pt, unsigned f, bool compute, double *y)
+{
+    if (f & F_METRIC)
+        return false;
     if (!(pt->fields & f) || (compute && !(pt->fields & TW_F_DATA_TIME)))
         return false;
     *y = compute ? pt->batch - pt->data : field(pt, f);
@@ -144,7 +157,7 @@ static bool has_field(const tw_rank *rk, unsigned f)
 {
     double y;
     for (size_t k = 0; k < rk->series.count; k++) {
-        if (value_of(&rk->series.points[k], f, false, &y))
+        if (series_value(rk, k, f, false, &y))
             return true;
     }
     return false;
@@ -166,7 +179,7 @@ static int add_points(tw_chart_series *s, const tw_rank *rk, unsigned f, double 
     for (size_t k = 0; k < rk->series.count; k++) {
         const tw_point *pt = &rk->series.points[k];
         double y;
-        if (!value_of(pt, f, compute, &y))
+        if (!series_value(rk, k, f, compute, &y))
             continue;
         if (tw_chart_point_add(s, pt->pos + offset, pt->time, y) != TW_OK)
             return TW_ENOMEM;

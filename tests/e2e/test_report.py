@@ -389,6 +389,34 @@ def test_gpu_log_charts_over_the_launch(browser, tmp_path, corpus):
     check_findings(browser, page, report)
 
 
+def test_gpu_log_inside_the_steps_is_drawn_over_steps_too(browser, tmp_path):
+    """GPU samples every 10 s strictly inside the steps' timestamps (one step a
+    second): a clean time-to-step mapping, so the charts have a step view
+    too, each sample at the step logged at its second."""
+    log = tmp_path / "train.log"
+    log.write_text("".join(line(s) for s in range(1, 301)))
+    gpu = tmp_path / "default.gpu.log"
+    rows = [(g, t, (t * 7 + g * 13) % 100, 1000 + t + g) for t in range(10, 300, 10) for g in range(2)]
+    gpu.write_text("index,utilization_gpu,memory_total,memory_used,memory_free,timestamp\n" + "".join(
+        f"{g},{u},8000,{m},{8000 - m},2024/03/09 15:{t // 60:02d}:{t % 60:02d}.000\n" for g, t, u, m in rows))
+    report, page, _ = analyze_page(browser, tmp_path, "gpu-steps", [log, gpu])
+    util = chart(page, "chart-gpu-util")
+    for g in range(2):
+        s = next(x for x in util["data"]["series"] if x["name"] == f"GPU {g}")
+        values = [u for gg, _, u, _ in rows if gg == g]
+        assert s["points"] == len(values) and s["min"] == min(values) and s["max"] == max(values)
+    check_drawn(util)
+    assert browser.evaluate("document.querySelectorAll('#chart-gpu-util svg.v-step').length") == 1
+    steps = browser.evaluate("[...document.querySelectorAll('#chart-gpu-util table.points tbody')][0]"
+                             ".querySelectorAll('td:first-child').length")
+    assert steps == len(rows) // 2
+    first = browser.evaluate("document.querySelector('#chart-gpu-util table.points td').textContent")
+    assert float(first) == 10  # the sample at 15:00:10 sits at the step logged at 15:00:10
+    note = browser.evaluate("(document.querySelector('#chart-gpu-util p.note') || {}).textContent || ''")
+    assert "over time only" not in note
+    check_findings(browser, page, report)
+
+
 def test_run_html_draws_what_nvml_sampled(browser, tmp_path):
     """run --html with the stand-in NVML library (two GPUs at 37% and 81%,
     10 GiB used of 80): one series per GPU with the sampled values."""

@@ -167,7 +167,8 @@ static void test_run_keeps_a_bounded_evenly_spread_evaluation_series(void **stat
 /* 10000 steps, each with ten loss parts and an accuracy: every kept point
  * carries the first TW_POINT_LOSS_PARTS parts and the accuracy (the parts do
  * not crowd it out) with the record's values, through the series' halving;
- * the ninth and tenth parts are in the notes only. */
+ * the ninth and tenth parts are in the notes only. A rank without named
+ * metrics has no metric array. */
 static void test_run_keeps_named_training_metrics_per_point(void **state)
 {
     (void)state;
@@ -190,6 +191,10 @@ static void test_run_keeps_named_training_metrics_per_point(void **state)
         }
         snprintf(r.metrics[10].name, sizeof r.metrics[10].name, "acc");
         r.metrics[10].value = i;
+        tw_record plain = r; /* rank 1 logs no named metric */
+        plain.rank = 1;
+        plain.metric_count = 0;
+        tw_run_add(run, &plain);
         if (i == 5000) /* a record listing them in another order */
             for (int k = 0; k < 10; k++) {
                 snprintf(r.metrics[k].name, sizeof r.metrics[k].name, "loss_%d", 9 - k);
@@ -209,10 +214,12 @@ static void test_run_keeps_named_training_metrics_per_point(void **state)
         const tw_point *p = &rk->series.points[i];
         assert_int_equal(p->metric_set, (1u << (TW_POINT_LOSS_PARTS + 1)) - 1);
         for (int k = 0; k < TW_POINT_LOSS_PARTS; k++)
-            assert_true(p->metric[k] == p->pos * 10 + k);
-        assert_true(p->metric[acc] == p->pos);
+            assert_true(rk->series.metric[i][k] == p->pos * 10 + k);
+        assert_true(rk->series.metric[i][acc] == p->pos);
     }
-    assert_true(rk->last.metric[7] == 9999 * 10 + 7);
+    assert_true(rk->series.points[rk->series.count - 1].pos >= 9999 - (double)rk->series.stride);
+    assert_null(tw_run_rank(run, 1)->series.metric); /* no named metric, no array */
+    assert_true(tw_run_rank(run, 1)->series.count > 0);
     tw_run_free(run);
 }
 
