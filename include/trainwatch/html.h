@@ -38,7 +38,7 @@ typedef struct tw_html_gpu_point {
 typedef struct tw_html_gpu {
     tw_html_gpu_point *points; /* in time order per GPU; owned by whoever filled it */
     size_t count;
-    double mem_total; /* bytes, the largest GPU's; NAN when unknown */
+    double mem_total; /* bytes, a GPU's size (the last read), for a line; NAN or 0 when unknown */
 } tw_html_gpu;
 
 /* The same page with sampled GPU charts (NULL: none, as tw_report_write_html). */

@@ -129,6 +129,8 @@ static int gpu_metrics_init(tw_registry *r, const char *name, const char *run, i
     return TW_OK;
 }
 
+/* tree: the command's process tree, NULL before the command runs (then
+ * nothing goes to the series drawn for the HTML report). */
 static void sample_gpus(gpu_metrics *g, const tw_tree_sample *tree)
 {
     double now = tw_wall_clock();
