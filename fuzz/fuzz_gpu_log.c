@@ -26,9 +26,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *text = (const char *)data;
     (void)tw_gpu_log_detect(text, size);
+    (void)tw_gpu_log_headerless(text, size);
+    bool columns = tw_gpu_log_headerless_fits(text, size, "timestamp,index,utilization.gpu,memory.used");
     tw_gpu_reader *r;
     if (tw_gpu_reader_new(&r) != 0)
         return 0;
+    if (columns && tw_gpu_reader_set_columns(r, "timestamp,index,utilization.gpu,memory.used") != 0)
+        abort();
     const char *p = text, *end = text + size;
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));

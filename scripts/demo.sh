@@ -2,7 +2,9 @@
 # demo.sh: train the bundled demo model under `trainwatch run` with a fault
 # injected (a slow data loader, the most common way a real run wastes its
 # GPU), with /metrics served on 127.0.0.1; trainwatch prints the diagnosis at
-# the end. Then `trainwatch analyze` reads the same log again, offline.
+# the end. Then `trainwatch analyze` reads the same log again, offline. Last,
+# the Python package's numpy example (examples/python/) trains in-process
+# and analyze reads the log it wrote.
 set -euo pipefail
 build=${1:-build}
 out=demo-run
@@ -21,3 +23,11 @@ status=0
 # 0: healthy or warnings only, 1: errors found; both are a finished analysis.
 [ "$status" -le 1 ] || exit "$status"
 echo "(report written to $out/report.json and $out/report.html; try the other faults: $build/demo-train --help)"
+echo
+echo "== in-process, from Python: examples/python/train_numpy.py (import trainwatch: setup_logger, metrics, the"
+echo "   Paddle callback's call sequence) with a slow reader (3 ms per batch), then trainwatch analyze on its log"
+rm -rf "$out/python"
+PYTHONPATH="$build/python" /usr/bin/python3 examples/python/train_numpy.py --log-dir "$out/python" --slow-reader 3
+status=0
+"$build/trainwatch" analyze "$out/python/train.log" || status=$?
+[ "$status" -le 1 ] || exit "$status"

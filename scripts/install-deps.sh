@@ -20,13 +20,13 @@ DEMO_PACKAGES=(
   build-essential cmake pkg-config
   zlib1g-dev libcmocka-dev
   libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev libcrypt-dev nettle-dev libgnutls28-dev libpcre2-dev libsnappy-dev
-  python3
+  python3 python3-dev python3-numpy
 )
 CHECK_PACKAGES=(
   time openssl
   clang libclang-rt-14-dev llvm
   python3-pytest valgrind
-  mtail wrk python3-prometheus-client libspdlog-dev jq libyajl-dev
+  mtail wrk python3-prometheus-client libspdlog-dev jq libyajl-dev python3-venv python3-pip python3-setuptools
   chromium
 )
 SERVER_PACKAGES=(prometheus prometheus-pushgateway prometheus-alertmanager)

@@ -75,6 +75,9 @@ void tw_run_write_templates(FILE *out, const tw_run *run);
 /* Notes an input that could not be read fully (shown in the report). */
 void tw_run_note_input(tw_run *run, const char *path, const char *format, uint64_t lines, uint64_t records,
                        const char *error);
+/* Notes that the input noted last ends without a newline: its last line may
+ * be a record cut off (the run or the copy of its log was interrupted). */
+void tw_run_note_cut(tw_run *run);
 
 /* Adds one sample of a GPU telemetry log read beside the training logs
  * (file is copied). Samples past TW_GPU_SAMPLES_MAX are counted, not kept.
@@ -127,6 +130,7 @@ typedef struct tw_metric_summary {
 /* The GPU telemetry of one launch: the samples whose time falls in the
  * launch's span (or all of them, when neither side has times and the log
  * holds one launch). Unknown values are NAN. */
+#define TW_GPU_RANKS_MAX 16
 typedef struct tw_gpu_summary {
     uint64_t samples;     /* used for this launch; 0: none */
     uint64_t samples_all; /* in the GPU logs given; 0: no GPU log */
@@ -139,6 +143,18 @@ typedef struct tw_gpu_summary {
     double log_first_time, log_last_time; /* of all samples with a time */
     double steps_first_time, steps_last_time; /* the launch's steps, what samples are aligned with */
     tw_source first;      /* the first sample used (file borrowed from the run) */
+    /* Which GPU each rank used, where its logs say (Place(gpu:N), gpu id,
+     * cudaDev, FLAGS_selected_gpus, CUDA_VISIBLE_DEVICES, local rank), and
+     * that GPU's samples among those used (src/diagnose/gpu.c). */
+    int rank_count;       /* ranks with steps in the launch */
+    int rank_gpu_count;   /* of them, with a known GPU (the first TW_GPU_RANKS_MAX listed) */
+    struct tw_rank_gpu {
+        int rank, gpu;
+        char how[32];     /* what said it: "Place(gpu:N)", "gpu id", "cudaDev", "local rank" ... */
+        tw_source from;   /* the line that said it (file borrowed from the run) */
+        uint64_t samples; /* of that GPU among those used */
+        double util_mean, util_zero_share;
+    } rank_gpus[TW_GPU_RANKS_MAX];
 } tw_gpu_summary;
 
 typedef struct tw_summary {
@@ -163,6 +179,8 @@ typedef struct tw_summary {
     tw_metric_summary eval_metrics[TW_SUMMARY_METRICS];
     uint64_t event_counts[TW_EV_COUNT];
     tw_gpu_summary gpu;
+    char environment[TW_TEXT_MAX / 2]; /* what the log states of its environment and configuration:
+                                          "PaddlePaddle 2.2.0, GPUs used 4, ...", "" none */
 } tw_summary;
 
 typedef struct tw_input_summary {
@@ -223,6 +241,7 @@ typedef struct tw_launch_report {
 
 /* A rare line no format read that looks like trouble (src/diagnose/templates.c). */
 #define TW_UNUSUAL_MAX 10
+#define TW_UNUSUAL_LAUNCHES 64 /* launches kept apart (TW_LAUNCHES_MAX) */
 enum {
     TW_UNUSUAL_TROUBLE = 1,         /* error, fatal, fail, timeout, killed, refused ... */
     TW_UNUSUAL_ONE_RANK = 2,        /* on one rank of several */
@@ -235,6 +254,10 @@ typedef struct tw_unusual_line {
     uint64_t count;           /* lines of this template */
     int rank;                 /* of its first line */
     tw_source where;          /* its first line (file borrowed from the run) */
+    int ranks;                /* ranks it appeared on (counted mod 64) */
+    int launch;               /* 1-based, of its first line */
+    int launch_count;         /* launch_lines[i]: its lines in launch i + 1, i < launch_count */
+    uint64_t launch_lines[TW_UNUSUAL_LAUNCHES];
 } tw_unusual_line;
 
 typedef struct tw_report {

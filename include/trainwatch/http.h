@@ -40,6 +40,12 @@ typedef struct tw_http_options {
     unsigned header_timeout_seconds; /* accept to complete headers; 0: 10 */
     unsigned auth_workers;        /* bcrypt threads; 0: 2 */
     size_t max_request_bytes;     /* header size cap; 0: 16 KiB */
+    /* More pages (trainwatch's /alerts): called, on the server's thread, for
+     * a path not served above, with the request's `format` query argument
+     * (or NULL); returns a malloc'd body the server frees and sets *type,
+     * or NULL for a 404. NULL: none. */
+    char *(*page)(void *arg, const char *path, const char *format, size_t *len, const char **type);
+    void *page_arg;
 } tw_http_options;
 
 /* Starts serving in a background thread. On failure returns a TW_E* code

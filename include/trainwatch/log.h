@@ -144,6 +144,12 @@ static inline bool tw_log_enabled(const tw_logger *l, int level)
 void tw_log_write(tw_logger *l, int level, const char *file, const char *func, int line, const char *message,
                   const tw_log_field *fields, size_t field_count);
 
+/* For bindings: as tw_log_write, but the record is named `name` (NULL: l's
+ * own name) while it goes to l's sinks and its ancestors': a Python handler
+ * routes records of any logger through its own tw_logger. */
+void tw_log_write_as(tw_logger *l, const char *name, int level, const char *file, const char *func, int line,
+                     const char *message, const tw_log_field *fields, size_t field_count);
+
 #define TW_LOG_AT(logger, level, message, ...)                                                                         \
     do {                                                                                                               \
         tw_logger *tw_log_l_ = (logger);                                                                               \
@@ -290,6 +296,9 @@ int tw_log_environment_add(const char *name, const char *version);
  * rank and world size, CUDA_VISIBLE_DEVICES, the NVIDIA driver and GPU names
  * (NVML, when present), and the added pairs. */
 void tw_log_environment(tw_logger *l);
+/* The same record named `name` (NULL: l's name) with the call site given
+ * (file/func NULL, line 0: none), for bindings. */
+void tw_log_environment_as(tw_logger *l, const char *name, const char *file, const char *func, int line);
 
 /* ---- async mode, flushing, counts --------------------------------------- */
 

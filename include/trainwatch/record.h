@@ -32,6 +32,7 @@
 #define TW_NAME_MAX 48      /* longest metric name kept, including NUL */
 #define TW_METRICS_MAX 24   /* named metrics kept per record */
 #define TW_MESSAGE_MAX 240  /* event message kept, including NUL */
+#define TW_USER_FRAME " | in your code: " /* in an exception's detail, before the user's deepest frame */
 
 typedef enum tw_record_kind {
     TW_REC_STEP,
@@ -52,7 +53,8 @@ typedef enum tw_record_kind {
     X(TW_EV_EXIT, "exit")                                                      \
     X(TW_EV_SIGNAL, "signal")                                                  \
     X(TW_EV_FINISHED, "finished")                                              \
-    X(TW_EV_LAUNCH, "launch")
+    X(TW_EV_LAUNCH, "launch")                                                  \
+    X(TW_EV_ENVIRONMENT, "environment")
 
 typedef enum tw_event_kind {
 #define TW_EVENT_ENUM(name, text) name,
@@ -110,7 +112,8 @@ typedef struct tw_record {
 
     int exit_code;            /* TW_EV_EXIT: the status; TW_EV_SIGNAL: the signal */
     char message[TW_MESSAGE_MAX]; /* events: the text (exception "Type: msg", path...) */
-    char detail[TW_MESSAGE_MAX];  /* events: the last stack frame, op/tensor, ... */
+    char detail[TW_MESSAGE_MAX];  /* events: the last stack frame (then TW_USER_FRAME and the deepest
+                                     frame of the user's own code, when another), op/tensor, ... */
 } tw_record;
 
 /* One sample of a GPU telemetry log (nvidia-smi CSV, dmon, pmon, -q) read

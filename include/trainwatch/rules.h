@@ -87,6 +87,21 @@ typedef struct tw_alerting_options {
     tw_alert_sink_fn sink;
     void *sink_arg;
     FILE *log;                  /* one line per alert state change and per failing rule; NULL: quiet */
+    /* The labels the scraping Prometheus gives this target (job, instance,
+     * the file_sd labels), put on every sample as its scrape does: with
+     * honor_labels a series' own label wins; without, the target's wins and
+     * the series' value moves to exported_NAME. So an alert carries the
+     * labels the same rule gives it in that Prometheus. */
+    const tw_alert_label *target_labels;
+    size_t target_label_count;
+    bool honor_labels;
+    /* Prometheus's global external_labels: added when sent to alerts that
+     * lack them (notifier/alert.go relabelAlerts), not to ALERTS. */
+    const tw_alert_label *external_labels;
+    size_t external_label_count;
+    /* When set, each alert's generatorURL (instead of generator_url's
+     * /graph link): the /alerts page of whoever serves tw_alerting_page. */
+    const char *page_url;
 } tw_alerting_options;
 
 /* Takes ownership of rs. */
@@ -99,5 +114,12 @@ void tw_alerting_evaluate_all(tw_alerting *a, double now);
 /* Alerts now firing, and ever fired. */
 size_t tw_alerting_firing(const tw_alerting *a);
 size_t tw_alerting_fired_total(const tw_alerting *a);
+/* The /alerts page: every rule with its state (inactive, pending, firing,
+ * or failing for a rule whose evaluation failed) and its active alerts
+ * (labels, annotations, state, activeAt, value), as JSON
+ * ({"rules":[...]}, names as Prometheus's /api/v1/rules) or as an HTML
+ * table. Safe to call from another thread than the one that ticks.
+ * Returns a malloc'd text (*len bytes) or NULL on no memory. */
+char *tw_alerting_page(tw_alerting *a, bool json, size_t *len);
 
 #endif

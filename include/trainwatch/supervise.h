@@ -54,9 +54,11 @@
 #include "trainwatch/metrics.h"
 #include "trainwatch/parse.h"
 #include "trainwatch/remote_write.h"
+#include "trainwatch/rules.h"
 
 #define TW_RULE_FILES_MAX 32
 #define TW_RECEIVERS_MAX  8
+#define TW_EXTERNAL_LABELS_MAX 8
 
 typedef struct tw_webhook_config {
     const char *url;    /* or env:NAME / file:PATH */
@@ -75,6 +77,10 @@ typedef struct tw_alerts_config {
     tw_webhook_config webhooks[TW_RECEIVERS_MAX];
     size_t webhook_count;
     const char *external_url; /* base of generatorURL */
+    /* Prometheus's external_labels, added to the alerts sent (as its
+     * notifier does), so they match the central Prometheus's */
+    tw_alert_label external_labels[TW_EXTERNAL_LABELS_MAX];
+    size_t external_label_count;
 } tw_alerts_config;
 
 typedef struct tw_supervision_options {
@@ -93,6 +99,13 @@ typedef struct tw_supervision_options {
     tw_alerts_config alerts;
     const char *records_path; /* append records as JSON lines; NULL: none */
     tw_remote_write_options remote_write; /* url_count 0: none; job, instance, run, rank are set here */
+    /* Add this run's target (labels run, rank, host) to this file_sd_configs
+     * file while it runs; NULL: none. Its alerts then carry the labels a
+     * Prometheus reading the file gives (job sd_job, instance the target,
+     * honor_labels: true, as `trainwatch prometheus-config` prints). */
+    const char *sd_file;
+    const char *sd_job; /* NULL: "trainwatch" */
+    bool sd_without_rank; /* no rank label in the entry (watch: files of any rank) */
 } tw_supervision_options;
 
 typedef struct tw_supervision tw_supervision;

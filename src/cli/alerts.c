@@ -22,8 +22,34 @@ const char tw_cli_alerts_usage[] =
     "                              slack, feishu, wecom\n"
     "  --webhook-secret-file FILE  for the last --webhook: the signing secret (dingtalk, feishu)\n"
     "  --webhook-secret-env NAME   the same, from an environment variable\n"
-    "  --external-url URL          base of each alert's generatorURL (e.g. your Prometheus)\n"
+    "  --external-url URL          base of each alert's generatorURL (e.g. your Prometheus; default:\n"
+    "                              this run's /alerts page)\n"
+    "  --external-label NAME=VALUE added to each alert sent, as Prometheus's global external_labels\n"
+    "                              (repeatable; give the central Prometheus's, so Alertmanager dedups)\n"
     "  URLs may be given as env:NAME or file:PATH to keep tokens off the command line.\n";
+
+/* NAME=VALUE, NAME a Prometheus label name. */
+static int external_label(tw_alerts_config *a, const char *command, const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    bool valid = eq && eq != arg && !(arg[0] >= '0' && arg[0] <= '9');
+    for (const char *p = arg; valid && p < eq; p++)
+        valid = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_';
+    if (!valid || !eq[1]) {
+        fprintf(stderr, "trainwatch %s: --external-label '%s': expected NAME=VALUE with NAME a label name\n", command,
+                arg);
+        return -1;
+    }
+    if (a->external_label_count == TW_EXTERNAL_LABELS_MAX) {
+        fprintf(stderr, "trainwatch %s: at most %d --external-label\n", command, TW_EXTERNAL_LABELS_MAX);
+        return -1;
+    }
+    /* both point into argv, which lives as long as the process: the '='
+     * becomes the name's end (so ps shows NAME VALUE from here on) */
+    ((char *)arg)[eq - arg] = '\0';
+    a->external_labels[a->external_label_count++] = (tw_alert_label){arg, eq + 1};
+    return 1;
+}
 
 int tw_cli_alerts_option(tw_alerts_config *a, const char *command, int code, const char *arg)
 {
@@ -78,6 +104,8 @@ int tw_cli_alerts_option(tw_alerts_config *a, const char *command, int code, con
     case 8:
         a->external_url = arg;
         return 1;
+    case 9:
+        return external_label(a, command, arg);
     default:
         return 0;
     }

@@ -19,9 +19,7 @@
         {"eval-interval", 1, 0, TW_CLI_ALERT_OPT + 2}, {"alertmanager", 1, 0, TW_CLI_ALERT_OPT + 3},                   \
         {"webhook", 1, 0, TW_CLI_ALERT_OPT + 4}, {"webhook-format", 1, 0, TW_CLI_ALERT_OPT + 5},                       \
         {"webhook-secret-file", 1, 0, TW_CLI_ALERT_OPT + 6}, {"webhook-secret-env", 1, 0, TW_CLI_ALERT_OPT + 7},       \
-    {                                                                                                                  \
-        "external-url", 1, 0, TW_CLI_ALERT_OPT + 8                                                                     \
-    }
+        {"external-url", 1, 0, TW_CLI_ALERT_OPT + 8}, {"external-label", 1, 0, TW_CLI_ALERT_OPT + 9}
 
 extern const char tw_cli_alerts_usage[];
 

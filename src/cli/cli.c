@@ -15,6 +15,7 @@
 #include "../core/stream.h"
 #include "../parse/user_formats.h"
 #include "trainwatch/error.h"
+#include "trainwatch/html.h"
 
 int tw_cli_number(const char *command, const char *flag, const char *arg, double *out)
 {
@@ -58,6 +59,26 @@ int tw_cli_write_html(const char *command, const char *path, int (*write)(FILE *
         return -1;
     }
     return 0;
+}
+
+typedef struct report_page {
+    const tw_report *report;
+    const tw_run *run;
+    const char *title;
+    const tw_html_gpu *gpu;
+} report_page;
+
+static int write_report_page(FILE *out, const void *arg)
+{
+    const report_page *p = arg;
+    return tw_report_write_html_gpu(out, p->report, p->run, p->title, p->gpu);
+}
+
+int tw_cli_write_report_html(const char *command, const char *path, const tw_report *report, const tw_run *run,
+                             const char *title, const tw_html_gpu *gpu)
+{
+    report_page page = {report, run, title, gpu};
+    return tw_cli_write_html(command, path, write_report_page, &page);
 }
 
 /* The set of a command's user formats lives as long as the process: its

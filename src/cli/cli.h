@@ -8,6 +8,9 @@
 
 #include <stdio.h>
 
+#include "trainwatch/analyze.h"
+#include "trainwatch/html.h"
+
 typedef struct tw_command {
     const char *name;
     const char *summary;
@@ -21,6 +24,8 @@ extern const tw_command tw_cmd_watch;
 extern const tw_command tw_cmd_run;
 extern const tw_command tw_cmd_rules;
 extern const tw_command tw_cmd_trace;
+extern const tw_command tw_cmd_grafana;
+extern const tw_command tw_cmd_prometheus_config;
 
 /* Reads a non-negative number for --flag; says what is wrong and returns -1. */
 int tw_cli_number(const char *command, const char *flag, const char *arg, double *out);
@@ -31,6 +36,10 @@ int tw_cli_number(const char *command, const char *flag, const char *arg, double
  * reason". */
 int tw_cli_write_html(const char *command, const char *path, int (*write)(FILE *out, const void *arg),
                       const void *arg);
+/* The same for the report page of analyze and run (report/html.h), with
+ * the GPU series run sampled (NULL: none). */
+int tw_cli_write_report_html(const char *command, const char *path, const tw_report *report, const tw_run *run,
+                             const char *title, const tw_html_gpu *gpu);
 
 /* --pattern REGEX or --formats FILE (flag "pattern" or "formats") into
  * *set, made on first use and freed when the process exits (one set per

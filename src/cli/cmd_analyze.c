@@ -7,6 +7,7 @@
  * Threshold options come from one table that also writes their help.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -24,7 +25,6 @@
 #include "progress.h"
 #include "trainwatch/analyze.h"
 #include "trainwatch/error.h"
-#include "trainwatch/html.h"
 #include "trainwatch/parse.h"
 #include "trainwatch/record_json.h"
 
@@ -58,6 +58,7 @@ enum {
     OPT_EXPLAIN,
     OPT_QUIET,
     OPT_TEMPLATES,
+    OPT_GPU_COLUMNS,
     OPT_HELP,
     OPT_THRESHOLD
 };
@@ -72,7 +73,8 @@ typedef struct analyze_options {
     int launch;          /* TW_LAUNCH_LAST, TW_LAUNCH_ALL or 1-based */
     const char *html;    /* --html FILE, "-": stdout; NULL: none */
     tw_thresholds th;
-    tw_user_formats *user; /* --pattern, --formats (tw_cli_user_format's) */
+    tw_user_formats *user;   /* --pattern, --formats (tw_cli_user_format's) */
+    const char *gpu_columns; /* --gpu-columns: a headerless nvidia-smi CSV's --query-gpu list */
 } analyze_options;
 
 // clang-format off
@@ -92,6 +94,8 @@ static const char usage_text[] =
     "                         name, pattern, detect, kind); tried before the built-in ones\n"
     "  --templates            after the report, the table of the lines no format read, grouped\n"
     "                         into templates (numbers, hex, paths, quoted strings masked)\n"
+    "  --gpu-columns LIST     the columns of a headerless nvidia-smi CSV given beside the logs\n"
+    "                         (--format=csv,noheader): the --query-gpu list that made it\n"
     "  --quiet                no progress line (shown on a terminal for inputs over 100 MB or\n"
     "                         20 files, unless CI is set)\n"
     "  --explain              say on stderr what was read from each input: the format (and\n"
@@ -181,7 +185,7 @@ static int finish_stdout(const char *what)
 /* Returns the index of the first file argument, or -1 on a usage error. */
 static int parse_options(int argc, char **argv, analyze_options *o)
 {
-    struct option longopts[THRESHOLD_COUNT + 17];
+    struct option longopts[THRESHOLD_COUNT + 18];
     size_t n = 0;
     longopts[n++] = (struct option){"format", required_argument, NULL, OPT_FORMAT};
     longopts[n++] = (struct option){"json", no_argument, NULL, OPT_JSON};
@@ -198,6 +202,7 @@ static int parse_options(int argc, char **argv, analyze_options *o)
     longopts[n++] = (struct option){"explain", no_argument, NULL, OPT_EXPLAIN};
     longopts[n++] = (struct option){"quiet", no_argument, NULL, OPT_QUIET};
     longopts[n++] = (struct option){"templates", no_argument, NULL, OPT_TEMPLATES};
+    longopts[n++] = (struct option){"gpu-columns", required_argument, NULL, OPT_GPU_COLUMNS};
     longopts[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
     for (size_t i = 0; i < THRESHOLD_COUNT; i++)
         longopts[n++] = (struct option){thresholds[i].name, required_argument, NULL, OPT_THRESHOLD + (int)i};
@@ -277,6 +282,23 @@ static int parse_options(int argc, char **argv, analyze_options *o)
         case OPT_TEMPLATES:
             o->templates = true;
             break;
+        case OPT_GPU_COLUMNS: {
+            tw_gpu_reader *probe;
+            int rc = tw_gpu_reader_new(&probe);
+            if (rc == TW_OK) {
+                rc = tw_gpu_reader_set_columns(probe, optarg);
+                tw_gpu_reader_free(probe);
+            }
+            if (rc != TW_OK) {
+                fprintf(stderr,
+                        "trainwatch analyze: --gpu-columns takes the --query-gpu list (names separated by commas, "
+                        "with utilization.gpu or memory.used), not '%s'\n",
+                        optarg);
+                return -1;
+            }
+            o->gpu_columns = optarg;
+            break;
+        }
         case OPT_PATTERN:
         case OPT_FORMATS:
             if (tw_cli_user_format(&o->user, c == OPT_PATTERN ? "pattern" : "formats", optarg, "analyze") != 0)
@@ -305,6 +327,23 @@ static int parse_options(int argc, char **argv, analyze_options *o)
 static void write_record(void *arg, const tw_record *r)
 {
     tw_record_write_json(arg, r);
+}
+
+/* A plain file whose last byte is not a newline (not stdin, not gzip). */
+static bool ends_without_newline(const char *path)
+{
+    size_t n = strlen(path);
+    if (strcmp(path, "-") == 0 || (n > 3 && strcmp(path + n - 3, ".gz") == 0))
+        return false;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return false;
+    struct stat sb;
+    char last = '\n';
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0 && pread(fd, &last, 1, sb.st_size - 1) != 1)
+        last = '\n';
+    close(fd);
+    return last != '\n' && last != '\r';
 }
 
 typedef struct explained {
@@ -377,6 +416,8 @@ static int analyze_input(const char *path, int rank, const analyze_options *o, t
         fprintf(stderr, "trainwatch: %s: skipped %llu lines with NUL bytes\n", tw_parser_path(p),
                 (unsigned long long)st->binary_lines);
     tw_run_note_input(run, tw_parser_path(p), st->format, st->lines, records, rc == TW_OK ? NULL : tw_strerror(rc));
+    if (rc == TW_OK && !o->records && ends_without_newline(path))
+        tw_run_note_cut(run);
     tw_progress_reading(ps->line, NULL, ps->bytes += input_size(path), ++ps->files);
     tw_parser_close(p);
     return result;
@@ -393,35 +434,38 @@ static void html_title(char *buf, size_t cap, int argc, char **argv, int first)
         snprintf(buf, cap, "trainwatch: %s", name);
 }
 
-typedef struct html_page {
-    const tw_report *report;
-    const tw_run *run;
-    const char *title;
-} html_page;
-
-static int write_page(FILE *out, const void *arg)
-{
-    const html_page *p = arg;
-    return tw_report_write_html(out, p->report, p->run, p->title);
-}
-
 /* A GPU telemetry log given beside the training logs (nvidia-smi CSV, dmon,
- * pmon, -q; detected from its first lines): a plain file only. */
-static bool is_gpu_log(const char *path)
+ * pmon, -q; detected from its first lines, a headerless CSV by the number
+ * of its columns with --gpu-columns): a plain file only. A headerless CSV
+ * without --gpu-columns is said and counted as an input not read. */
+typedef enum input_kind { INPUT_LOG, INPUT_GPU, INPUT_GPU_UNREAD } input_kind;
+
+static input_kind input_kind_of(const char *path, const analyze_options *o)
 {
     size_t n = strlen(path);
     if (strcmp(path, "-") == 0 || (n > 3 && strcmp(path + n - 3, ".gz") == 0))
-        return false;
+        return INPUT_LOG;
     FILE *f = fopen(path, "r");
     if (!f)
-        return false; /* the parser says why */
+        return INPUT_LOG;  /* the parser says why */
     enum { HEAD = 65536 }; /* a --query-gpu header with every field is about 7 KB */
     char *head = malloc(HEAD);
     size_t got = head ? fread(head, 1, HEAD, f) : 0;
     fclose(f);
-    bool gpu = head && tw_gpu_log_detect(head, got);
+    input_kind kind = INPUT_LOG;
+    if (head && tw_gpu_log_detect(head, got))
+        kind = INPUT_GPU;
+    else if (head && o->gpu_columns && tw_gpu_log_headerless_fits(head, got, o->gpu_columns))
+        kind = INPUT_GPU;
+    else if (head && tw_gpu_log_headerless(head, got)) {
+        kind = INPUT_GPU_UNREAD;
+        fprintf(stderr,
+                "trainwatch analyze: %s: a GPU log without its header (nvidia-smi --format=csv,noheader)%s: give "
+                "its columns with --gpu-columns, the --query-gpu list that made it\n",
+                path, o->gpu_columns ? " with another number of columns than --gpu-columns names" : "");
+    }
     free(head);
-    return gpu;
+    return kind;
 }
 
 typedef struct gpu_input {
@@ -442,7 +486,7 @@ static int analyze_gpu_input(const char *path, const analyze_options *o, tw_run 
 {
     gpu_input in = {.run = run, .path = path};
     uint64_t lines = 0, samples = 0;
-    int rc = o->records ? TW_OK : tw_gpu_log_read(path, add_gpu_sample, &in, &lines, &samples);
+    int rc = o->records ? TW_OK : tw_gpu_log_read(path, o->gpu_columns, add_gpu_sample, &in, &lines, &samples);
     if (rc == TW_OK)
         rc = in.rc;
     if (rc != TW_OK)
@@ -482,7 +526,7 @@ static int analyze(analyze_options o, int argc, char **argv, int first)
         fprintf(stderr, "trainwatch: out of memory\n");
         return TW_EXIT_USAGE;
     }
-    bool *gpu = calloc((size_t)argc, sizeof *gpu);
+    input_kind *gpu = calloc((size_t)argc, sizeof *gpu);
     if (!gpu) {
         fprintf(stderr, "trainwatch: out of memory\n");
         tw_run_free(trun);
@@ -491,11 +535,16 @@ static int analyze(analyze_options o, int argc, char **argv, int first)
     int files = 0, failed = 0, logs = 0;
     uint64_t total = 0;
     for (int i = first; i < argc; i++) {
-        files += !(gpu[i] = is_gpu_log(argv[i]));
+        files += (gpu[i] = input_kind_of(argv[i], &o)) == INPUT_LOG;
         total += gpu[i] ? 0 : input_size(argv[i]);
     }
     progress_state ps = {tw_progress_wanted(o.quiet, total, files) ? tw_progress_start(total, files) : NULL, 0, 0};
     for (int i = first; i < argc; i++) {
+        if (gpu[i] == INPUT_GPU_UNREAD) {
+            failed++;
+            tw_run_note_input(trun, argv[i], "gpu-telemetry", 0, 0, "a headerless GPU log: --gpu-columns needed");
+            continue;
+        }
         if (gpu[i]) {
             failed += analyze_gpu_input(argv[i], &o, trun, files == 0) != 0;
             continue;
@@ -543,8 +592,7 @@ static int analyze(analyze_options o, int argc, char **argv, int first)
     if (o.html) {
         char title[256];
         html_title(title, sizeof title, argc, argv, first);
-        html_page page = {report, trun, title};
-        if (tw_cli_write_html("analyze", o.html, write_page, &page) != 0)
+        if (tw_cli_write_report_html("analyze", o.html, report, trun, title, NULL) != 0)
             status = TW_EXIT_USAGE;
     }
     if (o.templates && !o.json && !html_stdout)

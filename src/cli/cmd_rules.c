@@ -159,11 +159,45 @@ static void to_stderr(void *arg, const char *text, bool unsupported)
     fprintf(stderr, "trainwatch rules export: %s%s\n", text, unsupported ? " (not evaluated by trainwatch)" : "");
 }
 
+/* The built-in rules with their runbook_url links made absolute under base
+ * (the docs/ of a trainwatch checkout as your git server shows it);
+ * malloc'd. */
+static char *with_runbook_base(const char *text, const char *base)
+{
+    static const char link[] = "runbook_url: \"docs/";
+    size_t n = 0, blen = base ? strlen(base) : 0;
+    while (blen && base[blen - 1] == '/')
+        blen--;
+    for (const char *p = text; base && (p = strstr(p, link)); p += sizeof link - 1)
+        n++;
+    char *out = malloc(strlen(text) + n * (blen + 1) + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (const char *p = text, *hit; *p; p = hit + sizeof link - 1) {
+        hit = base ? strstr(p, link) : NULL;
+        if (!hit) {
+            strcpy(o, p);
+            return out;
+        }
+        size_t head = (size_t)(hit - p) + strlen("runbook_url: \"");
+        memcpy(o, p, head);
+        o += head;
+        memcpy(o, base, blen);
+        o += blen;
+        *o++ = '/';
+        memcpy(o, "docs/", 5);
+        o += 5;
+    }
+    *o = '\0';
+    return out;
+}
+
 static int rules_export(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"rules", 1, 0, 'r'}, {"no-default-rules", 0, 0, 'n'}, {"output", 1, 0, 'o'}, {0, 0, 0, 0}};
-    const char *files[64], *output = NULL;
+        {"rules", 1, 0, 'r'},       {"no-default-rules", 0, 0, 'n'}, {"output", 1, 0, 'o'},
+        {"runbook-base", 1, 0, 'b'}, {0, 0, 0, 0}};
+    const char *files[64], *output = NULL, *runbook_base = NULL;
     size_t count = 0;
     bool defaults = true;
     optind = 1;
@@ -180,6 +214,7 @@ static int rules_export(int argc, char **argv)
             break;
         case 'n': defaults = false; break;
         case 'o': output = optarg; break;
+        case 'b': runbook_base = optarg; break;
         default:
             fprintf(stderr, "trainwatch rules export: unknown or incomplete option '%s'\n", argv[optind - 1]);
             return TW_EXIT_USAGE;
@@ -191,8 +226,11 @@ static int rules_export(int argc, char **argv)
     if (tw_ruleset_new(&rs) != TW_OK)
         return TW_EXIT_USAGE;
     int rc = TW_OK;
-    if (defaults)
-        rc = tw_ruleset_load_text(rs, "<default rules>", tw_default_rules(), strlen(tw_default_rules()), to_stderr, NULL);
+    if (defaults) {
+        char *text = with_runbook_base(tw_default_rules(), runbook_base);
+        rc = text ? tw_ruleset_load_text(rs, "<default rules>", text, strlen(text), to_stderr, NULL) : TW_ENOMEM;
+        free(text);
+    }
     for (size_t i = 0; i < count; i++) {
         int r = tw_ruleset_load_file(rs, files[i], to_stderr, NULL);
         /* exported for Prometheus: constructs only we cannot run are fine there */
@@ -206,7 +244,8 @@ static int rules_export(int argc, char **argv)
             perror(output);
         } else {
             fprintf(out, "# Rules for Prometheus, written by trainwatch rules export.\n"
-                         "# Series carry run and rank; a stock scrape configuration (no honor_labels) suits them.\n");
+                         "# Series carry run and rank; a stock scrape configuration (no honor_labels) suits them:\n"
+                         "# trainwatch prometheus-config prints scrape configs for it.\n");
             if (tw_ruleset_export(rs, out) == TW_OK)
                 status = TW_EXIT_OK;
             else
@@ -233,13 +272,14 @@ static const struct {
 
 static const char usage_text[] =
     "usage: trainwatch rules check [--lint=all|duplicate-rules|none] [--lint-fatal] FILE...\n"
-    "       trainwatch rules export [--rules FILE]... [--no-default-rules] [-o FILE]\n"
+    "       trainwatch rules export [--rules FILE]... [--no-default-rules] [--runbook-base URL] [-o FILE]\n"
     "       trainwatch rules defaults\n\n"
     "check     validate Prometheus rule files (as promtool check rules, with its duplicate-rules\n"
     "          lint) and name what trainwatch's evaluator does not support; exit as promtool\n"
     "          (0 ok, 1 invalid, unreadable or bad usage, 3 duplicates with --lint-fatal),\n"
     "          or 4 valid for Prometheus but not evaluated by trainwatch\n"
-    "export    write the built-in rules and FILEs as one rule file for Prometheus\n"
+    "export    write the built-in rules and FILEs as one rule file for Prometheus; --runbook-base\n"
+    "          makes their runbook_url links (docs/alerts.md#ALERT) absolute under URL\n"
     "defaults  print the built-in rules\n";
 
 static int run(int argc, char **argv)

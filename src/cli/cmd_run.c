@@ -24,7 +24,6 @@
 #include "supervision.h"
 #include "trainwatch/analyze.h"
 #include "trainwatch/error.h"
-#include "trainwatch/html.h"
 #include "trainwatch/push.h"
 #include "trainwatch/supervise.h"
 
@@ -67,8 +66,8 @@ static void usage(FILE *out)
         "                              may then interleave out of order in the log and the parse)\n"
         "  --report FILE               write the final diagnosis as JSON\n"
         "  --html FILE                 write the final diagnosis as a self-contained HTML page with charts\n"
-        "  --pushgateway URL           push the final metrics (grouping job (the run name), rank, instance)\n\n%s%s",
-        tw_cli_supervision_usage, tw_cli_alerts_usage);
+        "  --pushgateway URL           push the final metrics (grouping job (the run name), rank, instance)\n\n%s%s\n%s",
+        tw_cli_supervision_usage, tw_cli_discovery_usage, tw_cli_alerts_usage);
 }
 
 /* The command line for trainwatch_run_info: its words joined by spaces, cut
@@ -186,19 +185,6 @@ static void push_final(const run_options *o, tw_registry *reg)
         tw_say(TW_SAY_ERROR, "run", "pushing to the Pushgateway failed: %s", err);
 }
 
-typedef struct html_page {
-    const tw_report *report;
-    const tw_run *run;
-    const char *title;
-    const tw_html_gpu *gpu; /* what run sampled */
-} html_page;
-
-static int write_page(FILE *out, const void *arg)
-{
-    const html_page *p = arg;
-    return tw_report_write_html_gpu(out, p->report, p->run, p->title, p->gpu);
-}
-
 /* What can be checked before the command starts; false when it is wrong (said). */
 static bool ready_to_start(const run_options *o)
 {
@@ -254,12 +240,12 @@ static int report_end(const run_options *o, tw_supervision *sup)
         char title[256];
         snprintf(title, sizeof title, "trainwatch run: %s", o->sup.run);
         tw_html_gpu gpu;
-        html_page page = {report, tw_supervision_run(sup), title, &gpu};
         if (tw_supervision_gpu_series(sup, &gpu) != TW_OK) {
             tw_say(TW_SAY_ERROR, "run", "--html %s: out of memory for the GPU charts", o->html_file);
             gpu = (tw_html_gpu){NULL, 0, 0};
         }
-        if (tw_cli_write_html("run", o->html_file, write_page, &page) != 0 && status == 0)
+        if (tw_cli_write_report_html("run", o->html_file, report, tw_supervision_run(sup), title, &gpu) != 0 &&
+            status == 0)
             status = TW_EXIT_PROBLEMS;
         free(gpu.points);
     }

@@ -60,8 +60,8 @@ static void usage(FILE *out)
             "  --log.level LEVEL           trainwatch's own messages: debug, info (default), warn, error\n"
             "  --log.format FORMAT         ... as text (default), logfmt or json lines on stderr\n"
             "  --duration SECONDS          stop after this long (default: until a signal)\n"
-            "  --json                      print the final diagnosis as JSON\n\n%s%s",
-            tw_cli_supervision_usage, tw_cli_alerts_usage);
+            "  --json                      print the final diagnosis as JSON\n\n%s%s\n%s",
+            tw_cli_supervision_usage, tw_cli_discovery_usage, tw_cli_alerts_usage);
 }
 
 static int parse(int argc, char **argv, watch_options *o)
@@ -173,7 +173,7 @@ static int finish(tw_supervision *sup, const watch_options *o)
 static int run(int argc, char **argv)
 {
     tw_cli_say_as("watch");
-    watch_options o = {.sup = {.name = "watch", .serve = true}};
+    watch_options o = {.sup = {.name = "watch", .serve = true, .sd_without_rank = true}};
     tw_cli_rank_env(&o.sup.rank, &o.sup.local_rank, &o.sup.world_size);
     int first = parse(argc, argv, &o);
     if (first < 0 || tw_cli_supervision_finish(&o.sup, "watch") < 0)

@@ -18,6 +18,8 @@ static const tw_command *const commands[] = {
     &tw_cmd_run,
     &tw_cmd_rules,
     &tw_cmd_trace,
+    &tw_cmd_grafana,
+    &tw_cmd_prometheus_config,
 };
 
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
@@ -36,8 +38,8 @@ static void usage(FILE *out)
     fprintf(out, "usage: trainwatch COMMAND [OPTIONS] [ARGS]\n\n"
                  "Observability for deep-learning training runs.\n\ncommands:\n");
     for (size_t i = 0; i < COMMAND_COUNT; i++)
-        fprintf(out, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
-    fprintf(out, "  %-10s %s\n", "help", "show a command's options: trainwatch help COMMAND");
+        fprintf(out, "  %-17s %s\n", commands[i]->name, commands[i]->summary);
+    fprintf(out, "  %-17s %s\n", "help", "show a command's options: trainwatch help COMMAND");
     fprintf(out, "\nexit status: 0 ok/healthy, 1 problems found, 2 bad usage or unreadable input\n");
 }
 

@@ -11,6 +11,13 @@
 #include "../core/say.h"
 #include "cli.h"
 
+const char tw_cli_discovery_usage[] =
+    "discovery (Prometheus file_sd_configs; see docs/fleet.md):\n"
+    "  --sd-file FILE              add this run's target (labels run, rank, host) to this file_sd JSON\n"
+    "                              file shared by the runs of a node; removed at exit\n"
+    "  --sd-job NAME               the job_name of the scrape config reading --sd-file (default\n"
+    "                              trainwatch): this run's own alerts carry it, as Prometheus's do\n";
+
 /* --log.level and --log.format: kept here so either can come first. */
 static tw_say_level said_level = TW_SAY_INFO;
 static tw_say_format said_format = TW_SAY_TEXT;
@@ -69,6 +76,12 @@ static int store_option(tw_supervision_options *s, const char *command, int code
                                   command)
                    ? -1
                    : 1;
+    case 24:
+        s->sd_file = arg;
+        return 1;
+    case 25:
+        s->sd_job = arg;
+        return 1;
     default:
         return remote_write_option(&s->remote_write, command, code - TW_CLI_SUPERVISION_OPT, arg);
     }

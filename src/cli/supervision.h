@@ -30,11 +30,15 @@
         {"remote-write-interval", 1, 0, TW_CLI_SUPERVISION_OPT + 7},                                                   \
         {"remote-write-queue", 1, 0, TW_CLI_SUPERVISION_OPT + 8},                                                      \
         {"remote-write-bearer-token-file", 1, 0, TW_CLI_SUPERVISION_OPT + 9},                                          \
-        {"remote-write-basic-auth-file", 1, 0, TW_CLI_SUPERVISION_OPT + 10}, TW_CLI_ALERT_LONGOPTS
+        {"remote-write-basic-auth-file", 1, 0, TW_CLI_SUPERVISION_OPT + 10}, \
+        {"sd-file", 1, 0, TW_CLI_SUPERVISION_OPT + 24}, {"sd-job", 1, 0, TW_CLI_SUPERVISION_OPT + 25}, TW_CLI_ALERT_LONGOPTS
 
 /* Sets up trainwatch's own messages as coming from command (text prefixes
  * them "trainwatch COMMAND: "), before any option is read. */
 void tw_cli_say_as(const char *command);
+
+/* The discovery options' help lines, for each command's usage. */
+extern const char tw_cli_discovery_usage[];
 
 /* Reads a getopt_long code that is not the command's own: 0 when it was one
  * of these options and is stored; -1 when its value is bad or the option is

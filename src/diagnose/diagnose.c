@@ -22,6 +22,7 @@ static const tw_rule *const rules[] = {
     &tw_rule_exceptions,
     &tw_rule_exits,
     &tw_rule_rank_stopped,
+    &tw_rule_shared_device,
     &tw_rule_divergence,
     &tw_rule_data_bound,
     &tw_rule_stalls,
@@ -37,6 +38,12 @@ static const tw_rule *const rules[] = {
     &tw_rule_eval_contradiction,
     &tw_rule_ranks_over_limit,
     &tw_rule_jitter,
+    &tw_rule_duplicated_logging,
+    &tw_rule_logging_cost,
+    &tw_rule_cut_off,
+    &tw_rule_cumulative_time,
+    &tw_rule_step_time_mismatch,
+    &tw_rule_environment_differs,
     &tw_rule_gpu, /* last: it adds GPU evidence to the findings above */
 };
 
@@ -126,6 +133,24 @@ done:
     free(medians);
 }
 
+/* The launch's facts, "key value" each, the first value of each key. */
+static void summarize_environment(const tw_run *run, tw_summary *s)
+{
+    size_t used = 0;
+    for (int i = 0; i < run->fact_count && used + 1 < sizeof s->environment; i++) {
+        bool seen = false;
+        for (int j = 0; j < i; j++)
+            seen |= strcmp(run->facts[j].key, run->facts[i].key) == 0;
+        if (seen)
+            continue;
+        int n = snprintf(s->environment + used, sizeof s->environment - used, "%s%s %s", used ? ", " : "",
+                         run->facts[i].key, run->facts[i].value);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+}
+
 static void summarize(const tw_run *run, tw_summary *s)
 {
     memset(s, 0, sizeof *s);
@@ -134,6 +159,7 @@ static void summarize(const tw_run *run, tw_summary *s)
     s->events = run->events;
     memcpy(s->event_counts, run->event_counts, sizeof s->event_counts);
     summarize_steps(run, s);
+    summarize_environment(run, s);
     s->eval_metric_count = run->eval_metrics.count;
     for (int i = 0; i < run->eval_metrics.count; i++)
         s->eval_metrics[i] = run->eval_metrics.items[i].s;
@@ -149,6 +175,8 @@ static int diagnose_launch(const tw_run *root, int index, const tw_thresholds *t
     *view = *tw_run_launch(root, index);
     view->files = root->files;
     view->file_count = root->file_count;
+    view->inputs = root->inputs; /* the inputs are the log's: a rule may ask how one ends */
+    view->input_count = root->input_count;
     summarize(view, &out->summary);
     view->gpu = root->gpu;
     tw_gpu_summarize(root, view, &out->summary.gpu);

@@ -56,6 +56,39 @@ bool tw_findings_healthy(const tw_finding *items, int count);
 void tw_launch_spans(const tw_run *run, tw_report *report);
 int tw_report_select(const tw_run *run, tw_report *report);
 
+/* root_cause.c: per launch, each rank's first failure and which rank failed
+ * first (the cause) while the others only went down with it (victims). */
+typedef struct tw_rank_failure {
+    int rank;
+    const tw_event_note *first; /* its first failure in the launch, NULL: none; borrowed from the run */
+    bool victim;                /* that failure is what another rank's does to it */
+    int failures;
+} tw_rank_failure;
+
+typedef struct tw_root_cause {
+    tw_rank_failure *ranks; /* every rank of the launch, by rank; owned */
+    int count;
+    int failed_ranks;           /* ranks with a failure */
+    int own_failures;           /* ranks whose first failure is their own */
+    const tw_event_note *cause; /* the first own failure, NULL: none */
+    int cause_rank;
+    bool ordered_by_time; /* several own failures, all timestamped: the first is the cause */
+    bool same_error;      /* several own failures, all the same message */
+} tw_root_cause;
+
+/* Fills rc for a launch (nothing for fewer than two ranks); free with
+ * tw_root_cause_free. Returns TW_OK or TW_ENOMEM. */
+int tw_root_cause_find(const tw_run *run, tw_root_cause *rc);
+void tw_root_cause_free(tw_root_cause *rc);
+/* A termination signal, a lost peer or store, a collective timeout. */
+bool tw_event_is_victim(const tw_event_note *e);
+/* True when rank is not to be blamed: another rank failed first. */
+bool tw_root_cause_blames_other(const tw_root_cause *rc, int rank);
+/* The ranks other than the cause's as "0-4, 6, 7" into buf; returns how many. */
+int tw_root_cause_victims(const tw_root_cause *rc, char *buf, size_t cap);
+/* One evidence line per rank other than the cause's: what became of it. */
+void tw_root_cause_evidence(const tw_run *run, const tw_root_cause *rc, tw_finding *f);
+
 /* health.c: the report's and each launch's health score; the summary's
  * "health" line; the JSON object (docs/analysis-json.md). */
 void tw_health_report(tw_report *r);
@@ -68,6 +101,8 @@ void tw_health_write_json(FILE *out, const tw_health *h);
 extern const tw_rule tw_rule_data_bound, tw_rule_nan, tw_rule_spikes, tw_rule_divergence, tw_rule_plateau,
     tw_rule_stalls, tw_rule_jitter, tw_rule_throughput, tw_rule_memory, tw_rule_oom, tw_rule_exceptions, tw_rule_exits,
     tw_rule_incomplete, tw_rule_restarts, tw_rule_straggler, tw_rule_rank_stopped, tw_rule_epoch_start,
-    tw_rule_memory_spike, tw_rule_eval_contradiction, tw_rule_ranks_over_limit, tw_rule_gpu;
+    tw_rule_memory_spike, tw_rule_eval_contradiction, tw_rule_ranks_over_limit, tw_rule_shared_device,
+    tw_rule_duplicated_logging, tw_rule_logging_cost, tw_rule_cut_off,
+    tw_rule_cumulative_time, tw_rule_step_time_mismatch, tw_rule_environment_differs, tw_rule_gpu;
 
 #endif

@@ -17,13 +17,35 @@ typedef struct tw_gpu_note {
     uint32_t file; /* index into tw_gpu_notes.files */
 } tw_gpu_note;
 
+/* What a training log said about the GPU a rank uses, in one launch. */
+typedef struct tw_gpu_binding {
+    int launch, rank;              /* launch 0-based */
+    int gpu;                       /* -1: only a CUDA_VISIBLE_DEVICES list */
+    int strength;                  /* a stronger statement replaces a weaker one */
+    bool logical;                  /* an index among the visible devices (Place, cudaDev, gpu id) */
+    int visible[8], visible_count; /* CUDA_VISIBLE_DEVICES as printed */
+    char how[32];
+    uint32_t file; /* index into the run's files */
+    uint64_t line;
+} tw_gpu_binding;
+
 typedef struct tw_gpu_notes {
     tw_gpu_note *items; /* in the order read */
     size_t count, cap;
     uint64_t dropped; /* past TW_GPU_SAMPLES_MAX */
     char **files;
     uint32_t file_count;
+    tw_gpu_binding *bindings; /* at most TW_GPU_BINDINGS_MAX */
+    size_t binding_count, binding_cap;
 } tw_gpu_notes;
+
+#define TW_GPU_BINDINGS_MAX 4096
+
+/* Cheap test of a line's text: may it say which GPU its rank uses? */
+bool tw_gpu_hint_maybe(const char *text);
+/* Reads what the text of a line or event says about its rank's GPU
+ * (file: interned index in root; launch: 0-based, the rank's now). */
+int tw_gpu_note_hint(tw_run *root, const tw_record *r, uint32_t file, int launch);
 
 void tw_gpu_notes_free(tw_gpu_notes *notes);
 
@@ -35,5 +57,9 @@ void tw_gpu_summarize(const tw_run *root, const tw_run *view, tw_gpu_summary *ou
  * without a GPU log; docs/analysis-json.md). */
 void tw_gpu_summary_text(const tw_gpu_summary *g, char *buf, size_t cap);
 void tw_gpu_summary_json(FILE *out, const tw_gpu_summary *g);
+/* The summary's "GPU by rank" lines: how many, and line i (each rank's GPU
+ * and its figures; then whether the mapping is unknown for some ranks). */
+int tw_gpu_rank_lines(const tw_gpu_summary *g);
+void tw_gpu_rank_line(const tw_gpu_summary *g, int i, char *buf, size_t cap);
 
 #endif

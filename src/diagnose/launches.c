@@ -178,6 +178,48 @@ static void restarts(const tw_report *r, tw_findings *out)
                             "restarts are expected.");
 }
 
+/* The first fact of key in launch l, or NULL. */
+static const tw_fact *first_fact(const tw_run *l, const char *key)
+{
+    for (int i = 0; i < l->fact_count; i++) {
+        if (strcmp(l->facts[i].key, key) == 0)
+            return &l->facts[i];
+    }
+    return NULL;
+}
+
+/* Launches that ran in another environment or configuration than the one
+ * before them (versions, GPUs, batch size, commit): their results are not
+ * comparable, and which one produced the model matters. */
+static void environment_changed(const tw_run *run, const tw_report *r, tw_findings *out)
+{
+    tw_finding *f = NULL;
+    for (int i = 1; i < r->launch_count; i++) {
+        const tw_run *a = tw_run_launch(run, i - 1), *b = tw_run_launch(run, i);
+        for (int k = 0; k < b->fact_count; k++) {
+            const tw_fact *now = &b->facts[k], *before = first_fact(a, now->key);
+            /* each key once, by its first value in each launch */
+            if (first_fact(b, now->key) != now || !before || strcmp(before->value, now->value) == 0)
+                continue;
+            if (!f) {
+                f = tw_finding_add(out, "environment_changed", TW_SEV_WARNING,
+                                   "Launch %d ran with %s %s where launch %d had %s", i + 1, now->key, now->value, i,
+                                   before->value);
+                if (!f)
+                    return;
+                f->where.file = run->files[b->facts[k].file];
+                f->where.line = b->facts[k].line;
+                f->value = i + 1;
+                tw_finding_recommend(f, "Results of launches in different environments are not comparable: note "
+                                        "which one produced the model (versions, GPUs and batch size together set "
+                                        "the global batch and the numerics).");
+            }
+            tw_finding_evidence(f, "launch %d: %s %s -> %s (%s:%llu)", i + 1, now->key, before->value, now->value,
+                                run->files[b->facts[k].file], (unsigned long long)b->facts[k].line);
+        }
+    }
+}
+
 /* ---- the report's own summary and findings ----------------------------- */
 
 static int append_all(tw_findings *into, const tw_launch_report *l)
@@ -202,6 +244,7 @@ int tw_report_select(const tw_run *run, tw_report *report)
     if (count > 1 && (all || report->launch == count)) {
         failed_launches(report, &out);
         restarts(report, &out);
+        environment_changed(run, report, &out);
     }
     for (int i = count - 2; all && rc == TW_OK && i >= 0; i--)
         rc = append_all(&out, &report->launches[i]); /* the last launch first */

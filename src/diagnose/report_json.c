@@ -90,6 +90,11 @@ static void summary(FILE *out, const tw_summary *s)
     metrics(out, s->train_metrics, s->train_metric_count);
     fputs(",\"eval_metrics\":", out);
     metrics(out, s->eval_metrics, s->eval_metric_count);
+    fputs(",\"environment\":", out);
+    if (s->environment[0])
+        tw_json_cstring(out, s->environment);
+    else
+        fputs("null", out);
     fputs(",\"event_counts\":{", out);
     for (int k = 1; k < TW_EV_COUNT; k++)
         fprintf(out, "%s\"%s\":%llu", k > 1 ? "," : "", tw_event_name((tw_event_kind)k),
@@ -221,7 +226,14 @@ void tw_report_write_json(FILE *out, const tw_report *r)
         tw_json_cstring(out, tw_unusual_why(u->why, why, sizeof why));
         fprintf(out, ",\"count\":%llu,\"rank\":%d,\"file\":", (unsigned long long)u->count, u->rank);
         tw_json_cstring(out, u->where.file ? u->where.file : "");
-        fprintf(out, ",\"line\":%llu}", (unsigned long long)u->where.line);
+        fprintf(out, ",\"line\":%llu,\"ranks\":%d,\"launch\":%d,\"launches\":[", (unsigned long long)u->where.line,
+                u->ranks, u->launch);
+        for (int l = 0, n = 0; l < u->launch_count; l++) {
+            if (u->launch_lines[l])
+                fprintf(out, "%s{\"launch\":%d,\"count\":%llu}", n++ ? "," : "", l + 1,
+                        (unsigned long long)u->launch_lines[l]);
+        }
+        fputs("]}", out);
     }
     fputc(']', out);
     if (r->launch == TW_LAUNCH_ALL)

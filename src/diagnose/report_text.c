@@ -139,10 +139,15 @@ static void write_summary(FILE *out, const tw_report *r, const style *st)
             fprintf(out, "peak %.0f MiB reported\n", s->peak_mem_bytes / (1024 * 1024));
     }
     if (s->gpu.samples > 0) {
-        char gpu[256];
+        char gpu[600];
         tw_gpu_summary_text(&s->gpu, gpu, sizeof gpu);
         row(out, st, "GPU log");
         fprintf(out, "%s\n", gpu);
+        for (int i = 0; i < tw_gpu_rank_lines(&s->gpu); i++) { /* which GPU each rank used */
+            tw_gpu_rank_line(&s->gpu, i, gpu, sizeof gpu);
+            row(out, st, i ? "" : "GPU by rank");
+            fprintf(out, "%s\n", gpu);
+        }
     }
     if (s->train_metric_count > 0) {
         row(out, st, "train metrics");
@@ -153,9 +158,13 @@ static void write_summary(FILE *out, const tw_report *r, const style *st)
         fprintf(out, "%llu results: ", (unsigned long long)s->eval_records);
         write_metric_list(out, s->eval_metrics, s->eval_metric_count, true);
     }
+    if (s->environment[0]) {
+        row(out, st, "environment");
+        fprintf(out, "%s\n", s->environment);
+    }
     bool any = false;
     for (int k = 1; k < TW_EV_COUNT; k++) {
-        if (s->event_counts[k] == 0)
+        if (s->event_counts[k] == 0 || k == TW_EV_ENVIRONMENT) /* shown as the environment row */
             continue;
         if (!any)
             row(out, st, "events");
@@ -236,9 +245,12 @@ void tw_report_write_text(FILE *out, const tw_report *r, bool colour)
         for (int i = 0; i < r->unusual_count; i++) {
             const tw_unusual_line *u = &r->unusual[i];
             char why[96];
-            fprintf(out, "  %s:%llu  rank %d, %llu line%s (%s)\n      %s\n", u->where.file,
-                    (unsigned long long)u->where.line, u->rank, (unsigned long long)u->count, u->count == 1 ? "" : "s",
-                    tw_unusual_why(u->why, why, sizeof why), u->example);
+            char launch[32] = "";
+            if (r->launch_count > 1)
+                snprintf(launch, sizeof launch, ", launch %d", u->launch);
+            fprintf(out, "  %s:%llu  rank %d%s, %llu line%s (%s)\n      %s\n", u->where.file,
+                    (unsigned long long)u->where.line, u->rank, launch, (unsigned long long)u->count,
+                    u->count == 1 ? "" : "s", tw_unusual_why(u->why, why, sizeof why), u->example);
         }
     }
     fputc('\n', out);

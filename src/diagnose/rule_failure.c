@@ -5,9 +5,11 @@
  * restarts (the step counter going backwards, or resume messages).
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "diagnose.h"
+#include "trainwatch/error.h"
 
 /* True when no step of the event's rank was logged after the event. */
 static bool after_progress(const tw_run *run, const tw_event_note *e)
@@ -25,6 +27,166 @@ static bool after_progress(const tw_run *run, const tw_event_note *e)
 static bool is_failure(const tw_event_note *e)
 {
     return e->kind == TW_EV_EXCEPTION || e->kind == TW_EV_SIGNAL;
+}
+
+/* "last frame: ..." and, when the user's own code is deeper in the stack
+ * than the last frame, "deepest frame in your code: ...". */
+static void frames_evidence(tw_finding *f, const tw_event_note *e)
+{
+    if (!e->detail[0])
+        return;
+    const char *user = strstr(e->detail, TW_USER_FRAME);
+    if (!user) {
+        tw_finding_evidence(f, "last frame: %s", e->detail);
+        return;
+    }
+    tw_finding_evidence(f, "last frame: %.*s", (int)(user - e->detail), e->detail);
+    tw_finding_evidence(f, "deepest frame in your code: %s", user + strlen(TW_USER_FRAME));
+}
+
+/* What to do about an error, when its words say more than "fix it". */
+static void recommend_for(tw_finding *f, const tw_event_note *e)
+{
+    if (strncmp(e->message, "CUDA device-side assertion", 26) == 0)
+        tw_finding_recommend(f, "The CUDA error only reports the assertion above. An index out of range in a gather, "
+                                "index_select or embedding means a label or token id outside the valid range: check "
+                                "labels < num_classes and ids < vocab size; rerun with CUDA_LAUNCH_BLOCKING=1 to "
+                                "stop at the failing op.");
+    else
+        tw_finding_recommend(f, "Fix the error above at its last frame; rerun with the same seed to check it "
+                                "reproduces before resuming from the last checkpoint.");
+}
+
+/* A rank that failed of its own and was then terminated (the launcher's
+ * SIGTERM, its DataLoader workers killed) is reported by its own error:
+ * the last one after its last step and before its first such report (what
+ * it prints after the signal, a chained _queue.Empty, is the signal's). */
+static const tw_event_note *own_failure_before(const tw_run *run, const tw_event_note *fatal)
+{
+    const tw_event_note *own = fatal;
+    for (int i = 0; i < run->events_kept_count && &run->events_kept[i] != fatal; i++) {
+        const tw_event_note *e = &run->events_kept[i];
+        if (e->rank != fatal->rank || !is_failure(e) || !after_progress(run, e))
+            continue;
+        if (tw_event_is_victim(e))
+            break;
+        own = e;
+    }
+    return own;
+}
+
+/* The PID a signal came from ("[SIGTERM from PID 1136560 ...]"), 0 unknown. */
+static long long sender_of(const tw_event_note *e)
+{
+    const char *from = e->kind == TW_EV_SIGNAL ? strstr(e->message, " from PID ") : NULL;
+    return from ? strtoll(from + 10, NULL, 10) : 0;
+}
+
+/* Every rank that failed was stopped from outside: the same sender for all? */
+static long long common_sender(const tw_root_cause *rc)
+{
+    long long pid = 0;
+    for (int i = 0; i < rc->count; i++) {
+        if (!rc->ranks[i].first)
+            continue;
+        long long p = sender_of(rc->ranks[i].first);
+        if (!p || (pid && p != pid))
+            return 0;
+        pid = p;
+    }
+    return pid;
+}
+
+static void report_cause(const tw_run *run, const tw_root_cause *rc, tw_findings *out)
+{
+    const tw_event_note *e = rc->cause;
+    char victims[256], where[600], when[64];
+    int n = tw_root_cause_victims(rc, victims, sizeof victims);
+    bool signal = e->kind == TW_EV_SIGNAL;
+    tw_finding *f = tw_finding_add(out, signal ? "killed" : "crash", TW_SEV_ERROR,
+                                   "Rank %d failed first%s; rank%s %s went down with it", rc->cause_rank,
+                                   e->last_pos >= 0 ? "" : " (before any training step)", n == 1 ? "" : "s", victims);
+    if (!f)
+        return;
+    tw_finding_at_event(f, run, e);
+    tw_finding_evidence(f, "%s (%s)", e->message, tw_where(run, e->file, e->line, where, sizeof where));
+    if (e->has_time)
+        tw_finding_evidence(f, "rank %d failed at %s", rc->cause_rank, tw_fmt_time(e->time, when, sizeof when));
+    frames_evidence(f, e);
+    if (rc->own_failures > 1)
+        tw_finding_evidence(f,
+                            rc->ordered_by_time ? "%d ranks failed of their own; rank %d's error is the earliest"
+                                                : "%d ranks failed of their own and the lines carry no time: "
+                                                  "rank %d is the lowest, not known to be the first",
+                            rc->own_failures, rc->cause_rank);
+    tw_root_cause_evidence(run, rc, f);
+    tw_finding_recommend(f,
+                         "Fix rank %d's error; the other ranks stopped because it did (the launcher terminates "
+                         "them, or their next collective loses its peer), so their errors are not causes.",
+                         rc->cause_rank);
+}
+
+static void report_same_error(const tw_run *run, const tw_root_cause *rc, tw_findings *out)
+{
+    const tw_event_note *e = rc->cause;
+    char where[600];
+    tw_finding *f = tw_finding_add(out, e->kind == TW_EV_SIGNAL ? "killed" : "crash", TW_SEV_ERROR,
+                                   "%d ranks failed with the same error%s", rc->own_failures,
+                                   e->last_pos >= 0 ? "" : " before their first step");
+    if (!f)
+        return;
+    tw_finding_at_event(f, run, e);
+    tw_finding_evidence(f, "%s (%s)", e->message, tw_where(run, e->file, e->line, where, sizeof where));
+    frames_evidence(f, e);
+    tw_root_cause_evidence(run, rc, f);
+    tw_finding_recommend(f, "The error is the program's, not one rank's: fix it at its frame (every rank runs the "
+                            "same code on its own shard).");
+}
+
+static void report_all_stopped(const tw_run *run, const tw_root_cause *rc, tw_findings *out)
+{
+    const tw_event_note *first = NULL;
+    for (int i = 0; i < rc->count && !first; i++)
+        first = rc->ranks[i].first;
+    char where[600];
+    tw_finding *f = tw_finding_add(out, "killed", TW_SEV_ERROR,
+                                   "Every rank was stopped from outside: %d rank%s terminated, none failed first",
+                                   rc->failed_ranks, rc->failed_ranks == 1 ? "" : "s");
+    if (!f)
+        return;
+    tw_finding_at_event(f, run, first);
+    tw_finding_evidence(f, "%s (%s)", first->message, tw_where(run, first->file, first->line, where, sizeof where));
+    long long pid = common_sender(rc);
+    if (pid && rc->failed_ranks > 1)
+        tw_finding_evidence(f, "every signal came from the same process, PID %lld (the launcher)", pid);
+    tw_root_cause_evidence(run, rc, f);
+    tw_finding_recommend(f,
+                         "No rank logged an error of its own before the signals: the launcher stopped the job "
+                         "(Ctrl-C, the scheduler's time limit or preemption, or a process that died without a "
+                         "word, such as one taken by the kernel's OOM killer: read the launcher's output and dmesg).");
+}
+
+/* A launch of several ranks ends in one failure and its consequences: the
+ * finding names the rank that failed first and its victims. False when the
+ * launch has one rank or nothing to say across ranks. */
+static bool report_across_ranks(const tw_run *run, tw_findings *out)
+{
+    tw_root_cause rc;
+    if (tw_root_cause_find(run, &rc) != TW_OK || rc.count < 2 || rc.failed_ranks == 0) {
+        tw_root_cause_free(&rc);
+        return false;
+    }
+    bool done = true;
+    if (rc.cause && rc.same_error)
+        report_same_error(run, &rc, out);
+    else if (rc.cause && after_progress(run, rc.cause))
+        report_cause(run, &rc, out);
+    else if (!rc.cause)
+        report_all_stopped(run, &rc, out);
+    else
+        done = false;
+    tw_root_cause_free(&rc);
+    return done;
 }
 
 static void check_exceptions(const tw_run *run, const tw_thresholds *t, tw_findings *out)
@@ -60,7 +222,11 @@ static void check_exceptions(const tw_run *run, const tw_thresholds *t, tw_findi
         fatal = &run->last_exception; /* past the events kept in memory */
         fatal_count++;
     }
+    if (fatal && tw_event_is_victim(fatal))
+        fatal = own_failure_before(run, fatal);
     char where[600];
+    if (fatal && report_across_ranks(run, out))
+        fatal = NULL;
     if (fatal) {
         bool signal = fatal->kind == TW_EV_SIGNAL;
         tw_finding *f = tw_finding_add(out, signal ? "killed" : "crash", TW_SEV_ERROR,
@@ -70,8 +236,7 @@ static void check_exceptions(const tw_run *run, const tw_thresholds *t, tw_findi
             return;
         tw_finding_at_event(f, run, fatal);
         tw_finding_evidence(f, "%s (%s)", fatal->message, tw_where(run, fatal->file, fatal->line, where, sizeof where));
-        if (fatal->detail[0])
-            tw_finding_evidence(f, "last frame: %s", fatal->detail);
+        frames_evidence(f, fatal);
         if (fatal->last_pos >= 0)
             tw_finding_evidence(f, "last step logged before it: %.0f", fatal->last_pos);
         if (fatal_count > 1)
@@ -81,8 +246,7 @@ static void check_exceptions(const tw_run *run, const tw_thresholds *t, tw_findi
                                     "(read every workerlog), the job hit its time limit, or the node was preempted. "
                                     "SIGKILL without a message is often the kernel's OOM killer (dmesg).");
         else
-            tw_finding_recommend(f, "Fix the error above at its last frame; rerun with the same seed to check it "
-                                    "reproduces before resuming from the last checkpoint.");
+            recommend_for(f, fatal);
     }
     if (recovered > 0) {
         tw_finding *f = tw_finding_add(out, "failed_launches", TW_SEV_WARNING,

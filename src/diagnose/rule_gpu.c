@@ -45,6 +45,35 @@ static void utilisation_evidence(tw_finding *f, const tw_gpu_summary *g)
                         (unsigned long long)g->samples, g->aligned ? " over the launch" : "");
 }
 
+/* The GPU of the rank the finding is about (every rank: rank < 0), where
+ * the logs said which it used; or that they did not, when the figures
+ * above mix GPUs or ranks. */
+static void rank_evidence(tw_finding *f, const tw_gpu_summary *g, int rank)
+{
+    bool said = false;
+    int listed = g->rank_gpu_count < TW_GPU_RANKS_MAX ? g->rank_gpu_count : TW_GPU_RANKS_MAX;
+    for (int i = 0; i < listed; i++) {
+        const struct tw_rank_gpu *r = &g->rank_gpus[i];
+        if (rank >= 0 && r->rank != rank)
+            continue;
+        said = true;
+        if (isnan(r->util_mean))
+            tw_finding_evidence(f, "rank %d used GPU %d (%s at %s:%llu): no samples of it in the GPU log", r->rank,
+                                r->gpu, r->how, r->from.file, (unsigned long long)r->from.line);
+        else
+            tw_finding_evidence(f,
+                                "rank %d used GPU %d (%s at %s:%llu): utilisation %.0f%% on average, 0%% in %.0f%% of "
+                                "its %llu samples",
+                                r->rank, r->gpu, r->how, r->from.file, (unsigned long long)r->from.line, r->util_mean,
+                                r->util_zero_share * 100, (unsigned long long)r->samples);
+    }
+    if (!said && (g->gpus > 1 || g->rank_count > 1))
+        tw_finding_evidence(f,
+                            "which GPU %s used is unknown (the logs print no Place(gpu:N), gpu id, cudaDev, "
+                            "CUDA_VISIBLE_DEVICES or local rank): the figures are over every GPU of the GPU log",
+                            rank >= 0 ? "this rank" : "each rank");
+}
+
 static void memory_evidence(tw_finding *f, const tw_gpu_summary *g, const tw_thresholds *t)
 {
     if (isnan(g->mem_first) || isnan(g->mem_last))
@@ -98,6 +127,7 @@ static void underused(const tw_run *run, const tw_gpu_summary *g, tw_findings *o
     f->value = g->util_mean / 100;
     f->where = g->first;
     utilisation_evidence(f, g);
+    rank_evidence(f, g, -1);
     data_evidence(f, run);
     tw_finding_recommend(f, "The GPU waits on something the step does on the host: CPU-side loss or "
                             "post-processing, synchronisations (.item(), .numpy()), small batches, or host-to-device "
@@ -130,10 +160,11 @@ static void check_gpu(const tw_run *run, const tw_thresholds *t, tw_findings *ou
         return;
     }
     tw_finding *data = find(out, "data_loading_bound");
-    if (data)
+    if (data) {
         utilisation_evidence(data, g);
-    else if (g->samples >= GPU_MIN_SAMPLES && g->util_mean < GPU_IDLE_UTIL && g->util_zero_share >= GPU_IDLE_ZERO &&
-             run->steps > 0)
+        rank_evidence(data, g, data->rank);
+    } else if (g->samples >= GPU_MIN_SAMPLES && g->util_mean < GPU_IDLE_UTIL && g->util_zero_share >= GPU_IDLE_ZERO &&
+               run->steps > 0)
         underused(run, g, out);
     tw_finding *mem = find(out, "memory_growth");
     if (!mem)

@@ -146,7 +146,12 @@ static void check_spikes(const tw_run *run, const tw_thresholds *t, tw_findings 
                             "worst: loss %.4g at step %.0f against a median of %.4g over the previous %d records (%s)",
                             rk->worst_spike.loss, rk->worst_spike.pos, rk->worst_spike_median, TW_RECENT,
                             tw_where(run, rk->worst_spike.file, rk->worst_spike.line, where, sizeof where));
-        tw_finding_evidence(f, "threshold: %.1fx the median of the last %d losses", t->spike_factor, TW_RECENT);
+        tw_finding_evidence(f,
+                            "threshold: %.1fx the median of the last %d losses, and a rise above six times their "
+                            "step-to-step noise and a twentieth of the first loss",
+                            t->spike_factor, TW_RECENT);
+        if (rk->spikes_smoothed)
+            tw_finding_evidence(f, "judged on the smoothed loss the log prints beside the per-batch one");
         tw_finding_recommend(f, "Occasional spikes are bad batches or a too-high learning rate: clip gradients, lower "
                                 "the peak learning rate, and look at the samples of the worst step.");
     }

@@ -1,7 +1,7 @@
 /*
  * rule_memory.c: device memory the framework reports (max_mem_reserved,
  * memory, max_mem, Peak GPU Memory...): steady growth with a projection of
- * the step where it would run out, and out-of-memory errors.
+ * the step where it would run out. Out-of-memory errors are rule_oom.c.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -135,31 +135,3 @@ static void check_memory_spike(const tw_run *run, const tw_thresholds *t, tw_fin
 }
 
 const tw_rule tw_rule_memory_spike = {"memory_spike", "device memory far above its usual level", check_memory_spike};
-
-static void check_oom(const tw_run *run, const tw_thresholds *t, tw_findings *out)
-{
-    (void)t;
-    const tw_event_note *e = tw_first_event(run, TW_EV_OOM);
-    if (e) {
-        char where[600];
-        tw_finding *f = tw_finding_add(out, "oom", TW_SEV_ERROR, "Out of memory%s",
-                                       e->last_pos >= 0 ? " during training" : " before the first step");
-        if (!f)
-            return;
-        tw_finding_at_event(f, run, e);
-        tw_finding_evidence(f, "%s (%s)", e->message, tw_where(run, e->file, e->line, where, sizeof where));
-        if (e->last_pos >= 0)
-            tw_finding_evidence(f, "last step reported before it: %.0f", e->last_pos);
-        if (run->event_counts[TW_EV_OOM] > 1)
-            tw_finding_evidence(f, "%llu out-of-memory reports in all",
-                                (unsigned long long)run->event_counts[TW_EV_OOM]);
-        tw_finding_recommend(f, "Reduce the per-device batch size (keep the global batch with gradient accumulation), "
-                                "use mixed precision (paddle.amp.auto_cast / torch.autocast), recompute activations "
-                                "(gradient checkpointing), or shard optimizer state.");
-        tw_finding_recommend(f, "If memory grew before the OOM, look for tensors kept across steps; "
-                                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True or "
-                                "FLAGS_allocator_strategy=auto_growth reduce fragmentation.");
-    }
-}
-
-const tw_rule tw_rule_oom = {"oom", "out-of-memory errors", check_oom};

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "diagnose.h"
+#include "trainwatch/error.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -96,16 +97,21 @@ static void check_rank_stopped(const tw_run *run, const tw_thresholds *t, tw_fin
     }
     if (ranks < 2)
         return;
+    tw_root_cause rc;
+    if (tw_root_cause_find(run, &rc) != TW_OK)
+        return;
     for (int i = 0; i < run->rank_count; i++) {
         const tw_rank *r = run->ranks[i];
         if (!r->used || r == lead || !(r->last.pos < t->early_stop_share * lead->last.pos))
             continue;
+        if (tw_root_cause_blames_other(&rc, r->rank))
+            continue; /* another rank failed first: the crash finding names this one as its victim */
         char w[600], b1[64], b2[64];
         tw_finding *f = tw_finding_add(out, "rank_stopped", TW_SEV_ERROR,
                                        "Rank %d stopped at step %.0f while rank %d reached step %.0f", r->rank,
                                        r->last.pos, lead->rank, lead->last.pos);
         if (!f)
-            return;
+            break;
         tw_finding_at(f, run, &r->last, r->rank);
         f->value = r->last.pos;
         tw_finding_evidence(f, "last step of rank %d: %.0f at %s (%s)", r->rank, r->last.pos,
@@ -116,6 +122,7 @@ static void check_rank_stopped(const tw_run *run, const tw_thresholds *t, tw_fin
         tw_finding_recommend(f, "Read the end of that rank's log for its error; a lost worker makes the others hang in "
                                 "their next collective.");
     }
+    tw_root_cause_free(&rc);
 }
 
 const tw_rule tw_rule_rank_stopped = {"rank_stopped", "a rank that stopped while others went on", check_rank_stopped};

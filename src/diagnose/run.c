@@ -95,6 +95,13 @@ void tw_run_note_input(tw_run *run, const char *path, const char *format, uint64
     in->error = dup_or_null(error);
     in->lines = lines;
     in->records = records;
+    in->cut = false;
+}
+
+void tw_run_note_cut(tw_run *run)
+{
+    if (run->input_count > 0)
+        run->inputs[run->input_count - 1].cut = true;
 }
 
 static uint64_t name_hash(const char *s)
@@ -485,6 +492,42 @@ static double select_kth(double *v, int n, int k)
     return v[k];
 }
 
+/* The mean absolute difference of successive losses in the ring: the
+ * series' own step-to-step noise, which a spike must stand well above (a
+ * plain loop: it runs with the median, every eighth loss). */
+static double successive_noise(const tw_rank *rk)
+{
+    int count = rk->recent_loss_count, first = (rk->recent_loss_head + TW_RECENT - count) % TW_RECENT;
+    double sum = 0;
+    for (int i = 1; i < count; i++)
+        sum += fabs(rk->recent_loss[(first + i) % TW_RECENT] - rk->recent_loss[(first + i - 1) % TW_RECENT]);
+    return count > 1 ? sum / (count - 1) : 0;
+}
+
+/* A smoothed loss the log prints beside the per-batch one (VinVL's avg_loss,
+ * a running mean): spikes are judged on it, so that per-batch noise near
+ * zero is not hundreds of spikes. NAN without one. */
+static double smoothed_loss(const tw_record *r)
+{
+    static const char *const names[] = {"avg_loss", "loss_avg", "smooth_loss", "smoothed_loss", "running_loss"};
+    for (int i = 0; i < r->metric_count; i++) {
+        const char *name = r->metrics[i].name;
+        /* this runs on every step: most names are out at their first bytes */
+        bool maybe = (name[0] == 'a' && name[1] == 'v') ||
+                     (name[0] == 'l' && name[1] == 'o' && name[2] == 's' && name[3] == 's' && name[4] == '_') ||
+                     (name[0] == 's' && name[1] == 'm') || (name[0] == 'r' && name[1] == 'u');
+        for (size_t k = 0; maybe && k < sizeof names / sizeof names[0]; k++) {
+            if (strcmp(name, names[k]) == 0 && isfinite(r->metrics[i].value))
+                return r->metrics[i].value;
+        }
+    }
+    return NAN;
+}
+
+/* A spike: above spike_factor x the recent median, and by more than six
+ * times the series' mean step-to-step noise and a minimum absolute change (a
+ * twentieth of the first loss), so noisy per-batch losses near zero do not
+ * count. */
 static void note_loss(tw_rank *rk, const tw_point *p, double spike_factor)
 {
     if (!(p->fields & TW_F_LOSS))
@@ -507,9 +550,12 @@ static void note_loss(tw_rank *rk, const tw_point *p, double spike_factor)
             double tmp[TW_RECENT];
             memcpy(tmp, rk->recent_loss, sizeof(double) * (size_t)rk->recent_loss_count);
             rk->recent_median = select_kth(tmp, rk->recent_loss_count, rk->recent_loss_count / 2);
+            rk->recent_noise = successive_noise(rk);
         }
         double med = rk->recent_median;
-        if (med > 0 && p->loss > spike_factor * med) {
+        double jump = p->loss - med;
+        double least = isnan(rk->loss_first) ? 0 : 0.05 * fabs(rk->loss_first);
+        if (med > 0 && p->loss > spike_factor * med && jump > least && jump > 6 * rk->recent_noise) {
             rk->spikes++;
             double ratio = p->loss / med;
             if (ratio > rk->worst_spike_ratio) {
@@ -616,6 +662,22 @@ static tw_cursor *cursor_of(tw_run *run, int rank)
     return &run->cursors[lo];
 }
 
+/* The launch (0-based) a rank is in now, without making its cursor. */
+static int launch_of(const tw_run *run, int rank)
+{
+    if (rank < 0)
+        rank = 0;
+    int lo = 0, hi = run->cursor_count;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (run->cursors[mid].rank < rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < run->cursor_count && run->cursors[lo].rank == rank ? run->cursors[lo].launch : 0;
+}
+
 /* Launch i, made when a rank first gets there; past TW_LAUNCHES_MAX (or out
  * of memory) the last one kept. */
 static tw_run *launch_at(tw_run *run, int i)
@@ -646,14 +708,34 @@ static tw_run *launch_at(tw_run *run, int i)
 /* Moves a rank to its next launch, which starts at this record unless
  * another rank got there first. Returns the launch, or NULL when launches
  * are no longer kept apart (the record stays where it was). */
+/* The launch a rank's new start goes to: the next one, or, when other ranks
+ * already started later launches, the last of them that had begun by this
+ * record's time (ranks of one launch start within seconds; a rank that
+ * printed no start line for a launch, as a worker that only connects to the
+ * store, must not shift its later launches by one). */
+static int launch_for_start(const tw_run *run, const tw_cursor *c, const tw_record *r)
+{
+    int next = c->launch + 1;
+    if (!(r->fields & TW_F_TIME))
+        return next;
+    for (int j = next + 1; j <= run->launch_count; j++) {
+        double begun = run->launches[j - 1]->launch.first_time;
+        if (isnan(begun) || begun > r->time + TW_LAUNCH_SLACK || r->time - begun > 30 * 86400.0)
+            break;
+        next = j;
+    }
+    return next;
+}
+
 static tw_run *next_launch(tw_run *run, tw_cursor *c, tw_launch_start why, const tw_record *r, const tw_point *before)
 {
-    tw_run *l = launch_at(run, c->launch + 1);
+    int target = launch_for_start(run, c, r);
+    tw_run *l = launch_at(run, target);
     if (!l) {
         run->launches_folded++;
         return NULL;
     }
-    c->launch++;
+    c->launch = target;
     c->content = false;
     c->start_count = 0;
     if (!l->launch.have_start) {
@@ -700,6 +782,64 @@ static void point_metrics(tw_point *p, double *metric, tw_rank *rk, const tw_rec
     }
 }
 
+static bool same_value(double a, double b)
+{
+    return a == b || (isnan(a) && isnan(b));
+}
+
+/* r says exactly what the rank's last step record said: the same fields,
+ * values, time and named metrics. */
+static bool same_record(const tw_record *last, const tw_record *r)
+{
+    if (last->fields != r->fields || last->metric_count != r->metric_count || last->step != r->step ||
+        last->epoch != r->epoch || last->global_step != r->global_step)
+        return false;
+    if (!same_value(last->time, r->time) || !same_value(last->loss, r->loss) || !same_value(last->lr, r->lr) ||
+        !same_value(last->batch_time, r->batch_time) || !same_value(last->data_time, r->data_time) ||
+        !same_value(last->samples_per_sec, r->samples_per_sec) || !same_value(last->mem_bytes, r->mem_bytes))
+        return false;
+    for (int i = 0; i < r->metric_count; i++) {
+        if (!same_value(last->metrics[i].value, r->metrics[i].value) ||
+            strcmp(last->metrics[i].name, r->metrics[i].name) != 0)
+            return false;
+    }
+    /* a bare counter redrawn (a progress bar) is not a copy: it says too little */
+    return r->metric_count + __builtin_popcount(r->fields) >= 3;
+}
+
+/* The step time a record gives, in seconds per step. A field that only
+ * grows (ten records in a row, to five times its first value) is a running
+ * total of time, not a step time: once that is seen the statistics it fed
+ * start again, and step times are its differences over the steps between
+ * records. NAN: none. */
+static double step_time(tw_rank *rk, const tw_record *r, const tw_point *p)
+{
+    if (!(r->fields & TW_F_BATCH_TIME))
+        return NAN;
+    double v = r->batch_time;
+    double before = rk->total_last;
+    rk->total_last = v;
+    if (rk->cumulative) {
+        double steps = rk->have_last ? p->pos - rk->last.pos : 0;
+        return steps >= 1 && v >= before ? (v - before) / steps : NAN;
+    }
+    if (rk->have_last && (rk->last.fields & TW_F_BATCH_TIME) && v > before && before > 0) {
+        if (++rk->total_rises >= 10 && v > 5 * rk->total_first) {
+            rk->cumulative = true;
+            rk->cumulative_point = *p;
+            memset(&rk->step_times, 0, sizeof rk->step_times);
+            rk->sum_batch = rk->sum_data = rk->sum_weight = 0;
+            rk->both_count = 0;
+            double steps = p->pos - rk->last.pos;
+            return steps >= 1 ? (v - before) / steps : NAN;
+        }
+    } else {
+        rk->total_rises = 0;
+        rk->total_first = v;
+    }
+    return v;
+}
+
 static void add_step(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r)
 {
     tw_rank *rk = rank_of(run, r->rank);
@@ -725,6 +865,13 @@ static void add_step(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r
     if (c)
         c->content = true;
     bool rewrite = rk->have_last && p.pos == rk->last.pos;
+    if (rewrite && same_record(&rk->last_step_record, r)) {
+        /* the same record printed again (a logger with two handlers, every
+         * rank writing into one file): counted once */
+        if (rk->duplicates++ == 0)
+            rk->first_duplicate = p;
+        return;
+    }
     tw_metric_notes_add(&rk->train_metrics, r->metrics, r->metric_count, (int64_t)p.pos, !rewrite);
     double metric[TW_POINT_METRICS];
     point_metrics(&p, metric, rk, r);
@@ -742,9 +889,15 @@ static void add_step(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r
             rk->step_span += (uint64_t)span;
         note_gap(rk, &p);
         rk->steps++;
-        if (r->fields & TW_F_BATCH_TIME) {
+        double batch_time = step_time(rk, r, &p);
+        if (rk->cumulative) { /* the series gets the step time, not the running total */
+            p.batch = batch_time;
+            if (isnan(batch_time))
+                p.fields &= ~(unsigned)TW_F_BATCH_TIME;
+        }
+        if (!isnan(batch_time)) {
             double max = rk->step_times.count ? rk->step_times.max : -1;
-            hist_add(&rk->step_times, r->batch_time);
+            hist_add(&rk->step_times, batch_time);
             if (rk->step_times.max > max) {
                 rk->batch_max_point = p;
             }
@@ -754,13 +907,21 @@ static void add_step(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r
                  * slow first step of an epoch does not count like ten. */
                 double steps = rk->have_last ? p.pos - rk->last.pos : 1;
                 double w = (steps >= 1 && steps <= 100000) ? steps : 1;
-                rk->sum_batch += w * r->batch_time;
+                rk->sum_batch += w * batch_time;
                 rk->sum_data += w * r->data_time;
                 rk->sum_weight += w;
                 rk->both_count++;
             }
         }
-        note_loss(rk, &p, root->th.spike_factor);
+        double smooth = smoothed_loss(r);
+        if (!isnan(smooth) && (p.fields & TW_F_LOSS) && isfinite(p.loss)) {
+            tw_point judged = p;
+            judged.loss = smooth;
+            rk->spikes_smoothed = true;
+            note_loss(rk, &judged, root->th.spike_factor);
+        } else {
+            note_loss(rk, &p, root->th.spike_factor);
+        }
         rk->recent[rk->recent_head] = p;
         rk->recent_head = (rk->recent_head + 1) % 8;
         if (rk->recent_count < 8)
@@ -990,11 +1151,52 @@ static tw_run *start_line(tw_run *root, tw_run *run, tw_cursor *c, const tw_reco
     return run;
 }
 
+/* "GPUs used: 4" -> GPUs used = 4; "  sha: ed03..., status: ..." -> git commit
+ * = ed03...; "... train with paddle 2.5.2 and device Place(gpu:0)" ->
+ * PaddlePaddle = 2.5.2. Each distinct key and value once per launch. */
+static void note_fact(tw_run *root, tw_run *run, const tw_record *r)
+{
+    const char *m = r->message;
+    while (*m == ' ' || *m == '\t')
+        m++;
+    char key[32], value[80];
+    const char *paddle = strstr(m, "train with paddle ");
+    if (paddle) {
+        snprintf(key, sizeof key, "PaddlePaddle");
+        snprintf(value, sizeof value, "%.*s", (int)strcspn(paddle + 18, " "), paddle + 18);
+    } else {
+        const char *colon = strstr(m, ": ");
+        if (!colon)
+            return;
+        bool sha = colon - m == 3 && strncmp(m, "sha", 3) == 0;
+        snprintf(key, sizeof key, "%.*s", sha ? 10 : (int)(colon - m), sha ? "git commit" : m);
+        snprintf(value, sizeof value, "%.*s", sha ? (int)strcspn(colon + 2, ",") : (int)strlen(colon + 2), colon + 2);
+    }
+    int rank = r->rank < 0 ? 0 : r->rank;
+    for (int i = 0; i < run->fact_count; i++) {
+        if (strcmp(run->facts[i].key, key) == 0 && strcmp(run->facts[i].value, value) == 0)
+            return;
+    }
+    if (run->fact_count == TW_FACTS_MAX)
+        return;
+    tw_fact *f = &run->facts[run->fact_count++];
+    memcpy(f->key, key, sizeof key);
+    memcpy(f->value, value, sizeof value);
+    f->rank = rank;
+    f->file = intern_file(root, r->source.file);
+    f->line = r->source.line;
+}
+
 static void add_event(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r)
 {
     if (c && r->event == TW_EV_LAUNCH)
         run = start_line(root, run, c, r);
-    else if (c && ends_start(r))
+    if (r->event == TW_EV_ENVIRONMENT) { /* a fact, counted, not kept as an event */
+        note_fact(root, run, r);
+        run->events++;
+        run->event_counts[r->event]++;
+        return;
+    } else if (c && ends_start(r))
         c->content = true;
     tw_rank *rk = rank_of(run, r->rank);
     if (rk && (r->event == TW_EV_CHECKPOINT || r->event == TW_EV_RESUME))
@@ -1037,7 +1239,10 @@ void tw_run_add(void *arg, const tw_record *r)
 {
     tw_run *root = arg;
     if (r->kind == TW_REC_LINE) { /* a line no format read: the template miner's, no rank's record */
-        tw_templates_add(&root->templates, r, intern_file(root, r->source.file));
+        uint32_t file = intern_file(root, r->source.file);
+        tw_templates_add(&root->templates, r, file, launch_of(root, r->rank));
+        if (tw_gpu_hint_maybe(r->message)) /* which GPU the rank uses (gpu.c) */
+            tw_gpu_note_hint(root, r, file, launch_of(root, r->rank));
         return;
     }
     tw_cursor *c = cursor_of(root, r->rank);
@@ -1051,6 +1256,8 @@ void tw_run_add(void *arg, const tw_record *r)
         break;
     case TW_REC_EVENT:
         add_event(root, run, c, r);
+        if (tw_gpu_hint_maybe(r->message)) /* after: a start line moves the rank to its next launch */
+            tw_gpu_note_hint(root, r, intern_file(root, r->source.file), launch_of(root, r->rank));
         break;
     case TW_REC_LINE:
         break;

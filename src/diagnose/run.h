@@ -132,6 +132,8 @@ typedef struct tw_rank {
     double recent_loss[TW_RECENT];
     int recent_loss_count, recent_loss_head;
     double recent_median; /* of recent_loss, refreshed every 8 losses */
+    double recent_noise;  /* mean absolute difference of successive recent losses, with it */
+    bool spikes_smoothed; /* spikes judged on the smoothed loss the log prints (avg_loss ...) */
     unsigned recent_median_age;
     uint64_t spikes;
     double worst_spike_ratio;
@@ -144,6 +146,13 @@ typedef struct tw_rank {
     int restarts;
     tw_restart first_restart, last_restart;
     tw_record last_step_record;    /* the last step as parsed (for metrics) */
+    uint64_t duplicates;           /* step records that repeated the one before exactly, not counted */
+    /* a step-time field that is a running total ("time: 512.3" growing) */
+    double total_first, total_last; /* the field's value at the start of the rising run and now */
+    int total_rises;                /* records in a row where it rose */
+    bool cumulative;                /* found so: step times are its differences */
+    tw_point cumulative_point;      /* where that was decided */
+    tw_point first_duplicate;
     tw_metric_notes train_metrics; /* the named metrics of its steps */
     /* the slot in tw_point.metric of each train_metrics item: -1 none,
      * -2 not decided yet (tw_run_new's ranks start all -2) */
@@ -197,6 +206,7 @@ typedef struct tw_launch_info {
 
 #define TW_CURSOR_STARTS 8
 #define TW_START_GAP     120.0 /* seconds of silence before a start line that make it a new launch */
+#define TW_LAUNCH_SLACK  60.0  /* seconds between the start lines of two ranks of one launch */
 
 /* The launch a rank's records go to now, whether that launch has seen the
  * rank do anything a start line could not be part of (a step, a failure),
@@ -213,11 +223,24 @@ typedef struct tw_cursor {
     double last_time; /* of the rank's last timestamped record, NAN before one */
 } tw_cursor;
 
+/* A fact about the environment or configuration a log states ("GPUs used:
+ * 4", "PaddlePaddle: 2.2.0", a git commit, batch_size), one per distinct
+ * key and value in a launch. */
+#define TW_FACTS_MAX 24
+typedef struct tw_fact {
+    char key[32];
+    char value[80];
+    int rank;
+    uint32_t file;
+    uint64_t line;
+} tw_fact;
+
 typedef struct tw_input_note {
     char *path;
     char *format;
     char *error;
     uint64_t lines, records;
+    bool cut; /* its last line has no newline (tw_run_note_cut) */
 } tw_input_note;
 
 /* A run is a list of launches, and each launch is a tw_run of its own: the
@@ -251,6 +274,8 @@ struct tw_run {
     bool have_last_exception;
     tw_metric_notes eval_metrics;
     tw_contradiction contradiction;
+    tw_fact facts[TW_FACTS_MAX]; /* the launch's environment and configuration, in the order first seen */
+    int fact_count;
     tw_input_note *inputs;
     int input_count, input_cap;
     tw_eval_series eval_series;

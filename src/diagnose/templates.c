@@ -8,15 +8,17 @@
  * quoted string <STR>. Lines with the same template are one entry (hashed,
  * open addressing, at most TW_TEMPLATES_MAX; later new templates are
  * counted as "other"). Each entry keeps its count, the ranks it appeared on
- * (a 64-bit set of rank mod 64, and the first rank), and its first line.
+ * (a 64-bit set of rank mod 64, and the first rank), its first line, and
+ * per launch (the launch its rank was in when the line came: run.c's
+ * cursor) its count and first line, grown to the last launch it appeared in.
  * The miner sees only what no format read, so its cost is zero on a log
  * every line of which is understood.
  *
  * A template is unusual when it is rare (at most TW_UNUSUAL_RARE lines) and
  * either says trouble (error, fatal, fail, timeout, killed, refused,
  * abort, denied, exception, out of range, segmentation), or appeared on
- * one rank of a run of several, or first appeared after its rank's last
- * training step of a run with a problem (a healthy run's closing lines,
+ * one rank of a run of several, or appeared only after its rank's last
+ * training step, in each launch it appeared in, of a run with a problem (a healthy run's closing lines,
  * "training completed", a final summary, are not news).
  */
 #include "templates.h"
@@ -30,8 +32,16 @@
 #define TEMPLATE_TEXT_MAX 200
 #define TW_UNUSUAL_RARE   5
 
+typedef struct tw_template_launch {
+    uint64_t count, first_line; /* count 0: not in this launch */
+    uint32_t file;
+    int rank;
+} tw_template_launch;
+
 typedef struct tw_template {
-    char *text; /* owned; NULL: empty slot */
+    char *text;                   /* owned; NULL: empty slot */
+    tw_template_launch *launches; /* owned; [0, launch_count) */
+    int launch_count;
     uint64_t hash, count;
     uint64_t ranks_seen; /* rank mod 64 */
     int first_rank;
@@ -54,8 +64,10 @@ void tw_templates_free(tw_templates *t)
 {
     if (!t)
         return;
-    for (size_t i = 0; t->slots && i < 2 * TW_TEMPLATES_MAX; i++)
+    for (size_t i = 0; t->slots && i < 2 * TW_TEMPLATES_MAX; i++) {
         free(t->slots[i].text);
+        free(t->slots[i].launches);
+    }
     free(t->slots);
     free(t);
 }
@@ -116,7 +128,29 @@ static uint64_t hash_text(const char *s)
     return h;
 }
 
-int tw_templates_add(tw_templates **tp, const tw_record *r, uint32_t file)
+/* Counts a line of e in launch (0-based), growing its launches. */
+static int count_in_launch(tw_template *e, int launch, const tw_record *r, uint32_t file)
+{
+    if (launch < 0)
+        launch = 0;
+    if (launch >= e->launch_count) {
+        tw_template_launch *grown = realloc(e->launches, sizeof *grown * (size_t)(launch + 1));
+        if (!grown)
+            return TW_ENOMEM;
+        memset(grown + e->launch_count, 0, sizeof *grown * (size_t)(launch + 1 - e->launch_count));
+        e->launches = grown;
+        e->launch_count = launch + 1;
+    }
+    tw_template_launch *l = &e->launches[launch];
+    if (l->count++ == 0) {
+        l->first_line = r->source.line;
+        l->file = file;
+        l->rank = r->rank < 0 ? 0 : r->rank;
+    }
+    return TW_OK;
+}
+
+int tw_templates_add(tw_templates **tp, const tw_record *r, uint32_t file, int launch)
 {
     tw_templates *t = *tp;
     if (!t) {
@@ -152,7 +186,7 @@ int tw_templates_add(tw_templates **tp, const tw_record *r, uint32_t file)
     }
     e->count++;
     e->ranks_seen |= 1ull << ((r->rank < 0 ? 0 : r->rank) % 64);
-    return TW_OK;
+    return count_in_launch(e, launch, r, file);
 }
 
 static bool says_trouble(const char *text)
@@ -201,19 +235,35 @@ static bool has_word(const char *text)
     return false;
 }
 
-/* The template first appeared after the last step its rank made in the
- * launch the line belongs to (the last launch starting at or before it in
- * that file): what a process printed as it went down. */
+/* The template appeared only after the last step its rank made, judged in
+ * each launch it appeared in (what a process printed as it went down): in
+ * every launch with a line of it, its first line there follows the last
+ * step its rank made in that launch. A launch in which the rank made no
+ * step has no "after" (a start-up line of a launch that never trained, or a
+ * config dump printed again by each attempt, is no news). */
 static bool after_last_step(const tw_run *run, const tw_template *e)
 {
-    const tw_run *owner = run;
-    for (int i = 1; i < tw_run_launches(run); i++) {
-        const tw_launch_info *l = &tw_run_launch(run, i)->launch;
-        if (l->have_start && l->file == e->file && l->line <= e->first_line)
-            owner = tw_run_launch(run, i);
+    bool after = false;
+    for (int i = 0; i < e->launch_count; i++) {
+        const tw_template_launch *l = &e->launches[i];
+        if (!l->count)
+            continue;
+        const tw_rank *rk = i < tw_run_launches(run) ? tw_run_rank(tw_run_launch(run, i), l->rank) : NULL;
+        if (!rk || rk->steps == 0 || rk->last.file != l->file || rk->last.line > l->first_line)
+            return false;
+        after = true;
     }
-    const tw_rank *rk = tw_run_rank(owner, e->first_rank);
-    return rk && rk->steps > 0 && rk->last.file == e->file && rk->last.line < e->first_line;
+    return after;
+}
+
+/* The launch (1-based) of the template's first line: the first it appeared in. */
+static int first_launch(const tw_template *e)
+{
+    for (int i = 0; i < e->launch_count; i++) {
+        if (e->launches[i].count)
+            return i + 1;
+    }
+    return 1;
 }
 
 int tw_templates_unusual(const tw_run *run, bool healthy, tw_unusual_line **out, int *count)
@@ -250,12 +300,30 @@ int tw_templates_unusual(const tw_run *run, bool healthy, tw_unusual_line **out,
         u->why = why;
         u->count = e->count;
         u->rank = e->first_rank;
+        u->ranks = __builtin_popcountll(e->ranks_seen);
         u->where = (tw_source){.file = run->files[e->file], .line = e->first_line};
+        u->launch = first_launch(e);
+        u->launch_count = e->launch_count < TW_UNUSUAL_LAUNCHES ? e->launch_count : TW_UNUSUAL_LAUNCHES;
+        for (int l = 0; l < u->launch_count; l++)
+            u->launch_lines[l] = e->launches[l].count;
     }
     free(list);
     *out = items;
     *count = n;
     return TW_OK;
+}
+
+/* "1:3,3:5": the lines of each launch it appeared in (1-based). */
+static const char *by_launch(const tw_template *e, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < e->launch_count && n + 24 < cap; i++) {
+        if (e->launches[i].count)
+            n += (size_t)snprintf(buf + n, cap - n, "%s%d:%llu", n ? "," : "", i + 1,
+                                  (unsigned long long)e->launches[i].count);
+    }
+    return buf;
 }
 
 void tw_templates_write(FILE *out, const tw_run *run)
@@ -270,16 +338,16 @@ void tw_templates_write(FILE *out, const tw_run *run)
     tw_template **list = sorted(t);
     if (!list)
         return;
-    fprintf(out, "  %8s  %5s  %-40s  %s\n", "lines", "ranks", "first", "template");
+    fprintf(out, "  %8s  %5s  %-12s  %-40s  %s\n", "lines", "ranks", "by launch", "first", "template");
     for (size_t i = 0; i < t->count; i++) {
         const tw_template *e = list[i];
-        char where[256];
+        char where[256], launches[256];
         snprintf(where, sizeof where, "%s:%llu", run->files[e->file], (unsigned long long)e->first_line);
-        fprintf(out, "  %8llu  %5d  %-40s  %s\n", (unsigned long long)e->count, __builtin_popcountll(e->ranks_seen),
-                where, e->text);
+        fprintf(out, "  %8llu  %5d  %-12s  %-40s  %s\n", (unsigned long long)e->count,
+                __builtin_popcountll(e->ranks_seen), by_launch(e, launches, sizeof launches), where, e->text);
     }
     if (t->other)
-        fprintf(out, "  %8llu  %5s  %-40s  %s\n", (unsigned long long)t->other, "", "", "(other templates)");
+        fprintf(out, "  %8llu  %5s  %-12s  %-40s  %s\n", (unsigned long long)t->other, "", "", "", "(other templates)");
     free(list);
 }
 

@@ -13,8 +13,9 @@
 
 #define TW_TEMPLATES_MAX 4096 /* distinct templates kept; lines of more are counted as other */
 
-/* Adds one TW_REC_LINE record (file: its interned index); *t is made on first use. */
-int tw_templates_add(tw_templates **t, const tw_record *r, uint32_t file);
+/* Adds one TW_REC_LINE record (file: its interned index; launch: 0-based,
+ * the launch its rank is in); *t is made on first use. */
+int tw_templates_add(tw_templates **t, const tw_record *r, uint32_t file, int launch);
 void tw_templates_free(tw_templates *t);
 /* The unusual lines of the run, in file and line order, at most
  * TW_UNUSUAL_MAX (allocated; the caller frees *out). After the last step

@@ -40,6 +40,8 @@ struct tw_http_server {
     int fd;
     tw_auth *auth; /* NULL without basic_auth_users */
     tw_guard *guard;
+    char *(*page)(void *arg, const char *path, const char *format, size_t *len, const char **type);
+    void *page_arg;
 };
 
 static const char landing_page[] =
@@ -307,6 +309,14 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     if (strcmp(url, "/") == 0)
         return respond(conn, s, MHD_HTTP_OK, (void *)landing_page, sizeof landing_page - 1, MHD_RESPMEM_PERSISTENT,
                        "text/html; charset=utf-8");
+    if (s->page) {
+        size_t len = 0;
+        const char *type = "text/plain; charset=utf-8";
+        const char *format = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "format");
+        char *body = s->page(s->page_arg, url, format, &len, &type);
+        if (body)
+            return respond(conn, s, MHD_HTTP_OK, body, len, MHD_RESPMEM_MUST_FREE, type);
+    }
     return text(conn, s, MHD_HTTP_NOT_FOUND, "not found\n");
 }
 
@@ -367,6 +377,8 @@ int tw_http_start(const tw_http_options *options, tw_http_server **out, char *er
     }
     s->registry = o->registry ? o->registry : tw_registry_default();
     s->text_only = o->text_only;
+    s->page = o->page;
+    s->page_arg = o->page_arg;
     s->fd = -1;
     int rc = TW_OK;
     if (o->web_config_file) {

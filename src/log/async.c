@@ -36,7 +36,7 @@ typedef struct cell_record {
     long thread;
     const tw_logger *logger;
     int level, line;
-    uint16_t message_at, message_len, file_at, func_at, used;
+    uint16_t message_at, message_len, file_at, func_at, name_at, used;
     uint8_t field_count;
     struct {
         tw_log_field field;        /* strings as offsets, fixed up when read */
@@ -116,7 +116,7 @@ static char *copy_string(char **to, const char *s)
 /* One block holding the record, its fields and every string they point to:
  * the message up to TW_LOG_LINE_MAX, up to TW_LOG_FIELDS_MAX fields. NULL
  * when it cannot be allocated. */
-static tw_log_rec *spill_copy(const tw_log_rec *r)
+static tw_log_rec *spill_copy(const tw_log_rec *r, const char *own_name)
 {
     size_t nf = r->field_count < TW_LOG_FIELDS_MAX ? r->field_count : TW_LOG_FIELDS_MAX;
     tw_log_rec cut = *r;
@@ -124,7 +124,9 @@ static tw_log_rec *spill_copy(const tw_log_rec *r)
         cut.message_len = TW_LOG_LINE_MAX;
     size_t head = sizeof(tw_log_rec) + nf * sizeof(tw_log_field);
     head = (head + 7u) & ~(size_t)7u;
-    tw_log_rec *copy = malloc(head + text_size(&cut, nf));
+    /* a binding's own logger name (tw_log_write_as) travels with the record */
+    const char *name = r->logger && r->logger != own_name ? r->logger : NULL;
+    tw_log_rec *copy = malloc(head + text_size(&cut, nf) + string_size(name));
     if (!copy)
         return NULL;
     tw_log_field *fields = (tw_log_field *)(copy + 1);
@@ -132,6 +134,7 @@ static tw_log_rec *spill_copy(const tw_log_rec *r)
     *copy = cut;
     copy->fields = fields;
     copy->field_count = nf;
+    copy->logger = copy_string(&to, name);
     copy->file = copy_string(&to, r->file);
     copy->func = copy_string(&to, r->func);
     copy->message = memcpy(to, r->message ? r->message : "", cut.message_len);
@@ -165,12 +168,15 @@ static void fill(cell_record *c, const tw_logger *l, const tw_log_rec *r)
     c->line = r->line;
     c->used = 0;
     c->spill = NULL;
-    if (r->field_count > CELL_FIELDS || text_size(r, r->field_count) > CELL_TEXT) {
-        if ((c->spill = spill_copy(r)) != NULL)
+    /* a binding's own logger name (tw_log_write_as) travels with the record */
+    const char *name = r->logger && r->logger != l->name ? r->logger : NULL;
+    if (r->field_count > CELL_FIELDS || text_size(r, r->field_count) + string_size(name) > CELL_TEXT) {
+        if ((c->spill = spill_copy(r, l->name)) != NULL)
             return;
     }
     c->file_at = put(c, r->file, r->file ? strlen(r->file) : 0, true);
     c->func_at = put(c, r->func, r->func ? strlen(r->func) : 0, true);
+    c->name_at = name ? put(c, name, strlen(name), true) : NO_STRING;
     size_t nf = r->field_count < CELL_FIELDS ? r->field_count : CELL_FIELDS;
     c->field_count = 0;
     for (size_t i = 0; i < nf; i++) {
@@ -214,7 +220,8 @@ static void read_back(cell_record *c, tw_log_rec *r, tw_log_field *fields)
 {
     if (c->spill) {
         *r = *c->spill;
-        r->logger = c->logger->name;
+        if (!r->logger)
+            r->logger = c->logger->name;
         return;
     }
     for (size_t i = 0; i < c->field_count; i++) {
@@ -230,7 +237,7 @@ static void read_back(cell_record *c, tw_log_rec *r, tw_log_field *fields)
     *r = (tw_log_rec){
         .ns = c->ns,
         .level = c->level,
-        .logger = c->logger->name,
+        .logger = c->name_at != NO_STRING ? c->text + c->name_at : c->logger->name,
         .message = c->message_at == NO_STRING ? "" : c->text + c->message_at,
         .message_len = c->message_len,
         .file = at(c, c->file_at),

@@ -428,6 +428,11 @@ static double process_start(void)
 
 void tw_log_environment(tw_logger *l)
 {
+    tw_log_environment_as(l, NULL, __FILE__, __func__, __LINE__);
+}
+
+void tw_log_environment_as(tw_logger *l, const char *name, const char *file, const char *func, int line)
+{
     if (!l)
         l = tw_logger_get(NULL);
     if (!tw_log_enabled(l, TW_LEVEL_INFO))
@@ -494,6 +499,6 @@ void tw_log_environment(tw_logger *l)
     pthread_mutex_lock(&extras_lock);
     for (size_t i = 0; i < extra_count; i++)
         f[n++] = tw_field_str(extras[i].name, extras[i].version);
-    tw_log_write(l, TW_LEVEL_INFO, __FILE__, __func__, __LINE__, "environment", f, n);
+    tw_log_write_as(l, name, TW_LEVEL_INFO, file, func, line, "environment", f, n);
     pthread_mutex_unlock(&extras_lock);
 }

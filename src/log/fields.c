@@ -48,17 +48,23 @@ void tw_out_field_text(tw_log_out *o, const tw_log_field *f)
     }
 }
 
+/* A message of several lines (one with a traceback after it) gets its
+ * fields at the end of its first line, the line readers parse. */
 void tw_log_message_text(const tw_log_rec *r, tw_log_out *o)
 {
-    tw_out_mem(o, r->message, r->message_len);
+    const char *newline = memchr(r->message, '\n', r->message_len);
+    size_t head = newline ? (size_t)(newline - r->message) : r->message_len;
+    tw_out_mem(o, r->message, head);
     for (size_t i = 0; i < r->field_count; i++) {
         const tw_log_field *f = &r->fields[i];
         if (!f->key)
             continue;
-        if (o->len > 0 || r->message_len > 0)
+        if (o->len > 0 || head > 0)
             tw_out_char(o, ' ');
         tw_out_str(o, f->key);
         tw_out_char(o, '=');
         tw_out_field_text(o, f);
     }
+    if (newline)
+        tw_out_mem(o, newline, r->message_len - head);
 }

@@ -331,6 +331,12 @@ static long thread_id(void)
 void tw_log_write(tw_logger *l, int level, const char *file, const char *func, int line, const char *message,
                   const tw_log_field *fields, size_t field_count)
 {
+    tw_log_write_as(l, NULL, level, file, func, line, message, fields, field_count);
+}
+
+void tw_log_write_as(tw_logger *l, const char *name, int level, const char *file, const char *func, int line,
+                     const char *message, const tw_log_field *fields, size_t field_count)
+{
     if (!tw_log_enabled(l, level))
         return;
     struct timespec ts;
@@ -338,7 +344,7 @@ void tw_log_write(tw_logger *l, int level, const char *file, const char *func, i
     tw_log_rec r = {
         .ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec,
         .level = level,
-        .logger = l->name,
+        .logger = name ? name : l->name,
         .message = message ? message : "",
         .file = file,
         .func = func,

@@ -12,6 +12,7 @@
  * step only when it carries a counter and a loss (tw_record_is_step_like),
  * so prose with numbers ("Epoch 3 took 12 s") is left alone.
  */
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -22,6 +23,13 @@
 static bool is_key_char(char c)
 {
     return tw_is_alpha(c) || tw_is_digit(c) || c == '_' || c == '.' || c == '/';
+}
+
+/* Length of a time unit right after a number ("1431.27ms", "2.5s"), 0 if none. */
+static size_t time_unit(const char *p, const char *end)
+{
+    size_t n = p + 2 <= end && p[0] == 'm' && p[1] == 's' ? 2 : p < end && p[0] == 's' ? 1 : 0;
+    return n && (p + n == end || !tw_is_alpha(p[n])) ? n : 0;
 }
 
 static const char *const counter_words[] = {"step", "iter", "iteration", "it", "epoch", "global_step", "batch", NULL};
@@ -61,12 +69,33 @@ static bool next_pair(const char *s, const char *end, const char **pos, tw_kv *k
         p++;
     double v;
     size_t n = tw_scan_number(p, end, &v);
-    if (n == 0 || (p + n < end && (tw_is_alpha(p[n]) || p[n] == '/')))
+    size_t unit = n ? time_unit(p + n, end) : 0;
+    if (n == 0 || (!unit && p + n < end && (tw_is_alpha(p[n]) || p[n] == '/')))
         return false; /* "10x", "3/100" (a fraction is the kv format's), no number */
-    *kv = (tw_kv){.key = key, .key_len = key_len, .value = p, .end = end, .number = v, .value_len = n};
-    *pos = p + n + (bracket && p + n < end && p[n] == ']');
+    *kv = (tw_kv){.key = key, .key_len = key_len, .value = p, .end = end, .number = v, .value_len = n + unit};
+    if (unit) {
+        kv->unit = p + n;
+        kv->unit_len = unit;
+    }
+    *pos = p + n + unit + (bracket && p + n < end && p[n] == ']');
     (void)s;
     return true;
+}
+
+/* An eval word before a key ("val loss 3.4"): the pair belongs to an
+ * evaluation; "train" before one names it too (nanoGPT's "step 100: train
+ * loss 3.46, val loss 3.50" is its evaluation of both splits). */
+static const char *const qualifier_words[] = {"val", "valid", "validation", "eval", "test", "dev", "train", NULL};
+
+static bool qualifier(const char *s, size_t len, bool *eval)
+{
+    for (const char *const *w = qualifier_words; *w; w++) {
+        if (strlen(*w) == len && strncasecmp(s, *w, len) == 0) {
+            *eval = strcmp(*w, "train") != 0;
+            return true;
+        }
+    }
+    return false;
 }
 
 static bool detect(const tw_line *line)
@@ -87,18 +116,36 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     tw_record_init(&r);
     const char *pos = line->body, *end = line->body + line->body_len;
     tw_kv kv;
+    const char *word = NULL; /* the word before this pair, when it had no number */
+    size_t word_len = 0;
+    bool eval = false;
     for (int i = 0; pos < end && i < COUNTER_PAIRS_MAX; i++) {
-        if (!next_pair(line->body, end, &pos, &kv))
+        const char *before = pos;
+        if (!next_pair(line->body, end, &pos, &kv)) {
+            while (before < end && !tw_is_alpha(*before))
+                before++;
+            word = before;
+            word_len = (size_t)(pos - before);
             continue;
-        if (kv.key_len == 2 && strncasecmp(kv.key, "it", 2) == 0)
-            kv = (tw_kv){.key = "iter",
-                         .key_len = 4,
-                         .value = kv.value,
-                         .end = kv.end,
-                         .number = kv.number,
-                         .value_len = kv.value_len};
+        }
+        char named[64];
+        bool eval_word = false;
+        if (word && !counter_word(kv.key, kv.key_len) && word_len + 1 + kv.key_len < sizeof named &&
+            qualifier(word, word_len, &eval_word)) {
+            /* "val loss 3.4" is val_loss */
+            snprintf(named, sizeof named, "%.*s_%.*s", (int)word_len, word, (int)kv.key_len, kv.key);
+            kv.key = named;
+            kv.key_len = strlen(named);
+            eval |= eval_word;
+        } else if (kv.key_len == 2 && strncasecmp(kv.key, "it", 2) == 0) {
+            kv.key = "iter";
+            kv.key_len = 4;
+        }
+        word = NULL;
         tw_fields_apply(&r, &kv);
     }
+    if (eval)
+        return tw_emit_eval(p, line, &r);
     if (tw_text_is_eval(line->body, line->body_len))
         return 0;
     return tw_emit_step(p, line, &r, 0);

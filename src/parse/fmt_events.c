@@ -13,8 +13,10 @@
  * the common case (no keyword) must stay a handful of memmem calls.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "formats.h"
 #include "keywords.h"
@@ -23,13 +25,20 @@ enum block { BLOCK_NONE, BLOCK_PYTHON, BLOCK_CPP, BLOCK_SUMMARY };
 
 typedef struct events_state {
     enum block block;
-    char frame[TW_MESSAGE_MAX];   /* last stack frame of the current block */
-    bool signal_pending;          /* saw "FatalError: Termination signal" */
+    char frame[TW_MESSAGE_MAX];      /* last stack frame of the current block */
+    char user_frame[TW_MESSAGE_MAX]; /* its deepest frame outside installed packages, "" none */
+    bool signal_pending;             /* saw "FatalError: Termination signal" */
     char signal_message[TW_MESSAGE_MAX];
+    long long aborted_at; /* "[TimeInfo: *** Aborted at N (unix time)": N, 0 unknown */
+    bool await_message;   /* "ResourceExhaustedError: " with its message on the lines after */
+    int nccl;             /* an NCCL error held for its "Last error:" lines: 1 held, 2 after "Last error:" */
+    char held[TW_MESSAGE_MAX];
+    char pending_name[TW_NAME_MAX];
+    char assertion[TW_MESSAGE_MAX]; /* the last CUDA device-side assertion, "" none */
 } events_state;
 
-static int emit_event(tw_parser *p, const tw_line *line, tw_event_kind kind, const char *msg,
-                      size_t len, const char *detail, int code)
+static int emit_event(tw_parser *p, const tw_line *line, tw_event_kind kind, const char *msg, size_t len,
+                      const char *detail, int code)
 {
     tw_record r;
     tw_record_init(&r);
@@ -54,9 +63,9 @@ static bool contains_any(const char *s, size_t len, const char *const *needles, 
 
 static bool is_oom_text(const char *s, size_t len)
 {
-    static const char *const oom[] = {"Out of memory",  "out of memory",   "ResourceExhaustedError",
-                                      "OutOfMemoryError", "std::bad_alloc", "RESOURCE_EXHAUSTED",
-                                      "CUBLAS_STATUS_ALLOC_FAILED"};
+    static const char *const oom[] = {
+        "Out of memory",  "out of memory",      "ResourceExhaustedError",    "OutOfMemoryError",
+        "std::bad_alloc", "RESOURCE_EXHAUSTED", "CUBLAS_STATUS_ALLOC_FAILED"};
     return contains_any(s, len, oom, sizeof oom / sizeof oom[0]);
 }
 
@@ -90,29 +99,220 @@ static int parse_signal_number(const char *s, size_t len)
     return 0;
 }
 
+/* "Name:" with nothing after it: Paddle's error blocks put the message on
+ * the next line that is not blank ("ResourceExhaustedError: \n\nOut of
+ * memory error on GPU 0. Cannot allocate ..."). */
+static bool message_follows(const char *s, size_t len)
+{
+    const char *colon = memchr(s, ':', len);
+    if (!colon)
+        return false;
+    for (const char *c = colon + 1; c < s + len; c++) {
+        if (!tw_is_blank(*c))
+            return false;
+    }
+    return (size_t)(colon - s) < TW_NAME_MAX;
+}
+
+/* A CUDA error that only reports an earlier device-side assertion. */
+static bool reports_assertion(const char *s, size_t len)
+{
+    static const char *const words[] = {
+        "device-side assert",         "CUDA error(710)",      "CUDA error(719)", "CUDA error(700)",
+        "unspecified launch failure", "illegal memory access"};
+    return contains_any(s, len, words, sizeof words / sizeof words[0]);
+}
+
+/* "/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1141: indexSelectLargeIndex:
+ * block: [0,0,0], thread: [0,0,0] Assertion `srcIndex < srcSelectDimSize`
+ * failed." kept as "Indexing.cu:1141: indexSelectLargeIndex: Assertion
+ * `srcIndex < srcSelectDimSize` failed." */
+static void note_assertion(events_state *st, const char *s, size_t len)
+{
+    const char *assertion = tw_find(s, len, "Assertion `");
+    if (!assertion || !tw_find(assertion, (size_t)(s + len - assertion), "failed"))
+        return;
+    size_t head = (size_t)(assertion - s); /* the kernel's file comes before the assertion */
+    const char *cu = tw_find(s, head, ".cu:");
+    if (!cu)
+        cu = tw_find(s, head, ".cuh:");
+    if (!cu)
+        cu = tw_find(s, head, ".cu.h:");
+    if (!cu)
+        return;
+    const char *file = cu;
+    while (file > s && file[-1] != '/' && file[-1] != ' ')
+        file--;
+    const char *block = tw_find(file, (size_t)(assertion - file), "block: [");
+    const char *head_end = block ? block : assertion;
+    while (head_end > file && tw_is_blank(head_end[-1]))
+        head_end--;
+    char text[TW_MESSAGE_MAX];
+    snprintf(text, sizeof text, "%.*s %.*s", (int)(head_end - file), file, (int)(s + len - assertion), assertion);
+    tw_record_set_text(st->assertion, text, strlen(text));
+}
+
+/* A frame of the user's own code: not in an installed package, the
+ * standard library or the interpreter's frozen modules. */
+static bool is_user_frame(const char *s, size_t len)
+{
+    static const char *const outside[] = {"site-packages", "dist-packages", "/lib/python", "<frozen",
+                                          "\"<string>\"",  "/usr/lib/",     "\\lib\\"};
+    return !contains_any(s, len, outside, sizeof outside / sizeof outside[0]);
+}
+
+/* The detail of an exception: its last frame, and the deepest frame of the
+ * user's code after TW_USER_FRAME when that is another one. */
+static void frames(const events_state *st, char *out, size_t cap)
+{
+    if (st->user_frame[0] && strcmp(st->user_frame, st->frame) != 0)
+        snprintf(out, cap, "%s%s%s", st->frame, TW_USER_FRAME, st->user_frame);
+    else
+        snprintf(out, cap, "%s", st->frame);
+}
+
+static int emit_exception(tw_parser *p, events_state *st, const tw_line *line, const char *s, size_t len)
+{
+    char detail[2 * TW_MESSAGE_MAX + 32]; /* cut to TW_MESSAGE_MAX by emit_event */
+    frames(st, detail, sizeof detail);
+    char caused[2 * TW_MESSAGE_MAX + 64]; /* cut to TW_MESSAGE_MAX by emit_event */
+    if (st->assertion[0] && reports_assertion(s, len)) {
+        /* the assertion is the error; the CUDA error only reports it */
+        snprintf(caused, sizeof caused, "CUDA device-side assertion: %s (reported as: %.*s)", st->assertion, (int)len,
+                 s);
+        s = caused;
+        len = strnlen(caused, sizeof caused - 1);
+        st->assertion[0] = '\0';
+    }
+    int n = emit_event(p, line, TW_EV_EXCEPTION, s, len, detail, 0);
+    if (is_oom_text(s, len))
+        n += emit_event(p, line, TW_EV_OOM, s, len, detail, 0);
+    return n;
+}
+
+static bool blank_line(const tw_line *line)
+{
+    for (size_t i = 0; i < line->len; i++) {
+        if (!tw_is_blank(line->text[i]) && line->text[i] != '\r')
+            return false;
+    }
+    return true;
+}
+
+/* The line after "Name:" that carries its message: emitted together, citing
+ * the message's line. A line that starts another block instead (or the end
+ * of the log, line NULL) leaves the name alone, and the line is read as
+ * usual (returns 0). */
+static int awaited_message(tw_parser *p, events_state *st, const tw_line *line)
+{
+    if (line && blank_line(line))
+        return -1;
+    st->await_message = false;
+    bool message = line && !tw_starts_with(line->text, line->len, "---") &&
+                   !tw_starts_with(line->text, line->len, "C++ Traceback") &&
+                   !tw_starts_with(line->text, line->len, "Error Message Summary") &&
+                   !tw_starts_with(line->text, line->len, "Traceback (most recent call last)");
+    char text[TW_MESSAGE_MAX];
+    if (message) {
+        size_t skip = 0;
+        while (skip < line->len && tw_is_blank(line->text[skip]))
+            skip++;
+        snprintf(text, sizeof text, "%s %.*s", st->pending_name, (int)(line->len - skip), line->text + skip);
+    } else {
+        snprintf(text, sizeof text, "%s", st->pending_name);
+    }
+    int n = emit_exception(p, st, line, text, strnlen(text, sizeof text - 1));
+    st->frame[0] = '\0';
+    st->user_frame[0] = '\0';
+    return message ? n : 0;
+}
+
+/* The lines after an NCCL error: "ncclSystemError: ...", "Last error:",
+ * then the cause ("socket: Address family not supported by protocol"),
+ * which is put first in the message. Another line ends the wait: the error
+ * is emitted as it was and the line read as usual (returns 0). */
+static int nccl_lines(tw_parser *p, events_state *st, const tw_line *line)
+{
+    if (line && (blank_line(line) || tw_starts_with(line->text, line->len, "nccl")))
+        return -1;
+    if (line && st->nccl == 1 && tw_starts_with(line->text, line->len, "Last error:")) {
+        st->nccl = 2;
+        return -1;
+    }
+    char text[2 * TW_MESSAGE_MAX + 32];
+    bool cause = line && st->nccl == 2;
+    if (cause)
+        snprintf(text, sizeof text, "NCCL error: %.*s (reported as: %s)", (int)line->len, line->text, st->held);
+    else
+        snprintf(text, sizeof text, "%s", st->held);
+    st->nccl = 0;
+    int n = emit_exception(p, st, line, text, strnlen(text, sizeof text - 1));
+    st->frame[0] = '\0';
+    st->user_frame[0] = '\0';
+    return cause ? n : 0;
+}
+
 static int exception_line(tw_parser *p, events_state *st, const tw_line *line)
 {
     const char *s = line->text;
     size_t len = line->len;
-    int n = emit_event(p, line, TW_EV_EXCEPTION, s, len, st->frame, 0);
-    if (is_oom_text(s, len))
-        n += emit_event(p, line, TW_EV_OOM, s, len, st->frame, 0);
+    if (tw_find(s, len, "NCCL error")) {
+        tw_record_set_text(st->held, s, len);
+        st->nccl = 1;
+        st->block = BLOCK_NONE;
+        return -1;
+    }
+    if (message_follows(s, len)) {
+        size_t name = (size_t)((const char *)memchr(s, ':', len) - s) + 1;
+        memcpy(st->pending_name, s, name);
+        st->pending_name[name] = '\0';
+        st->await_message = true;
+        st->block = BLOCK_NONE;
+        return -1;
+    }
+    int n = emit_exception(p, st, line, s, len);
     if (tw_find(s, len, "SignalException") || tw_find(s, len, "got signal")) {
         int sig = parse_signal_number(s, len);
         n += emit_event(p, line, TW_EV_SIGNAL, s, len, st->frame, sig);
     }
     st->block = BLOCK_NONE;
     st->frame[0] = '\0';
+    st->user_frame[0] = '\0';
     return n;
 }
 
+/* The signal's message, with who sent it and when where Paddle says so:
+ * "... operating system. [SIGTERM from PID 1136560 at 2023-08-04 12:53:56 UTC]"
+ * (the victims of another rank's failure get the launcher's SIGTERM, all
+ * from the same PID within a second or two). */
 static int flush_signal(tw_parser *p, events_state *st, const tw_line *line, int sig)
 {
     if (!st->signal_pending)
         return 0;
     st->signal_pending = false;
-    return emit_event(p, line, TW_EV_SIGNAL, st->signal_message, strlen(st->signal_message),
-                      st->frame, sig);
+    char msg[TW_MESSAGE_MAX];
+    size_t n = (size_t)snprintf(msg, sizeof msg, "%s", st->signal_message);
+    long long pid = 0;
+    const char *from = line ? tw_find(line->text, line->len, "from PID ") : NULL;
+    if (from)
+        tw_scan_uint(from + 9, line->text + line->len, &pid);
+    if ((pid > 0 || st->aborted_at > 0) && n < sizeof msg) {
+        n += (size_t)snprintf(msg + n, sizeof msg - n, " [%s", sig == 15 ? "SIGTERM" : sig == 9 ? "SIGKILL" : "signal");
+        if (pid > 0 && n < sizeof msg)
+            n += (size_t)snprintf(msg + n, sizeof msg - n, " from PID %lld", pid);
+        if (st->aborted_at > 0 && n < sizeof msg) {
+            time_t at = (time_t)st->aborted_at;
+            struct tm tm;
+            char when[32] = "?";
+            if (gmtime_r(&at, &tm))
+                strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+            n += (size_t)snprintf(msg + n, sizeof msg - n, " at %s UTC", when);
+        }
+        if (n < sizeof msg)
+            snprintf(msg + n, sizeof msg - n, "]");
+    }
+    st->aborted_at = 0;
+    return emit_event(p, line, TW_EV_SIGNAL, msg, strnlen(msg, sizeof msg - 1), st->frame, sig);
 }
 
 static int in_block(tw_parser *p, events_state *st, const tw_line *line)
@@ -123,10 +323,12 @@ static int in_block(tw_parser *p, events_state *st, const tw_line *line)
     if (st->block == BLOCK_PYTHON) {
         if (tw_starts_with(s, len, "  File ")) {
             tw_record_set_text(st->frame, s + 2, len - 2);
+            if (is_user_frame(s, len))
+                tw_record_set_text(st->user_frame, s + 2, len - 2);
             return -1;
         }
-        if (indented || tw_starts_with(s, len, "During handling") ||
-            tw_starts_with(s, len, "The above exception") || s[0] == '^' || s[0] == '~')
+        if (indented || tw_starts_with(s, len, "During handling") || tw_starts_with(s, len, "The above exception") ||
+            s[0] == '^' || s[0] == '~')
             return -1;
         if (is_exception_line(s, len))
             return exception_line(p, st, line);
@@ -161,10 +363,14 @@ static int in_block(tw_parser *p, events_state *st, const tw_line *line)
         tw_starts_with(s, len, "FatalError: `Segmentation fault`") ||
         tw_starts_with(s, len, "FatalError: `Process abort signal`")) {
         st->signal_pending = true;
+        st->aborted_at = 0;
         tw_record_set_text(st->signal_message, s, len);
         return -1;
     }
     if (indented && st->signal_pending) {
+        const char *aborted = tw_find(s, len, "*** Aborted at ");
+        if (aborted)
+            tw_scan_uint(aborted + 15, s + len, &st->aborted_at);
         const char *info = tw_find(s, len, "[SignalInfo: *** ");
         if (info)
             return flush_signal(p, st, line, parse_signal_number(s, len));
@@ -220,6 +426,18 @@ static const keyword_rule rules[] = {
     {"Environment Information---", TW_EV_LAUNCH},
     {"Configuration Arguments ---", TW_EV_LAUNCH},
     {"Setting OMP_NUM_THREADS environment variable for each process", TW_EV_LAUNCH},
+    {"INFO: Architecture :", TW_EV_LAUNCH}, /* PaddleOCR's config dump (print_dict), first key */
+    /* environment and configuration, at the start of a line (PaddleSeg's
+     * Environment Information block, a config dump, a git note) */
+    {"PaddlePaddle: ", TW_EV_ENVIRONMENT},
+    {"GPUs used: ", TW_EV_ENVIRONMENT},
+    {"CUDA_VISIBLE_DEVICES: ", TW_EV_ENVIRONMENT},
+    {"cudnn: ", TW_EV_ENVIRONMENT},
+    {"batch_size: ", TW_EV_ENVIRONMENT},
+    {"batch_size_per_gpu: ", TW_EV_ENVIRONMENT},
+    {"num_workers: ", TW_EV_ENVIRONMENT},
+    {"sha: ", TW_EV_ENVIRONMENT},
+    {"train with paddle ", TW_EV_ENVIRONMENT}, /* PaddleOCR, anywhere in the line */
     {"Warning: ", TW_EV_WARNING},
     {"WARNING", TW_EV_WARNING},
     {"exited with code", TW_EV_EXIT},
@@ -235,6 +453,14 @@ static const keyword_rule rules[] = {
     {"Finished training", TW_EV_FINISHED},
 };
 
+/* at begins the line, after indentation only. */
+static bool starts_line(const char *s, const char *at)
+{
+    while (s < at && tw_is_blank(*s))
+        s++;
+    return s == at;
+}
+
 static int exit_code_after(const char *s, size_t len, const char *at)
 {
     const char *end = s + len;
@@ -248,22 +474,23 @@ static int exit_code_after(const char *s, size_t len, const char *at)
 }
 
 #define RULE_COUNT (sizeof rules / sizeof rules[0])
-_Static_assert(RULE_COUNT + 2 <= TW_KEYWORDS_MAX, "too many event keywords for one index");
+_Static_assert(RULE_COUNT + 3 <= TW_KEYWORDS_MAX, "too many event keywords for one index");
 
 static tw_keywords rule_index;
 static pthread_once_t rule_index_once = PTHREAD_ONCE_INIT;
 
 static void build_rule_index(void)
 {
-    static const char *needles[RULE_COUNT + 2];
+    static const char *needles[RULE_COUNT + 3];
     for (size_t i = 0; i < RULE_COUNT; i++)
         needles[i] = rules[i].needle;
     needles[RULE_COUNT] = "Killed";
     needles[RULE_COUNT + 1] = "got signal: ";
-    tw_keywords_init(&rule_index, needles, RULE_COUNT + 2);
+    needles[RULE_COUNT + 2] = "Assertion `";
+    tw_keywords_init(&rule_index, needles, RULE_COUNT + 3);
 }
 
-static int single_line(tw_parser *p, const tw_line *line)
+static int single_line(tw_parser *p, events_state *st, const tw_line *line)
 {
     const char *s = line->text;
     size_t len = line->len;
@@ -284,10 +511,15 @@ static int single_line(tw_parser *p, const tw_line *line)
             if (code < 0)
                 continue;
         }
-        if (rules[i].kind == TW_EV_WARNING && tw_find(s, len, "WARNING") == at &&
-            at != s && tw_is_alpha(at[-1]))
+        if (rules[i].kind == TW_EV_WARNING && tw_find(s, len, "WARNING") == at && at != s && tw_is_alpha(at[-1]))
+            continue;
+        if (rules[i].kind == TW_EV_ENVIRONMENT && !starts_line(s, at) && rules[i].needle[0] != 't')
             continue;
         return emit_event(p, line, rules[i].kind, s, len, NULL, code);
+    }
+    if (found & (1ull << (RULE_COUNT + 2))) {
+        note_assertion(st, s, len); /* reported with the CUDA error that follows */
+        return 0;
     }
     if ((len == 6 && memcmp(s, "Killed", 6) == 0) || tw_find(s, len, "got signal: "))
         return emit_event(p, line, TW_EV_SIGNAL, s, len, NULL, len == 6 ? 9 : parse_signal_number(s, len));
@@ -305,6 +537,16 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     events_state *st = state;
     const char *s = line->text;
     size_t len = line->len;
+    if (st->await_message) {
+        int n = awaited_message(p, st, line);
+        if (n != 0)
+            return n;
+    }
+    if (st->nccl) {
+        int n = nccl_lines(p, st, line);
+        if (n != 0)
+            return n;
+    }
     if (st->block != BLOCK_NONE) {
         int n = in_block(p, st, line);
         if (n != 0)
@@ -313,23 +555,29 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     if (tw_starts_with(s, len, "Traceback (most recent call last)")) {
         st->block = BLOCK_PYTHON;
         st->frame[0] = '\0';
+        st->user_frame[0] = '\0';
         return -1;
     }
     if (tw_starts_with(s, len, "C++ Traceback (most recent call last)")) {
         st->block = BLOCK_CPP;
         st->frame[0] = '\0';
+        st->user_frame[0] = '\0';
         return -1;
     }
     if (tw_starts_with(s, len, "Error Message Summary")) {
         st->block = BLOCK_SUMMARY;
         return -1;
     }
-    return single_line(p, line);
+    return single_line(p, st, line);
 }
 
 static void finish(tw_parser *p, void *state)
 {
     events_state *st = state;
+    if (st->await_message)
+        awaited_message(p, st, NULL);
+    if (st->nccl)
+        nccl_lines(p, st, NULL);
     flush_signal(p, st, NULL, 0);
     st->block = BLOCK_NONE;
 }
@@ -339,8 +587,12 @@ static bool same_state(const void *a, const void *b)
 {
     const events_state *x = a, *y = b;
     return x->block == y->block && x->signal_pending == y->signal_pending &&
-           (x->block == BLOCK_NONE || strcmp(x->frame, y->frame) == 0) &&
-           (!x->signal_pending || strcmp(x->signal_message, y->signal_message) == 0);
+           (x->block == BLOCK_NONE || (strcmp(x->frame, y->frame) == 0 && strcmp(x->user_frame, y->user_frame) == 0)) &&
+           (!x->signal_pending ||
+            (strcmp(x->signal_message, y->signal_message) == 0 && x->aborted_at == y->aborted_at)) &&
+           x->await_message == y->await_message && x->nccl == y->nccl && (!x->nccl || strcmp(x->held, y->held) == 0) &&
+           (!x->await_message || strcmp(x->pending_name, y->pending_name) == 0) &&
+           strcmp(x->assertion, y->assertion) == 0;
 }
 
 const tw_format tw_format_events = {

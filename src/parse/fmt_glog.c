@@ -10,7 +10,8 @@
  * events; I and W lines are Paddle's chatter and are consumed quietly, except
  * that the NCCL init line tells the rank of a log whose name does not, and
  * the lines each process prints once as it starts (its first NCCL ring, its
- * GPU's compute capability, the launcher's store listening) become launch
+ * GPU's compute capability, the launcher's store listening, a worker's
+ * connection to that store) become launch
  * events: where a launch begins.
  */
 #include <string.h>
@@ -32,7 +33,8 @@ static bool starts_launch(const tw_line *line)
     if (tw_find(s, len, "init nccl context"))
         return (len > 10 && memcmp(s + len - 10, "ring id: 0", 10) == 0) ||
                (len > 10 && memcmp(s + len - 10, "ring_id: 0", 10) == 0);
-    return tw_find(s, len, "GPU Compute Capability") || tw_find(s, len, "The server starts to listen on");
+    return tw_find(s, len, "GPU Compute Capability") || tw_find(s, len, "The server starts to listen on") ||
+           (tw_find(s, len, "tcp_utils.cc") && tw_find(s, len, "] Successfully connected to "));
 }
 
 /* The line as an event: the message after "] ", the source location as detail. */

@@ -78,6 +78,7 @@ extern const tw_format tw_format_mmdet;
 extern const tw_format tw_format_detectron2;
 extern const tw_format tw_format_yolo;
 extern const tw_format tw_format_olmo;
+extern const tw_format tw_format_static_print;
 extern const tw_format tw_format_glog;
 extern const tw_format tw_format_pylogging;
 extern const tw_format tw_format_kv;

@@ -10,6 +10,7 @@
  */
 #include "gpu_log.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -53,6 +54,9 @@ struct dialect {
     /* Fills *out from a data line; false when the line is not one. */
     bool (*row)(tw_gpu_reader *r, const char *s, size_t len, tw_gpu_sample *out);
 };
+
+enum { DIALECT_CSV = 3, DIALECT_COUNT = 4 }; /* rows of dialects[] */
+static const dialect dialects[DIALECT_COUNT];
 
 /* ---- fields ------------------------------------------------------------ */
 
@@ -265,6 +269,116 @@ static bool csv_header(tw_gpu_reader *r, const char *s, size_t len)
     return true;
 }
 
+/* --gpu-columns: the roles of a headerless CSV's columns come from the
+ * --query-gpu list the user gave nvidia-smi, as they would from its header. */
+int tw_gpu_reader_set_columns(tw_gpu_reader *r, const char *list)
+{
+    const char *starts[COLUMNS_MAX];
+    size_t lens[COLUMNS_MAX];
+    int n = split(list, strlen(list), ',', starts, lens, COLUMNS_MAX);
+    if (n > COLUMNS_MAX)
+        return TW_EINVAL;
+    bool reads = false;
+    for (int i = 0; i < n; i++) {
+        if (!csv_name(starts[i], lens[i]))
+            return TW_EINVAL;
+        role ro = csv_role(starts[i], lens[i]);
+        reads |= ro == ROLE_UTIL || ro == ROLE_MEM_USED;
+        r->roles[i] = (uint8_t)ro;
+    }
+    if (!reads)
+        return TW_EINVAL;
+    r->columns = n;
+    r->current = &dialects[DIALECT_CSV];
+    return TW_OK;
+}
+
+/* A field of nvidia-smi's CSV rows that only it writes: a number with its
+ * unit ("31 %", "9337 MiB", "70.53 W") or a timestamp. */
+static bool typed_field(const char *s, size_t len)
+{
+    trim(&s, &len);
+    double v;
+    if (len >= 19 && tw_is_digit(s[0]) && tw_scan_timestamp(s, len, &v))
+        return true;
+    size_t n = tw_scan_number(s, s + len, &v);
+    if (n == 0 || n == len || s[n] != ' ')
+        return false;
+    static const char *const units[] = {"%", "MiB", "GiB", "KiB", "W", "MHz", "C", NULL};
+    for (const char *const *u = units; *u; u++) {
+        if (same_word(s + n + 1, len - n - 1, *u))
+            return true;
+    }
+    return false;
+}
+
+/* A field nvidia-smi could have written: a timestamp, a PCI bus id
+ * (00000000:01:00.0), or anything without a ':' or '=' (numbers, units,
+ * names, [N/A]). A log line split at its commas has "key: value" parts. */
+static bool plain_field(const char *s, size_t len)
+{
+    trim(&s, &len);
+    double v;
+    if (len >= 19 && tw_is_digit(s[0]) && tw_scan_timestamp(s, len, &v))
+        return true;
+    bool bus_id = len > 0;
+    for (size_t i = 0; i < len && bus_id; i++)
+        bus_id = isxdigit((unsigned char)s[i]) || s[i] == ':' || s[i] == '.';
+    return bus_id || (!memchr(s, ':', len) && !memchr(s, '=', len));
+}
+
+/* The first lines all split at ", " (nvidia-smi's separator) into the same
+ * number of fields; *typed: some of them hold a unit or a timestamp. When
+ * `r` has columns, the utilisation and memory ones must hold numbers. */
+static bool headerless(const char *head, size_t len, const tw_gpu_reader *r, int *columns, bool *typed)
+{
+    const char *p = head, *end = head + len;
+    int lines = 0, fields = 0;
+    *typed = false;
+    while (p < end && lines < 16) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl)
+            break;
+        size_t n = (size_t)(nl - p);
+        if (n && p[n - 1] == '\r')
+            n--;
+        const char *starts[COLUMNS_MAX];
+        size_t lens[COLUMNS_MAX];
+        int k = split(p, n, ',', starts, lens, COLUMNS_MAX);
+        if (k < 2 || k > COLUMNS_MAX || (fields && k != fields) || !memmem(p, n, ", ", 2))
+            return false;
+        for (int i = 0; i < k; i++) {
+            if (!plain_field(starts[i], lens[i]))
+                return false;
+            *typed = *typed || typed_field(starts[i], lens[i]);
+            bool numeric = r && i < r->columns && (r->roles[i] == ROLE_UTIL || r->roles[i] == ROLE_MEM_USED);
+            if (numeric && isnan(field_number(starts[i], lens[i], r->roles[i] == ROLE_MEM_USED)))
+                return false;
+        }
+        fields = k;
+        lines++;
+        p = nl + 1;
+    }
+    *columns = fields;
+    return lines > 0;
+}
+
+bool tw_gpu_log_headerless(const char *head, size_t len)
+{
+    int columns;
+    bool typed;
+    return headerless(head, len, NULL, &columns, &typed) && typed;
+}
+
+bool tw_gpu_log_headerless_fits(const char *head, size_t len, const char *list)
+{
+    int columns = 0;
+    bool typed;
+    tw_gpu_reader probe = {.q_gpu = -1};
+    return tw_gpu_reader_set_columns(&probe, list) == TW_OK && headerless(head, len, &probe, &columns, &typed) &&
+           probe.columns == columns;
+}
+
 static bool columns_row(tw_gpu_reader *r, const char *s, size_t len, char sep, tw_gpu_sample *out)
 {
     const char *starts[COLUMNS_MAX];
@@ -444,7 +558,7 @@ static bool query_row(tw_gpu_reader *r, const char *s, size_t len, tw_gpu_sample
 
 /* ---- the table ---------------------------------------------------------- */
 
-static const dialect dialects[] = {
+static const dialect dialects[DIALECT_COUNT] = {
     {"query", query_header, query_row},
     {"pmon", pmon_header, monitor_row},
     {"dmon", dmon_header, monitor_row},
@@ -534,7 +648,8 @@ bool tw_gpu_log_detect(const char *head, size_t len)
     return false;
 }
 
-int tw_gpu_log_read(const char *path, tw_gpu_sample_fn fn, void *arg, uint64_t *lines, uint64_t *samples)
+int tw_gpu_log_read(const char *path, const char *columns, tw_gpu_sample_fn fn, void *arg, uint64_t *lines,
+                    uint64_t *samples)
 {
     FILE *f = fopen(path, "r");
     if (!f)
@@ -543,6 +658,11 @@ int tw_gpu_log_read(const char *path, tw_gpu_sample_fn fn, void *arg, uint64_t *
     if (tw_gpu_reader_new(&r) != TW_OK) {
         fclose(f);
         return TW_ENOMEM;
+    }
+    if (columns && tw_gpu_reader_set_columns(r, columns) != TW_OK) {
+        tw_gpu_reader_free(r);
+        fclose(f);
+        return TW_EINVAL;
     }
     char *line = NULL;
     size_t cap = 0;

@@ -9,8 +9,8 @@
  * One dialect per kind of output behind a small vtable (gpu_log.c); the
  * reader goes line by line, any header switches the dialect, so a file that
  * concatenates several outputs is read whole. A headerless CSV
- * (`--format=csv,noheader`) says nothing about which column is what and is
- * not read.
+ * (`--format=csv,noheader`) says nothing about which column is what: it is
+ * read only with its columns given (--gpu-columns, tw_gpu_reader_set_columns).
  *
  * Ownership: tw_gpu_reader_new/tw_gpu_reader_free. Samples handed to the
  * callback are borrowed for the call.
@@ -34,6 +34,11 @@ void tw_gpu_reader_free(tw_gpu_reader *r);
 /* One line, without its newline (a CR is dropped). Calls fn for each sample. */
 void tw_gpu_reader_line(tw_gpu_reader *r, const char *text, size_t len, tw_gpu_sample_fn fn, void *arg);
 
+/* The columns of a headerless CSV, as the --query-gpu list that made it
+ * ("timestamp,index,utilization.gpu,memory.used"). TW_EINVAL when the list
+ * is not one of names or names no column read (utilization.gpu, memory.used). */
+int tw_gpu_reader_set_columns(tw_gpu_reader *r, const char *list);
+
 /* Lines read, samples delivered, and the dialect of the last header seen
  * ("csv", "dmon", "pmon", "query"; NULL before one). */
 uint64_t tw_gpu_reader_lines(const tw_gpu_reader *r);
@@ -44,8 +49,16 @@ const char *tw_gpu_reader_dialect(const tw_gpu_reader *r);
  * one of its first lines is a header the reader knows. */
 bool tw_gpu_log_detect(const char *head, size_t len);
 
-/* Reads a plain file (not .gz, not stdin) whole. Returns 0 or a negative
+/* Does this start of a file look like nvidia-smi's headerless CSV (rows of
+ * ", "-separated fields with units or timestamps)? Then it needs --gpu-columns. */
+bool tw_gpu_log_headerless(const char *head, size_t len);
+/* ... or, with or without units, rows with as many fields as `list` names. */
+bool tw_gpu_log_headerless_fits(const char *head, size_t len, const char *list);
+
+/* Reads a plain file (not .gz, not stdin) whole; columns: NULL, or the
+ * --gpu-columns list of a headerless CSV. Returns 0 or a negative
  * TW_E* status (TW_EIO, TW_ENOENT ...); samples before an error were delivered. */
-int tw_gpu_log_read(const char *path, tw_gpu_sample_fn fn, void *arg, uint64_t *lines, uint64_t *samples);
+int tw_gpu_log_read(const char *path, const char *columns, tw_gpu_sample_fn fn, void *arg, uint64_t *lines,
+                    uint64_t *samples);
 
 #endif

@@ -23,6 +23,7 @@
 #include "../core/buffer.h"
 #include "../core/clock.h"
 #include "../core/http_client.h"
+#include "../core/say.h"
 #include "encode.h"
 #include "trainwatch/error.h"
 
@@ -50,26 +51,18 @@ struct tw_remote_write {
     size_t count;
     char authorization[AUTH_MAX * 2]; /* the header line, or "" (base64 of AUTH_MAX bytes fits) */
     FILE *log;
-    pthread_mutex_t log_lock;
     tw_family *f_sent, *f_retries, *f_dropped, *f_queued;
     tw_buffer labels; /* collect's scratch */
 };
 
-static void note(tw_remote_write *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(tw_remote_write *w, tw_say_level level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-static void note(tw_remote_write *w, const char *fmt, ...)
+static void note(tw_remote_write *w, tw_say_level level, const char *fmt, ...)
 {
-    if (!w->log)
-        return;
-    pthread_mutex_lock(&w->log_lock);
     va_list ap;
     va_start(ap, fmt);
-    fputs("trainwatch: ", w->log);
-    vfprintf(w->log, fmt, ap);
-    fputc('\n', w->log);
-    fflush(w->log);
+    tw_vsay_to(w->log, level, "remote-write", fmt, ap);
     va_end(ap);
-    pthread_mutex_unlock(&w->log_lock);
 }
 
 /* ---- credentials ----------------------------------------------------------- */
@@ -187,16 +180,16 @@ static outcome send_batch(endpoint *e, const tw_buffer *body)
                                                                     : REJECTED;
     if (result == SENT && e->failing) {
         e->failing = false;
-        note(e->owner, "remote write to %s works again", e->shown);
+        note(e->owner, TW_SAY_INFO, "remote write to %s works again", e->shown);
     } else if (result == RETRY && !e->failing) {
         e->failing = true;
         if (rc != TW_OK)
-            note(e->owner, "remote write to %s failed: %s; retrying with backoff", e->shown, why);
+            note(e->owner, TW_SAY_WARN, "remote write to %s failed: %s; retrying with backoff", e->shown, why);
         else
-            note(e->owner, "remote write to %s failed: HTTP %ld %s; retrying with backoff", e->shown, answer.status,
+            note(e->owner, TW_SAY_WARN, "remote write to %s failed: HTTP %ld %s; retrying with backoff", e->shown, answer.status,
                  answer.text);
     } else if (result == REJECTED) {
-        note(e->owner, "remote write to %s refused a batch: HTTP %ld %s; its samples are dropped", e->shown,
+        note(e->owner, TW_SAY_ERROR, "remote write to %s refused a batch: HTTP %ld %s; its samples are dropped", e->shown,
              answer.status, answer.text);
     }
     return result;
@@ -438,7 +431,6 @@ int tw_remote_write_new(const tw_remote_write_options *o, tw_registry *registry,
         w->o.backoff_initial = w->o.backoff_max;
     w->o.drain_seconds = o->drain_seconds > 0 ? o->drain_seconds : 10;
     w->log = log;
-    pthread_mutex_init(&w->log_lock, NULL);
     tw_buffer_init(&w->labels);
     int rc = load_authorization(w, err, errlen);
     if (rc == TW_OK && (rc = tw_http_client_load(err, errlen)) == TW_OK) {
@@ -488,7 +480,6 @@ void tw_remote_write_free(tw_remote_write *w)
             tw_family_unregister(families[i]);
     }
     tw_buffer_free(&w->labels);
-    pthread_mutex_destroy(&w->log_lock);
     explicit_bzero(w->authorization, sizeof w->authorization);
     free(w);
 }

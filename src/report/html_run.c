@@ -883,6 +883,42 @@ static void metrics_table(FILE *out, const char *caption, const tw_metric_summar
     fputs("</table>\n", out);
 }
 
+/* What the launch shown states of its environment and configuration
+ * (framework and CUDA versions, GPUs, commit, batch size): the first value
+ * of each key, as the summary's environment line, with where it was read. */
+static void environment_table(FILE *out, const page *p)
+{
+    const tw_report *r = p->report;
+    int li = r->launch > 0 ? r->launch - 1 : r->launch_count - 1;
+    if (li < 0 || li >= p->launches)
+        return;
+    const tw_run *l = tw_run_launch(p->run, li);
+    if (l->fact_count == 0)
+        return;
+    fputs("<section id=\"environment\"><h2>Environment</h2>", out);
+    if (r->launch_count > 1)
+        fprintf(out, "<p class=\"note\">As launch %d states it.</p>", li + 1);
+    fputs("<table id=\"environment-table\"><thead><tr><th>what</th><th>value</th><th>read at</th></tr></thead>\n",
+          out);
+    for (int i = 0; i < l->fact_count; i++) {
+        const tw_fact *f = &l->facts[i];
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++)
+            seen = strcmp(l->facts[j].key, f->key) == 0;
+        if (seen)
+            continue;
+        fputs("<tr><td>", out);
+        tw_html_text(out, f->key);
+        fputs("</td><td>", out);
+        tw_html_text(out, f->value);
+        fputs("</td><td>", out);
+        if (f->file < p->run->file_count)
+            tw_html_text(out, p->run->files[f->file]);
+        fprintf(out, ":%llu (rank %d)</td></tr>\n", (unsigned long long)f->line, f->rank);
+    }
+    fputs("</table></section>\n", out);
+}
+
 static void launches_table(FILE *out, const tw_report *r)
 {
     if (r->launch_count < 2)
@@ -970,6 +1006,7 @@ static void write_page(FILE *out, page *p, const char *title, char (*targets)[32
         fputs("<p>No step in the log carried a value to draw.</p>\n", out);
     fputs("</section>\n", out);
     summary_table(out, r);
+    environment_table(out, p);
     if (r->summary.train_metric_count || r->summary.eval_metric_count) {
         fputs("<section id=\"metrics\"><h2>Metrics</h2>\n", out);
         metrics_table(out, "training metrics", r->summary.train_metrics, r->summary.train_metric_count);

@@ -11,13 +11,20 @@
  * Alerts are handed to the sink when they need sending: firing ones every
  * resend delay, with endsAt 4 x max(interval, resend delay) ahead, and
  * resolved ones each evaluation after they resolve.
+ *
+ * Samples get the target labels a scraping Prometheus would give them, and
+ * sent alerts its external labels, so an alert from here and the same rule's
+ * in that Prometheus have one label set (Alertmanager's identity of an
+ * alert). A mutex lets the /alerts page read the state from the HTTP thread.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/json.h"
 #include "../core/say.h"
 #include "ruleset.h"
 #include "trainwatch/error.h"
@@ -48,6 +55,10 @@ struct tw_alerting {
     size_t firing, fired_total;
     int64_t last_t;       /* the newest sample's time: the ring only moves forward */
     tw_family *f_alerts, *f_evals, *f_failures;
+    tw_lset target, external; /* see tw_alerting_options */
+    bool honor_labels;
+    char *page_url;
+    pthread_mutex_t lock; /* the state, between the ticking thread and tw_alerting_page */
 };
 
 /* ---- set-up ----------------------------------------------------------- */
@@ -108,6 +119,9 @@ int tw_alerting_new(tw_ruleset *rs, const tw_alerting_options *o, tw_alerting **
     a->sink_arg = o->sink_arg;
     a->log = o->log;
     a->generator_url = o->generator_url ? strdup(o->generator_url) : NULL;
+    a->page_url = o->page_url ? strdup(o->page_url) : NULL;
+    a->honor_labels = o->honor_labels;
+    pthread_mutex_init(&a->lock, NULL);
     /* the ring holds the longest range (plus offset) and the lookback, at the shortest interval */
     needs n = {0};
     int64_t shortest = INT64_MAX;
@@ -126,6 +140,10 @@ int tw_alerting_new(tw_ruleset *rs, const tw_alerting_options *o, tw_alerting **
     int rc = tw_store_new(slots, &a->store);
     if (rc == TW_OK)
         rc = tw_store_want(a->store, "ALERTS");
+    for (size_t i = 0; i < o->target_label_count && rc == TW_OK; i++)
+        rc = tw_lset_set(&a->target, o->target_labels[i].name, o->target_labels[i].value);
+    for (size_t i = 0; i < o->external_label_count && rc == TW_OK; i++)
+        rc = tw_lset_set(&a->external, o->external_labels[i].name, o->external_labels[i].value);
     n.store = a->store;
     for (size_t i = 0; i < rs->group_count && rc == TW_OK; i++) {
         for (size_t k = 0; k < rs->groups[i].rule_count; k++) {
@@ -170,7 +188,11 @@ void tw_alerting_free(tw_alerting *a)
     }
     tw_ruleset_free(a->rs);
     tw_store_free(a->store);
+    tw_lset_free(&a->target);
+    tw_lset_free(&a->external);
+    pthread_mutex_destroy(&a->lock);
     free(a->generator_url);
+    free(a->page_url);
     free(a);
 }
 
@@ -181,7 +203,7 @@ size_t tw_alerting_fired_total(const tw_alerting *a) { return a->fired_total; }
 
 static bool want_family(const char *family, tw_metric_type type, void *arg)
 {
-    const tw_store *s = arg;
+    const tw_store *s = ((const tw_alerting *)arg)->store;
     static const char *const suffixes[][4] = {
         [TW_METRIC_COUNTER] = {"_total"}, [TW_METRIC_GAUGE] = {""}, [TW_METRIC_HISTOGRAM] = {"_bucket", "_sum", "_count"},
         [TW_METRIC_INFO] = {"_info"}};
@@ -194,24 +216,71 @@ static bool want_family(const char *family, tw_metric_type type, void *arg)
     return false;
 }
 
+/* The target's labels on a scraped series, as Prometheus's scrape sets
+ * them (scrape/scrape.go mutateSampleLabels): honor_labels keeps the
+ * series' own; otherwise the target's win and each series label they
+ * displace moves to exported_NAME (exported_exported_NAME if that is
+ * taken, and so on). */
+static int add_target_labels(const tw_alerting *a, tw_lset *l)
+{
+    int rc = TW_OK;
+    tw_lset displaced = {0};
+    for (size_t i = 0; i < a->target.count && rc == TW_OK; i++) {
+        const tw_label *t = &a->target.items[i];
+        const char *own = tw_lset_get(l, t->name);
+        if (own && *own && a->honor_labels)
+            continue;
+        if (own && *own)
+            rc = tw_lset_set(&displaced, t->name, own);
+        if (rc == TW_OK)
+            rc = tw_lset_set(l, t->name, t->value);
+    }
+    /* shortest names first, as Prometheus resolves them */
+    size_t done = 0;
+    for (size_t len = 1; rc == TW_OK && done < displaced.count; len++) {
+        for (size_t i = 0; i < displaced.count && rc == TW_OK; i++) {
+            if (strlen(displaced.items[i].name) != len)
+                continue;
+            done++;
+            size_t n = strlen(displaced.items[i].name);
+            char *name = malloc(n + 1), *longer;
+            if (name)
+                memcpy(name, displaced.items[i].name, n + 1);
+            do {
+                longer = name ? malloc(strlen(name) + 10) : NULL;
+                if (longer)
+                    sprintf(longer, "exported_%s", name);
+                free(name);
+                name = longer;
+            } while (name && tw_lset_get(l, name));
+            rc = name ? tw_lset_set(l, name, displaced.items[i].value) : TW_ENOMEM;
+            free(name);
+        }
+    }
+    tw_lset_free(&displaced);
+    return rc;
+}
+
 static void put_sample(const tw_sample_view *v, void *arg)
 {
-    tw_store *s = arg;
-    if (!tw_store_wants(s, v->name))
+    tw_alerting *a = arg;
+    if (!tw_store_wants(a->store, v->name))
         return;
     tw_lset l = {0};
     int rc = tw_lset_set(&l, TW_NAME_LABEL, v->name);
     for (size_t i = 0; i < v->label_count && rc == TW_OK; i++)
         rc = tw_lset_set(&l, v->label_names[i], v->label_values[i]);
+    if (rc == TW_OK && a->target.count)
+        rc = add_target_labels(a, &l);
     if (rc == TW_OK)
-        tw_store_put(s, &l, v->value, NULL);
+        tw_store_put(a->store, &l, v->value, NULL);
     tw_lset_free(&l);
 }
 
 static void sample(tw_alerting *a, int64_t t)
 {
     tw_store_begin(a->store, t);
-    tw_registry_visit(a->registry, want_family, put_sample, a->store);
+    tw_registry_visit(a->registry, want_family, put_sample, a);
     tw_store_end(a->store, NULL);
 }
 
@@ -423,7 +492,7 @@ static void send_alerts(tw_alerting *a, tw_rule_group *g, tw_rule *r, int64_t t)
     for (size_t i = 0; i < r->active_count; i++) {
         if (needs_sending(a, &r->active[i], t)) {
             n++;
-            labels += r->active[i].labels.count + r->active[i].annotations.count;
+            labels += r->active[i].labels.count + a->external.count + r->active[i].annotations.count;
         }
     }
     if (!n)
@@ -431,10 +500,12 @@ static void send_alerts(tw_alerting *a, tw_rule_group *g, tw_rule *r, int64_t t)
     tw_alert_notice *items = calloc(n, sizeof *items);
     tw_alert_label *pool = calloc(labels ? labels : 1, sizeof *pool);
     char **urls = calloc(n, sizeof *urls);
-    if (!items || !pool || !urls) {
+    tw_lset *sent = calloc(n, sizeof *sent); /* the labels with the external ones */
+    if (!items || !pool || !urls || !sent) {
         free(items);
         free(pool);
         free(urls);
+        free(sent);
         return;
     }
     int64_t interval = group_interval(a, g), delta = interval > a->resend_ms ? interval : a->resend_ms;
@@ -446,10 +517,19 @@ static void send_alerts(tw_alerting *a, tw_rule_group *g, tw_rule *r, int64_t t)
         bool changed = al->state == ALERT_FIRING ? al->last_sent_at < al->fired_at : al->last_sent_at < al->resolved_at;
         al->last_sent_at = t;
         tw_alert_notice *x = &items[k];
+        const tw_lset *ls = &al->labels;
+        if (a->external.count && tw_lset_copy(&al->labels, &sent[k]) == TW_OK) {
+            for (size_t j = 0; j < a->external.count; j++) {
+                const char *have = tw_lset_get(&sent[k], a->external.items[j].name);
+                if (!have || !*have)
+                    tw_lset_set(&sent[k], a->external.items[j].name, a->external.items[j].value);
+            }
+            ls = &sent[k];
+        }
         x->labels = pool + used;
-        for (size_t j = 0; j < al->labels.count; j++)
-            pool[used++] = (tw_alert_label){al->labels.items[j].name, al->labels.items[j].value};
-        x->label_count = al->labels.count;
+        for (size_t j = 0; j < ls->count; j++)
+            pool[used++] = (tw_alert_label){ls->items[j].name, ls->items[j].value};
+        x->label_count = ls->count;
         x->annotations = pool + used;
         for (size_t j = 0; j < al->annotations.count; j++)
             pool[used++] = (tw_alert_label){al->annotations.items[j].name, al->annotations.items[j].value};
@@ -459,8 +539,10 @@ static void send_alerts(tw_alerting *a, tw_rule_group *g, tw_rule *r, int64_t t)
         x->starts_at = (double)al->active_at / 1000;
         x->ends_at = (double)(x->resolved ? al->resolved_at : t + 4 * delta) / 1000;
         x->value = al->value;
-        x->fingerprint = al->fingerprint;
-        if (a->generator_url) {
+        x->fingerprint = ls == &al->labels ? al->fingerprint : tw_lset_hash(ls);
+        if (a->page_url) {
+            x->generator_url = a->page_url;
+        } else if (a->generator_url) {
             char *expr = r->expr_text;
             size_t len = strlen(a->generator_url) + 3 * strlen(expr) + 64;
             urls[k] = malloc(len);
@@ -482,8 +564,11 @@ static void send_alerts(tw_alerting *a, tw_rule_group *g, tw_rule *r, int64_t t)
         k++;
     }
     a->sink(a->sink_arg, items, k);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         free(urls[i]);
+        tw_lset_free(&sent[i]);
+    }
+    free(sent);
     free(urls);
     free(items);
     free(pool);
@@ -577,6 +662,7 @@ static void evaluate(tw_alerting *a, double now, bool all)
         due |= all || a->rs->groups[i].next_ms <= t;
     if (!due)
         return;
+    pthread_mutex_lock(&a->lock);
     sample(a, t);
     a->last_t = t;
     for (size_t i = 0; i < a->rs->group_count; i++) {
@@ -591,7 +677,143 @@ static void evaluate(tw_alerting *a, double now, bool all)
             g->next_ms = t + iv - (t - g->next_ms) % iv;
     }
     count_firing(a);
+    pthread_mutex_unlock(&a->lock);
 }
 
 void tw_alerting_tick(tw_alerting *a, double now) { evaluate(a, now, false); }
 void tw_alerting_evaluate_all(tw_alerting *a, double now) { evaluate(a, now, true); }
+
+/* ---- the /alerts page ------------------------------------------------- */
+
+static const char *rule_state(const tw_rule *r)
+{
+    int worst = ALERT_INACTIVE;
+    for (size_t i = 0; i < r->active_count; i++) {
+        int state = (int)r->active[i].state;
+        worst = state > worst ? state : worst;
+    }
+    return state_name(worst);
+}
+
+static void page_json_lset(FILE *out, const tw_lset *l)
+{
+    fputc('{', out);
+    for (size_t i = 0; i < l->count; i++) {
+        if (i)
+            fputc(',', out);
+        tw_json_cstring(out, l->items[i].name);
+        fputc(':', out);
+        tw_json_cstring(out, l->items[i].value);
+    }
+    fputc('}', out);
+}
+
+static void page_json(const tw_alerting *a, FILE *out)
+{
+    fputs("{\"rules\":[", out);
+    bool first = true;
+    for (size_t i = 0; i < a->rs->group_count; i++) {
+        const tw_rule_group *g = &a->rs->groups[i];
+        for (size_t k = 0; k < g->rule_count; k++) {
+            const tw_rule *r = &g->rules[k];
+            fputs(first ? "\n{" : ",\n{", out);
+            first = false;
+            fputs("\"group\":", out);
+            tw_json_cstring(out, g->name);
+            fputs(",\"name\":", out);
+            tw_json_cstring(out, r->alert ? r->alert : r->record);
+            fprintf(out, ",\"type\":\"%s\",\"query\":", r->alert ? "alerting" : "recording");
+            tw_json_cstring(out, r->expr_text);
+            fprintf(out, ",\"health\":\"%s\"", r->failing ? "err" : "ok");
+            if (!r->alert) {
+                fputc('}', out);
+                continue;
+            }
+            fprintf(out, ",\"state\":\"%s\",\"duration\":%.3f,\"alerts\":[", rule_state(r), (double)r->for_ms / 1000);
+            bool any = false;
+            for (size_t j = 0; j < r->active_count; j++) {
+                const tw_active_alert *al = &r->active[j];
+                if (al->state == ALERT_INACTIVE)
+                    continue;
+                fputs(any ? ",{\"labels\":" : "{\"labels\":", out);
+                any = true;
+                page_json_lset(out, &al->labels);
+                fputs(",\"annotations\":", out);
+                page_json_lset(out, &al->annotations);
+                fprintf(out, ",\"state\":\"%s\",\"activeAt\":%.3f,\"value\":", state_name(al->state),
+                        (double)al->active_at / 1000);
+                tw_json_number(out, al->value);
+                fputc('}', out);
+            }
+            fputs("]}", out);
+        }
+    }
+    fputs("\n]}\n", out);
+}
+
+static void html_text(FILE *out, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '<': fputs("&lt;", out); break;
+        case '>': fputs("&gt;", out); break;
+        case '&': fputs("&amp;", out); break;
+        case '"': fputs("&quot;", out); break;
+        default: fputc(*s, out);
+        }
+    }
+}
+
+static void page_html(const tw_alerting *a, FILE *out)
+{
+    fputs("<!doctype html>\n<html><head><title>trainwatch alerts</title></head><body>\n"
+          "<h1>Alerts</h1>\n<p><a href=\"/alerts?format=json\">as JSON</a></p>\n"
+          "<table border=\"1\">\n<tr><th>group</th><th>rule</th><th>state</th><th>expression</th><th>alerts</th></tr>\n",
+          out);
+    for (size_t i = 0; i < a->rs->group_count; i++) {
+        const tw_rule_group *g = &a->rs->groups[i];
+        for (size_t k = 0; k < g->rule_count; k++) {
+            const tw_rule *r = &g->rules[k];
+            fputs("<tr><td>", out);
+            html_text(out, g->name);
+            fputs("</td><td id=\"", out);
+            html_text(out, r->alert ? r->alert : r->record);
+            fputs("\">", out);
+            html_text(out, r->alert ? r->alert : r->record);
+            fprintf(out, "</td><td>%s</td><td><code>", r->failing ? "failing" : r->alert ? rule_state(r) : "recording");
+            html_text(out, r->expr_text);
+            fputs("</code></td><td>", out);
+            for (size_t j = 0; j < r->active_count; j++) {
+                const tw_active_alert *al = &r->active[j];
+                if (al->state == ALERT_INACTIVE)
+                    continue;
+                char *text = tw_lset_text(&al->labels);
+                fprintf(out, "%s ", state_name(al->state));
+                html_text(out, text ? text : "?");
+                free(text);
+                fputs("<br>", out);
+            }
+            fputs("</td></tr>\n", out);
+        }
+    }
+    fputs("</table>\n</body></html>\n", out);
+}
+
+char *tw_alerting_page(tw_alerting *a, bool json, size_t *len)
+{
+    char *text = NULL;
+    FILE *out = open_memstream(&text, len);
+    if (!out)
+        return NULL;
+    pthread_mutex_lock(&a->lock);
+    if (json)
+        page_json(a, out);
+    else
+        page_html(a, out);
+    pthread_mutex_unlock(&a->lock);
+    if (fclose(out) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}

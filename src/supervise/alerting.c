@@ -78,8 +78,12 @@ static int add_receiver(tw_alerts *a, const char *command, const char *url_arg, 
     return rc;
 }
 
-int tw_alerts_start(tw_alerts *a, const tw_alerts_config *c, const char *command, tw_registry *registry)
+int tw_alerts_start(tw_alerts *a, const tw_alerts_config *c, const char *command, tw_registry *registry,
+                    const tw_alerts_target *target)
 {
+    static const tw_alerts_target none = {0};
+    if (!target)
+        target = &none;
     tw_ruleset *rs;
     if (tw_ruleset_new(&rs) != TW_OK)
         return TW_ENOMEM;
@@ -136,7 +140,13 @@ int tw_alerts_start(tw_alerts *a, const tw_alerts_config *c, const char *command
                               .generator_url = c->external_url,
                               .log = stderr,
                               .sink = receivers ? tw_notifier_sink : NULL,
-                              .sink_arg = a->notifier};
+                              .sink_arg = a->notifier,
+                              .target_labels = target->labels,
+                              .target_label_count = target->label_count,
+                              .honor_labels = target->honor_labels,
+                              .external_labels = c->external_labels,
+                              .external_label_count = c->external_label_count,
+                              .page_url = c->external_url ? NULL : target->page_url};
     rc = tw_alerting_new(rs, &ao, &a->alerting);
     if (rc == TW_OK && rules)
         tw_say(TW_SAY_INFO, command, "evaluating %zu alerting/recording rules%s", rules,

@@ -22,8 +22,18 @@ typedef struct tw_alerts {
     tw_notifier *notifier;
 } tw_alerts;
 
-/* name prefixes messages ("trainwatch NAME: ..."). */
-int tw_alerts_start(tw_alerts *a, const tw_alerts_config *c, const char *name, tw_registry *registry);
+/* How a Prometheus scraping this run sees it (tw_alerting_options): the
+ * target labels, honor_labels, and the /alerts page for generatorURL. */
+typedef struct tw_alerts_target {
+    const tw_alert_label *labels;
+    size_t label_count;
+    bool honor_labels;
+    const char *page_url; /* NULL: none */
+} tw_alerts_target;
+
+/* name prefixes messages ("trainwatch NAME: ..."); target may be NULL. */
+int tw_alerts_start(tw_alerts *a, const tw_alerts_config *c, const char *name, tw_registry *registry,
+                    const tw_alerts_target *target);
 void tw_alerts_tick(tw_alerts *a, double now);
 void tw_alerts_finish(tw_alerts *a, const char *name, double now);
 void tw_alerts_free(tw_alerts *a);

@@ -30,6 +30,7 @@
 #include "child.h"
 #include "health.h"
 #include "samplers.h"
+#include "sdfile.h"
 #include "sinks.h"
 #include "trainwatch/error.h"
 #include "trainwatch/live.h"
@@ -67,6 +68,9 @@ struct tw_supervision {
     tw_sinks sinks;
     tw_alerts alerts;
     tw_http_server *server;
+    char target[300];  /* host:port as a scraper reaches it */
+    char serving[300]; /* host:port as bound */
+    bool in_sd_file;   /* our entry is in o.sd_file */
     int signal_pipe[2];
     command_source *command;
     tw_follower *follower;
@@ -93,18 +97,32 @@ static int write_address(const tw_supervision *s, const char *address)
         rc = tw_outfile_commit(&out, err, sizeof err);
     }
     if (rc != TW_OK)
-        fprintf(stderr, "trainwatch %s: --web.address-file %s\n", s->o.name, err);
+        tw_say(TW_SAY_ERROR, s->o.name, "--web.address-file %s", err);
     return rc;
 }
 
-/* Starts the metrics server, when serving, and says where it listens (the
- * port bound, also for port 0): on stderr and in the address file. */
+/* The /alerts page, on the server's thread (the alerting locks its state). */
+static char *alerts_page(void *arg, const char *path, const char *format, size_t *len, const char **type)
+{
+    tw_supervision *s = arg;
+    tw_alerting *alerting = __atomic_load_n(&s->alerts.alerting, __ATOMIC_ACQUIRE);
+    if (strcmp(path, "/alerts") != 0 || !alerting)
+        return NULL;
+    bool json = format && !strcmp(format, "json");
+    *type = json ? "application/json" : "text/html; charset=utf-8";
+    return tw_alerting_page(alerting, json, len);
+}
+
+/* Starts the metrics server, when serving, and notes where it listens (the
+ * port bound, also for port 0; said once the supervision is ready). */
 static int serve(tw_supervision *s)
 {
     if (!s->o.serve)
         return TW_OK;
-    char err[512], host[256] = "", port[16] = "", bound[300];
+    char err[512], host[256] = "", port[16] = "";
     s->o.http.registry = s->registry;
+    s->o.http.page = alerts_page;
+    s->o.http.page_arg = s;
     int rc = tw_http_start(&s->o.http, &s->server, err, sizeof err);
     if (rc != TW_OK) {
         tw_say(TW_SAY_ERROR, s->o.name, "%s", err);
@@ -114,9 +132,14 @@ static int serve(tw_supervision *s)
     if (tw_parse_listen_address(address, host, sizeof host, port, sizeof port) != 0 || !host[0])
         snprintf(host, sizeof host, "0.0.0.0");
     bool v6 = strchr(host, ':') != NULL;
-    snprintf(bound, sizeof bound, "%s%s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "", tw_http_port(s->server));
-    tw_say(TW_SAY_INFO, s->o.name, "serving /metrics on %s", bound);
-    return s->o.address_file ? write_address(s, bound) : TW_OK;
+    snprintf(s->serving, sizeof s->serving, "%s%s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "", tw_http_port(s->server));
+    /* the address a scraper uses: this host's name when listening on all interfaces */
+    if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::")) {
+        gethostname(host, sizeof host - 1);
+        v6 = false;
+    }
+    snprintf(s->target, sizeof s->target, "%s%s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "", tw_http_port(s->server));
+    return s->o.address_file ? write_address(s, s->serving) : TW_OK;
 }
 
 /* A label value of a number that may be unknown (-1: empty). */
@@ -200,6 +223,37 @@ static void remote_tick(tw_supervision *s, bool now)
     tw_remote_write_collect(s->remote, s->registry, tw_wall_clock());
 }
 
+/* Our target into --sd-file, and the alerting that knows how it is scraped. */
+static int announce_and_alert(tw_supervision *s)
+{
+    const tw_supervision_options *o = &s->o;
+    char host[256] = "", rank[16], url[400], err[600];
+    gethostname(host, sizeof host - 1);
+    snprintf(rank, sizeof rank, "%d", o->rank);
+    snprintf(url, sizeof url, "http://%s/alerts", s->target);
+    /* the file_sd labels, then what the scrape adds: job and instance */
+    tw_alert_label labels[] = {{"host", host}, {"run", o->run ? o->run : "trainwatch"}, {"rank", rank},
+                               {"job", o->sd_job ? o->sd_job : "trainwatch"}, {"instance", s->target}};
+    size_t sd_count = o->sd_without_rank ? 2 : 3;
+    if (o->sd_without_rank) /* the file_sd labels first, then job and instance */
+        labels[2] = labels[3], labels[3] = labels[4];
+    tw_alerts_target target = {.page_url = s->server ? url : NULL};
+    if (o->sd_file && s->server) {
+        int rc = tw_sdfile_add(o->sd_file, s->target, labels, sd_count, getpid(), err, sizeof err);
+        if (rc != TW_OK) {
+            tw_say(TW_SAY_ERROR, o->name, "--sd-file %s", err);
+            return rc;
+        }
+        s->in_sd_file = true;
+        target = (tw_alerts_target){.labels = labels, .label_count = sd_count + 2, .honor_labels = true, .page_url = url};
+    } else if (o->sd_file) {
+        tw_say(TW_SAY_ERROR, o->name, "--sd-file needs /metrics served (not --web.listen-address none)");
+        return TW_EUSAGE;
+    }
+    return tw_alerts_start(&s->alerts, &o->alerts, o->name, s->registry, &target);
+}
+
+
 int tw_supervision_new(const tw_supervision_options *o, tw_supervision **out)
 {
     tw_supervision *s = calloc(1, sizeof *s);
@@ -222,8 +276,6 @@ int tw_supervision_new(const tw_supervision_options *o, tw_supervision **out)
         rc = info_metrics(s);
     if (rc == TW_OK && pipe2(s->signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
         rc = tw_status_from_errno(errno);
-    if (rc == TW_OK)
-        rc = tw_alerts_start(&s->alerts, &o->alerts, o->name, s->registry);
     s->sinks.records_path = o->records_path;
     gethostname(s->host, sizeof s->host - 1);
     s->sinks.writer = (tw_record_ecs){.host = s->host, .pid = (long)getpid()};
@@ -235,6 +287,10 @@ int tw_supervision_new(const tw_supervision_options *o, tw_supervision **out)
         rc = remote_start(s);
     if (rc == TW_OK)
         rc = serve(s);
+    if (rc == TW_OK)
+        rc = announce_and_alert(s);
+    if (rc == TW_OK && s->server) /* said once everything is ready to start */
+        tw_say(TW_SAY_INFO, o->name, "serving /metrics on %s", s->serving);
     if (rc != TW_OK) {
         tw_supervision_free(s);
         return rc;
@@ -260,10 +316,16 @@ void tw_supervision_free(tw_supervision *s)
     if (!s)
         return;
     tw_remote_write_free(s->remote); /* drains first: the server goes on meanwhile */
+    if (s->in_sd_file) {
+        char err[600];
+        if (tw_sdfile_remove(s->o.sd_file, getpid(), err, sizeof err) != TW_OK)
+            tw_say(TW_SAY_ERROR, s->o.name, "--sd-file %s", err);
+    }
+    tw_http_stop(s->server);
+    s->server = NULL;
     tw_alerts_free(&s->alerts);
     command_free(s->command);
     tw_follower_close(s->follower);
-    tw_http_stop(s->server);
     if (s->sinks.records)
         fclose(s->sinks.records);
     tw_live_free(s->sinks.live);

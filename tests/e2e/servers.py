@@ -73,12 +73,25 @@ class Process:
 
 
 class Prometheus(Process):
-    def __init__(self, workdir, scrape_configs, extra_args=(), port=None):
+    """A real Prometheus on 127.0.0.1 scraping every second. rule_files,
+    alertmanager (a URL), external_labels: as in prometheus.yml (rules then
+    evaluated every second)."""
+
+    def __init__(self, workdir, scrape_configs, rule_files=None, alertmanager=None, external_labels=None,
+                 extra_args=(), port=None):
         self.port = port or free_port()
         config = os.path.join(workdir, "prometheus.yml")
+        settings = {"global": {"scrape_interval": "1s", "scrape_timeout": "900ms", "evaluation_interval": "1s"},
+                    "scrape_configs": scrape_configs}
+        if rule_files:
+            settings["rule_files"] = [str(f) for f in rule_files]
+        if alertmanager:
+            settings["alerting"] = {"alertmanagers": [{"static_configs": [
+                {"targets": [urllib.parse.urlparse(alertmanager).netloc]}]}]}
+        if external_labels:
+            settings["global"]["external_labels"] = external_labels
         with open(config, "w") as f:
-            json.dump({"global": {"scrape_interval": "1s", "scrape_timeout": "900ms"},
-                       "scrape_configs": scrape_configs}, f)
+            json.dump(settings, f)
         super().__init__(["prometheus", f"--config.file={config}", f"--storage.tsdb.path={workdir}/tsdb",
                           f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn", *extra_args], workdir,
                          "prometheus")
@@ -97,6 +110,12 @@ class Prometheus(Process):
         data = json.loads(body)
         assert data["status"] == "success", data
         return data["data"]
+
+    def alerts(self):
+        """Its alerts, as GET /api/v1/alerts lists them."""
+        status, _, body = http(self.url + "/api/v1/alerts")
+        assert status == 200, body
+        return json.loads(body)["data"]["alerts"]
 
     def wait_for(self, q, count=1, timeout=30):
         return wait_until(lambda: (lambda r: r if len(r) >= count else None)(self.query(q)), timeout=timeout,

@@ -98,7 +98,8 @@ def test_a_gpu_log_of_another_day_is_not_used(corpus):
     alone, _ = analyze_json(corpus / DRRG_0309)
     assert report["summary"]["gpu"]["samples"] == 0
     info = [f for f in report["findings"] if f["rule"] == "gpu_log_not_aligned"]
-    assert len(info) == 1 and info[0]["severity"] == "info" and info[0]["launch"] == 6
+    # the last launch (8: PaddleOCR's config dumps start launches, corpus_expectations.json)
+    assert len(info) == 1 and info[0]["severity"] == "info" and info[0]["launch"] == report["launch_count"] == 8
     assert "2024-03-11 16:02:37" in info[0]["evidence"] and "2024-03-09 15:26:16" in info[0]["evidence"]
     assert rules(alone) + ["gpu_log_not_aligned"] == rules(report)
     assert alone["summary"]["gpu"] is None
@@ -152,3 +153,87 @@ def test_a_gpu_log_alone_is_no_training_log(corpus):
     result = run(["trainwatch", "analyze", corpus / PADDLE_GPU])
     assert result.returncode == 2
     assert "No training records found" in result.stdout
+
+
+def capture_query_csv(corpus):
+    """The capture's 'load :: query-gpu' section: the --query-gpu list from its
+    command line, the CSV header and the row nvidia-smi printed."""
+    lines = (corpus / CAPTURE).read_text().splitlines()
+    start = lines.index("# load :: query-gpu (csv, what the exporter parses)")
+    query = lines[start + 1].split("--query-gpu=")[1].split()[0]
+    header, row = lines[start + 3], lines[start + 4]
+    return query, header, row
+
+
+def test_headerless_csv_read_with_gpu_columns(corpus, tmp_path):
+    """nvidia-smi --format=csv,noheader rows say nothing about their columns:
+    with --gpu-columns (the --query-gpu list) they are read as the same rows
+    with their header are; the figures are the row's own (csv module)."""
+    query, header, row = capture_query_csv(corpus)
+    fields = dict(zip([h.strip() for h in header.split(",")], next(csv.reader([row], skipinitialspace=True))))
+    util = float(fields["utilization.gpu [%]"].split()[0])
+    used = float(fields["memory.used [MiB]"].split()[0]) * 1048576
+    noheader, withheader = tmp_path / "gpu-noheader.csv", tmp_path / "gpu-header.csv"
+    noheader.write_text(row + "\n")
+    withheader.write_text(header + "\n" + row + "\n")
+    train = SOURCE / "tests/corpus-extra/fallback/nanogpt-termux-shakespeare-train.log"  # no times: used whole
+    got, result = analyze_json("--gpu-columns", query, train, noheader)
+    assert result.returncode in (0, 1), result.stderr
+    ref, _ = analyze_json(train, withheader)
+    g = got["summary"]["gpu"]
+    assert g["samples"] == g["samples_all"] == 1
+    assert g["utilization_mean"] == util and g["memory_max_bytes"] == used
+    assert (g["file"], g["line"]) == (str(noheader), 1)
+    where = ("file", "line")
+    assert {k: v for k, v in g.items() if k not in where} == {
+        k: v for k, v in ref["summary"]["gpu"].items() if k not in where}
+
+
+def test_headerless_csv_without_gpu_columns_is_said(corpus, tmp_path):
+    _, _, row = capture_query_csv(corpus)
+    noheader = tmp_path / "gpu-noheader.csv"
+    noheader.write_text(row + "\n")
+    train = SOURCE / "tests/corpus-extra/fallback/nanogpt-termux-shakespeare-train.log"
+    result = run(["trainwatch", "analyze", train, noheader])
+    assert result.returncode == 2
+    said = [l for l in result.stderr.splitlines() if str(noheader) in l]
+    assert len(said) == 1 and "--gpu-columns" in said[0] and "noheader" in said[0]
+    # a list with no column read, or of another length, is said too
+    bad = run(["trainwatch", "analyze", "--gpu-columns", "name,uuid", train, noheader])
+    assert bad.returncode == 2 and "--gpu-columns takes the --query-gpu list" in bad.stderr
+    other = run(["trainwatch", "analyze", "--gpu-columns", "index,utilization.gpu", train, noheader])
+    assert other.returncode == 2 and "another number of columns" in other.stderr
+
+
+def test_the_gpu_a_rank_used_is_read_from_its_log(corpus):
+    """The DRRG launch says which GPU it runs on (ppocr's 'device
+    Place(gpu:0)' and Paddle's 'device: 0, GPU Compute Capability' note):
+    the summary and the gpu_underused evidence give rank 0 GPU 0's own
+    samples, computed here from the CSV rows of index 0."""
+    report, _ = analyze_json(DRRG_0311, corpus / PADDLE_GPU)
+    steps = step_times(DRRG_0311)
+    with open(corpus / PADDLE_GPU, newline="") as f:
+        indexes = {n: row[0] for n, row in enumerate(csv.reader(f), 1) if row}
+    used = [r for r in paddle_rows(corpus / PADDLE_GPU)
+            if steps[0] - 60 <= r[1] <= steps[-1] + 60 and indexes[r[0]] == "0"]
+    gpu = report["summary"]["gpu"]
+    assert gpu["rank_count"] == 1 and gpu["ranks_with_gpu"] == 1
+    r = gpu["ranks"][0]
+    assert (r["rank"], r["gpu"], r["samples"]) == (0, 0, len(used))
+    said = line_of(DRRG_0311, r["from_line"])
+    assert r["from_file"] == str(DRRG_0311) and ("Place(gpu:0)" in said or "device: 0, GPU Compute" in said)
+    assert r["how"] in said.replace("device: 0,", "device: 0")
+    assert abs(r["utilization_mean"] - sum(u[2] for u in used) / len(used)) < 1e-9
+    assert abs(r["utilization_zero_share"] - sum(u[2] == 0 for u in used) / len(used)) < 1e-9
+    idle = next(f for f in report["findings"] if f["rule"] == "gpu_underused")
+    assert f"rank 0 used GPU 0 ({r['how']} at {DRRG_0311}:{r['from_line']})" in idle["evidence"]
+    text = run(["trainwatch", "analyze", DRRG_0311, corpus / PADDLE_GPU]).stdout
+    assert f"GPU by rank    rank 0: GPU 0 ({r['how']}, {DRRG_0311}:{r['from_line']})" in text
+
+
+def line_of(path, number):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for i, line in enumerate(f, 1):
+            if i == number:
+                return line.rstrip("\n")
+    raise AssertionError(f"{path} has no line {number}")

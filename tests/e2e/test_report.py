@@ -441,6 +441,26 @@ def test_run_html_draws_what_nvml_sampled(browser, tmp_path):
     assert "NVML" in browser.evaluate("document.querySelector('#chart-gpu-util p.note').textContent")
 
 
+def test_environment_of_the_launch_shown(browser, tmp_path, corpus):
+    """PaddleSeg ENCNet states its environment per launch (2 GPUs, then 4): the
+    page's environment table is the summary's environment line, key by key,
+    each with the log line it was read from; --launch 1 shows the first's."""
+    log = corpus / "paddle-suites" / "paddleseg-encnet-4gpu-workerlog.0.excerpt.log"
+    lines = log.read_text(errors="replace").split("\n")
+    for launch, name in ((None, "env-last"), ("1", "env-first")):
+        report, page, _ = analyze_page(browser, tmp_path, name, [log], *(["--launch", launch] if launch else []))
+        rows = browser.evaluate("[...document.querySelectorAll('#environment-table tbody tr, #environment-table tr')]"
+                                ".filter(r => r.children[0].tagName === 'TD')"
+                                ".map(r => [...r.children].map(c => c.textContent))")
+        assert rows and ", ".join(f"{k} {v}" for k, v, _ in rows) == report["summary"]["environment"]
+        for key, value, at in rows:
+            number = int(re.search(r":(\d+) \(rank \d+\)$", at).group(1))
+            assert value in lines[number - 1] and at.startswith(str(log))
+        gpus = dict((k, v) for k, v, _ in rows)["GPUs used"]
+        assert gpus == ("2" if launch == "1" else "4")
+        check_findings(browser, page, report)
+
+
 def test_corpus_evaluations(browser, tmp_path, corpus):
     log = corpus / "paddle-suites" / "paddlevideo-3dresnet18-ucf101-train.log"
     report, page, _ = analyze_page(browser, tmp_path, "corpus-paddlevideo", [log])

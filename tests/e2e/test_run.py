@@ -325,8 +325,12 @@ def test_run_says_where_it_listens(tmp_path):
             port = int(m.group(1))
             break
     assert port and port != 0
+    # it serves from the moment it says so; the command's process-tree series
+    # come once the command is started, a moment later
     status, _, body = http(f"http://127.0.0.1:{port}/metrics")
-    assert status == 200 and b"trainwatch_process_tree_processes" in body
+    assert status == 200 and b"process_start_time_seconds" in body
+    wait_until(lambda: b"trainwatch_process_tree_processes" in http(f"http://127.0.0.1:{port}/metrics")[2],
+               timeout=10, what="the process-tree series")
     proc.terminate()
     proc.communicate(timeout=30)
 

@@ -66,9 +66,9 @@ def test_templates_table_counts_masked_lines(corpus):
     table = out[out.index("\nTemplates  "):]
     rows = {}
     for line in table.splitlines()[2:]:
-        m = re.match(r"\s+(\d+)\s+(\d+)\s+(\S+)\s+(.*)$", line)
+        m = re.match(r"\s+(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(.*)$", line)
         if m:
-            rows[m.group(4)] = (int(m.group(1)), m.group(3))
+            rows[m.group(5)] = (int(m.group(1)), m.group(4))
     text = (corpus / DRRG).read_text(encoding="utf-8", errors="replace").splitlines()
     assert rows["list index out of range"][0] == sum(l == "list index out of range" for l in text)
     lanms = sum(l.strip() == "lanms has been installed." for l in text)
@@ -77,3 +77,58 @@ def test_templates_table_counts_masked_lines(corpus):
     assert text[int(first.rsplit(":", 1)[1]) - 1] == "list index out of range"
     # numbers are masked: no template carries a digit
     assert not any(re.search(r"\d", t) for t in rows)
+
+
+def launch_ranges(report, path):
+    """(first line, last line) of each launch of a one-file log, from where
+    the report says each starts."""
+    total = sum(1 for _ in open(path, encoding="utf-8", errors="replace"))
+    starts = [1] + [l["start_line"] for l in report["launches"][1:]]
+    return [(a, b - 1) for a, b in zip(starts, starts[1:] + [total + 1])]
+
+
+def per_launch(path, ranges, wanted):
+    text = open(path, encoding="utf-8", errors="replace").read().splitlines()
+    counts = {}
+    for i, (a, b) in enumerate(ranges, 1):
+        n = sum(1 for number in range(a, b + 1) if wanted(text[number - 1]))
+        if n:
+            counts[i] = n
+    return counts
+
+
+def test_templates_counted_per_launch(corpus):
+    """DRRG's log holds several launches: each template's lines are counted per
+    launch, in --templates' 'by launch' column and in the JSON's unusual
+    lines, as Python counts them between the launches' start lines."""
+    report, _ = analyze_json(corpus / DRRG)
+    assert report["launch_count"] > 2
+    ranges = launch_ranges(report, corpus / DRRG)
+    lanms = per_launch(corpus / DRRG, ranges, lambda l: l.strip() == "lanms has been installed.")
+    assert len(lanms) > 1
+    out = run(["trainwatch", "analyze", "--no-color", "--templates", corpus / DRRG]).stdout
+    row = next(l for l in out.splitlines() if l.endswith("  lanms has been installed."))
+    assert row.split()[2] == ",".join(f"{k}:{v}" for k, v in lanms.items())
+    u = next(u for u in report["unusual_lines"] if u["example"] == "list index out of range")
+    index_errors = per_launch(corpus / DRRG, ranges, lambda l: l == "list index out of range")
+    assert {x["launch"]: x["count"] for x in u["launches"]} == index_errors
+    assert u["launch"] == min(index_errors) and u["ranks"] == 1 and u["count"] == sum(index_errors.values())
+
+
+def test_after_the_last_step_is_judged_per_launch(corpus):
+    """PaddleVideo's AGCN log: each attempt prints its config again before
+    its start line, so launch 2's copy of 'label_path : <PATH>' comes after
+    launch 2's last step; but the launches without a step hold it too: it is
+    a start-up line, not one printed as a process went down."""
+    name = "paddle-suites/paddlevideo-agcn-ansi-color-workerlog.0"
+    report, _ = analyze_json(corpus / name)
+    ranges = launch_ranges(report, corpus / name)
+    got, _ = records(corpus / name)
+    steps = [r["line"] for r in got if r["kind"] == "step"]
+    text = (corpus / name).read_text(encoding="utf-8", errors="replace").splitlines()
+    label = [i for i, l in enumerate(text, 1) if "label_path" in l and "/" in l]
+    (a2, b2) = ranges[1]
+    in_two = [n for n in label if a2 <= n <= b2]
+    assert in_two and max(s for s in steps if a2 <= s <= b2) < in_two[0]  # after launch 2's last step
+    assert any(not any(a <= s <= b for s in steps) and any(a <= n <= b for n in label) for a, b in ranges)
+    assert not [u for u in report["unusual_lines"] if "label_path" in u["example"]]

@@ -7,7 +7,7 @@ import json
 import re
 import subprocess
 
-from conftest import analyze_json, records, run
+from conftest import SOURCE, analyze_json, records, run
 
 DRRG = "paddle-suites/ppocr-det-drrg-workerlog.0.excerpt.log"
 PATTERN = (r"epoch: \[(?<epoch>\d+)/\d+\], global_step: (?<global_step>\d+), lr: (?<lr>[0-9.]+), "
@@ -148,3 +148,59 @@ def test_fallback_reads_in_house_lines_and_explains(tmp_path):
         assert "fields:" in result.stderr and " loss" in result.stderr
         if style == "it-bar":
             assert "explain:   metrics: w\n" in result.stderr
+
+
+# Public logs in in-house print formats (tests/corpus-extra/SOURCES.md).
+EXTRA = SOURCE / "tests/corpus-extra/fallback"
+NANOGPT = EXTRA / "nanogpt-termux-shakespeare-train.log"
+MYTORCH = EXTRA / "mytorch-tinystories-train.excerpt.log"
+
+
+def python_float(text):
+    return "NaN" if text == "nan" else float(text)
+
+
+def test_fallback_reads_nanogpt_print_lines():
+    """nanoGPT's train.py prints 'iter N: loss X, time Yms, mfu Z%' per step
+    and 'step N: train loss A, val loss B' at each evaluation: the counter
+    fallback reads the first as steps (the time in seconds) and the second as
+    evaluations, the same numbers Python's re reads from the same lines
+    (NaN losses included)."""
+    steps, evals = [], []
+    for number, line in enumerate(NANOGPT.read_text().splitlines(), 1):
+        m = re.fullmatch(r"iter (\d+): loss (\S+), time ([0-9.]+)ms, mfu (\S+)%", line)
+        if m:
+            steps.append((number, int(m[1]), python_float(m[2]), round(float(m[3]) / 1000, 9)))
+        m = re.fullmatch(r"step (\d+): train loss ([0-9.]+), val loss ([0-9.]+)", line)
+        if m:
+            evals.append((number, int(m[1]), float(m[2]), float(m[3])))
+    assert len(steps) == 91 and len(evals) == 5
+    got, result = records("--explain", NANOGPT)
+    assert result.returncode == 0, result.stderr
+    assert f"explain: {NANOGPT}: read by counter" in result.stderr
+    assert [(r["line"], r["step"], r["loss"], round(r["batch_time"], 9)) for r in got if r["kind"] == "step"] == steps
+    assert [(r["line"], r["step"], r["metrics"]["train_loss"], r["metrics"]["val_loss"])
+            for r in got if r["kind"] == "eval"] == evals
+    # the report: the NaN at iter 425 is found, on its line
+    report, _ = analyze_json(NANOGPT)
+    nan = [f for f in report["findings"] if f["rule"] == "nan_loss"]
+    assert len(nan) == 1 and nan[0]["step"] == 425
+    assert nan[0]["line"] == next(s[0] for s in steps if s[2] == "NaN")
+
+
+def test_fallback_reads_bar_separated_key_value_lines():
+    """my-torch's trainer prints 'step: N | loss: X | grad_norm: G | lr: L |
+    time: Tms': the kv fallback reads step, loss, lr, the step time and
+    grad_norm as a metric, as Python reads them."""
+    expected = []
+    for number, line in enumerate(MYTORCH.read_text().splitlines(), 1):
+        m = re.fullmatch(r"step: (\d+) \| loss: (\S+) \| grad_norm: (\S+) \| lr: (\S+) \| time: (\d+)ms", line)
+        assert m, line
+        expected.append((number, int(m[1]), float(m[2]), float(m[3]), float(m[4]), round(int(m[5]) / 1000, 9)))
+    got, result = records("--explain", MYTORCH)
+    assert result.returncode == 0, result.stderr
+    assert f"explain: {MYTORCH}: read by" in result.stderr
+    assert [(r["line"], r["step"], r["loss"], r["metrics"]["grad_norm"], r["lr"], round(r["batch_time"], 9))
+            for r in got if r["kind"] == "step"] == expected
+    report, _ = analyze_json(MYTORCH)
+    assert report["healthy"] and report["findings"] == []

@@ -624,6 +624,41 @@ static void test_unknown_summary_values_are_not_zero(void **state)
     tw_run_free(run);
 }
 
+/* Rank 2 raises an error at t0 + 200 s; ranks 0, 1 and 3 log a few more
+ * steps and stop without an error: rank 2 is the cause, the others its
+ * victims with how long after it they stopped, and none is blamed for
+ * stopping early. */
+static void test_first_failing_rank_names_ranks_that_stopped_after_it(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    for (int k = 0; k < 4; k++) {
+        int last = k == 2 ? 40 : 42;
+        for (int i = 0; i <= last; i++)
+            add_step(run, healthy(k, i));
+    }
+    tw_record r;
+    tw_record_init(&r);
+    r.kind = TW_REC_EVENT;
+    r.event = TW_EV_EXCEPTION;
+    r.rank = 2;
+    r.source.file = "synthetic.log";
+    r.source.line = 500;
+    r.time = 1e9 + 40 * 5.0 + 1, r.fields |= TW_F_TIME;
+    tw_record_set_text(r.message, "RuntimeError: boom", 18);
+    tw_run_add(run, &r);
+    tw_report *rep = diagnose(run);
+    const tw_finding *f = finding(rep, "crash");
+    assert_non_null(f);
+    assert_int_equal(f->rank, 2);
+    assert_string_equal(f->title, "Rank 2 failed first; ranks 0, 1, 3 went down with it");
+    assert_non_null(strstr(f->evidence, "rank 0: stopped logging at step 420, 9.0s after rank 2's failure"));
+    assert_non_null(strstr(f->evidence, "rank 3: stopped logging at step 420, 9.0s after"));
+    assert_null(finding(rep, "rank_stopped"));
+    tw_report_free(rep);
+    tw_run_free(run);
+}
+
 /* A ratio of 1e308 is written as 6.67e+307, not 308 digits. */
 static void test_huge_values_in_titles_stay_short(void **state)
 {
@@ -682,6 +717,83 @@ static void test_thousands_of_files_keep_their_names(void **state)
     tw_run_free(run);
 }
 
+static void add_text(tw_run *run, tw_record_kind kind, int rank, uint64_t line, const char *msg)
+{
+    tw_record r;
+    tw_record_init(&r);
+    r.kind = kind;
+    r.event = TW_EV_LAUNCH;
+    r.rank = rank;
+    r.source.file = rank ? "workerlog.1" : "workerlog.0";
+    r.source.line = line;
+    tw_record_set_text(r.message, msg, strlen(msg));
+    tw_run_add(run, &r);
+}
+
+/* Two data-bound ranks on two GPUs: GPU 0 mostly idle, GPU 1 busy. */
+static tw_report *two_gpus(bool say_which)
+{
+    tw_run *run = new_run();
+    if (say_which) { /* Paddle's NCCL init line (a start line) and an NCCL INFO line of PyTorch's */
+        add_text(run, TW_REC_EVENT, 0, 1, "init nccl context nranks: 2 local rank: 0 gpu id: 0 ring id: 0");
+        add_text(run, TW_REC_LINE, 1, 1,
+                 "node-0:15835:16059 [1] NCCL INFO comm 0x7fb4700030d0 rank 1 nranks 2 cudaDev 1 busId b2000 - "
+                 "Init COMPLETE");
+    }
+    for (int i = 0; i < 100; i++) {
+        for (int rank = 0; rank < 2; rank++) {
+            sample s = healthy(rank, i);
+            s.data = 0.4;
+            add_step(run, s);
+            tw_gpu_sample g = {.gpu = rank,
+                               .time = s.time,
+                               .util = rank ? 90 : (i % 2 ? 0 : 20),
+                               .mem_used = 1e9,
+                               .mem_total = 16e9,
+                               .line = (uint64_t)(2 * i + rank + 1)};
+            assert_int_equal(tw_run_add_gpu(run, "gpu.csv", &g), 0);
+        }
+    }
+    tw_report *report = diagnose(run);
+    tw_run_free(run);
+    return report;
+}
+
+static void test_gpu_samples_go_to_the_rank_that_used_the_gpu(void **state)
+{
+    (void)state;
+    tw_report *r = two_gpus(true);
+    const tw_gpu_summary *g = &r->summary.gpu;
+    assert_int_equal(g->rank_count, 2);
+    assert_int_equal(g->rank_gpu_count, 2);
+    assert_int_equal(g->rank_gpus[0].rank, 0);
+    assert_int_equal(g->rank_gpus[0].gpu, 0);
+    assert_string_equal(g->rank_gpus[0].how, "gpu id: 0");
+    assert_true(fabs(g->rank_gpus[0].util_mean - 10) < 1e-9);
+    assert_true(fabs(g->rank_gpus[0].util_zero_share - 0.5) < 1e-9);
+    assert_int_equal(g->rank_gpus[1].gpu, 1);
+    assert_string_equal(g->rank_gpus[1].how, "cudaDev 1");
+    assert_true(fabs(g->rank_gpus[1].util_mean - 90) < 1e-9);
+    const tw_finding *f = finding(r, "data_loading_bound");
+    assert_non_null(f);
+    char want[128];
+    snprintf(want, sizeof want, "rank %d used GPU %d (", f->rank, f->rank);
+    assert_non_null(strstr(f->evidence, want));
+    assert_null(strstr(f->evidence, "unknown"));
+    tw_report_free(r);
+}
+
+static void test_gpu_of_each_rank_unknown_is_said(void **state)
+{
+    (void)state;
+    tw_report *r = two_gpus(false);
+    assert_int_equal(r->summary.gpu.rank_gpu_count, 0);
+    const tw_finding *f = finding(r, "data_loading_bound");
+    assert_non_null(f);
+    assert_non_null(strstr(f->evidence, "which GPU this rank used is unknown"));
+    tw_report_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -693,6 +805,7 @@ int main(void)
         cmocka_unit_test(test_gap_across_evaluation_is_not_a_stall),
         cmocka_unit_test(test_memory_growth_projects_oom),
         cmocka_unit_test(test_memory_spike_is_info),
+        cmocka_unit_test(test_first_failing_rank_names_ranks_that_stopped_after_it),
         cmocka_unit_test(test_throughput_drop),
         cmocka_unit_test(test_divergence_and_plateau),
         cmocka_unit_test(test_restart_detected_from_step_going_back),
@@ -709,6 +822,8 @@ int main(void)
         cmocka_unit_test(test_train_metric_best_over_all_records),
         cmocka_unit_test(test_unknown_summary_values_are_not_zero),
         cmocka_unit_test(test_huge_values_in_titles_stay_short),
+        cmocka_unit_test(test_gpu_samples_go_to_the_rank_that_used_the_gpu),
+        cmocka_unit_test(test_gpu_of_each_rank_unknown_is_said),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -219,6 +219,104 @@ static void test_paddle_error_summary_and_signal(void **state)
     assert_non_null(e);
     assert_int_equal(e->exit_code, 15);
     assert_string_equal(e->detail, "paddle::imperative::Tracer::TraceOp(std::string const&)");
+    assert_string_equal(e->message, "FatalError: `Termination signal` is detected by the operating system. "
+                                    "[SIGTERM from PID 1136560 at 2023-08-04 12:53:56 UTC]");
+    free(c);
+}
+
+static int count_events(const collected_records *c, tw_event_kind kind)
+{
+    int n = 0;
+    for (int i = 0; i < c->count; i++)
+        n += c->records[i].kind == TW_REC_EVENT && c->records[i].event == kind;
+    return n;
+}
+
+/* Paddle's summary puts the message two lines below "ResourceExhaustedError:"
+ * (the wording of paddle/phi/core/memory/allocation/cuda_allocator.cc). */
+static void test_error_message_on_the_lines_after_its_name(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "----------------------\n"
+        "Error Message Summary:\n"
+        "----------------------\n"
+        "ResourceExhaustedError: \n"
+        "\n"
+        "Out of memory error on GPU 0. Cannot allocate 128.000000MB memory on GPU 0, 23.431824GB memory has been "
+        "allocated and available memory is only 97.625000MB.\n"
+        "\n"
+        "Please check whether there is any other process using GPU 0.\n"
+        " (at /paddle/paddle/phi/core/memory/allocation/cuda_allocator.cc:71)\n",
+        NULL, NULL);
+    const tw_record *e = find_event(c, TW_EV_EXCEPTION);
+    assert_non_null(e);
+    assert_string_equal(e->message, "ResourceExhaustedError: Out of memory error on GPU 0. Cannot allocate "
+                                    "128.000000MB memory on GPU 0, 23.431824GB memory has been allocated and "
+                                    "available memory is only 97.625000MB.");
+    assert_int_equal(e->source.line, 6);
+    assert_int_equal(count_events(c, TW_EV_OOM), 1); /* one event, not one per line that says it */
+    free(c);
+}
+
+static void test_error_name_alone_at_the_end(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text("Traceback (most recent call last):\n"
+                                      "  File \"run.py\", line 3, in <module>\n"
+                                      "    main()\n"
+                                      "MemoryError: \n",
+                                      NULL, NULL);
+    const tw_record *e = find_event(c, TW_EV_EXCEPTION);
+    assert_non_null(e);
+    assert_string_equal(e->message, "MemoryError:");
+    free(c);
+}
+
+/* PyTorch prints the kernel's assertion, then a CUDA error that only reports it. */
+static void test_device_side_assertion_is_the_error(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1141: indexSelectLargeIndex: block: [0,0,0], thread: "
+        "[0,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n"
+        "Traceback (most recent call last):\n"
+        "  File \"train.py\", line 10, in <module>\n"
+        "    out = model(x)\n"
+        "  File \"/usr/lib/python3/site-packages/torch/nn/modules/sparse.py\", line 162, in forward\n"
+        "    return F.embedding(\n"
+        "RuntimeError: CUDA error: device-side assert triggered\n",
+        NULL, NULL);
+    const tw_record *e = find_event(c, TW_EV_EXCEPTION);
+    assert_non_null(e);
+    assert_string_equal(e->message, "CUDA device-side assertion: Indexing.cu:1141: indexSelectLargeIndex: Assertion "
+                                    "`srcIndex < srcSelectDimSize` failed. (reported as: RuntimeError: CUDA error: "
+                                    "device-side assert triggered)");
+    assert_string_equal(e->detail, "File \"/usr/lib/python3/site-packages/torch/nn/modules/sparse.py\", line 162, "
+                                   "in forward" TW_USER_FRAME "File \"train.py\", line 10, in <module>");
+    free(c);
+}
+
+/* PyTorch's NCCL error names the cause three lines below ("Last error:"). */
+static void test_nccl_error_quotes_its_last_error(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "Traceback (most recent call last):\n"
+        "  File \"train.py\", line 5, in <module>\n"
+        "    dist.barrier()\n"
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1275, "
+        "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.1\n"
+        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. \n"
+        "Last error:\n"
+        "socket: Address family not supported by protocol\n"
+        "[2024-01-01 00:00:00] next\n",
+        NULL, NULL);
+    const tw_record *e = find_event(c, TW_EV_EXCEPTION);
+    assert_non_null(e);
+    assert_int_equal(e->source.line, 7);
+    assert_non_null(strstr(e->message, "NCCL error: socket: Address family not supported by protocol (reported as: "
+                                       "torch.distributed.DistBackendError: NCCL error in:"));
     free(c);
 }
 
@@ -501,6 +599,10 @@ int main(void)
         cmocka_unit_test(test_glog_errors_become_events),
         cmocka_unit_test(test_python_traceback_keeps_last_frame),
         cmocka_unit_test(test_paddle_error_summary_and_signal),
+        cmocka_unit_test(test_error_message_on_the_lines_after_its_name),
+        cmocka_unit_test(test_error_name_alone_at_the_end),
+        cmocka_unit_test(test_device_side_assertion_is_the_error),
+        cmocka_unit_test(test_nccl_error_quotes_its_last_error),
         cmocka_unit_test(test_oom_nan_checkpoint_resume_events),
         cmocka_unit_test(test_megatron_iteration_line),
         cmocka_unit_test(test_deepspeed_rank_lines),

@@ -507,6 +507,45 @@ static void async_writes_big_records_whole(void **state)
     free(message);
 }
 
+/* A binding routes records of its own loggers through one tw_logger:
+ * the record carries the name it gives, sync and async. */
+static void write_as_names_the_record_sync_and_async(void **state)
+{
+    (void)state;
+    tw_logger *route = tw_logger_get("binding.route");
+    capture(route, "%(name)s %(funcName)s:%(lineno)d %(message)s", false);
+    tw_log_field f = tw_field_int("step", 3);
+    tw_log_write_as(route, "trainer.data", TW_LEVEL_INFO, "train.py", "load", 7, "sync", &f, 1);
+    tw_log_write_as(route, NULL, TW_LEVEL_INFO, "train.py", "load", 8, "own name", NULL, 0);
+    assert_int_equal(tw_log_async_start(64), TW_OK);
+    char name[32];
+    snprintf(name, sizeof name, "trainer.async");
+    tw_log_write_as(route, name, TW_LEVEL_INFO, "train.py", "step", 9, "async", &f, 1);
+    strcpy(name, "overwritten"); /* the queue copied the name */
+    tw_log_field many[20];       /* more fields than a queue cell holds: the record goes whole in one block */
+    for (size_t i = 0; i < 20; i++)
+        many[i] = tw_field_int("n", (int64_t)i);
+    snprintf(name, sizeof name, "trainer.big");
+    tw_log_write_as(route, name, TW_LEVEL_INFO, "train.py", "step", 10, "big", many, 20);
+    strcpy(name, "overwritten");
+    tw_log_flush();
+    assert_int_equal(captured.count, 4);
+    assert_string_equal(captured.text[0], "trainer.data load:7 sync step=3");
+    assert_string_equal(captured.text[1], "binding.route load:8 own name");
+    assert_string_equal(captured.text[2], "trainer.async step:9 async step=3");
+    assert_int_equal(strncmp(captured.text[3], "trainer.big step:10 big n=0 n=1", 31), 0);
+}
+
+/* A traceback after the message: the fields stay on the first line. */
+static void fields_go_on_the_first_line_of_a_multiline_message(void **state)
+{
+    (void)state;
+    tw_logger *l = tw_logger_get("multiline");
+    capture(l, "%(message)s", false);
+    TW_LOG_ERROR(l, "batch failed\nTraceback (most recent call last):\nKeyError: 'x'", tw_field_int("step", 7));
+    assert_string_equal(captured.text[0], "batch failed step=7\nTraceback (most recent call last):\nKeyError: 'x'");
+}
+
 static void ranks_come_from_the_environment(void **state)
 {
     (void)state;
@@ -549,6 +588,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_full_queue_drops_counts_and_says_so, setup_capture, teardown),
         cmocka_unit_test_setup_teardown(async_copies_strings_the_caller_reuses, setup_capture, teardown),
         cmocka_unit_test_setup_teardown(async_writes_big_records_whole, setup_capture, teardown),
+        cmocka_unit_test_setup_teardown(write_as_names_the_record_sync_and_async, setup_capture, teardown),
+        cmocka_unit_test_setup_teardown(fields_go_on_the_first_line_of_a_multiline_message, setup_capture, teardown),
         cmocka_unit_test_setup_teardown(ranks_come_from_the_environment, setup_capture, teardown),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -634,6 +634,76 @@ static void test_failing_rule_keeps_alerts(void **state)
     tw_registry_free(reg);
 }
 
+/* The labels of the last alert sent, as name=value pairs joined by commas. */
+static void labels_sink(void *arg, const tw_alert_notice *alerts, size_t n)
+{
+    char *out = arg;
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        out[0] = '\0';
+        for (size_t k = 0; k < alerts[i].label_count; k++)
+            snprintf(out + strlen(out), 512 - strlen(out), "%s%s=%s", k ? "," : "", alerts[i].labels[k].name,
+                     alerts[i].labels[k].value);
+        snprintf(out + strlen(out), 512 - strlen(out), " url=%s", alerts[i].generator_url ? alerts[i].generator_url : "");
+    }
+}
+
+/* An alert over series {job, rank} with target labels as a scrape gives
+ * them (honor or not), and external labels added when sent. */
+static void alert_with_target(bool honor, char *got)
+{
+    tw_registry *reg;
+    assert_int_equal(tw_registry_new(&reg), TW_OK);
+    tw_family *f;
+    const char *names[] = {"job", "rank"}, *values[] = {"cmd", "0"};
+    tw_family_options fo = {.name = "x", .help = "x", .type = TW_METRIC_GAUGE, .label_count = 2, .label_names = names};
+    assert_int_equal(tw_family_register(reg, &fo, &f), TW_OK);
+    tw_gauge *x;
+    assert_int_equal(tw_family_series(f, values, &x), TW_OK);
+    tw_gauge_set(x, 1);
+    problems p;
+    tw_ruleset *rs;
+    assert_int_equal(load("groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: x > 0\n"
+                          "        labels:\n          cluster: own\n",
+                          &p, &rs),
+                     TW_OK);
+    const tw_alert_label target[] = {{"job", "trainwatch"}, {"instance", "h:1"}, {"run", "r"}};
+    const tw_alert_label external[] = {{"cluster", "c1"}, {"region", "eu"}};
+    tw_alerting_options o = {.registry = reg, .default_interval = 1, .sink = labels_sink, .sink_arg = got,
+                             .target_labels = target, .target_label_count = 3, .honor_labels = honor,
+                             .external_labels = external, .external_label_count = 2, .page_url = "http://h:1/alerts"};
+    tw_alerting *a;
+    assert_int_equal(tw_alerting_new(rs, &o, &a), TW_OK);
+    tw_alerting_tick(a, 3000000);
+    size_t len;
+    char *page = tw_alerting_page(a, true, &len);
+    assert_non_null(page);
+    assert_non_null(strstr(page, "\"name\":\"A\",\"type\":\"alerting\",\"query\":\"x > 0\",\"health\":\"ok\","
+                                 "\"state\":\"firing\""));
+    assert_non_null(strstr(page, "\"instance\":\"h:1\""));
+    assert_null(strstr(page, "region")); /* external labels are the sender's, not the rule's */
+    free(page);
+    page = tw_alerting_page(a, false, &len);
+    assert_non_null(strstr(page, "<td id=\"A\">A</td><td>firing</td>"));
+    free(page);
+    tw_alerting_free(a);
+    tw_registry_free(reg);
+}
+
+static void test_alerts_carry_the_scrapes_target_labels(void **state)
+{
+    (void)state;
+    char got[512];
+    /* Prometheus without honor_labels: the target's job wins, the series' is exported_job */
+    alert_with_target(false, got);
+    assert_string_equal(got, "alertname=A,cluster=own,exported_job=cmd,instance=h:1,job=trainwatch,rank=0,"
+                             "region=eu,run=r url=http://h:1/alerts");
+    /* with honor_labels the series' own job stays */
+    alert_with_target(true, got);
+    assert_string_equal(got, "alertname=A,cluster=own,instance=h:1,job=cmd,rank=0,region=eu,run=r "
+                             "url=http://h:1/alerts");
+}
+
 /* ---- signing and payloads ----------------------------------------------- */
 
 static void hex(const uint8_t *d, size_t n, char *out)
@@ -727,6 +797,7 @@ int main(void)
         cmocka_unit_test(test_yaml_documents_are_bounded),
         cmocka_unit_test(test_alert_states),
         cmocka_unit_test(test_failing_rule_keeps_alerts),
+        cmocka_unit_test(test_alerts_carry_the_scrapes_target_labels),
         cmocka_unit_test(test_hmac_sha256),
         cmocka_unit_test(test_payloads),
     };

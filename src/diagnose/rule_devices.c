@@ -1,0 +1,169 @@
+/*
+ * rule_devices.c: ranks that share one GPU.
+ *
+ * A launcher gives each process of a node its own device; a program that
+ * sets the device itself (or not at all) puts several ranks on GPU 0, where
+ * they run out of memory together. The ranks say which device they use in
+ * lines they print anyway: Paddle's "device: 1, GPU Compute Capability" and
+ * "init nccl context ... gpu id: 1", and the out-of-memory messages ("on GPU
+ * 0", "(GPU 0;", "GPU 0 has a total capacity", "Place(gpu:0)"); PyTorch's
+ * message also lists the processes holding memory on the device. Two ranks
+ * on one index are only a fault when they cannot be on different nodes: when
+ * a device with a higher index is in use too (the usual rank % devices
+ * layout puts them at least that far apart), when one of them ran out of
+ * memory, or when an OOM message shows other processes on its device.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diagnose.h"
+
+typedef struct device_note {
+    int rank;
+    int device;                 /* -1: not said */
+    const tw_event_note *where; /* the line that said it */
+    const tw_event_note *oom;   /* its first out-of-memory report */
+    int other_processes;        /* "Process N has ..." in that report */
+} device_note;
+
+/* The device index after one of the markers, or -1. */
+static int device_in(const char *msg)
+{
+    static const char *const markers[] = {"device: ", "gpu id: ", " on GPU ", "(GPU ", "GPU ", "Place(gpu:"};
+    for (size_t i = 0; i < sizeof markers / sizeof markers[0]; i++) {
+        const char *at = strstr(msg, markers[i]);
+        if (!at)
+            continue;
+        at += strlen(markers[i]);
+        if (*at < '0' || *at > '9')
+            continue;
+        long v = strtol(at, NULL, 10);
+        if (v >= 0 && v < 4096)
+            return (int)v;
+    }
+    return -1;
+}
+
+static int processes_in(const char *msg)
+{
+    int n = 0;
+    for (const char *p = strstr(msg, "Process "); p; p = strstr(p + 8, "Process ")) {
+        if (p[8] >= '0' && p[8] <= '9' && strstr(p, " has "))
+            n++;
+    }
+    return n;
+}
+
+static device_note *note_of(device_note *notes, int count, int rank)
+{
+    for (int i = 0; i < count; i++) {
+        if (notes[i].rank == rank)
+            return &notes[i];
+    }
+    return NULL;
+}
+
+static void collect(const tw_run *run, device_note *notes, int count)
+{
+    for (int i = 0; i < run->events_kept_count; i++) {
+        const tw_event_note *e = &run->events_kept[i];
+        device_note *d = note_of(notes, count, e->rank);
+        if (!d || (e->kind != TW_EV_LAUNCH && e->kind != TW_EV_OOM))
+            continue;
+        int dev = device_in(e->message);
+        if (d->device < 0 && dev >= 0) {
+            d->device = dev;
+            d->where = e;
+        }
+        if (e->kind == TW_EV_OOM && !d->oom) {
+            d->oom = e;
+            d->other_processes = processes_in(e->message);
+        }
+    }
+}
+
+static void report(const tw_run *run, const device_note *notes, int count, int device, tw_findings *out)
+{
+    char ranks[128] = "";
+    size_t used = 0;
+    int n = 0;
+    const device_note *first = NULL;
+    for (int i = 0; i < count; i++) {
+        if (notes[i].device != device)
+            continue;
+        if (!first)
+            first = &notes[i];
+        n++;
+        used += (size_t)snprintf(ranks + used, used < sizeof ranks ? sizeof ranks - used : 0, "%s%d", used ? ", " : "",
+                                 notes[i].rank);
+        if (used >= sizeof ranks)
+            used = sizeof ranks;
+    }
+    tw_finding *f = tw_finding_add(out, "shared_device", TW_SEV_WARNING, "%d ranks (%s) use the same GPU, device %d", n,
+                                   ranks, device);
+    if (!f)
+        return;
+    tw_finding_at_event(f, run, first->where);
+    f->value = n;
+    char where[600];
+    for (int i = 0; i < count; i++) {
+        const device_note *d = &notes[i];
+        if (d->device != device)
+            continue;
+        tw_finding_evidence(f, "rank %d: %s (%s)", d->rank, d->where->message,
+                            tw_where(run, d->where->file, d->where->line, where, sizeof where));
+        if (d->oom && d->oom != d->where)
+            tw_finding_evidence(f, "rank %d ran out of memory: %s", d->rank, d->oom->message);
+        if (d->other_processes > 1)
+            tw_finding_evidence(f, "rank %d's out-of-memory report lists %d processes holding memory on its device",
+                                d->rank, d->other_processes);
+    }
+    tw_finding_recommend(f, "Give each process its own device: set it from the launcher's LOCAL_RANK "
+                            "(torch.cuda.set_device(int(os.environ[\"LOCAL_RANK\"]))) or let paddle.distributed.launch "
+                            "set FLAGS_selected_gpus (do not pin the device in the code, and check --gpus / "
+                            "CUDA_VISIBLE_DEVICES); lowering the batch size only hides it.");
+}
+
+/* Ranks a < b on one index cannot be on different nodes when a device index
+ * above their distance is in use, or the memory report shows the sharing. */
+static bool shared(const device_note *notes, int count, int device, int max_device)
+{
+    int lo = -1, hi = -1;
+    bool memory = false;
+    for (int i = 0; i < count; i++) {
+        if (notes[i].device != device)
+            continue;
+        if (lo < 0 || notes[i].rank < lo)
+            lo = notes[i].rank;
+        if (notes[i].rank > hi)
+            hi = notes[i].rank;
+        memory |= notes[i].oom != NULL || notes[i].other_processes > 1;
+    }
+    if (lo < 0 || lo == hi)
+        return false;
+    return hi - lo <= max_device || memory;
+}
+
+static void check_shared_device(const tw_run *run, const tw_thresholds *t, tw_findings *out)
+{
+    (void)t;
+    if (run->rank_count < 2)
+        return;
+    device_note *notes = calloc((size_t)run->rank_count, sizeof *notes);
+    if (!notes)
+        return;
+    for (int i = 0; i < run->rank_count; i++)
+        notes[i] = (device_note){.rank = run->ranks[i]->rank, .device = -1};
+    collect(run, notes, run->rank_count);
+    int max_device = -1;
+    for (int i = 0; i < run->rank_count; i++)
+        max_device = notes[i].device > max_device ? notes[i].device : max_device;
+    for (int dev = 0; dev <= max_device; dev++) {
+        if (shared(notes, run->rank_count, dev, max_device))
+            report(run, notes, run->rank_count, dev, out);
+    }
+    free(notes);
+}
+
+const tw_rule tw_rule_shared_device = {"shared_device", "several ranks on one GPU", check_shared_device};

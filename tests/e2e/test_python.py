@@ -1,0 +1,789 @@
+"""The trainwatch Python package (python/, docs/python.md) end to end: every
+script runs in a fresh /usr/bin/python3 importing the extension from the
+build tree (under the ASan build with libasan preloaded), against real
+files, a real Prometheus, a real Pushgateway, promtool, prometheus_client
+and `trainwatch analyze`."""
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import BUILD, SOURCE, analyze_json
+from servers import Prometheus, Pushgateway, free_port, http, wait_until
+
+PYTHON = "/usr/bin/python3"
+
+
+ECS_NAMES = {"@timestamp": "time", "log.level": "level", "log.logger": "logger", "log.origin.file.name": "file",
+             "log.origin.function": "func", "log.origin.file.line": "line", "host.name": "host",
+             "process.pid": "pid"}
+
+
+def log_record(line):
+    """One JSON line of the logging library (ECS names, trainwatch's own
+    members under "trainwatch"), flattened to short names for the asserts."""
+    rec = json.loads(line)
+    flat = {ECS_NAMES.get(k, k): v for k, v in rec.items() if k not in ("trainwatch", "ecs.version")}
+    assert rec["ecs.version"] and set(ECS_NAMES) - {"log.origin.file.name", "log.origin.function",
+                                                    "log.origin.file.line"} <= set(rec), rec
+    flat.update(rec.get("trainwatch", {}))
+    return flat
+
+
+def py_env(extra=None):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(BUILD / "python")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "PADDLE_TRAINER_ID", "PADDLE_TRAINERS_NUM", "OMPI_COMM_WORLD_RANK",
+              "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"):
+        env.pop(k, None)
+    if os.environ.get("TW_PY_PRELOAD"):  # the ASan build: the runtime first, leaks of CPython itself not reported
+        env["LD_PRELOAD"] = os.environ["TW_PY_PRELOAD"]
+        env["ASAN_OPTIONS"] = "detect_leaks=0"
+    env.update(extra or {})
+    return env
+
+
+def py(code, cwd, extra_env=None, check=True, timeout=120, args=()):
+    script = cwd / "script.py"
+    script.write_text(textwrap.dedent(code))
+    r = subprocess.run([PYTHON, str(script), *args], cwd=cwd, env=py_env(extra_env), capture_output=True, text=True,
+                       timeout=timeout)
+    if check:
+        assert r.returncode == 0, f"exit {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    return r
+
+
+@pytest.fixture(autouse=True)
+def built():
+    if not list((BUILD / "python" / "trainwatch").glob("_native*.so")):
+        pytest.fail(f"{BUILD}/python/trainwatch/_native*.so is not built (run make build)")
+
+
+# ---- logging ---------------------------------------------------------------------------------------
+
+
+def test_rotation_keeps_the_newest_records_in_order(tmp_path):
+    py("""
+        import trainwatch
+        log = trainwatch.setup_logger("trainer", log_file="train.log", max_bytes=4000, backup_count=3,
+                                      console_level=None)
+        for i in range(400):
+            log.info("record %d", i, extra={"seq": i})
+    """, tmp_path)
+    names = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("train.log"))
+    assert names == ["train.log", "train.log.1", "train.log.2", "train.log.3"]
+    seqs = []
+    for name in ["train.log.3", "train.log.2", "train.log.1", "train.log"]:
+        data = (tmp_path / name).read_bytes()
+        assert len(data) <= 4000
+        seqs += [int(m) for m in re.findall(rb" seq=(\d+)$", data, re.M)]
+    assert seqs[-1] == 399
+    assert seqs == list(range(seqs[0], 400)), "records lost or out of order across the rotated files"
+
+
+def test_setup_twice_adds_no_handler_and_no_duplicate_line(tmp_path):
+    r = py("""
+        import trainwatch
+        a = trainwatch.setup_logger("trainer", log_file="train.log", console_level=None)
+        b = trainwatch.setup_logger("trainer", log_file="train.log", console_level=None)
+        assert a is b
+        print(len(a.handlers))
+        a.info("once")
+    """, tmp_path)
+    assert r.stdout.strip() == "1"
+    assert (tmp_path / "train.log").read_text().count("once") == 1
+
+
+def test_ranks_from_the_environment(tmp_path):
+    code = """
+        import trainwatch
+        log = trainwatch.setup_logger("trainer", log_file="train.log", json_file="train.jsonl", console_level="INFO")
+        log.info("hello from my rank")
+        log.warning("a warning")
+    """
+    outs = {}
+    for rank in (0, 1):
+        r = py(code, tmp_path, {"RANK": str(rank), "WORLD_SIZE": "2"})
+        outs[rank] = r.stderr
+    for rank in (0, 1):
+        text = (tmp_path / f"train_rank{rank}.log").read_text()
+        assert "hello from my rank" in text
+        record = log_record((tmp_path / f"train_rank{rank}.jsonl").read_text().splitlines()[0])
+        assert record["rank"] == rank and record["world_size"] == 2
+    assert not (tmp_path / "train.log").exists()
+    assert "hello from my rank" in outs[0] and "a warning" in outs[0]
+    assert "hello from my rank" not in outs[1] and "a warning" in outs[1]
+
+
+def test_redaction_in_text_and_json(tmp_path):
+    py("""
+        import trainwatch
+        log = trainwatch.setup_logger("trainer", log_file="train.log", json_file="train.jsonl", console_level=None)
+        log.info("fetching https://alice:hunter2@example.com/data with Bearer abc.def.ghi",
+                 extra={"hf_token": "hf_secretvalue", "tokens_per_sec": 1234})
+        trainwatch.get_logger("trainer").info("direct", db_password="pw123", user_email="bob@example.com")
+    """, tmp_path)
+    for name in ("train.log", "train.jsonl"):
+        text = (tmp_path / name).read_text()
+        for secret in ("hunter2", "abc.def.ghi", "hf_secretvalue", "pw123", "bob@example.com"):
+            assert secret not in text, (name, secret)
+        assert "1234" in text
+    rec = log_record((tmp_path / "train.jsonl").read_text().splitlines()[0])
+    assert rec["hf_token"] == "[REDACTED]" and rec["tokens_per_sec"] == 1234
+
+
+def test_tracebacks_follow_text_and_are_one_json_field(tmp_path):
+    py("""
+        import trainwatch
+        log = trainwatch.setup_logger("trainer", log_file="train.log", json_file="train.jsonl", console_level=None)
+        def load_batch():
+            raise KeyError("image_0042.jpg")
+        try:
+            load_batch()
+        except KeyError:
+            log.exception("batch failed", extra={"step": 7})
+        log.info("where am I", stack_info=True)
+    """, tmp_path)
+    text = (tmp_path / "train.log").read_text()
+    assert re.search(r"\| ERROR \| trainer \| <module>:\d+ \| batch failed step=7\nTraceback \(most recent call last\):\n"
+                     r"(.*\n)*.*KeyError: 'image_0042.jpg'", text)
+    lines = (tmp_path / "train.jsonl").read_text().splitlines()
+    assert len(lines) == 2
+    err, info = log_record(lines[0]), log_record(lines[1])
+    assert err["message"] == "batch failed" and err["step"] == 7
+    assert err["exception"].startswith("Traceback (most recent call last):")
+    assert "in load_batch" in err["exception"] and err["exception"].endswith("KeyError: 'image_0042.jpg'")
+    assert info["stack"].startswith("Stack (most recent call last):")
+    # analyze sees the exception event in both encodings
+    for name in ("train.log", "train.jsonl"):
+        report, _ = analyze_json(str(tmp_path / name))
+        assert report["summary"]["event_counts"]["exception"] == 1, name
+
+
+def test_extra_fields_are_typed_and_summaries_replace_content(tmp_path):
+    py("""
+        import numpy as np, trainwatch
+        log = trainwatch.setup_logger("trainer", log_file=None, json_file="train.jsonl", console_level=None)
+        batch = np.zeros((32, 3, 224, 224), np.float32)
+        log.info("batch", extra={"n": 3, "x": 2.5, "ok": True, "s": "text", "none": None, "big": 2**80,
+                                 "np_int": np.int64(7), "np_float": np.float32(0.5), "lst": [1, 2],
+                                 "batch": trainwatch.summary(batch), "meta": trainwatch.summary({"a": 1, "b": 2})})
+    """, tmp_path)
+    rec = log_record((tmp_path / "train.jsonl").read_text())
+    assert rec["n"] == 3 and rec["x"] == 2.5 and rec["ok"] is True and rec["s"] == "text" and rec["none"] is None
+    assert rec["big"] == pytest.approx(2.0**80) and rec["np_int"] == 7 and rec["np_float"] == 0.5
+    assert rec["lst"] == "[1, 2]"
+    assert rec["batch"] == {"type": "ndarray float32", "shape": [32, 3, 224, 224], "size": 4816896}
+    assert rec["meta"] == {"type": "dict", "shape": [2], "size": 2}
+
+
+def test_setup_loggers_direct_path_writes_what_loggings_path_writes(tmp_path):
+    py("""
+        import logging, trainwatch
+        log = trainwatch.setup_logger("trainer", log_file="train.log", console_level=None, level="DEBUG")
+        assert isinstance(log, logging.Logger) and isinstance(log, trainwatch.Logger)
+        def emit_all():
+            log.debug("debug %d", 1)
+            log.info("Step %d loss=%s", 7, 2.5, extra={"lr": 0.1, "phase": "train"})
+            log.warning("%(a)s and %(b)s", {"a": "mapping", "b": "args"})
+            log.error("plain %s")
+            log.critical("crit", extra={"n": None})
+        emit_all()                                 # the direct path
+        log.addFilter(lambda record: True)         # a filter: logging's own path
+        emit_all()
+        seen = []
+        log.filters.clear()
+        extra = logging.Handler()
+        extra.emit = seen.append
+        log.addHandler(extra)                      # another handler sees every record
+        log.info("both %s", "handlers")
+        assert [r.getMessage() for r in seen] == ["both handlers"]
+    """, tmp_path)
+    lines = [l.split(" | ", 1)[1] for l in (tmp_path / "train.log").read_text().splitlines()]
+    assert len(lines) == 11
+    direct, logging_path = lines[:5], lines[5:10]
+    assert direct[1] == "INFO | trainer | emit_all:7 | Step 7 loss=2.5 lr=0.1 phase=train"
+    assert direct[2].endswith("| mapping and args") and direct[3].endswith("| plain %s")
+    assert direct[4].endswith("| crit n=None")
+    assert [re.sub(r":\d+ \|", ":N |", l) for l in direct] == [re.sub(r":\d+ \|", ":N |", l) for l in logging_path]
+    assert lines[10].startswith("INFO | trainer | <module>:") and lines[10].endswith("| both handlers")
+
+
+def test_setup_logger_on_a_logger_made_before_and_two_loggers_apart(tmp_path):
+    py("""
+        import logging, trainwatch
+        early = logging.getLogger("early")       # made by a library before setup_logger runs
+        log = trainwatch.setup_logger("early", log_file="early.log", console_level=None)
+        assert log is early and type(log) is trainwatch.Logger
+        other = trainwatch.setup_logger("other", log_file="other.log", console_level=None)
+        log.info("to early"); other.info("to other")
+    """, tmp_path)
+    early, other = (tmp_path / "early.log").read_text(), (tmp_path / "other.log").read_text()
+    assert "| early | <module>:7 | to early" in early and "to other" not in early
+    assert "| other | <module>:7 | to other" in other and "to early" not in other
+
+
+def test_handler_on_any_logger_keeps_each_handlers_records_apart(tmp_path):
+    py("""
+        import logging, trainwatch
+        a = logging.getLogger("app.a"); a.setLevel(logging.DEBUG); a.propagate = False
+        b = logging.getLogger("app.b"); b.setLevel(logging.DEBUG); b.propagate = False
+        a.addHandler(trainwatch.Handler(file="a.log"))
+        b.addHandler(trainwatch.Handler(logging.WARNING, file="b.log", pattern="%(levelname)s %(name)s %(message)s"))
+        a.debug("to a"); b.info("below b's level"); b.warning("to b")
+        logging.getLogger("app.a.child").info("child of a")
+    """, tmp_path)
+    a, b = (tmp_path / "a.log").read_text(), (tmp_path / "b.log").read_text()
+    assert "| DEBUG | app.a | <module>:" in a and "to a" in a and "| app.a.child |" in a and "to b" not in a
+    assert b == "WARNING app.b to b\n"
+
+
+def test_logging_errors_never_raise_and_are_counted(tmp_path):
+    r = py("""
+        import trainwatch
+        log = trainwatch.setup_logger("trainer", log_file="train.log", console_level=None)
+        log.info("%d steps", "not a number")          # logging's own handler prints a traceback each time
+        log.info("%s and %s", "one")
+        log.info("fine")
+        class Bad:
+            def __str__(self): raise RuntimeError("no str")
+        trainwatch.get_logger("trainer").info("direct", field=Bad())
+        print(trainwatch.REGISTRY.get_sample_value("trainwatch_python_log_errors_total"))
+    """, tmp_path)
+    assert r.stdout.strip() == "3.0"
+    assert r.stderr.count("trainwatch: a log record was dropped") == 1, r.stderr
+    assert "fine" in (tmp_path / "train.log").read_text()
+
+
+def test_log_environment_adds_python_and_numpy(tmp_path):
+    py("""
+        import numpy, trainwatch
+        log = trainwatch.setup_logger("trainer", log_file=None, json_file="train.jsonl", console_level=None)
+        trainwatch.log_environment(log)
+    """, tmp_path)
+    rec = log_record((tmp_path / "train.jsonl").read_text())
+    assert rec["message"] == "environment" and rec["logger"] == "trainer"
+    assert rec["func"] == "<module>" and rec["file"].endswith("script.py") and rec["line"] == 4
+    assert rec["python"] == "%d.%d.%d" % sys.version_info[:3]
+    import numpy
+    assert rec["numpy"] == numpy.__version__
+    assert rec["pid"] > 0 and "cpus" in rec and "argv" in rec
+
+
+def test_json_and_text_logs_read_by_analyze_with_steps_times_and_data_share(tmp_path):
+    py("""
+        import time, trainwatch
+        log = trainwatch.setup_logger("trainer", log_file="train.log", json_file="train.jsonl", console_level=None)
+        def loader():
+            for i in range(30):
+                time.sleep(0.03)          # a slow reader: at least 30 ms per batch
+                yield [i] * 8
+        timer = trainwatch.StepTimer(log, log_freq=5, batch_size=8)
+        for batch in timer.wrap(loader()):
+            sum(batch)                    # next to no compute
+            timer.update(loss=1.0 / (1 + timer.recorder.step), lr=0.1)
+    """, tmp_path)
+    reports = [analyze_json(str(tmp_path / name))[0] for name in ("train.log", "train.jsonl")]
+    for report in reports:
+        s = report["summary"]
+        assert s["step_records"] == 6 and s["first_step"] == 5 and s["last_step"] == 30
+        assert s["data_share"] > 0.5, s["data_share"]  # a bound the sleeps guarantee, not a timing
+        assert s["step_time_p50"] >= 0.03
+        assert s["final_lr"] == 0.1
+    text, js = (dict(r["summary"]) for r in reports)
+    # the two encodings' timestamps are parsed apart: durations may differ in float rounding
+    assert text.pop("duration_seconds") == pytest.approx(js.pop("duration_seconds"), abs=0.002)
+    assert text == js
+
+
+# ---- metrics ---------------------------------------------------------------------------------------
+
+SIDE_BY_SIDE = """
+import sys
+from {module} import CollectorRegistry, Counter, Gauge, Histogram, Enum, Info, generate_latest, write_to_textfile
+reg = CollectorRegistry()
+requests = Counter("app_requests", "Requests.", ["method", "code"], registry=reg)
+requests.labels("get", "200").inc()
+requests.labels(method="post", code="500").inc(2.5)
+requests.labels("get", "200").inc(3)
+total = Counter("app_batches_total", "Batches.", registry=reg)
+total.inc(7)
+temp = Gauge("app_temperature", "Temperature.", namespace="rig", unit="celsius", registry=reg)
+temp.set(21.5); temp.inc(2); temp.dec(0.25)
+queue = Gauge("app_queue", "Queue.", ["rank"], registry=reg)
+for r in range(3):
+    queue.labels(str(r)).set(r * 10)
+queue.labels(1).inc()
+lat = Histogram("app_latency_seconds", "Latency.", ["route"], registry=reg, buckets=[0.1, 0.5, 1, 5])
+for v in [0.05, 0.2, 0.7, 3, 10, 0.5]:
+    lat.labels("/a").observe(v)
+lat.labels(route="/b").observe(0.01)
+dflt = Histogram("app_default_buckets", "Default buckets.", registry=reg)
+dflt.observe(0.3)
+Enum("app_phase", "Phase.", states=["warmup", "train", "eval"], registry=reg).state("train")
+Info("app_build", "Build.", registry=reg).info({{"version": "1.2", "commit": "abc"}})
+with_escape = Gauge("app_escape", 'Help with \\\\ and "quotes".', ["path"], registry=reg)
+with_escape.labels('a"b\\\\c\\nd').set(1)
+sys.stdout.buffer.write(generate_latest(reg))
+write_to_textfile("{module}.prom", reg)
+"""
+
+
+def samples_of(text):
+    from prometheus_client.parser import text_string_to_metric_families
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        # prometheus_client 0.16 writes NAME_created as gauges of their own in the text format; every
+        # trainwatch registry has trainwatch_dropped_series_total (docs/python.md lists both)
+        if fam.name.endswith("_created") or fam.name.startswith("trainwatch_"):
+            continue
+        for s in fam.samples:
+            if s.name.endswith("_created"):
+                continue
+            out[(s.name, tuple(sorted(s.labels.items())))] = (fam.type, s.value)
+        out[("TYPE", fam.name)] = (fam.type, fam.documentation)
+    return out
+
+
+def test_same_script_with_prometheus_client_and_trainwatch(tmp_path):
+    ours = py(SIDE_BY_SIDE.format(module="trainwatch"), tmp_path).stdout
+    theirs = py(SIDE_BY_SIDE.format(module="prometheus_client"), tmp_path).stdout
+    a, b = samples_of(ours), samples_of(theirs)
+    assert samples_of((tmp_path / "trainwatch.prom").read_text()) == a
+    assert samples_of((tmp_path / "prometheus_client.prom").read_text()) == b
+    assert set(a) == set(b), (set(a) ^ set(b))
+    for key in b:
+        assert a[key] == b[key], key
+    check = subprocess.run(["promtool", "check", "metrics"], input=ours.encode(), capture_output=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_default_registry_passes_promtool_and_has_process_metrics(tmp_path):
+    r = py("""
+        import sys, trainwatch
+        trainwatch.setup_logger("trainer", log_file="train.log", console_level=None)
+        t = trainwatch.StepTimer("trainer", log_freq=2, batch_size=4)
+        for b in t.wrap(range(4)):
+            t.update(loss=0.5)
+        sys.stdout.buffer.write(trainwatch.generate_latest())
+    """, tmp_path)
+    check = subprocess.run(["promtool", "check", "metrics"], input=r.stdout.encode(), capture_output=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    for name in ("process_resident_memory_bytes", "trainwatch_train_loss{", "trainwatch_step_duration_seconds_bucket{",
+                 "trainwatch_data_wait_seconds_count{", "trainwatch_python_log_errors_total 0"):
+        assert name in r.stdout, name
+    assert re.search(r'^trainwatch_train_step\{run="script",rank="0"\} 4$', r.stdout, re.M), r.stdout
+
+
+def test_validation_errors_are_python_exceptions(tmp_path):
+    r = py("""
+        import trainwatch as tw
+        reg = tw.CollectorRegistry()
+        def err(f):
+            try:
+                f()
+            except Exception as e:
+                return type(e).__name__
+            return "no error"
+        c = tw.Counter("ok_count", "doc", ["a"], registry=reg, series_limit=3)
+        print(err(lambda: tw.Gauge("bad-name", "doc", registry=reg)))
+        print(err(lambda: tw.Gauge("g", "doc", ["__reserved"], registry=reg)))
+        print(err(lambda: tw.Counter("ok_count", "doc", registry=reg)))
+        print(err(lambda: c.labels("1", "2")))
+        print(err(lambda: c.labels(b="1")))
+        print(err(lambda: c.inc()))
+        print(err(lambda: c.labels("x").inc(-1)))
+        print(err(lambda: tw.Gauge("nine", "doc", list("abcdefghi"), registry=reg)))  # over the label limit
+        print(err(lambda: tw.Histogram("h", "doc", registry=reg, buckets=[2, 1])))
+        print(err(lambda: tw.Histogram("h2", "doc", ["le"], registry=reg)))
+        for v in "xyz":
+            c.labels(v).inc()
+        print(err(lambda: c.labels("one too many")))
+        print(err(lambda: c.labels("éééé\\x00")))  # the NUL past as many bytes as characters
+        print(reg.get_sample_value("trainwatch_dropped_series_total"))
+        print(issubclass(tw.CardinalityError, ValueError))
+    """, tmp_path)
+    assert r.stdout.split() == ["ValueError", "ValueError", "ValueError", "ValueError", "ValueError", "ValueError",
+                                "ValueError", "CardinalityError", "ValueError", "ValueError", "CardinalityError",
+                                "ValueError", "1.0", "True"]
+
+
+def test_start_http_server_scraped_by_a_real_prometheus(procs, tmp_path):
+    port = free_port()
+    script = tmp_path / "serve.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys, trainwatch
+        server = trainwatch.start_http_server({port})
+        q = trainwatch.Gauge("app_queue_depth", "Queue depth.", ["rank"])
+        q.labels("0").set(42)
+        trainwatch.Counter("app_steps", "Steps.").inc(7)
+        h = trainwatch.Histogram("app_step_seconds", "Step time.")
+        for v in (0.02, 0.2, 2.0):
+            h.observe(v)
+        print(server.port, flush=True)
+        sys.stdin.read()
+        server.stop()
+    """))
+    proc = subprocess.Popen([PYTHON, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=py_env(),
+                            text=True)
+    try:
+        assert int(proc.stdout.readline()) == port
+        status, headers, body = http(f"http://127.0.0.1:{port}/metrics")
+        assert status == 200 and b"app_queue_depth{rank=\"0\"} 42" in body
+        prom = procs(Prometheus, str(tmp_path), [{"job_name": "py", "static_configs": [
+            {"targets": [f"127.0.0.1:{port}"]}]}])
+        assert prom.wait_for('app_queue_depth{rank="0"}')[0]["value"][1] == "42"
+        assert prom.wait_for("app_steps_total")[0]["value"][1] == "7"
+        assert prom.wait_for('app_step_seconds_bucket{le="0.25"}')[0]["value"][1] == "2"
+        assert prom.wait_for("app_step_seconds_count")[0]["value"][1] == "3"
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    assert proc.returncode == 0
+
+
+def test_metrics_from_threads_and_a_forked_child(tmp_path):
+    r = py("""
+        import os, sys, threading, trainwatch as tw
+        server = tw.start_http_server(0)
+        c = tw.Counter("thr_steps", "d", ["worker"])
+        shared = c.labels("all")
+        def work(i):
+            mine = c.labels(str(i % 2))
+            for _ in range(20000):
+                shared.inc()
+                mine.inc(0.5)
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in threads: t.start()
+        for t in threads: t.join()
+        pid = os.fork()
+        if pid == 0:                 # a DataLoader worker: updates, then exits normally
+            shared.inc(5)
+            sys.exit(0)
+        _, status = os.waitpid(pid, 0)
+        v = tw.REGISTRY.get_sample_value
+        print(status, v("thr_steps_total", {"worker": "all"}), v("thr_steps_total", {"worker": "0"}))
+        server.stop()
+    """, tmp_path, timeout=120)
+    assert r.stdout.split() == ["0", "80000.0", "20000.0"]
+
+
+def test_start_http_server_on_a_taken_port_raises(tmp_path):
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        taken = s.getsockname()[1]
+        r = py(f"""
+            import trainwatch
+            try:
+                trainwatch.start_http_server({taken})
+            except OSError as e:
+                print("OSError", e)
+        """, tmp_path)
+    assert r.stdout.startswith("OSError") and f"127.0.0.1:{taken}" in r.stdout
+
+
+def group(pg):
+    """The app_* samples the Pushgateway holds for job pyjob, run a/b."""
+    from prometheus_client.parser import text_string_to_metric_families
+    out = {}
+    for fam in text_string_to_metric_families(pg.metrics()):
+        for s in fam.samples:
+            if s.name.startswith("app_") and s.labels.get("job") == "pyjob" and s.labels.get("run") == "a/b":
+                out[s.name] = s.value
+    return out
+
+
+def test_start_http_server_with_basic_auth_from_a_web_config(tmp_path):
+    import base64
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import crypt  # Debian's Python 3.11 still ships it; libxcrypt does bcrypt
+    hashed = crypt.crypt("s3cret", crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16))
+    (tmp_path / "web.yml").write_text(f"basic_auth_users:\n  alice: '{hashed}'\n")
+    (tmp_path / "bad.yml").write_text("basic_auth_users:\n  bob: plaintext\n")
+    port = free_port()
+    script = tmp_path / "serve.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys, trainwatch
+        try:
+            trainwatch.start_http_server({free_port()}, web_config_file="bad.yml")
+        except ValueError as e:
+            print("refused:", e, flush=True)
+        server = trainwatch.start_http_server({port}, web_config_file="web.yml")
+        trainwatch.Gauge("app_secret_gauge", "x").set(1)
+        print(server.port, flush=True)
+        sys.stdin.read()
+    """))
+    proc = subprocess.Popen([PYTHON, str(script)], cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            env=py_env(), text=True)
+    try:
+        refused = proc.stdout.readline()
+        assert refused.startswith("refused:") and "bad.yml" in refused and "bcrypt" in refused
+        assert int(proc.stdout.readline()) == port
+        url = f"http://127.0.0.1:{port}/metrics"
+        assert http(url)[0] == 401
+        good = "Basic " + base64.b64encode(b"alice:s3cret").decode()
+        status, _, body = http(url, {"Authorization": good})
+        assert status == 200 and b"app_secret_gauge 1" in body
+        wrong = "Basic " + base64.b64encode(b"alice:guess").decode()
+        assert http(url, {"Authorization": wrong})[0] == 401
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    assert proc.returncode == 0
+
+
+def test_time_count_exceptions_and_in_progress(tmp_path):
+    r = py("""
+        import time, trainwatch as tw
+        reg = tw.CollectorRegistry()
+        h = tw.Histogram("t_seconds", "d", registry=reg, buckets=[0.001, 1])
+        g = tw.Gauge("t_last_seconds", "d", registry=reg)
+        c = tw.Counter("t_errors", "d", registry=reg)
+        busy = tw.Gauge("t_busy", "d", registry=reg)
+        @h.time()
+        def slow():
+            time.sleep(0.01)
+        slow(); slow()
+        with g.time():
+            time.sleep(0.01)
+        @c.count_exceptions(ValueError)
+        def fails(kind):
+            raise kind("x")
+        for kind in (ValueError, KeyError, ValueError):
+            try:
+                fails(kind)
+            except Exception:
+                pass
+        with busy.track_inprogress():
+            inside = reg.get_sample_value("t_busy")
+        stamp = tw.Gauge("t_stamp", "d", registry=reg)
+        stamp.set_to_current_time()
+        v = reg.get_sample_value
+        print(v("t_seconds_count"), v("t_seconds_bucket", {"le": "0.001"}), v("t_seconds_bucket", {"le": "1.0"}),
+              v("t_last_seconds") >= 0.01, v("t_errors_total"), inside, v("t_busy"),
+              abs(v("t_stamp") - time.time()) < 60)
+    """, tmp_path)
+    assert r.stdout.split() == ["2.0", "0.0", "2.0", "True", "2.0", "1.0", "0.0", "True"]
+
+
+def test_pushgateway_round_trip(procs, tmp_path):
+    pg = procs(Pushgateway, str(tmp_path))
+    script = tmp_path / "push.py"
+    script.write_text(textwrap.dedent(f"""
+        import trainwatch as tw
+        reg = tw.CollectorRegistry()
+        tw.Gauge("app_final_loss", "Final loss.", registry=reg).set(0.125)
+        tw.Counter("app_epochs", "Epochs.", registry=reg).inc(3)
+        tw.push_to_gateway("127.0.0.1:{pg.port}", job="pyjob", registry=reg, grouping_key={{"run": "a/b"}})
+        print("pushed", flush=True)
+        input()
+        reg2 = tw.CollectorRegistry()
+        tw.Gauge("app_extra", "Extra.", registry=reg2).set(5)
+        tw.pushadd_to_gateway("http://127.0.0.1:{pg.port}", job="pyjob", registry=reg2, grouping_key={{"run": "a/b"}})
+        print("added", flush=True)
+        input()
+        tw.push_to_gateway("127.0.0.1:{pg.port}", job="pyjob", registry=reg2, grouping_key={{"run": "a/b"}})
+        print("replaced", flush=True)
+        input()
+        tw.delete_from_gateway("127.0.0.1:{pg.port}", job="pyjob", grouping_key={{"run": "a/b"}})
+        print("deleted", flush=True)
+        try:
+            tw.push_to_gateway("127.0.0.1:{free_port()}", job="pyjob", registry=reg, timeout=0.5)
+        except tw.PushError as e:
+            print("PushError", e, flush=True)
+    """))
+    proc = subprocess.Popen([PYTHON, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=py_env(),
+                            text=True)
+    try:
+        assert proc.stdout.readline().strip() == "pushed"
+        assert group(pg) == {"app_final_loss": 0.125, "app_epochs_total": 3}
+        proc.stdin.write("\n"); proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "added"
+        assert group(pg) == {"app_final_loss": 0.125, "app_epochs_total": 3, "app_extra": 5}
+        proc.stdin.write("\n"); proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "replaced"
+        assert group(pg) == {"app_extra": 5}
+        proc.stdin.write("\n"); proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "deleted"
+        assert group(pg) == {}
+        line = proc.stdout.readline()
+        assert line.startswith("PushError") and "127.0.0.1" in line
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
+    assert proc.returncode == 0
+
+
+# ---- training hooks ----------------------------------------------------------------------------------
+
+
+def test_numpy_example_with_the_callback_read_back_by_analyze(tmp_path):
+    py(open(SOURCE / "examples/python/train_numpy.py").read(), tmp_path,
+       args=["--log-dir", "run", "--json", "--epochs", "2", "--steps-per-epoch", "30", "--log-freq", "5",
+             "--slow-reader", "3"])
+    for name in ("train.log", "train.jsonl"):
+        report, _ = analyze_json(str(tmp_path / "run" / name))
+        s = report["summary"]
+        assert s["step_records"] == 12 and s["first_step"] == 5 and s["last_step"] == 60, s
+        assert s["last_epoch"] == 2 and s["eval_records"] == 2
+        assert s["final_lr"] == 0.5 and s["final_loss"] < s["first_loss"]
+        assert s["data_share"] > 0.5, s["data_share"]
+        assert "data_loading_bound" in [f["rule"] for f in report["findings"] if f["severity"] == "warning"]
+    text = (tmp_path / "run" / "train.log").read_text()
+    assert re.search(r"\| INFO \| trainer \| main:\d+ \| environment host=.* numpy=", text)
+
+
+def test_nan_and_memory_spike_reported_at_their_step(tmp_path):
+    r = py(open(SOURCE / "examples/python/train_numpy.py").read(), tmp_path,
+           args=["--log-dir", "run", "--epochs", "2", "--steps-per-epoch", "20", "--nan-at", "27", "--spike-at",
+                 "13"])
+    text = (tmp_path / "run" / "train.log").read_text()
+    spike = [l for l in text.splitlines() if "memory spike" in l]
+    assert len(spike) == 1 and "memory spike at step 13:" in spike[0]
+    assert "input0=<ndarray float32 shape=[64000,16] size=1024000>" in spike[0]
+    nan = [l for l in text.splitlines() if "| ERROR |" in l]
+    assert len(nan) == 1 and "non-finite loss at step 27: nan; the 5 losses before it: " in nan[0]
+    assert "memory spike" in r.stderr and "non-finite loss" in r.stderr  # the console takes WARNING and up
+    report, _ = analyze_json(str(tmp_path / "run" / "train.log"))
+    nan_findings = [f for f in report["findings"] if f["rule"] == "nan_loss"]
+    assert nan_findings and nan_findings[0]["step"] == 27
+
+
+def test_callback_logs_the_exception_that_ends_training(tmp_path):
+    r = py(open(SOURCE / "examples/python/train_numpy.py").read(), tmp_path,
+           args=["--log-dir", "run", "--json", "--epochs", "1", "--steps-per-epoch", "20", "--fail-at", "9"],
+           check=False)
+    assert r.returncode == 1 and "RuntimeError: injected failure at step 9" in r.stderr
+    last = log_record((tmp_path / "run" / "train.jsonl").read_text().splitlines()[-1])
+    assert last["level"] == "ERROR" and last["message"].startswith("training failed at step 8: RuntimeError")
+    assert last["exception"].endswith("RuntimeError: injected failure at step 9")
+    report, _ = analyze_json(str(tmp_path / "run" / "train.jsonl"))
+    assert report["summary"]["event_counts"]["exception"] == 1
+
+
+def test_step_timer_context_manager_and_metrics(tmp_path):
+    r = py("""
+        import time, trainwatch
+        reg = trainwatch.CollectorRegistry()
+        log = trainwatch.setup_logger("trainer", log_file="train.log", console_level=None)
+        timer = trainwatch.StepTimer(log, log_freq=4, run="ctx", registry=reg)
+        for i in range(8):
+            time.sleep(0.01)                       # between steps: data wait
+            with timer.step():
+                time.sleep(0.002)
+                timer.update(loss=2.0 - i * 0.1, samples=16, name="clashes with LogRecord.name")
+        print(reg.get_sample_value("trainwatch_train_step", {"run": "ctx", "rank": "0"}))
+        print(reg.get_sample_value("trainwatch_data_wait_seconds_count", {"run": "ctx", "rank": "0"}))
+        print(reg.get_sample_value("trainwatch_data_wait_seconds_sum", {"run": "ctx", "rank": "0"}))
+        print(reg.get_sample_value("trainwatch_train_loss", {"run": "ctx", "rank": "0"}))
+    """, tmp_path)
+    step, count, wait_sum, loss = (float(x) for x in r.stdout.split())
+    assert step == 8 and count == 8 and loss == pytest.approx(1.3)
+    assert wait_sum > 0.06  # 7 gaps of 10 ms (the first step has none)
+    text = (tmp_path / "train.log").read_text()
+    assert text.count("| Step ") == 2 and text.count(" field_name=clashes with LogRecord.name") == 2
+
+
+# ---- the extension's argument handling ------------------------------------------------------------------
+
+
+def test_fuzzed_arguments_raise_python_exceptions_never_crash(tmp_path):
+    r = py("""
+        import logging, math, random, trainwatch as tw
+        from trainwatch import _native
+        rng = random.Random(1234)
+        values = [None, 0, -1, 1, 2**70, -2**70, 1.5, float("nan"), float("inf"), -0.0, "", "a", "x" * 1_000_000,
+                  "nul\\x00byte", "\\udcff", "ünï 名前", b"bytes", bytearray(b"ba"), [], [1, "a"], (), ("a", "b"),
+                  {}, {"a": 1}, object(), lambda: 0, True, 10**400 if False else 1e308, ["le"], ("a",) * 10]
+        def pick():
+            return rng.choice(values)
+        reg = tw.CollectorRegistry()
+        g = tw.Gauge("fz_g", "doc", registry=reg)
+        c = tw.Counter("fz_c", "doc", ["a", "b"], registry=reg)
+        h = tw.Histogram("fz_hist", "doc", ["x"], registry=reg, buckets=[1, 2])
+        handler = tw.Handler(file="fz.log", json_file="fz.jsonl")
+        fast = handler.fast_logger("fuzz")
+        setup = tw.setup_logger("fuzz.setup", log_file="fz-setup.log", console_level=None)
+        calls = [
+            lambda: handler._router.log(pick(), pick(), pick(), pick(), pick()),
+            lambda: setup.info(pick(), pick(), extra=pick()),
+            lambda: setup.warning(pick(), *[pick() for _ in range(rng.randint(0, 3))]),
+            lambda: tw.Gauge(pick(), pick(), registry=reg),
+            lambda: tw.Counter("fz_" + str(rng.random())[2:], pick(), pick(), registry=reg),
+            lambda: tw.Histogram("fz_hist" + str(rng.random())[2:], "d", registry=reg, buckets=pick()),
+            lambda: g.set(pick()),
+            lambda: g.inc(pick()),
+            lambda: g.dec(amount=pick()),
+            lambda: g.set(),
+            lambda: g.inc(1, 2, 3),
+            lambda: g.inc(bogus=1),
+            lambda: c.labels(pick(), pick()).inc(pick()),
+            lambda: c.labels(*[pick() for _ in range(rng.randint(0, 4))]),
+            lambda: c.labels(a=pick(), b=pick(), c=pick()),
+            lambda: c.labels(pick(), b=pick()),
+            lambda: h.labels(pick()).observe(pick()),
+            lambda: h.observe(pick()),
+            lambda: reg.get_sample_value(pick(), pick()),
+            lambda: _native.Registry(pick()),
+            lambda: g._tw_register(pick(), pick(), pick(), pick()),
+            lambda: _native.push(pick(), pick(), pick(), pick(), pick()),
+            lambda: _native.start_http_server(pick(), pick()),
+            lambda: fast.info(pick(), a=pick(), b=pick()),
+            lambda: fast.log(pick(), pick(), x=pick()),
+            lambda: fast.info(pick(), pick()),
+            lambda: handler._router.emit(pick()),
+            lambda: handler._router.emit(logging.LogRecord(pick(), 20, pick(), 1, pick(), pick(), None)),
+            lambda: handler.add_file(pick(), pick()),
+            lambda: _native.level_parse(pick()),
+            lambda: _native.redact_add(pick()),
+            lambda: _native.redact_text(pick()),
+            lambda: _native.environment_add(pick(), pick()),
+            lambda: tw.summary(pick()),
+        ]
+        raised = 0
+        for i in range(6000):
+            try:
+                rng.choice(calls)()
+            except Exception:
+                raised += 1
+        out = tw.generate_latest(reg)
+        open("fz.prom", "wb").write(out)
+        print(raised, len(out))
+    """, tmp_path, timeout=600)
+    raised, size = (int(x) for x in r.stdout.split())
+    assert raised > 1000 and size > 0
+    # whatever was accepted is still a valid exposition: promtool may find
+    # lint problems (exit 3: no help text, names), never a parse error (1)
+    with open(tmp_path / "fz.prom", "rb") as f:
+        check = subprocess.run(["promtool", "check", "metrics"], stdin=f, capture_output=True, text=True)
+    assert check.returncode in (0, 3) and "error" not in check.stderr, check.stdout + check.stderr
+
+
+# ---- installing -----------------------------------------------------------------------------------------
+
+
+def test_pip_install_into_a_venv_offline(tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([PYTHON, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    env = {k: v for k, v in py_env().items() if k not in ("PYTHONPATH", "LD_PRELOAD")}
+    env["TW_CMAKE_BUILD_DIR"] = str(BUILD)  # build the extension in this build tree, not a new one
+    r = subprocess.run([str(venv / "bin" / "pip"), "install", "--no-build-isolation", "--no-index", "--quiet",
+                        str(SOURCE)], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    env = py_env()
+    del env["PYTHONPATH"]
+    r = subprocess.run([str(venv / "bin" / "python"), "-c", "import trainwatch, sys; "
+                        "trainwatch.Counter('installed', 'x').inc(); "
+                        "print(trainwatch._native.__file__); sys.stdout.write(trainwatch.generate_latest().decode())"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(str(venv / "lib")) and "\ninstalled_total 1\n" in r.stdout
