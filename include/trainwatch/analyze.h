@@ -106,6 +106,16 @@ typedef struct tw_finding {
     int rank;
     int64_t step; /* -1 when not tied to a step */
     double value; /* the measure the rule judged */
+    /* A straight line the rule projected (memory_growth with a device size:
+     * its least-squares growth from the last point to where the device is
+     * full), in the launch's steps; projected false when none. */
+    struct tw_projection {
+        bool projected;
+        double from_step, from_value; /* the last point of the series fitted */
+        double slope;                 /* value per step */
+        double to_step;               /* where the line reaches to_value */
+        double to_value;              /* the device's size */
+    } projection;
 } tw_finding;
 
 typedef struct tw_metric_summary {

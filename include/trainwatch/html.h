@@ -26,6 +26,25 @@
  * the stream's (check it after). */
 int tw_report_write_html(FILE *out, const tw_report *report, const tw_run *run, const char *title);
 
+/* GPU samples the caller took itself (run's NVML sampling), reduced to the
+ * minimum and the maximum of each bucket of time: per point one GPU, its
+ * time (seconds since the epoch) and a utilisation (percent) or a memory
+ * used (bytes), the other NAN. */
+typedef struct tw_html_gpu_point {
+    int gpu;
+    double time, util, mem_used;
+} tw_html_gpu_point;
+
+typedef struct tw_html_gpu {
+    tw_html_gpu_point *points; /* in time order per GPU; owned by whoever filled it */
+    size_t count;
+    double mem_total; /* bytes, a GPU's size (the last read), for a line; NAN or 0 when unknown */
+} tw_html_gpu;
+
+/* The same page with sampled GPU charts (NULL: none, as tw_report_write_html). */
+int tw_report_write_html_gpu(FILE *out, const tw_report *report, const tw_run *run, const char *title,
+                             const tw_html_gpu *sampled);
+
 /* The page of a finished trace (tw_trace_finish). */
 int tw_trace_write_html(FILE *out, const tw_trace *t, const char *title);
 

@@ -49,6 +49,7 @@
 
 #include "trainwatch/analyze.h"
 #include "trainwatch/follow.h"
+#include "trainwatch/html.h"
 #include "trainwatch/http.h"
 #include "trainwatch/metrics.h"
 #include "trainwatch/parse.h"
@@ -160,6 +161,10 @@ int tw_supervision_finish(tw_supervision *s, tw_report **report, tw_supervision_
 /* The run the records went to (what the diagnosis was made from), borrowed
  * until tw_supervision_free; for the HTML report's charts. */
 const tw_run *tw_supervision_run(const tw_supervision *s);
+
+/* The GPU series `run` sampled, for the HTML report: out->points is the
+ * caller's to free (NULL without GPU sampling). TW_OK or TW_ENOMEM. */
+int tw_supervision_gpu_series(const tw_supervision *s, tw_html_gpu *out);
 
 /* The end-of-run lines of sampling (process tree, GPUs) under the report. */
 void tw_supervision_write_samples(const tw_supervision *s, const tw_report *report, FILE *out);

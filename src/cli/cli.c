@@ -74,18 +74,19 @@ typedef struct report_page {
     const tw_report *report;
     const tw_run *run;
     const char *title;
+    const tw_html_gpu *gpu;
 } report_page;
 
 static int write_report_page(FILE *out, const void *arg)
 {
     const report_page *p = arg;
-    return tw_report_write_html(out, p->report, p->run, p->title);
+    return tw_report_write_html_gpu(out, p->report, p->run, p->title, p->gpu);
 }
 
 int tw_cli_write_report_html(const char *command, const char *path, const tw_report *report, const tw_run *run,
-                             const char *title)
+                             const char *title, const tw_html_gpu *gpu)
 {
-    report_page page = {report, run, title};
+    report_page page = {report, run, title, gpu};
     return tw_cli_write_html(command, path, write_report_page, &page);
 }
 

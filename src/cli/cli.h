@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "trainwatch/analyze.h"
+#include "trainwatch/html.h"
 
 typedef struct tw_command {
     const char *name;
@@ -39,9 +40,10 @@ const char *tw_cli_join_words(char **words, char *buf, size_t len);
  * reason". */
 int tw_cli_write_html(const char *command, const char *path, int (*write)(FILE *out, const void *arg),
                       const void *arg);
-/* The same for the report page of analyze and run (report/html.h). */
+/* The same for the report page of analyze and run (report/html.h), with
+ * the GPU series run sampled (NULL: none). */
 int tw_cli_write_report_html(const char *command, const char *path, const tw_report *report, const tw_run *run,
-                             const char *title);
+                             const char *title, const tw_html_gpu *gpu);
 
 /* --pattern REGEX or --formats FILE (flag "pattern" or "formats") into
  * *set, made on first use and freed when the process exits (one set per

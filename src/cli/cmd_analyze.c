@@ -592,7 +592,7 @@ static int analyze(analyze_options o, int argc, char **argv, int first)
     if (o.html) {
         char title[256];
         html_title(title, sizeof title, argc, argv, first);
-        if (tw_cli_write_report_html("analyze", o.html, report, trun, title) != 0)
+        if (tw_cli_write_report_html("analyze", o.html, report, trun, title, NULL) != 0)
             status = TW_EXIT_USAGE;
     }
     if (o.templates && !o.json && !html_stdout)

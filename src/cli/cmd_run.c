@@ -228,8 +228,15 @@ static int report_end(const run_options *o, tw_supervision *sup)
     if (o->html_file) {
         char title[256];
         snprintf(title, sizeof title, "trainwatch run: %s", o->sup.run);
-        if (tw_cli_write_report_html("run", o->html_file, report, tw_supervision_run(sup), title) != 0 && status == 0)
+        tw_html_gpu gpu;
+        if (tw_supervision_gpu_series(sup, &gpu) != TW_OK) {
+            tw_say(TW_SAY_ERROR, "run", "--html %s: out of memory for the GPU charts", o->html_file);
+            gpu = (tw_html_gpu){NULL, 0, 0};
+        }
+        if (tw_cli_write_report_html("run", o->html_file, report, tw_supervision_run(sup), title, &gpu) != 0 &&
+            status == 0)
             status = TW_EXIT_PROBLEMS;
+        free(gpu.points);
     }
     if (tw_say_current_format() == TW_SAY_TEXT) {
         fprintf(stderr, "\n== trainwatch: %s\n", o->sup.run);

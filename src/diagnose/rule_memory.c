@@ -66,6 +66,7 @@ static void check_memory(const tw_run *run, const tw_thresholds *t, tw_findings 
             double at = pos[n - 1] + (t->device_memory - v[n - 1]) / slope;
             tw_finding_evidence(f, "at this rate the %.1f GiB device is full around step %.0f", t->device_memory / GIB,
                                 at);
+            f->projection = (struct tw_projection){true, pos[n - 1], v[n - 1], slope, at, t->device_memory};
             if (at < pos[n - 1] * 2)
                 f->severity = TW_SEV_ERROR;
         } else {

@@ -53,6 +53,7 @@ void tw_run_free(tw_run *run)
     free(run->cursors);
     for (int i = 0; i < run->rank_count; i++) {
         free(run->ranks[i]->series.points);
+        free(run->ranks[i]->series.metric);
         free(run->ranks[i]);
     }
     free(run->ranks);
@@ -206,6 +207,7 @@ static tw_rank *rank_new(int rank)
     r->last_epoch = -1;
     r->last_step_in_epoch = -1;
     r->loss_first = r->loss_best = r->mem_max = NAN;
+    memset(r->metric_slot, -2, sizeof r->metric_slot);
     return r;
 }
 
@@ -389,6 +391,12 @@ static bool series_grow(tw_series *s)
     size_t cap = s->cap ? s->cap * 2 : 64;
     if (cap > TW_SERIES_MAX)
         cap = TW_SERIES_MAX;
+    if (s->metric) {
+        double(*metric)[TW_POINT_METRICS] = realloc(s->metric, sizeof *metric * cap);
+        if (!metric)
+            return false;
+        s->metric = metric;
+    }
     tw_point *points = realloc(s->points, sizeof *points * cap);
     if (!points)
         return false;
@@ -397,10 +405,24 @@ static bool series_grow(tw_series *s)
     return true;
 }
 
-static void series_add(tw_series *s, const tw_point *p)
+/* The point's named metrics into slot i of the series (allocating the
+ * array with the first point that has any); without memory they are lost,
+ * not the point. */
+static void series_metrics(tw_series *s, size_t i, tw_point *p, const double *metric)
 {
+    if (p->metric_set && !s->metric && !(s->metric = calloc(s->cap, sizeof *s->metric)))
+        p->metric_set = 0;
+    if (p->metric_set)
+        memcpy(s->metric[i], metric, sizeof s->metric[i]);
+}
+
+/* metric: the point's named metrics by slot (p->metric_set says which). */
+static void series_add(tw_series *s, const tw_point *p, const double *metric)
+{
+    tw_point q = *p;
     if (s->count > 0 && s->points[s->count - 1].pos == p->pos) {
-        s->points[s->count - 1] = *p; /* a rewrite of the same step */
+        series_metrics(s, s->count - 1, &q, metric);
+        s->points[s->count - 1] = q; /* a rewrite of the same step */
         return;
     }
     if (s->seen++ % s->stride != 0)
@@ -409,13 +431,17 @@ static void series_add(tw_series *s, const tw_point *p)
         if (s->cap < 2)
             return; /* out of memory before the first points */
         /* full (or out of memory): keep every other point, from now on one in twice as many */
-        for (size_t i = 0; i < s->count / 2; i++)
+        for (size_t i = 0; i < s->count / 2; i++) {
             s->points[i] = s->points[2 * i];
+            if (s->metric)
+                memcpy(s->metric[i], s->metric[2 * i], sizeof s->metric[i]);
+        }
         s->count /= 2;
         s->stride *= 2;
         s->seen = 1;
     }
-    s->points[s->count++] = *p;
+    series_metrics(s, s->count, &q, metric);
+    s->points[s->count++] = q;
 }
 
 static void to_point(tw_point *p, const tw_record *r, double pos, uint32_t file)
@@ -429,6 +455,7 @@ static void to_point(tw_point *p, const tw_record *r, double pos, uint32_t file)
     p->ips = r->samples_per_sec;
     p->mem = r->mem_bytes;
     p->fields = r->fields;
+    p->metric_set = 0;
     p->epoch = r->epoch;
     p->epoch_total = r->epoch_total;
     p->step = r->step;
@@ -723,6 +750,38 @@ static tw_run *next_launch(tw_run *run, tw_cursor *c, tw_launch_start why, const
     return l;
 }
 
+static int metric_index(const tw_metric_notes *notes, int hint, const char *name);
+
+/* The slot of train_metrics item k of rk, given out the first time (see
+ * run.h); -1 when it has none. */
+static int metric_slot(tw_rank *rk, int k)
+{
+    if (rk->metric_slot[k] != -2)
+        return rk->metric_slot[k];
+    bool part = strncmp(rk->train_metrics.items[k].s.name, "loss_", 5) == 0;
+    int others = rk->metric_slots - rk->loss_part_slots;
+    bool room = part ? rk->loss_part_slots < TW_POINT_LOSS_PARTS : others < TW_POINT_METRICS - TW_POINT_LOSS_PARTS;
+    if (!room)
+        return rk->metric_slot[k] = -1;
+    rk->loss_part_slots += part;
+    return rk->metric_slot[k] = (signed char)rk->metric_slots++;
+}
+
+/* The record's named metrics that have a slot on rk (noted already), into
+ * metric by slot, with the point's metric_set. */
+static void point_metrics(tw_point *p, double *metric, tw_rank *rk, const tw_record *r)
+{
+    p->metric_set = 0;
+    for (int i = 0; i < r->metric_count; i++) {
+        int k = metric_index(&rk->train_metrics, i, r->metrics[i].name);
+        int slot = k >= 0 ? metric_slot(rk, k) : -1;
+        if (slot >= 0) {
+            metric[slot] = r->metrics[i].value;
+            p->metric_set |= 1u << slot;
+        }
+    }
+}
+
 static bool same_value(double a, double b)
 {
     return a == b || (isnan(a) && isnan(b));
@@ -813,6 +872,9 @@ static void add_step(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r
             rk->first_duplicate = p;
         return;
     }
+    tw_metric_notes_add(&rk->train_metrics, r->metrics, r->metric_count, (int64_t)p.pos, !rewrite);
+    double metric[TW_POINT_METRICS];
+    point_metrics(&p, metric, rk, r);
     if (rk->have_last && p.pos < rk->last.pos) {
         if (rk->restarts == 0)
             rk->first_restart = (tw_restart){rk->last, p};
@@ -874,8 +936,7 @@ static void add_step(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r
     /* only the used part: a record's text and unused metric slots are large */
     memcpy(&rk->last_step_record, r, offsetof(tw_record, metrics));
     memcpy(rk->last_step_record.metrics, r->metrics, sizeof r->metrics[0] * (size_t)r->metric_count);
-    tw_metric_notes_add(&rk->train_metrics, r->metrics, r->metric_count, (int64_t)p.pos, !rewrite);
-    series_add(&rk->series, &p);
+    series_add(&rk->series, &p, metric);
     run->steps++;
 }
 
@@ -888,6 +949,18 @@ static bool lower_is_better(const char *name)
             return true;
     }
     return false;
+}
+
+/* The index of name in notes, or -1. */
+static int metric_index(const tw_metric_notes *notes, int hint, const char *name)
+{
+    if (hint < notes->count && strcmp(notes->items[hint].s.name, name) == 0)
+        return hint; /* records usually list their metrics in the same order */
+    for (int i = 0; i < notes->count; i++) {
+        if (strcmp(notes->items[i].s.name, name) == 0)
+            return i;
+    }
+    return -1;
 }
 
 static tw_metric_note *metric_note(tw_metric_notes *notes, int hint, const char *name)

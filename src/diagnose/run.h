@@ -44,11 +44,20 @@ typedef struct tw_metric_notes {
  * record rewrites the last one (a progress bar redrawn). */
 void tw_metric_notes_add(tw_metric_notes *notes, const tw_metric *metrics, int n, int64_t step, bool count);
 
+/* Named training metrics kept per point (loss parts, accuracy, grad_norm)
+ * in slots a rank gives out as it first sees each name: TW_POINT_LOSS_PARTS
+ * to loss parts (loss_*), the rest to the others, so a dozen loss parts do
+ * not crowd out the accuracy; names without a slot are in the rank's
+ * train_metrics (last, best) only. */
+#define TW_POINT_METRICS    12
+#define TW_POINT_LOSS_PARTS 8
+
 typedef struct tw_point {
     double pos;  /* progress position (global step) */
     double time; /* NAN without a timestamp */
     double loss, lr, batch, data, ips, mem;
     unsigned fields;
+    unsigned metric_set; /* bit i: the slot i of its named metrics was logged (tw_series.metric) */
     int64_t epoch, epoch_total, step, step_total;
     uint32_t file; /* index into run->files */
     uint64_t line;
@@ -56,6 +65,10 @@ typedef struct tw_point {
 
 typedef struct tw_series {
     tw_point *points; /* grown on demand up to TW_SERIES_MAX; owned */
+    /* the named metrics of each point, by slot (tw_rank.metric_slot):
+     * parallel to points, allocated with the first point that has one
+     * (NULL before: a log without them pays nothing); owned */
+    double (*metric)[TW_POINT_METRICS];
     size_t count, cap;
     uint64_t stride, seen; /* keep one point in every stride seen */
 } tw_series;
@@ -141,6 +154,10 @@ typedef struct tw_rank {
     tw_point cumulative_point;      /* where that was decided */
     tw_point first_duplicate;
     tw_metric_notes train_metrics; /* the named metrics of its steps */
+    /* the slot in tw_point.metric of each train_metrics item: -1 none,
+     * -2 not decided yet (tw_run_new's ranks start all -2) */
+    signed char metric_slot[TW_SUMMARY_METRICS];
+    int metric_slots, loss_part_slots; /* given out */
     tw_series series;
 } tw_rank;
 

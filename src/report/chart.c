@@ -36,6 +36,7 @@ void tw_chart_init(tw_chart *c, const char *id, const char *title, const char *u
     snprintf(c->unit, sizeof c->unit, "%s", unit);
     c->y_scale = 1;
     c->hline = NAN;
+    c->t0 = NAN;
 }
 
 void tw_chart_free(tw_chart *c)
@@ -470,7 +471,10 @@ static void data_json(FILE *out, const tw_chart *c, const drawn *d)
 
 static void table_row(FILE *out, const tw_chart *c, const tw_chart_point *p, double t0, bool have_time)
 {
-    fprintf(out, "<tr><td>%.17g", p->step);
+    if (c->time_only)
+        fputs("<tr><td>", out); /* no step: the hover script reads NaN */
+    else
+        fprintf(out, "<tr><td>%.17g", p->step);
     if (have_time) {
         if (isfinite(p->time))
             fprintf(out, "<td>%.3f", p->time - t0);
@@ -586,8 +590,12 @@ void tw_chart_write(FILE *out, tw_chart *c)
             d[i].count = downsample(&c->series[i], steps, d[i].idx);
     }
     bool have_time = range_valid(&times);
-    fprintf(out, "<figure class=\"chart%s\" id=\"%s\"><figcaption id=\"%s-title\">", have_time ? "" : " notime", c->id,
-            c->id);
+    double t0 = isfinite(c->t0) && c->t0 < times.lo ? c->t0 : times.lo;
+    fprintf(out, "<figure class=\"chart%s\" id=\"%s\"><figcaption id=\"%s-title\">",
+            !have_time     ? " notime"
+            : c->time_only ? " timeonly"
+                           : "",
+            c->id, c->id);
     tw_html_text(out, c->title);
     fputs("</figcaption>\n", out);
     if (c->note[0]) {
@@ -598,14 +606,17 @@ void tw_chart_write(FILE *out, tw_chart *c)
     legend(out, c);
     fputs("<div class=\"tip\" hidden></div>\n", out);
     if (d) {
-        frame f = make_frame(c, d, false, 0);
-        c->log_y = f.log_y;
-        svg(out, c, d, &f);
+        if (!c->time_only || !have_time) {
+            frame f = make_frame(c, d, false, 0);
+            c->log_y = f.log_y;
+            svg(out, c, d, &f);
+        }
         if (have_time) {
-            frame t = make_frame(c, d, true, times.lo);
+            frame t = make_frame(c, d, true, t0);
+            c->log_y = c->time_only ? t.log_y : c->log_y;
             svg(out, c, d, &t);
         }
-        table(out, c, d, have_time, have_time ? times.lo : 0);
+        table(out, c, d, have_time, have_time ? t0 : 0);
         data_json(out, c, d);
     }
     fputs("</figure>\n", out);

@@ -67,6 +67,8 @@ typedef struct tw_chart {
     double hline; /* drawn when finite (in the values' unit, before y_scale) */
     char hline_label[64];
     bool step_offsets; /* the steps are launches laid end to end, not the log's own numbers */
+    bool time_only;    /* drawn over time only (no step view): a point's step is its time */
+    double t0;         /* the time origin the page's charts share; NAN: this chart's first time */
 } tw_chart;
 
 void tw_chart_init(tw_chart *c, const char *id, const char *title, const char *unit);

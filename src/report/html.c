@@ -88,12 +88,14 @@ static const char css[] =
     "#x-step:checked~header label[for=x-step] a,#x-time:checked~header label[for=x-time] a{font-weight:700;"
     "text-decoration:underline}\n"
     "#x-time:checked~main svg.v-step{display:none}#x-step:checked~main svg.v-time{display:none}"
-    "#x-time:checked~main figure.notime svg.v-step{display:block}\n"
+    "#x-time:checked~main figure.notime svg.v-step{display:block}"
+    "#x-step:checked~main figure.timeonly svg.v-time{display:block}\n"
     ".f0{fill:var(--c0);background:var(--c0)}.f1{fill:var(--c1);background:var(--c1)}.f2{fill:var(--c2);"
     "background:var(--c2)}.f3{fill:var(--muted);background:var(--muted)}.key.f0,.key.f1,.key.f2,.key.f3{height:10px}"
     "caption{text-align:left;font-weight:600;padding:.6em 0 .2em}\n"
     "@media print{.xaxis,.tip,input,details.tableview{display:none}svg.v-time{display:none!important}"
-    "svg.v-step{display:block!important}body{max-width:none}h2{break-after:avoid}}\n";
+    "svg.v-step{display:block!important}figure.timeonly svg.v-time{display:block!important}"
+    "body{max-width:none}h2{break-after:avoid}}\n";
 
 /* Hover values (read from each chart's table) and the highlight of the
  * region a finding link points at, in both views. */
@@ -111,8 +113,9 @@ static const char script[] =
     "if(X<L||X>R){tip.hidden=true;guide.setAttribute('visibility','hidden');return;}"
     "var x0=+svg.getAttribute('data-x0'),x1=+svg.getAttribute('data-x1'),x=x0+(X-L)/(R-L)*(x1-x0),lines=[];"
     "data(fig).forEach(function(s){var b=null,bd=Infinity;s.p.forEach(function(p){var v=time?p[1]:p[0],"
-    "dd=Math.abs(v-x);if(dd<bd){bd=dd;b=p;}});if(b)lines.push(s.name+': '+b[2]+'  (step '+b[0]+"
-    "(isNaN(b[1])?'':', '+b[1].toFixed(1)+' s')+')');});if(!lines.length)return;tip.textContent=lines.join('\\n');"
+    "dd=Math.abs(v-x);if(dd<bd){bd=dd;b=p;}});if(b)lines.push(s.name+': '+b[2]+'  ('+(isNaN(b[0])?'':'step '+b[0])+"
+    "(isNaN(b[1])?'':(isNaN(b[0])?'':', ')+b[1].toFixed(1)+' s')+')');});"
+    "if(!lines.length)return;tip.textContent=lines.join('\\n');"
     "tip.hidden=false;var fr=fig.getBoundingClientRect();tip.style.left=(e.clientX-fr.left+12)+'px';"
     "tip.style.top=(e.clientY-fr.top+12)+'px';guide.setAttribute('x1',X);guide.setAttribute('x2',X);"
     "guide.setAttribute('visibility','visible');});});\n"

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "../diagnose/diagnose.h"
+#include "../diagnose/gpu.h"
 #include "chart.h"
 #include "html.h"
 #include "trainwatch/error.h"
@@ -23,9 +24,26 @@
 #define RANKS_DRAWN 8 /* ranks in the per-rank overlay: the fastest, the slowest and evenly between */
 #define GIB         (1024.0 * 1024.0 * 1024.0)
 
-#define EVAL_CHARTS 4 /* evaluation metrics with a chart of their own; all are in the metrics table */
+#define EVAL_CHARTS  4           /* evaluation metrics with a chart of their own; all are in the metrics table */
+#define METRIC_LINES 8           /* training metrics drawn per chart (the palette); all are in the metrics table */
+#define GPU_LINES    8           /* GPUs drawn (by index): the palette */
+#define GPU_SLACK    60.0        /* seconds of GPU log drawn around the steps' span (as gpu.c aligns) */
+#define F_METRIC     0x80000000u /* F_METRIC | k: a rank's named metric k (tw_point.metric), not a record field */
 
-enum { CH_LOSS, CH_LR, CH_STEP, CH_IPS, CH_MEM, CH_RANKS, CH_EVAL, CH_COUNT = CH_EVAL + EVAL_CHARTS };
+enum {
+    CH_LOSS,
+    CH_PARTS,
+    CH_LR,
+    CH_STEP,
+    CH_IPS,
+    CH_MEM,
+    CH_GPU_UTIL,
+    CH_GPU_MEM,
+    CH_SCALARS,
+    CH_RANKS,
+    CH_EVAL,
+    CH_COUNT = CH_EVAL + EVAL_CHARTS
+};
 
 typedef struct page {
     const tw_report *report;
@@ -33,6 +51,7 @@ typedef struct page {
     int launches;
     double offset[TW_LAUNCHES_MAX + 1]; /* added to the steps of launch i */
     tw_chart charts[CH_COUNT];
+    const tw_html_gpu *sampled; /* what run sampled, or NULL */
 } page;
 
 /* ---- the x axis over launches ------------------------------------- */
@@ -104,10 +123,41 @@ static double field(const tw_point *pt, unsigned f)
     return NAN;
 }
 
+/* The value of field f at point k of rk's series (compute: step time minus
+ * data wait); false when the point lacks it. */
+static bool series_value(const tw_rank *rk, size_t k, unsigned f, bool compute, double *y)
+{
+    const tw_point *pt = &rk->series.points[k];
+    if (f & F_METRIC) {
+        unsigned slot = f & ~F_METRIC;
+        if (slot >= TW_POINT_METRICS || !(pt->metric_set & (1u << slot)) || !rk->series.metric)
+            return false;
+        *y = rk->series.metric[k][slot];
+        return true;
+    }
+    if (!(pt->fields & f) || (compute && !(pt->fields & TW_F_DATA_TIME)))
+        return false;
+    *y = compute ? pt->batch - pt->data : field(pt, f);
+    return true;
+}
+
+/* The same of a point kept apart (first, last, worst spike...): a record
+ * field, not a named metric (the series alone keeps those). */
+static bool value_of(const tw_point *pt, unsigned f, bool compute, double *y)
+{
+    if (f & F_METRIC)
+        return false;
+    if (!(pt->fields & f) || (compute && !(pt->fields & TW_F_DATA_TIME)))
+        return false;
+    *y = compute ? pt->batch - pt->data : field(pt, f);
+    return true;
+}
+
 static bool has_field(const tw_rank *rk, unsigned f)
 {
+    double y;
     for (size_t k = 0; k < rk->series.count; k++) {
-        if (rk->series.points[k].fields & f)
+        if (series_value(rk, k, f, false, &y))
             return true;
     }
     return false;
@@ -128,9 +178,9 @@ static int add_points(tw_chart_series *s, const tw_rank *rk, unsigned f, double 
 {
     for (size_t k = 0; k < rk->series.count; k++) {
         const tw_point *pt = &rk->series.points[k];
-        if (!(pt->fields & f) || (compute && !(pt->fields & TW_F_DATA_TIME)))
+        double y;
+        if (!series_value(rk, k, f, compute, &y))
             continue;
-        double y = compute ? pt->batch - pt->data : field(pt, f);
         if (tw_chart_point_add(s, pt->pos + offset, pt->time, y) != TW_OK)
             return TW_ENOMEM;
     }
@@ -154,9 +204,9 @@ static int add_extremes(tw_chart_series *s, const tw_rank *rk, unsigned f, doubl
         return TW_OK; /* the series has every record */
     for (int i = 0; i < 5; i++) {
         const tw_point *pt = kept[i];
-        if (!pt || !(pt->fields & f) || (compute && !(pt->fields & TW_F_DATA_TIME)))
+        double y;
+        if (!pt || !value_of(pt, f, compute, &y))
             continue;
-        double y = compute ? pt->batch - pt->data : field(pt, f);
         if (tw_chart_point_insert(s, pt->pos + offset, pt->time, y) != TW_OK)
             return TW_ENOMEM;
     }
@@ -195,8 +245,9 @@ static int series_of(page *p, tw_chart *c, const char *name, int colour, unsigne
 }
 
 /* The device-memory line and, where the memory rule found steady growth,
- * its projection: the same least-squares line over the same series, drawn
- * from the last point to where it reaches the device's size. */
+ * the projection it computed (the finding's), drawn from the last point of
+ * the series it fitted to where it reaches the device's size (at most twice
+ * as far again as the run went, so a slow leak does not squash the chart). */
 static int memory_projection(page *p, tw_chart *c)
 {
     double cap = p->run->th.device_memory;
@@ -206,44 +257,25 @@ static int memory_projection(page *p, tw_chart *c)
     snprintf(c->hline_label, sizeof c->hline_label, "device memory %.1f GiB", cap / GIB);
     for (int i = 0; i < p->report->finding_count; i++) {
         const tw_finding *f = &p->report->findings[i];
-        if (strcmp(f->rule, "memory_growth") != 0)
+        const struct tw_projection *pr = &f->projection;
+        if (strcmp(f->rule, "memory_growth") != 0 || !pr->projected || !(pr->slope > 0))
             continue;
         int li = f->launch > 0 ? f->launch - 1 : 0;
         if (li >= p->launches)
             continue;
         const tw_rank *rk = tw_run_rank(tw_run_launch(p->run, li), f->rank);
-        if (!rk)
-            continue;
-        double n = 0, mx = 0, my = 0, sxy = 0, sxx = 0;
-        const tw_point *last = NULL;
-        for (size_t k = 0; k < rk->series.count; k++) {
-            const tw_point *pt = &rk->series.points[k];
-            if (pt->fields & TW_F_MEM)
-                n++, mx += pt->pos, my += pt->mem, last = pt;
-        }
-        if (n < 2)
-            continue;
-        mx /= n, my /= n;
-        for (size_t k = 0; k < rk->series.count; k++) {
-            const tw_point *pt = &rk->series.points[k];
-            if (pt->fields & TW_F_MEM)
-                sxy += (pt->pos - mx) * (pt->mem - my), sxx += (pt->pos - mx) * (pt->pos - mx);
-        }
-        double slope = sxx > 0 ? sxy / sxx : 0;
-        if (!(slope > 0) || !last)
-            continue;
-        double at = last->pos + (cap - last->mem) / slope, limit = last->pos + 2 * (last->pos - rk->first.pos + 1);
-        double x = at < limit ? at : limit;
+        double first = rk ? rk->first.pos : 0, limit = pr->from_step + 2 * (pr->from_step - first + 1);
+        double x = pr->to_step < limit ? pr->to_step : limit;
         tw_chart_series *s = tw_chart_series_add(c, "projected growth", 3);
         if (!s)
             return TW_ENOMEM;
         s->dashed = true;
-        if (tw_chart_point_add(s, last->pos + p->offset[li], NAN, last->mem) != TW_OK ||
-            tw_chart_point_add(s, x + p->offset[li], NAN, last->mem + slope * (x - last->pos)) != TW_OK)
+        if (tw_chart_point_add(s, pr->from_step + p->offset[li], NAN, pr->from_value) != TW_OK ||
+            tw_chart_point_add(s, x + p->offset[li], NAN, pr->from_value + pr->slope * (x - pr->from_step)) != TW_OK)
             return TW_ENOMEM;
         snprintf(c->note, sizeof c->note,
                  "At the growth the memory rule measured on rank %d, the %.1f GiB device is full around step %.0f.",
-                 rk->rank, cap / GIB, at);
+                 f->rank, pr->to_value / GIB, pr->to_step);
         break;
     }
     return TW_OK;
@@ -351,10 +383,321 @@ static int eval_charts(page *p)
     return TW_OK;
 }
 
+/* ---- GPU utilisation and memory -------------------------------------- */
+
+/* The steps' timestamps over every launch (NAN, NAN without). */
+static void steps_time_span(const page *p, double *lo, double *hi)
+{
+    *lo = *hi = NAN;
+    for (int i = 0; i < p->launches; i++) {
+        const tw_run *l = tw_run_launch(p->run, i);
+        for (int r = 0; r < l->rank_count; r++) {
+            const tw_rank *rk = l->ranks[r];
+            if (!rk->used)
+                continue;
+            if (isfinite(rk->first.time) && !(rk->first.time >= *lo))
+                *lo = rk->first.time;
+            if (isfinite(rk->last.time) && !(rk->last.time <= *hi))
+                *hi = rk->last.time;
+        }
+    }
+}
+
+/* A clean mapping from time to step: one launch, and a rank whose series
+ * has timestamps that never go back; NULL (and why) otherwise. */
+static const tw_rank *step_clock(const page *p, const char **why)
+{
+    if (p->launches > 1) {
+        *why = "the log holds several launches";
+        return NULL;
+    }
+    const tw_run *l = tw_run_launch(p->run, 0);
+    for (int r = 0; r < l->rank_count; r++) {
+        const tw_series *s = &l->ranks[r]->series;
+        size_t timed = 0;
+        double last = -INFINITY;
+        bool ordered = true;
+        for (size_t k = 0; k < s->count && ordered; k++) {
+            if (!isfinite(s->points[k].time))
+                continue;
+            ordered = s->points[k].time >= last;
+            last = s->points[k].time;
+            timed++;
+        }
+        if (l->ranks[r]->used && ordered && timed >= 2)
+            return l->ranks[r];
+    }
+    *why = "the steps carry no ordered timestamps";
+    return NULL;
+}
+
+/* The step at time t on rk's clock, interpolated between its points; false
+ * outside the span of its timestamped points. */
+static bool step_at(const tw_rank *rk, double t, double *step)
+{
+    const tw_point *before = NULL;
+    for (size_t k = 0; k < rk->series.count; k++) {
+        const tw_point *pt = &rk->series.points[k];
+        if (!isfinite(pt->time))
+            continue;
+        if (pt->time == t) {
+            *step = pt->pos;
+            return true;
+        }
+        if (pt->time > t) {
+            if (!before)
+                return false;
+            *step = before->pos + (pt->pos - before->pos) * (t - before->time) / (pt->time - before->time);
+            return true;
+        }
+        before = pt;
+    }
+    return false;
+}
+
+/* One GPU sample, from a GPU log or from run's sampling. */
+typedef struct gpu_sample {
+    int gpu;
+    double time, util, mem;
+} gpu_sample;
+
+static tw_chart_series *gpu_line(tw_chart *c, int gpu)
+{
+    char name[32];
+    snprintf(name, sizeof name, "GPU %d", gpu < 0 ? 0 : gpu);
+    for (int i = 0; i < c->series_count; i++) {
+        if (strcmp(c->series[i].name, name) == 0)
+            return &c->series[i];
+    }
+    if (c->series_count >= GPU_LINES)
+        return NULL;
+    tw_chart_series *s = tw_chart_series_add(c, name, c->series_count);
+    if (s)
+        s->dashed = c->series_count > 4;
+    return s;
+}
+
+/* Draws the samples: on the step axis too when every one maps to a step. */
+static int gpu_draw(page *p, const gpu_sample *g, size_t n, const char *source)
+{
+    tw_chart *util = &p->charts[CH_GPU_UTIL], *mem = &p->charts[CH_GPU_MEM];
+    const char *why = NULL;
+    const tw_rank *clock = step_clock(p, &why);
+    double step;
+    for (size_t i = 0; i < n && clock; i++) {
+        if (!step_at(clock, g[i].time, &step)) {
+            clock = NULL;
+            why = "some samples fall outside the steps' timestamps";
+        }
+    }
+    int gpus = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = g[i].time;
+        if (clock)
+            step_at(clock, g[i].time, &x);
+        tw_chart_series *s;
+        if (!isnan(g[i].util) && (s = gpu_line(util, g[i].gpu)) &&
+            tw_chart_point_add(s, x, g[i].time, g[i].util) != TW_OK)
+            return TW_ENOMEM;
+        if (!isnan(g[i].mem) && (s = gpu_line(mem, g[i].gpu)) && tw_chart_point_add(s, x, g[i].time, g[i].mem) != TW_OK)
+            return TW_ENOMEM;
+        gpus = gpus > g[i].gpu + 1 ? gpus : g[i].gpu + 1;
+    }
+    for (int k = 0; k < 2; k++) {
+        tw_chart *c = k ? mem : util;
+        c->time_only = clock == NULL;
+        int len = snprintf(c->note, sizeof c->note, "%s", source);
+        if (!clock && len > 0 && (size_t)len < sizeof c->note)
+            len += snprintf(c->note + len, sizeof c->note - (size_t)len, " Drawn over time only: %s.", why);
+        if (gpus > GPU_LINES && len > 0 && (size_t)len < sizeof c->note)
+            snprintf(c->note + len, sizeof c->note - (size_t)len, " GPUs 0 to %d of %d drawn.", GPU_LINES - 1, gpus);
+    }
+    return TW_OK;
+}
+
+/* The samples run took (min and max per bucket of time), else those of the
+ * GPU logs given to analyze over the steps' span (60 s either side; all of
+ * them when neither side has times and the log holds one launch). */
+static int gpu_charts(page *p)
+{
+    tw_chart *c = p->charts;
+    tw_chart_init(&c[CH_GPU_UTIL], "chart-gpu-util", "GPU utilisation", "%");
+    tw_chart_init(&c[CH_GPU_MEM], "chart-gpu-memory", "GPU memory used", "GiB");
+    c[CH_GPU_MEM].y_scale = GIB;
+    const tw_gpu_notes *notes = p->run->gpu;
+    size_t n = p->sampled && p->sampled->count ? p->sampled->count : notes ? notes->count : 0;
+    if (n == 0)
+        return TW_OK;
+    gpu_sample *g = malloc(sizeof *g * n);
+    if (!g)
+        return TW_ENOMEM;
+    size_t kept = 0;
+    char source[200];
+    if (p->sampled && p->sampled->count) {
+        for (size_t i = 0; i < n; i++) {
+            const tw_html_gpu_point *s = &p->sampled->points[i];
+            g[kept++] = (gpu_sample){s->gpu, s->time, s->util, s->mem_used};
+        }
+        snprintf(source, sizeof source,
+                 "Sampled by run through NVML each second (the minimum and the maximum of each stretch of time).");
+        if (isfinite(p->sampled->mem_total) && p->sampled->mem_total > 0) {
+            c[CH_GPU_MEM].hline = p->sampled->mem_total;
+            snprintf(c[CH_GPU_MEM].hline_label, sizeof c[CH_GPU_MEM].hline_label, "%.1f GiB",
+                     p->sampled->mem_total / GIB);
+        }
+    } else {
+        double lo, hi, total = NAN;
+        steps_time_span(p, &lo, &hi);
+        bool by_time = isfinite(lo) && isfinite(hi);
+        for (size_t i = 0; i < n; i++) {
+            const tw_gpu_sample *s = &notes->items[i].s;
+            if (by_time ? !(s->time >= lo - GPU_SLACK && s->time <= hi + GPU_SLACK) : p->launches > 1)
+                continue;
+            if (!isfinite(s->time))
+                continue; /* nothing to place it by */
+            g[kept++] = (gpu_sample){s->gpu, s->time, s->util, s->mem_used};
+            total = isfinite(s->mem_total) && !(s->mem_total <= total) ? s->mem_total : total;
+        }
+        snprintf(source, sizeof source, "From the GPU log %.100s%s.", notes->files[0],
+                 by_time ? ", over the steps' span and a minute either side" : "");
+        if (isfinite(total)) {
+            c[CH_GPU_MEM].hline = total;
+            snprintf(c[CH_GPU_MEM].hline_label, sizeof c[CH_GPU_MEM].hline_label, "%.1f GiB", total / GIB);
+        }
+    }
+    int rc = kept ? gpu_draw(p, g, kept, source) : TW_OK;
+    free(g);
+    return rc;
+}
+
+/* ---- named training metrics ---------------------------------------- */
+
+/* The slot of name among the metrics rk keeps per point, or -1. */
+static int kept_metric(const tw_rank *rk, const char *name)
+{
+    for (int k = 0; k < rk->train_metrics.count; k++) {
+        if (strcmp(rk->train_metrics.items[k].s.name, name) == 0)
+            return rk->metric_slot[k] >= 0 ? rk->metric_slot[k] : -1;
+    }
+    return -1;
+}
+
+/* The first rank of launch l that kept metric name in its points, or NULL. */
+static const tw_rank *rank_with_metric(const tw_run *l, const char *name, unsigned *f)
+{
+    for (int r = 0; r < l->rank_count; r++) {
+        int k = l->ranks[r]->used ? kept_metric(l->ranks[r], name) : -1;
+        if (k >= 0 && has_field(l->ranks[r], F_METRIC | (unsigned)k)) {
+            *f = F_METRIC | (unsigned)k;
+            return l->ranks[r];
+        }
+    }
+    return NULL;
+}
+
+static bool is_loss_part(const char *name)
+{
+    return strncmp(name, "loss_", 5) == 0;
+}
+
+/* One series of metric name: per launch the first rank that kept it. */
+static int metric_series(page *p, tw_chart *c, const char *name)
+{
+    int ranks = -1;
+    for (int i = 0; i < p->launches; i++) {
+        unsigned f;
+        const tw_rank *rk = rank_with_metric(tw_run_launch(p->run, i), name, &f);
+        if (rk)
+            ranks = ranks == -1 || ranks == rk->rank ? rk->rank : -2;
+    }
+    char label[64];
+    if (p->report->summary.ranks > 1 && ranks >= 0)
+        snprintf(label, sizeof label, "%.40s (rank %d)", name, ranks);
+    else
+        snprintf(label, sizeof label, "%s", name);
+    tw_chart_series *s = tw_chart_series_add(c, label, c->series_count);
+    if (!s)
+        return TW_ENOMEM;
+    s->dashed = c->series_count > 4; /* lines that may overlap are told apart by more than colour */
+    for (int i = 0; i < p->launches; i++) {
+        unsigned f;
+        const tw_rank *rk = rank_with_metric(tw_run_launch(p->run, i), name, &f);
+        if (rk && (add_points(s, rk, f, p->offset[i], false) != TW_OK ||
+                   add_extremes(s, rk, f, p->offset[i], false) != TW_OK))
+            return TW_ENOMEM;
+    }
+    return TW_OK;
+}
+
+static bool name_seen(char (*names)[TW_NAME_MAX], int n, const char *name)
+{
+    for (int i = 0; i < n; i++) {
+        if (strcmp(names[i], name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The named metrics of the steps as two charts: the parts of the loss
+ * (loss_*) and the other scalars, METRIC_LINES each at most, in the order
+ * first seen; the rest (and those a rank logged past its first
+ * TW_POINT_METRICS) are in the metrics table only, said under the chart. */
+static int metric_charts(page *p)
+{
+    enum { NAMES = 4 * TW_SUMMARY_METRICS };
+    char(*names)[TW_NAME_MAX] = calloc(NAMES, sizeof *names);
+    if (!names)
+        return TW_ENOMEM;
+    int count = 0;
+    bool more = false;
+    for (int i = 0; i < p->launches; i++) {
+        const tw_run *l = tw_run_launch(p->run, i);
+        for (int r = 0; r < l->rank_count; r++) {
+            const tw_metric_notes *m = &l->ranks[r]->train_metrics;
+            for (int k = 0; k < m->count; k++) {
+                if (name_seen(names, count, m->items[k].s.name))
+                    continue;
+                if (count == NAMES) {
+                    more = true;
+                    continue;
+                }
+                snprintf(names[count++], TW_NAME_MAX, "%s", m->items[k].s.name);
+            }
+        }
+    }
+    tw_chart *parts = &p->charts[CH_PARTS], *scalars = &p->charts[CH_SCALARS];
+    int rc = TW_OK, drawn[2] = {0, 0}, named[2] = {0, 0};
+    for (int i = 0; i < count && rc == TW_OK; i++) {
+        int which = is_loss_part(names[i]) ? 0 : 1;
+        tw_chart *c = which ? scalars : parts;
+        named[which]++;
+        bool kept = false;
+        for (int l = 0; l < p->launches && !kept; l++) {
+            unsigned f;
+            kept = rank_with_metric(tw_run_launch(p->run, l), names[i], &f) != NULL;
+        }
+        if (!kept || c->series_count >= METRIC_LINES)
+            continue;
+        rc = metric_series(p, c, names[i]);
+        drawn[which]++;
+    }
+    for (int w = 0; w < 2; w++) {
+        tw_chart *c = w ? scalars : parts;
+        if (drawn[w] && (drawn[w] < named[w] || more))
+            snprintf(c->note, sizeof c->note,
+                     "%d%s %s logged; %d drawn (the first seen); all are in the metrics table.", named[w],
+                     more ? "+" : "", w ? "other training metrics" : "loss parts", drawn[w]);
+    }
+    free(names);
+    return rc;
+}
+
 static int build_charts(page *p)
 {
     tw_chart *c = p->charts;
     tw_chart_init(&c[CH_LOSS], "chart-loss", "Loss", "loss");
+    tw_chart_init(&c[CH_PARTS], "chart-loss-parts", "Loss parts", "loss");
+    tw_chart_init(&c[CH_SCALARS], "chart-train-metrics", "Other training metrics", "value");
     tw_chart_init(&c[CH_LR], "chart-lr", "Learning rate", "learning rate");
     tw_chart_init(&c[CH_STEP], "chart-step", "Step time: data wait and compute", "s");
     tw_chart_init(&c[CH_IPS], "chart-throughput", "Throughput", "samples/s");
@@ -379,6 +722,10 @@ static int build_charts(page *p)
         rc = series_of(p, &c[CH_MEM], "memory", 0, TW_F_MEM, false);
     if (rc == TW_OK && tw_chart_points(&c[CH_MEM]))
         rc = memory_projection(p, &c[CH_MEM]);
+    if (rc == TW_OK)
+        rc = metric_charts(p);
+    if (rc == TW_OK)
+        rc = gpu_charts(p);
     if (rc == TW_OK && p->report->summary.ranks > 1)
         rc = rank_overlay(p, &c[CH_RANKS]);
     if (rc == TW_OK)
@@ -401,11 +748,12 @@ static int chart_of(const char *rule)
         const char *rule;
         int chart;
     } map[] = {
-        {"nan_loss", CH_LOSS},         {"loss_spikes", CH_LOSS},        {"divergence", CH_LOSS},
-        {"plateau", CH_LOSS},          {"data_loading_bound", CH_STEP}, {"stall", CH_STEP},
-        {"step_time_jitter", CH_STEP}, {"epoch_start_wait", CH_STEP},   {"throughput_drop", CH_IPS},
-        {"memory_growth", CH_MEM},     {"memory_spike", CH_MEM},        {"oom", CH_MEM},
-        {"straggler", CH_RANKS},       {"rank_stopped", CH_RANKS},      {"eval_contradiction", CH_EVAL},
+        {"nan_loss", CH_LOSS},          {"loss_spikes", CH_LOSS},          {"divergence", CH_LOSS},
+        {"plateau", CH_LOSS},           {"data_loading_bound", CH_STEP},   {"stall", CH_STEP},
+        {"step_time_jitter", CH_STEP},  {"epoch_start_wait", CH_STEP},     {"throughput_drop", CH_IPS},
+        {"memory_growth", CH_MEM},      {"memory_spike", CH_MEM},          {"oom", CH_MEM},
+        {"straggler", CH_RANKS},        {"rank_stopped", CH_RANKS},        {"eval_contradiction", CH_EVAL},
+        {"gpu_underused", CH_GPU_UTIL}, {"gpu_memory_growth", CH_GPU_MEM}, {"gpu_log_not_aligned", CH_GPU_UTIL},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
         if (strcmp(map[i].rule, rule) == 0)
@@ -445,7 +793,7 @@ static void link_findings(page *p, char (*targets)[32])
         if (!tw_chart_points(c))
             continue;
         int li = f->launch > 0 && f->launch <= p->launches ? f->launch - 1 : p->launches - 1;
-        if (f->step >= 0 && c->mark_count < TW_CHART_MARKS) {
+        if (f->step >= 0 && !c->time_only && c->mark_count < TW_CHART_MARKS) {
             double step = (double)f->step + p->offset[li];
             tw_chart_mark_add(c, i + 1, step, time_at(c, step));
             snprintf(targets[i], sizeof targets[i], "f-%d", i + 1);
@@ -535,6 +883,42 @@ static void metrics_table(FILE *out, const char *caption, const tw_metric_summar
     fputs("</table>\n", out);
 }
 
+/* What the launch shown states of its environment and configuration
+ * (framework and CUDA versions, GPUs, commit, batch size): the first value
+ * of each key, as the summary's environment line, with where it was read. */
+static void environment_table(FILE *out, const page *p)
+{
+    const tw_report *r = p->report;
+    int li = r->launch > 0 ? r->launch - 1 : r->launch_count - 1;
+    if (li < 0 || li >= p->launches)
+        return;
+    const tw_run *l = tw_run_launch(p->run, li);
+    if (l->fact_count == 0)
+        return;
+    fputs("<section id=\"environment\"><h2>Environment</h2>", out);
+    if (r->launch_count > 1)
+        fprintf(out, "<p class=\"note\">As launch %d states it.</p>", li + 1);
+    fputs("<table id=\"environment-table\"><thead><tr><th>what</th><th>value</th><th>read at</th></tr></thead>\n",
+          out);
+    for (int i = 0; i < l->fact_count; i++) {
+        const tw_fact *f = &l->facts[i];
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++)
+            seen = strcmp(l->facts[j].key, f->key) == 0;
+        if (seen)
+            continue;
+        fputs("<tr><td>", out);
+        tw_html_text(out, f->key);
+        fputs("</td><td>", out);
+        tw_html_text(out, f->value);
+        fputs("</td><td>", out);
+        if (f->file < p->run->file_count)
+            tw_html_text(out, p->run->files[f->file]);
+        fprintf(out, ":%llu (rank %d)</td></tr>\n", (unsigned long long)f->line, f->rank);
+    }
+    fputs("</table></section>\n", out);
+}
+
 static void launches_table(FILE *out, const tw_report *r)
 {
     if (r->launch_count < 2)
@@ -622,6 +1006,7 @@ static void write_page(FILE *out, page *p, const char *title, char (*targets)[32
         fputs("<p>No step in the log carried a value to draw.</p>\n", out);
     fputs("</section>\n", out);
     summary_table(out, r);
+    environment_table(out, p);
     if (r->summary.train_metric_count || r->summary.eval_metric_count) {
         fputs("<section id=\"metrics\"><h2>Metrics</h2>\n", out);
         metrics_table(out, "training metrics", r->summary.train_metrics, r->summary.train_metric_count);
@@ -633,7 +1018,30 @@ static void write_page(FILE *out, page *p, const char *title, char (*targets)[32
     tw_html_end(out);
 }
 
+/* One time origin for every chart, so that their time views line up. */
+static void share_t0(page *p)
+{
+    double t0 = INFINITY;
+    for (int i = 0; i < CH_COUNT; i++) {
+        const tw_chart *c = &p->charts[i];
+        for (int k = 0; k < c->series_count; k++) {
+            for (size_t j = 0; j < c->series[k].count; j++)
+                t0 = fmin(t0, c->series[k].points[j].time);
+            for (size_t j = 0; j < c->series[k].bad_count; j++)
+                t0 = fmin(t0, c->series[k].bad[j].time);
+        }
+    }
+    for (int i = 0; i < CH_COUNT && isfinite(t0); i++)
+        p->charts[i].t0 = t0;
+}
+
 int tw_report_write_html(FILE *out, const tw_report *report, const tw_run *run, const char *title)
+{
+    return tw_report_write_html_gpu(out, report, run, title, NULL);
+}
+
+int tw_report_write_html_gpu(FILE *out, const tw_report *report, const tw_run *run, const char *title,
+                             const tw_html_gpu *sampled)
 {
     page *p = calloc(1, sizeof *p);
     int n = report->finding_count;
@@ -643,12 +1051,14 @@ int tw_report_write_html(FILE *out, const tw_report *report, const tw_run *run, 
     if (rc == TW_OK) {
         p->report = report;
         p->run = run;
+        p->sampled = sampled;
         p->launches = tw_run_launches(run);
         if (p->launches > TW_LAUNCHES_MAX + 1)
             p->launches = TW_LAUNCHES_MAX + 1;
         rc = build_charts(p);
     }
     if (rc == TW_OK) {
+        share_t0(p);
         link_findings(p, targets);
         for (int i = 0; i < n; i++)
             quotes[i] = (tw_html_quote){report->findings[i].where.file, report->findings[i].where.line, NULL};

@@ -3,9 +3,12 @@
  */
 #include "samplers.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/clock.h"
+#include "../core/minmax.h"
 #include "../core/say.h"
 #include "gpu.h"
 #include "proctree.h"
@@ -21,6 +24,7 @@ typedef struct gpu_metrics {
         *temp[GPUS_MAX], *sm_clock[GPUS_MAX], *throttle[GPUS_MAX], *ours[GPUS_MAX];
     double util_sum, samples;
     uint64_t memory_peak, memory_total;
+    tw_minmax util_series[GPUS_MAX], mem_series[GPUS_MAX]; /* for the HTML report */
 } gpu_metrics;
 
 typedef struct tree_metrics {
@@ -125,8 +129,11 @@ static int gpu_metrics_init(tw_registry *r, const char *name, const char *run, i
     return TW_OK;
 }
 
+/* tree: the command's process tree, NULL before the command runs (then
+ * nothing goes to the series drawn for the HTML report). */
 static void sample_gpus(gpu_metrics *g, const tw_tree_sample *tree)
 {
+    double now = tw_wall_clock();
     for (unsigned i = 0; g->gpu && i < g->count; i++) {
         tw_gpu_reading r;
         if (tw_gpu_read(g->gpu, i, &r) != TW_OK)
@@ -136,6 +143,8 @@ static void sample_gpus(gpu_metrics *g, const tw_tree_sample *tree)
             tw_gauge_set(g->copy_util[i], r.util_memory);
             g->util_sum += r.util_gpu;
             g->samples++;
+            if (tree)
+                tw_minmax_add(&g->util_series[i], now, r.util_gpu);
         }
         if (r.has_memory) {
             tw_gauge_set(g->fb_used[i], (double)r.memory_used / (1024 * 1024));
@@ -143,6 +152,8 @@ static void sample_gpus(gpu_metrics *g, const tw_tree_sample *tree)
             if (r.memory_used > g->memory_peak)
                 g->memory_peak = r.memory_used;
             g->memory_total = r.memory_total;
+            if (tree)
+                tw_minmax_add(&g->mem_series[i], now, (double)r.memory_used);
         }
         if (r.has_power)
             tw_gauge_set(g->power[i], r.power_watts);
@@ -218,6 +229,38 @@ void tw_samplers_add_findings(const tw_samplers *s, tw_report *report)
                  : "Look for work outside the GPU in each step: host-side preprocessing, synchronisation (.item(), "
                    ".numpy() in the loop), small batches, or a slow collective.");
     tw_report_append(report, &f);
+}
+
+static void gpu_points(const tw_minmax *m, int gpu, bool util, tw_html_gpu *out, double *t, double *v)
+{
+    size_t n = tw_minmax_points(m, t, v);
+    for (size_t k = 0; k < n; k++)
+        out->points[out->count++] = (tw_html_gpu_point){gpu, t[k], util ? v[k] : NAN, util ? NAN : v[k]};
+}
+
+int tw_samplers_gpu_series(const tw_samplers *s, tw_html_gpu *out)
+{
+    const gpu_metrics *g = &s->gpu;
+    *out = (tw_html_gpu){NULL, 0, g->memory_total ? (double)g->memory_total : NAN};
+    if (!g->gpu || !g->count)
+        return TW_OK;
+    size_t cap = (size_t)g->count * 4 * TW_MINMAX_BUCKETS;
+    double *t = malloc(sizeof *t * 2 * TW_MINMAX_BUCKETS), *v = malloc(sizeof *v * 2 * TW_MINMAX_BUCKETS);
+    out->points = malloc(sizeof *out->points * cap);
+    if (!t || !v || !out->points) {
+        free(t);
+        free(v);
+        free(out->points);
+        out->points = NULL;
+        return TW_ENOMEM;
+    }
+    for (unsigned i = 0; i < g->count; i++) {
+        gpu_points(&g->util_series[i], (int)i, true, out, t, v);
+        gpu_points(&g->mem_series[i], (int)i, false, out, t, v);
+    }
+    free(t);
+    free(v);
+    return TW_OK;
 }
 
 void tw_samplers_write(const tw_samplers *s, const tw_report *report, FILE *out)

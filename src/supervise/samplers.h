@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include "trainwatch/analyze.h"
+#include "trainwatch/html.h"
 #include "trainwatch/metrics.h"
 
 typedef struct tw_samplers tw_samplers;
@@ -30,6 +31,11 @@ void tw_samplers_free(tw_samplers *s);
 void tw_samplers_sample(tw_samplers *s, pid_t root, double interval);
 /* Adds what sampling saw to the report (GPUs mostly idle). */
 void tw_samplers_add_findings(const tw_samplers *s, tw_report *report);
+/* What the GPU sampling kept for drawing (a bounded series of each GPU's
+ * utilisation and memory, min and max per bucket of time): out->points is
+ * allocated (the caller frees it; NULL and 0 without NVML). TW_OK or
+ * TW_ENOMEM. */
+int tw_samplers_gpu_series(const tw_samplers *s, tw_html_gpu *out);
 /* The summary lines under the report. */
 void tw_samplers_write(const tw_samplers *s, const tw_report *report, FILE *out);
 

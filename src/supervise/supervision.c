@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -651,6 +652,14 @@ int tw_supervision_finish(tw_supervision *s, tw_report **report, tw_supervision_
 const tw_run *tw_supervision_run(const tw_supervision *s)
 {
     return s->sinks.run;
+}
+
+int tw_supervision_gpu_series(const tw_supervision *s, tw_html_gpu *out)
+{
+    if (s->command && s->command->samplers)
+        return tw_samplers_gpu_series(s->command->samplers, out);
+    *out = (tw_html_gpu){NULL, 0, NAN};
+    return TW_OK;
 }
 
 void tw_supervision_write_samples(const tw_supervision *s, const tw_report *report, FILE *out)

@@ -164,11 +164,14 @@ def check_drawn(c):
             assert close(bodies[s["name"]]["max"] * data["y_scale"], s["max"]), (c["id"], s)
 
 
-def check_series(page, cid, name, recs, key, rank=None):
+def check_series(page, cid, name, recs, key, rank=None, metric=False):
     """Series name of chart cid has one point per record carrying key (of
-    rank), and the extremes of those records."""
+    rank; metric: a named metric of the record), and the extremes of those
+    records."""
     c = chart(page, cid)
-    values = [value(r[key]) for r in recs if r["kind"] == "step" and key in r and (rank is None or r["rank"] == rank)]
+    values = [value(r["metrics"][key] if metric else r[key]) for r in recs
+              if r["kind"] == "step" and key in (r.get("metrics", {}) if metric else r)
+              and (rank is None or r["rank"] == rank)]
     if not values:
         assert c is None or name not in [s["name"] for s in c["data"]["series"]]
         return None
@@ -266,9 +269,15 @@ def test_demo_fault_page_has_its_finding_charts_and_links(browser, tmp_path, fau
     check_findings(browser, page, report)
     if fault == "lr-spike":
         assert loss["not_finite"] > 0
-    if fault == "leak":
-        names = [s["name"] for s in chart(page, "chart-memory")["data"]["series"]]
-        assert "projected growth" in names
+    if fault == "leak":  # the projection drawn is the memory rule's: from its last point to the step it names
+        c = chart(page, "chart-memory")
+        proj = next(s for s in c["data"]["series"] if s["name"] == "projected growth")
+        growth = next(f for f in report["findings"] if f["rule"] == "memory_growth")
+        full = re.search(r"device is full around step (\d+)", growth["evidence"]).group(1)
+        note = browser.evaluate("document.querySelector('#chart-memory p.note').textContent")
+        assert f"full around step {full}." in note, (note, growth["evidence"])
+        last_mem = [r["mem_bytes"] for r in recs if r["kind"] == "step" and "mem_bytes" in r][-1]
+        assert proj["points"] == 2 and close(proj["min"], last_mem) and proj["max"] > last_mem
 
 
 def test_run_writes_the_page_at_the_end(browser, tmp_path):
@@ -321,7 +330,135 @@ def test_corpus_single_rank(browser, tmp_path, corpus):
     assert close(step["max"], report["summary"]["step_time_max"])
     check_series(page, "chart-lr", "learning rate", recs, "lr")
     check_series(page, "chart-throughput", "samples/s", recs, "samples_per_sec")
+    # twelve loss parts: the first eight seen drawn, each with all its records, the rest in the table
+    names = list(next(r for r in recs if r["kind"] == "step" and r.get("metrics"))["metrics"])
+    assert len(names) == 12
+    parts = chart(page, "chart-loss-parts")
+    assert [s["name"] for s in parts["data"]["series"]] == names[:8]
+    for name in names[:8]:
+        check_series(page, "chart-loss-parts", name, recs, name, metric=True)
+    assert "12 loss parts logged; 8 drawn" in browser.evaluate(
+        "document.querySelector('#chart-loss-parts p.note').textContent")
+    assert chart(page, "chart-train-metrics") is None
     check_findings(browser, page, report)
+
+
+def test_corpus_training_metrics_other_than_loss(browser, tmp_path, corpus):
+    log = corpus / "paddle-suites" / "ppocr-v2.0-official-cht-mobile-rec-train.log.excerpt"
+    report, page, _ = analyze_page(browser, tmp_path, "corpus-ppocr-rec", [log])
+    recs = records_of(log)
+    names = [m["name"] for m in report["summary"]["train_metrics"]]
+    assert "acc" in names and "norm_edit_dis" in names
+    c = chart(page, "chart-train-metrics")
+    assert [s["name"] for s in c["data"]["series"]] == [n for n in names if not n.startswith("loss_")][:8]
+    for name in names:
+        s = check_series(page, "chart-train-metrics", name, recs, name, metric=True)
+        m = next(m for m in report["summary"]["train_metrics"] if m["name"] == name)
+        if report["launch_count"] == 1:  # else the summary is the last launch's, the chart every launch's
+            assert close(m["best"], s["min"]) or close(m["best"], s["max"])
+    assert chart(page, "chart-loss-parts") is None
+    check_findings(browser, page, report)
+
+
+def test_gpu_log_charts_over_the_launch(browser, tmp_path, corpus):
+    """The DRRG launch of 2024/03/11 with the default.gpu.log written for it:
+    per GPU, one point per CSV row within a minute of the steps' span, its
+    utilisation and memory extremes; the samples start before the first step,
+    so there is no clean mapping to steps and the charts are over time only."""
+    from test_gpu_logs import DRRG_0311, PADDLE_GPU, paddle_rows, step_times
+    report, page, _ = analyze_page(browser, tmp_path, "gpu-log", [DRRG_0311, corpus / PADDLE_GPU])
+    steps = step_times(DRRG_0311)
+    used = [r for r in paddle_rows(corpus / PADDLE_GPU) if steps[0] - 60 <= r[1] <= steps[-1] + 60]
+    assert len(used) == report["summary"]["gpu"]["samples"] > 10
+    util, mem = chart(page, "chart-gpu-util"), chart(page, "chart-gpu-memory")
+    for c, values, scale in ((util, [r[2] for r in used], 1), (mem, [r[3] * 1048576 for r in used], 1)):
+        s = c["data"]["series"]
+        assert [x["name"] for x in s] == ["GPU 0"]
+        assert s[0]["points"] == len(values) and close(s[0]["min"], min(values)) and close(s[0]["max"], max(values))
+        assert c["time_view"] and not c["polylines"] == []
+        check_drawn(c)
+    note = browser.evaluate("document.querySelector('#chart-gpu-util p.note').textContent")
+    assert "over time only" in note and PADDLE_GPU.split("/")[1] in note
+    assert browser.evaluate("document.querySelectorAll('#chart-gpu-util svg.v-step').length") == 0
+    # the time view is shown with the step switch too, and shares the page's time origin with the loss
+    assert browser.evaluate("getComputedStyle(document.querySelector('#chart-gpu-util svg.v-time')).display") != "none"
+    x0 = browser.evaluate("[...document.querySelectorAll('svg.v-time')].map(s => s.getAttribute('data-t0'))")
+    assert len(set(x0)) == 1, x0
+    idle = [i for i, f in enumerate(report["findings"]) if f["rule"] == "gpu_underused"]
+    assert len(idle) == 1 and page["findings"][idle[0]]["href"] == "#chart-gpu-util"
+    check_findings(browser, page, report)
+
+
+def test_gpu_log_inside_the_steps_is_drawn_over_steps_too(browser, tmp_path):
+    """GPU samples every 10 s strictly inside the steps' timestamps (one step a
+    second): a clean time-to-step mapping, so the charts have a step view
+    too, each sample at the step logged at its second."""
+    log = tmp_path / "train.log"
+    log.write_text("".join(line(s) for s in range(1, 301)))
+    gpu = tmp_path / "default.gpu.log"
+    rows = [(g, t, (t * 7 + g * 13) % 100, 1000 + t + g) for t in range(10, 300, 10) for g in range(2)]
+    gpu.write_text("index,utilization_gpu,memory_total,memory_used,memory_free,timestamp\n" + "".join(
+        f"{g},{u},8000,{m},{8000 - m},2024/03/09 15:{t // 60:02d}:{t % 60:02d}.000\n" for g, t, u, m in rows))
+    report, page, _ = analyze_page(browser, tmp_path, "gpu-steps", [log, gpu])
+    util = chart(page, "chart-gpu-util")
+    for g in range(2):
+        s = next(x for x in util["data"]["series"] if x["name"] == f"GPU {g}")
+        values = [u for gg, _, u, _ in rows if gg == g]
+        assert s["points"] == len(values) and s["min"] == min(values) and s["max"] == max(values)
+    check_drawn(util)
+    assert browser.evaluate("document.querySelectorAll('#chart-gpu-util svg.v-step').length") == 1
+    steps = browser.evaluate("[...document.querySelectorAll('#chart-gpu-util table.points tbody')][0]"
+                             ".querySelectorAll('td:first-child').length")
+    assert steps == len(rows) // 2
+    first = browser.evaluate("document.querySelector('#chart-gpu-util table.points td').textContent")
+    assert float(first) == 10  # the sample at 15:00:10 sits at the step logged at 15:00:10
+    note = browser.evaluate("(document.querySelector('#chart-gpu-util p.note') || {}).textContent || ''")
+    assert "over time only" not in note
+    check_findings(browser, page, report)
+
+
+def test_run_html_draws_what_nvml_sampled(browser, tmp_path):
+    """run --html with the stand-in NVML library (two GPUs at 37% and 81%,
+    10 GiB used of 80): one series per GPU with the sampled values."""
+    fake = BUILD / "fake-nvml" / "libnvidia-ml.so.1"
+    html = tmp_path / "run-gpu.html"
+    env = dict(os.environ, TW_NVML_LIBRARY=str(fake), FAKE_NVML_USED_GIB="10")
+    out = run(["trainwatch", "run", "--web.listen-address", "none", "--html", html, "--",
+               binary("demo-train"), "--epochs", "1", "--steps-per-epoch", "30", "--log-interval", "1",
+               "--slow-reader", "100"], timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    page = open_page(browser, html, "run-gpu")
+    util, mem = chart(page, "chart-gpu-util"), chart(page, "chart-gpu-memory")
+    assert util is not None and mem is not None
+    by_name = {s["name"]: s for s in util["data"]["series"]}
+    assert sorted(by_name) == ["GPU 0", "GPU 1"]
+    assert by_name["GPU 0"]["points"] >= 2 and by_name["GPU 0"]["min"] == by_name["GPU 0"]["max"] == 37
+    assert by_name["GPU 1"]["min"] == by_name["GPU 1"]["max"] == 81
+    for s in mem["data"]["series"]:
+        assert s["min"] == s["max"] == 10 * 2 ** 30
+    check_drawn(util)
+    check_drawn(mem)
+    assert "NVML" in browser.evaluate("document.querySelector('#chart-gpu-util p.note').textContent")
+
+
+def test_environment_of_the_launch_shown(browser, tmp_path, corpus):
+    """PaddleSeg ENCNet states its environment per launch (2 GPUs, then 4): the
+    page's environment table is the summary's environment line, key by key,
+    each with the log line it was read from; --launch 1 shows the first's."""
+    log = corpus / "paddle-suites" / "paddleseg-encnet-4gpu-workerlog.0.excerpt.log"
+    lines = log.read_text(errors="replace").split("\n")
+    for launch, name in ((None, "env-last"), ("1", "env-first")):
+        report, page, _ = analyze_page(browser, tmp_path, name, [log], *(["--launch", launch] if launch else []))
+        rows = browser.evaluate("[...document.querySelectorAll('#environment-table tbody tr, #environment-table tr')]"
+                                ".filter(r => r.children[0].tagName === 'TD')"
+                                ".map(r => [...r.children].map(c => c.textContent))")
+        assert rows and ", ".join(f"{k} {v}" for k, v, _ in rows) == report["summary"]["environment"]
+        for key, value, at in rows:
+            number = int(re.search(r":(\d+) \(rank \d+\)$", at).group(1))
+            assert value in lines[number - 1] and at.startswith(str(log))
+        gpus = dict((k, v) for k, v, _ in rows)["GPUs used"]
+        assert gpus == ("2" if launch == "1" else "4")
+        check_findings(browser, page, report)
 
 
 def test_corpus_evaluations(browser, tmp_path, corpus):

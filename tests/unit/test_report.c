@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/minmax.h"
 #include "diagnose/run.h"
 #include "report/chart.h"
 #include "report/html.h"
@@ -163,6 +164,96 @@ static void test_run_keeps_a_bounded_evenly_spread_evaluation_series(void **stat
     tw_run_free(run);
 }
 
+/* 10000 steps, each with ten loss parts and an accuracy: every kept point
+ * carries the first TW_POINT_LOSS_PARTS parts and the accuracy (the parts do
+ * not crowd it out) with the record's values, through the series' halving;
+ * the ninth and tenth parts are in the notes only. A rank without named
+ * metrics has no metric array. */
+static void test_run_keeps_named_training_metrics_per_point(void **state)
+{
+    (void)state;
+    tw_run *run;
+    assert_int_equal(tw_run_new(&run, NULL), TW_OK);
+    for (int i = 0; i < 10000; i++) {
+        tw_record r;
+        tw_record_init(&r);
+        r.kind = TW_REC_STEP;
+        r.rank = 0;
+        r.source.file = "train.log";
+        r.source.line = (uint64_t)i + 1;
+        r.global_step = i;
+        r.loss = 1;
+        r.fields = TW_F_LOSS;
+        r.metric_count = 11;
+        for (int k = 0; k < 10; k++) {
+            snprintf(r.metrics[k].name, sizeof r.metrics[k].name, "loss_%d", k);
+            r.metrics[k].value = i * 10 + k;
+        }
+        snprintf(r.metrics[10].name, sizeof r.metrics[10].name, "acc");
+        r.metrics[10].value = i;
+        tw_record plain = r; /* rank 1 logs no named metric */
+        plain.rank = 1;
+        plain.metric_count = 0;
+        tw_run_add(run, &plain);
+        if (i == 5000) /* a record listing them in another order */
+            for (int k = 0; k < 10; k++) {
+                snprintf(r.metrics[k].name, sizeof r.metrics[k].name, "loss_%d", 9 - k);
+                r.metrics[k].value = i * 10 + 9 - k;
+            }
+        tw_run_add(run, &r);
+    }
+    const tw_rank *rk = tw_run_rank(run, 0);
+    assert_non_null(rk);
+    assert_int_equal(rk->train_metrics.count, 11);
+    assert_int_equal(rk->metric_slot[8], -1);
+    assert_int_equal(rk->metric_slot[9], -1);
+    int acc = rk->metric_slot[10];
+    assert_int_equal(acc, TW_POINT_LOSS_PARTS);
+    assert_true(rk->series.stride > 1 && rk->series.count <= TW_SERIES_MAX);
+    for (size_t i = 0; i < rk->series.count; i++) {
+        const tw_point *p = &rk->series.points[i];
+        assert_int_equal(p->metric_set, (1u << (TW_POINT_LOSS_PARTS + 1)) - 1);
+        for (int k = 0; k < TW_POINT_LOSS_PARTS; k++)
+            assert_true(rk->series.metric[i][k] == p->pos * 10 + k);
+        assert_true(rk->series.metric[i][acc] == p->pos);
+    }
+    assert_true(rk->series.points[rk->series.count - 1].pos >= 9999 - (double)rk->series.stride);
+    assert_null(tw_run_rank(run, 1)->series.metric); /* no named metric, no array */
+    assert_true(tw_run_rank(run, 1)->series.count > 0);
+    tw_run_free(run);
+}
+
+/* A bounded min/max series: 100000 samples in at most TW_MINMAX_BUCKETS
+ * buckets of equal size, every extreme kept with its time, in time order. */
+static void test_minmax_series_keeps_every_extreme(void **state)
+{
+    (void)state;
+    static tw_minmax m;
+    memset(&m, 0, sizeof m);
+    for (int i = 0; i < 100000; i++)
+        tw_minmax_add(&m, i, i == 77777 ? 1000 : i == 33333 ? -5 : i % 7);
+    tw_minmax_add(&m, 100000, NAN); /* not a value */
+    assert_true(m.count <= TW_MINMAX_BUCKETS && m.count > TW_MINMAX_BUCKETS / 2);
+    assert_int_equal(m.samples, 100000);
+    uint64_t n = 0;
+    for (int i = 0; i < m.count; i++) {
+        assert_true(i == m.count - 1 || m.b[i].n == m.per_bucket);
+        n += m.b[i].n;
+    }
+    assert_int_equal(n, 100000);
+    static double t[2 * TW_MINMAX_BUCKETS], v[2 * TW_MINMAX_BUCKETS];
+    size_t k = tw_minmax_points(&m, t, v);
+    assert_true(k <= 2 * (size_t)m.count);
+    double lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < k; i++) {
+        assert_true(i == 0 || t[i] > t[i - 1]);
+        lo = fmin(lo, v[i]), hi = fmax(hi, v[i]);
+        if (v[i] == 1000)
+            assert_true(t[i] == 77777);
+    }
+    assert_true(lo == -5 && hi == 1000);
+}
+
 static void test_text_is_escaped(void **state)
 {
     (void)state;
@@ -183,6 +274,8 @@ int main(void)
         cmocka_unit_test(test_not_finite_values_are_markers_not_points),
         cmocka_unit_test(test_insert_keeps_step_order_and_skips_known_steps),
         cmocka_unit_test(test_run_keeps_a_bounded_evenly_spread_evaluation_series),
+        cmocka_unit_test(test_run_keeps_named_training_metrics_per_point),
+        cmocka_unit_test(test_minmax_series_keeps_every_extreme),
         cmocka_unit_test(test_text_is_escaped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
