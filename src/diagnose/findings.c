@@ -12,7 +12,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "../core/grow.h"
 #include "diagnose.h"
+#include "trainwatch/error.h"
 
 const char *tw_severity_name(tw_severity s)
 {
@@ -29,14 +31,8 @@ const char *tw_severity_name(tw_severity s)
 
 tw_finding *tw_finding_add(tw_findings *out, const char *rule, tw_severity severity, const char *fmt, ...)
 {
-    if (out->count == out->cap) {
-        int cap = out->cap ? out->cap * 2 : 16;
-        tw_finding *items = realloc(out->items, sizeof *items * (size_t)cap);
-        if (!items)
-            return NULL;
-        out->items = items;
-        out->cap = cap;
-    }
+    if (TW_GROW(out->items, out->count, out->cap, 16) != TW_OK)
+        return NULL;
     tw_finding *f = &out->items[out->count++];
     memset(f, 0, sizeof *f);
     f->rule = rule;

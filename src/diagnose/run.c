@@ -20,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../core/grow.h"
 #include "gpu.h"
 #include "run.h"
 #include "templates.h"
@@ -81,14 +82,8 @@ static char *dup_or_null(const char *s)
 void tw_run_note_input(tw_run *run, const char *path, const char *format, uint64_t lines, uint64_t records,
                        const char *error)
 {
-    if (run->input_count == run->input_cap) {
-        int cap = run->input_cap ? run->input_cap * 2 : 16;
-        tw_input_note *grown = realloc(run->inputs, sizeof *grown * (size_t)cap);
-        if (!grown)
-            return; /* out of memory: the input is missing from the report's list, nothing else */
-        run->inputs = grown;
-        run->input_cap = cap;
-    }
+    if (TW_GROW(run->inputs, run->input_count, run->input_cap, 16) != TW_OK)
+        return; /* out of memory: the input is missing from the report's list, nothing else */
     tw_input_note *in = &run->inputs[run->input_count++];
     in->path = dup_or_null(path);
     in->format = dup_or_null(format);
@@ -224,14 +219,8 @@ static tw_rank *rank_of(tw_run *run, int rank)
     }
     if (run->rank_count >= run->rank_limit)
         return NULL;
-    if (run->rank_count == run->rank_cap) {
-        int cap = run->rank_cap ? run->rank_cap * 2 : 16;
-        tw_rank **ranks = realloc(run->ranks, sizeof *ranks * (size_t)cap);
-        if (!ranks)
-            return NULL;
-        run->ranks = ranks;
-        run->rank_cap = cap;
-    }
+    if (TW_GROW(run->ranks, run->rank_count, run->rank_cap, 16) != TW_OK)
+        return NULL;
     tw_rank *r = rank_new(rank);
     if (!r)
         return NULL;
@@ -646,14 +635,8 @@ static tw_cursor *cursor_of(tw_run *run, int rank)
             hi = mid;
     }
     if (lo == run->cursor_count || run->cursors[lo].rank != rank) {
-        if (run->cursor_count == run->cursor_cap) {
-            int cap = run->cursor_cap ? run->cursor_cap * 2 : 16;
-            tw_cursor *grown = realloc(run->cursors, sizeof *grown * (size_t)cap);
-            if (!grown)
-                return NULL;
-            run->cursors = grown;
-            run->cursor_cap = cap;
-        }
+        if (TW_GROW(run->cursors, run->cursor_count, run->cursor_cap, 16) != TW_OK)
+            return NULL;
         memmove(&run->cursors[lo + 1], &run->cursors[lo], sizeof *run->cursors * (size_t)(run->cursor_count - lo));
         run->cursors[lo] = (tw_cursor){.rank = rank, .last_time = NAN};
         run->cursor_count++;
@@ -688,14 +671,8 @@ static tw_run *launch_at(tw_run *run, int i)
         return run->launches[i - 1];
     if (i >= TW_LAUNCHES_MAX)
         return NULL;
-    if (run->launch_count == run->launch_cap) {
-        int cap = run->launch_cap ? run->launch_cap * 2 : 4;
-        tw_run **grown = realloc(run->launches, sizeof *grown * (size_t)cap);
-        if (!grown)
-            return NULL;
-        run->launches = grown;
-        run->launch_cap = cap;
-    }
+    if (TW_GROW(run->launches, run->launch_count, run->launch_cap, 4) != TW_OK)
+        return NULL;
     tw_run *l;
     if (tw_run_new(&l, &run->th) != TW_OK)
         return NULL;

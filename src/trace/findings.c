@@ -8,19 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/grow.h"
 #include "internal.h"
 #include "trainwatch/error.h"
 
 static tw_finding *add(tw_finding_list *l, const char *rule, tw_severity sev, const tw_trace_rank *r)
 {
-    if (l->n == l->cap) {
-        int cap = l->cap ? l->cap * 2 : 16;
-        tw_finding *v = realloc(l->v, (size_t)cap * sizeof *v);
-        if (!v)
-            return NULL;
-        l->v = v;
-        l->cap = cap;
-    }
+    if (TW_GROW(l->v, l->n, l->cap, 16) != TW_OK)
+        return NULL;
     tw_finding *f = &l->v[l->n++];
     memset(f, 0, sizeof *f);
     f->rule = rule;

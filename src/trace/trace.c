@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "../core/grow.h"
 #include "internal.h"
 #include "trainwatch/error.h"
 #include "trainwatch/parse.h"
@@ -68,14 +69,8 @@ void tw_trace_free(tw_trace *t)
 
 static tw_trace_rank *new_rank(tw_trace *t, const char *path)
 {
-    if (t->n == t->cap) {
-        int cap = t->cap ? t->cap * 2 : 8;
-        tw_trace_rank *v = realloc(t->ranks, (size_t)cap * sizeof *v);
-        if (!v)
-            return NULL;
-        t->ranks = v;
-        t->cap = cap;
-    }
+    if (TW_GROW(t->ranks, t->n, t->cap, 8) != TW_OK)
+        return NULL;
     tw_trace_rank *r = &t->ranks[t->n];
     memset(r, 0, sizeof *r);
     r->path = strdup(path);

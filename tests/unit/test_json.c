@@ -12,7 +12,9 @@
 #include <stdlib.h>
 
 #include "collect.h"
+#include "core/grow.h"
 #include "core/json.h"
+#include "trainwatch/error.h"
 #include "trainwatch/record_json.h"
 
 static char *capture(void (*write)(FILE *, const void *), const void *arg)
@@ -208,9 +210,35 @@ static void test_ecs_envelope_round_trip(void **state)
     free(c);
 }
 
+/* core/grow.h, the array growth the report and diagnosis lists share:
+ * doubles from first, keeps what was there, leaves a full array alone
+ * until it is full. */
+static void test_grow_doubles_and_keeps(void **state)
+{
+    (void)state;
+    long *v = NULL;
+    int n = 0, cap = 0;
+    for (long i = 0; i < 100; i++) {
+        assert_int_equal(TW_GROW(v, n, cap, 4), TW_OK);
+        assert_true(cap > n);
+        v[n++] = i * 3;
+    }
+    assert_int_equal(cap, 128); /* 4, 8, ... 128 */
+    for (int i = 0; i < n; i++)
+        assert_int_equal(v[i], i * 3L);
+    long *before = v;
+    assert_int_equal(TW_GROW(v, 10, cap, 4), TW_OK); /* room: nothing moves */
+    assert_ptr_equal(v, before);
+    int huge = 0x40000001;
+    assert_int_equal(TW_GROW(v, huge, huge, 4), TW_ENOMEM); /* doubling would overflow */
+    assert_ptr_equal(v, before);
+    free(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_grow_doubles_and_keeps),
         cmocka_unit_test(test_string_escaping),
         cmocka_unit_test(test_invalid_utf8_becomes_replacement),
         cmocka_unit_test(test_numbers_shortest_and_special),
