@@ -16,17 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/grow.h"
 #include "../core/json.h"
 #include "html.h"
 #include "trainwatch/error.h"
-
-/* The drawing, in SVG user units (the SVG scales to the page's width). */
-#define W      860.0
-#define H      230.0
-#define LEFT   72.0
-#define RIGHT  14.0
-#define TOP    12.0
-#define BOTTOM 34.0
 
 void tw_chart_init(tw_chart *c, const char *id, const char *title, const char *unit)
 {
@@ -52,14 +45,8 @@ void tw_chart_free(tw_chart *c)
 
 tw_chart_series *tw_chart_series_add(tw_chart *c, const char *name, int colour)
 {
-    if (c->series_count == c->series_cap) {
-        int cap = c->series_cap ? c->series_cap * 2 : 4;
-        tw_chart_series *s = realloc(c->series, sizeof *s * (size_t)cap);
-        if (!s)
-            return NULL;
-        c->series = s;
-        c->series_cap = cap;
-    }
+    if (TW_GROW(c->series, c->series_count, c->series_cap, 4) != TW_OK)
+        return NULL;
     tw_chart_series *s = &c->series[c->series_count++];
     memset(s, 0, sizeof *s);
     snprintf(s->name, sizeof s->name, "%s", name);
@@ -217,7 +204,7 @@ typedef struct frame {
 static double px(const frame *f, double x)
 {
     double w = f->x.hi > f->x.lo ? f->x.hi - f->x.lo : 1;
-    return LEFT + (x - f->x.lo) / w * (W - LEFT - RIGHT);
+    return TW_CHART_LEFT + (x - f->x.lo) / w * (TW_CHART_W - TW_CHART_LEFT - TW_CHART_RIGHT);
 }
 
 static double py(const frame *f, double y)
@@ -227,8 +214,8 @@ static double py(const frame *f, double y)
         y = log10(y > 0 ? y : lo > 0 ? pow(10, lo) : 1e-300);
     }
     double h = hi > lo ? hi - lo : 1;
-    double v = H - BOTTOM - (y - lo) / h * (H - TOP - BOTTOM);
-    return v < TOP ? TOP : v > H - BOTTOM ? H - BOTTOM : v;
+    double v = TW_CHART_H - TW_CHART_BOTTOM - (y - lo) / h * (TW_CHART_H - TW_CHART_TOP - TW_CHART_BOTTOM);
+    return v < TW_CHART_TOP ? TW_CHART_TOP : v > TW_CHART_H - TW_CHART_BOTTOM ? TW_CHART_H - TW_CHART_BOTTOM : v;
 }
 
 /* Step ticks: 1, 2 or 5 times a power of ten, about n of them. */
@@ -289,38 +276,41 @@ static void axes(FILE *out, const frame *f, const char *unit)
             fmt_seconds(b, sizeof b, x);
         else
             fmt_value(b, sizeof b, x);
-        fprintf(out, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", X, TOP, X, H - BOTTOM);
-        fprintf(out, "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>", X, H - BOTTOM + 14,
-                b);
+        fprintf(out, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", X, TW_CHART_TOP, X,
+                TW_CHART_H - TW_CHART_BOTTOM);
+        fprintf(out, "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>", X,
+                TW_CHART_H - TW_CHART_BOTTOM + 14, b);
     }
     /* y ticks */
     if (f->log_y) {
         for (double e = ceil(f->y.lo); e <= f->y.hi + 1e-9; e += (f->y.hi - f->y.lo > 8 ? 2 : 1)) {
             double Y = py(f, pow(10, e));
             fmt_value(b, sizeof b, pow(10, e));
-            fprintf(out, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", LEFT, Y, W - RIGHT,
-                    Y);
-            fprintf(out, "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>", LEFT - 4, Y + 4,
-                    b);
+            fprintf(out, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", TW_CHART_LEFT, Y,
+                    TW_CHART_W - TW_CHART_RIGHT, Y);
+            fprintf(out, "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>", TW_CHART_LEFT - 4,
+                    Y + 4, b);
         }
     } else {
         double ystep = nice_step(f->y.hi - f->y.lo, 5);
         for (double y = ceil(f->y.lo / ystep) * ystep; y <= f->y.hi + ystep * 1e-9; y += ystep) {
             double Y = py(f, y);
             fmt_value(b, sizeof b, fabs(y) < ystep * 1e-9 ? 0 : y);
-            fprintf(out, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", LEFT, Y, W - RIGHT,
-                    Y);
-            fprintf(out, "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>", LEFT - 4, Y + 4,
-                    b);
+            fprintf(out, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", TW_CHART_LEFT, Y,
+                    TW_CHART_W - TW_CHART_RIGHT, Y);
+            fprintf(out, "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>", TW_CHART_LEFT - 4,
+                    Y + 4, b);
         }
     }
-    fprintf(out, "<line class=\"axis\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", LEFT, H - BOTTOM, W - RIGHT,
-            H - BOTTOM);
-    fprintf(out, "<line class=\"axis\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", LEFT, TOP, LEFT, H - BOTTOM);
-    fprintf(out, "<text class=\"label\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>", (LEFT + W - RIGHT) / 2,
-            H - 4, f->time ? "time since the first timestamp" : "step");
+    fprintf(out, "<line class=\"axis\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", TW_CHART_LEFT,
+            TW_CHART_H - TW_CHART_BOTTOM, TW_CHART_W - TW_CHART_RIGHT, TW_CHART_H - TW_CHART_BOTTOM);
+    fprintf(out, "<line class=\"axis\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", TW_CHART_LEFT, TW_CHART_TOP,
+            TW_CHART_LEFT, TW_CHART_H - TW_CHART_BOTTOM);
+    fprintf(out, "<text class=\"label\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>",
+            (TW_CHART_LEFT + TW_CHART_W - TW_CHART_RIGHT) / 2, TW_CHART_H - 4,
+            f->time ? "time since the first timestamp" : "step");
     fprintf(out, "<text class=\"label\" transform=\"translate(14 %.1f) rotate(-90)\" text-anchor=\"middle\">",
-            (TOP + H - BOTTOM) / 2);
+            (TW_CHART_TOP + TW_CHART_H - TW_CHART_BOTTOM) / 2);
     tw_html_text(out, unit[0] ? unit : "value");
     fputs(f->log_y ? " (log)</text>" : "</text>", out);
 }
@@ -339,13 +329,13 @@ static void bands(FILE *out, const tw_chart *c, const frame *f)
         if (!isfinite(x0) || !isfinite(x1))
             continue;
         double X0 = px(f, x0), X1 = px(f, x1);
-        X0 = X0 < LEFT ? LEFT : X0;
-        X1 = X1 > W - RIGHT ? W - RIGHT : X1;
+        X0 = X0 < TW_CHART_LEFT ? TW_CHART_LEFT : X0;
+        X1 = X1 > TW_CHART_W - TW_CHART_RIGHT ? TW_CHART_W - TW_CHART_RIGHT : X1;
         fprintf(out, "<rect class=\"band b%d\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"><title>", i % 2, X0,
-                TOP, X1 - X0 > 1 ? X1 - X0 : 1, H - TOP - BOTTOM);
+                TW_CHART_TOP, X1 - X0 > 1 ? X1 - X0 : 1, TW_CHART_H - TW_CHART_TOP - TW_CHART_BOTTOM);
         tw_html_text(out, b->label);
         fputs("</title></rect>", out);
-        fprintf(out, "<text class=\"bandlabel\" x=\"%.1f\" y=\"%.1f\">", X0 + 3, TOP + 11);
+        fprintf(out, "<text class=\"bandlabel\" x=\"%.1f\" y=\"%.1f\">", X0 + 3, TW_CHART_TOP + 11);
         tw_html_text(out, b->label);
         fputs("</text>", out);
     }
@@ -353,7 +343,7 @@ static void bands(FILE *out, const tw_chart *c, const frame *f)
 
 static void marks(FILE *out, const tw_chart *c, const frame *f)
 {
-    double w = (W - LEFT - RIGHT) * 0.02;
+    double w = (TW_CHART_W - TW_CHART_LEFT - TW_CHART_RIGHT) * 0.02;
     for (int i = 0; i < c->mark_count; i++) {
         const tw_chart_mark *m = &c->marks[i];
         double x = f->time ? m->time - f->t0 : m->step;
@@ -364,7 +354,7 @@ static void marks(FILE *out, const tw_chart *c, const frame *f)
         if (!f->time) /* the link's target is in the step view; the script lights the time view's too */
             fprintf(out, " id=\"f-%d\"", m->finding);
         fprintf(out, " data-f=\"%d\"><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"/></g>", m->finding,
-                X - w / 2, TOP, w, H - TOP - BOTTOM);
+                X - w / 2, TW_CHART_TOP, w, TW_CHART_H - TW_CHART_TOP - TW_CHART_BOTTOM);
     }
 }
 
@@ -393,7 +383,7 @@ static void series_path(FILE *out, const tw_chart *c, const tw_chart_series *s, 
         if (!point_x(f, p, &x))
             continue;
         double X = px(f, x);
-        fprintf(out, "<path class=\"bad\" d=\"M%.1f,%.1fl-5,-9h10z\"><title>", X, TOP + 10);
+        fprintf(out, "<path class=\"bad\" d=\"M%.1f,%.1fl-5,-9h10z\"><title>", X, TW_CHART_TOP + 10);
         tw_html_text(out, s->name);
         fprintf(out, " %s at step %.0f</title></path>", isnan(p->y) ? "NaN" : p->y > 0 ? "+Inf" : "-Inf", p->step);
     }
@@ -404,21 +394,24 @@ static void svg(FILE *out, const tw_chart *c, const drawn *d, const frame *f)
     fprintf(out,
             "<svg class=\"plot %s\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" aria-labelledby=\"%s-title\" "
             "data-x0=\"%.17g\" data-x1=\"%.17g\" data-t0=\"%.17g\" data-left=\"%.0f\" data-right=\"%.0f\">",
-            f->time ? "v-time" : "v-step", W, H, c->id, f->x.lo, f->x.hi, f->time ? f->t0 : 0, LEFT, W - RIGHT);
+            f->time ? "v-time" : "v-step", TW_CHART_W, TW_CHART_H, c->id, f->x.lo, f->x.hi, f->time ? f->t0 : 0,
+            TW_CHART_LEFT, TW_CHART_W - TW_CHART_RIGHT);
     bands(out, c, f);
     axes(out, f, c->unit);
     if (isfinite(c->hline)) {
         double Y = py(f, c->hline / c->y_scale);
-        fprintf(out, "<line class=\"cap\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", LEFT, Y, W - RIGHT, Y);
-        fprintf(out, "<text class=\"caplabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">", W - RIGHT - 4, Y - 4);
+        fprintf(out, "<line class=\"cap\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", TW_CHART_LEFT, Y,
+                TW_CHART_W - TW_CHART_RIGHT, Y);
+        fprintf(out, "<text class=\"caplabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">",
+                TW_CHART_W - TW_CHART_RIGHT - 4, Y - 4);
         tw_html_text(out, c->hline_label);
         fputs("</text>", out);
     }
     marks(out, c, f);
     for (int i = 0; i < c->series_count; i++)
         series_path(out, c, &c->series[i], &d[i], f);
-    fprintf(out, "<line class=\"guide\" x1=\"0\" y1=\"%.1f\" x2=\"0\" y2=\"%.1f\" visibility=\"hidden\"/></svg>\n", TOP,
-            H - BOTTOM);
+    fprintf(out, "<line class=\"guide\" x1=\"0\" y1=\"%.1f\" x2=\"0\" y2=\"%.1f\" visibility=\"hidden\"/></svg>\n",
+            TW_CHART_TOP, TW_CHART_H - TW_CHART_BOTTOM);
 }
 
 static void legend(FILE *out, const tw_chart *c)

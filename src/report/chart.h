@@ -21,6 +21,15 @@
 #include <stddef.h>
 #include <stdio.h>
 
+/* The frame every chart and the trace page's bars are drawn in, in SVG
+ * user units (the SVG scales to the page's width). */
+#define TW_CHART_W      860.0
+#define TW_CHART_H      230.0
+#define TW_CHART_LEFT   72.0
+#define TW_CHART_RIGHT  14.0
+#define TW_CHART_TOP    12.0
+#define TW_CHART_BOTTOM 34.0
+
 #define TW_CHART_BUCKETS 300 /* buckets of steps a series is drawn with: at most two points each */
 #define TW_CHART_BANDS   64
 #define TW_CHART_MARKS   64

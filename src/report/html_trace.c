@@ -13,19 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chart.h"
 #include "html.h"
 #include "trainwatch/error.h"
 #include "trainwatch/html.h"
 
 #define BARS_MAX    300
 #define RANKS_SHOWN 16 /* ranks with their own chart and tables; the split table lists all */
-
-#define W      860.0
-#define H      230.0
-#define LEFT   72.0
-#define RIGHT  14.0
-#define TOP    12.0
-#define BOTTOM 34.0
 
 static const char *const parts[] = {"compute", "memcpy", "communication", "idle"};
 
@@ -75,17 +69,19 @@ static void bars_svg(FILE *out, const char *id, const bar *b, int n, int mark_fi
     for (int k = 0; k < n; k++)
         top = fmax(top, b[k].v[0] + b[k].v[1] + b[k].v[2] + b[k].v[3]);
     top = nice(top);
-    double bw = (W - LEFT - RIGHT) / (n ? n : 1), ph = H - TOP - BOTTOM;
-    fprintf(out, "<svg class=\"plot bars\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" aria-labelledby=\"%s-title\">", W, H,
-            id);
+    double bw = (TW_CHART_W - TW_CHART_LEFT - TW_CHART_RIGHT) / (n ? n : 1),
+           ph = TW_CHART_H - TW_CHART_TOP - TW_CHART_BOTTOM;
+    fprintf(out, "<svg class=\"plot bars\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" aria-labelledby=\"%s-title\">",
+            TW_CHART_W, TW_CHART_H, id);
     for (int t = 0; t <= 5; t++) {
-        double y = H - BOTTOM - ph * t / 5;
-        fprintf(out, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", LEFT, y, W - RIGHT, y);
-        fprintf(out, "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.4g</text>", LEFT - 4, y + 4,
-                top * t / 5);
+        double y = TW_CHART_H - TW_CHART_BOTTOM - ph * t / 5;
+        fprintf(out, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", TW_CHART_LEFT, y,
+                TW_CHART_W - TW_CHART_RIGHT, y);
+        fprintf(out, "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.4g</text>", TW_CHART_LEFT - 4,
+                y + 4, top * t / 5);
     }
     for (int k = 0; k < n; k++) {
-        double x = LEFT + bw * k, y = H - BOTTOM;
+        double x = TW_CHART_LEFT + bw * k, y = TW_CHART_H - TW_CHART_BOTTOM;
         fprintf(out, "<g class=\"bar\"><title>step %lld", (long long)b[k].first);
         if (b[k].last != b[k].first)
             fprintf(out, "..%lld (mean)", (long long)b[k].last);
@@ -104,17 +100,17 @@ static void bars_svg(FILE *out, const char *id, const bar *b, int n, int mark_fi
             fprintf(out,
                     "<g class=\"hl\" id=\"f-%d\" data-f=\"%d\"><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
                     "height=\"%.1f\"/></g>",
-                    mark_finding, mark_finding, x - 2, TOP, bw + 4, ph);
+                    mark_finding, mark_finding, x - 2, TW_CHART_TOP, bw + 4, ph);
         if (n <= 40 || k % (n / 20 + 1) == 0)
             fprintf(out, "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%lld</text>", x + bw / 2,
-                    H - BOTTOM + 14, (long long)b[k].first);
+                    TW_CHART_H - TW_CHART_BOTTOM + 14, (long long)b[k].first);
     }
-    fprintf(out, "<line class=\"axis\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", LEFT, H - BOTTOM, W - RIGHT,
-            H - BOTTOM);
+    fprintf(out, "<line class=\"axis\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", TW_CHART_LEFT,
+            TW_CHART_H - TW_CHART_BOTTOM, TW_CHART_W - TW_CHART_RIGHT, TW_CHART_H - TW_CHART_BOTTOM);
     fprintf(out, "<text class=\"label\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">step (ProfilerStep#)</text>",
-            (LEFT + W - RIGHT) / 2, H - 4);
+            (TW_CHART_LEFT + TW_CHART_W - TW_CHART_RIGHT) / 2, TW_CHART_H - 4);
     fprintf(out, "<text class=\"label\" transform=\"translate(14 %.1f) rotate(-90)\" text-anchor=\"middle\">ms</text>",
-            (TOP + H - BOTTOM) / 2);
+            (TW_CHART_TOP + TW_CHART_H - TW_CHART_BOTTOM) / 2);
     fputs("</svg>\n", out);
 }
 
