@@ -562,8 +562,6 @@ static void note_loss(tw_rank *rk, const tw_point *p, double spike_factor)
 
 static void note_gap(tw_rank *rk, const tw_point *p)
 {
-    if (!isnan(p->time) && p->time != floor(p->time))
-        rk->subsecond_times = true;
     if (!rk->have_last || isnan(p->time) || isnan(rk->last.time))
         return;
     double gap = p->time - rk->last.time;

@@ -142,7 +142,6 @@ typedef struct tw_rank {
     tw_gap longest_gap;
     bool have_gap;
     tw_hist gaps;          /* time between steps, without evaluation in between */
-    bool subsecond_times;  /* a step timestamp had a fraction of a second (else the log stamps whole seconds) */
     bool event_since_last; /* eval/checkpoint since the last step */
     int restarts;
     tw_restart first_restart, last_restart;
