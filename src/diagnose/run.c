@@ -286,6 +286,8 @@ double tw_hist_quantile(const tw_hist *h, double q)
     for (int i = 0; i < TW_HIST_BINS; i++) {
         seen += h->bins[i];
         if (seen >= target) {
+            if (i == 0) /* the first bin also holds everything below it, zeros too */
+                return h->min;
             double v = pow(10.0, HIST_MIN_LOG10 + (i + 0.5) / HIST_BINS_PER_DECADE);
             return v < h->min ? h->min : v > h->max ? h->max : v;
         }

@@ -794,9 +794,27 @@ static void test_gpu_of_each_rank_unknown_is_said(void **state)
     tw_report_free(r);
 }
 
+/* Gaps between records stamped in whole seconds are mostly 0: their median
+ * is 0, not the histogram's first bin (it read 1 us, and a healthy demo log
+ * got a 24224x step_time_mismatch). */
+static void test_quantile_of_zeros_is_zero(void **state)
+{
+    (void)state;
+    tw_hist h = {0};
+    for (int i = 0; i < 30; i++)
+        tw_hist_add(&h, i % 4 == 3 ? 1.0 : 0.0);
+    assert_true(tw_hist_quantile(&h, 0.5) == 0.0);
+    assert_true(tw_hist_quantile(&h, 1.0) > 0.9);
+    tw_hist tiny = {0};
+    tw_hist_add(&tiny, 2e-7);
+    tw_hist_add(&tiny, 3e-7);
+    assert_true(tw_hist_quantile(&tiny, 0.5) == 2e-7); /* below the first bin: the smallest seen */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_quantile_of_zeros_is_zero),
         cmocka_unit_test(test_healthy_run_has_no_findings),
         cmocka_unit_test(test_thousands_of_files_keep_their_names),
         cmocka_unit_test(test_nan_cites_first_step_and_lr_jump),
