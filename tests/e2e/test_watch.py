@@ -211,9 +211,11 @@ def test_polling_fallback_without_inotify(tmp_path):
 
 
 def test_more_than_64_generations_with_kill_9(tmp_path):
-    # 150 generations kept and 200 rotations: every one listed, sorted, and
+    # 200 rotations, every generation kept: every one listed, sorted, and
     # remembered as read across restarts (a listing cut at 64 entries read
-    # old generations again or missed new ones)
+    # old generations again or missed new ones). None is deleted, so a
+    # watcher that lags (kill -9 every 0.5-1.5 s on a loaded ASan run) can
+    # always catch up: deletion under lag is test_rotation_torture's part.
     log = tmp_path / "train.log"
     log.write_text("")
     w = watcher(tmp_path, "--from-start", str(log))
@@ -221,12 +223,16 @@ def test_more_than_64_generations_with_kill_9(tmp_path):
     # tracebacks too, written in 1 KiB blocks: one cut by a copy-truncate goes
     # on in the truncated file, and a restart inside one reads it again whole
     total = 2000
-    proc = writer(log, total, 10, 5, 0.02, 150, "--format", "traceback", "--chunk", "1024", wait=False)
+    proc = writer(log, total, 10, 5, 0.02, 200, "--format", "traceback", "--chunk", "1024", wait=False)
     w, kills = kill_while(w, proc, lambda: watcher(tmp_path, "--from-start", str(log)), random.Random(5), 0.5, 1.5)
     rotations, tracebacks = map(int, proc.stdout.read().split())
     assert rotations == 200 and tracebacks == total // 7
-    assert len(list(tmp_path.glob("train.log.*"))) == 150
-    wait_until(lambda: len(set(steps_seen(tmp_path))) >= total, timeout=60, what="the watcher to catch up")
+    assert len(list(tmp_path.glob("train.log.*"))) == 200
+    try:
+        wait_until(lambda: len(set(steps_seen(tmp_path))) >= total, timeout=60, what="the watcher to catch up")
+    except AssertionError:
+        check_exactly_once(steps_seen(tmp_path), total)  # says which steps are missing
+        raise
     time.sleep(1)
     stop(w)
     assert kills >= 2
