@@ -74,6 +74,10 @@ typedef struct tw_root_cause {
     int cause_rank;
     bool ordered_by_time; /* several own failures, all timestamped: the first is the cause */
     bool same_error;      /* several own failures, all the same message */
+    const tw_event_note *launcher; /* the launcher's report of the failed rank, NULL: none; borrowed */
+    int launcher_rank;             /* the rank it names as failed, -1: none or several in no order */
+    bool launcher_decided;         /* own failures at once (same second, no times): it named the cause */
+    bool launcher_disagrees;       /* it names another rank than the timestamps' first */
 } tw_root_cause;
 
 /* Fills rc for a launch (nothing for fewer than two ranks); free with
@@ -88,6 +92,10 @@ bool tw_root_cause_blames_other(const tw_root_cause *rc, int rank);
 int tw_root_cause_victims(const tw_root_cause *rc, char *buf, size_t cap);
 /* One evidence line per rank other than the cause's: what became of it. */
 void tw_root_cause_evidence(const tw_run *run, const tw_root_cause *rc, tw_finding *f);
+/* True when the launcher's report names rank among those that failed. */
+bool tw_launcher_names(const tw_event_note *report, int rank);
+/* The evidence line quoting the launcher's report, and what it settled. */
+void tw_root_cause_launcher_evidence(const tw_run *run, const tw_root_cause *rc, tw_finding *f);
 
 /* health.c: the report's and each launch's health score; the summary's
  * "health" line; the JSON object (docs/analysis-json.md). */
