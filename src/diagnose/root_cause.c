@@ -301,8 +301,9 @@ void tw_root_cause_launcher_evidence(const tw_run *run, const tw_root_cause *rc,
         }
         p = end;
         if (!tw_run_rank(run, (int)v) && v >= 0 && v < 1 << 20)
-            tw_finding_evidence(f, "rank %ld's own log is not among the inputs; its error is there (Paddle: "
-                                   "log/workerlog.%ld)",
+            tw_finding_evidence(f,
+                                "rank %ld's own log is not among the inputs; its error is there (Paddle: "
+                                "log/workerlog.%ld)",
                                 v, v);
     }
 }

@@ -226,12 +226,12 @@ static void report_launcher_named(const tw_run *run, tw_root_cause *rc, int rank
 {
     const tw_event_note *l = rc->launcher;
     bool several = strchr(l->detail, ',') != NULL;
-    tw_finding *f =
-        absent ? tw_finding_add(out, "crash", TW_SEV_ERROR,
-                                "Rank%s %s failed, by the launcher's report; %s not among the inputs",
-                                several ? "s" : "", l->detail, several ? "their logs are" : "its log is")
-               : tw_finding_add(out, "crash", TW_SEV_ERROR,
-                                "Rank %d failed without an error in its log, by the launcher's report", rank);
+    tw_finding *f = absent
+                        ? tw_finding_add(out, "crash", TW_SEV_ERROR,
+                                         "Rank%s %s failed, by the launcher's report; %s not among the inputs",
+                                         several ? "s" : "", l->detail, several ? "their logs are" : "its log is")
+                        : tw_finding_add(out, "crash", TW_SEV_ERROR,
+                                         "Rank %d failed without an error in its log, by the launcher's report", rank);
     if (!f)
         return;
     tw_finding_at_event(f, run, l);

@@ -458,7 +458,8 @@ static int launcher_line(tw_parser *p, events_state *st, const tw_line *line, co
         const char *code = cmd ? tw_find(cmd, (size_t)(end - cmd), "] code ") : NULL;
         if (!tw_find(at, len, " status failed") || !cmd)
             return 0;
-        snprintf(msg, sizeof msg, "%.*s%.*s", (int)(cmd - at), at, code ? (int)(end - code - 1) : 0, code ? code + 1 : "");
+        snprintf(msg, sizeof msg, "%.*s%.*s", (int)(cmd - at), at, code ? (int)(end - code - 1) : 0,
+                 code ? code + 1 : "");
     } else { /* up to " of binary: ..." */
         const char *binary = tw_find(at, len, " of binary");
         snprintf(msg, sizeof msg, "%.*s", (int)(binary ? (size_t)(binary - at) : len), at);
@@ -493,7 +494,10 @@ static int root_cause_lines(tw_parser *p, events_state *st, const tw_line *line)
     bool time = tw_starts_with(s, len, "time "), rank = tw_starts_with(s, len, "rank "),
          code = tw_starts_with(s, len, "exitcode ");
     if (time || rank || code)
-        snprintf(st->launcher + used, sizeof st->launcher - used, " %s %.*s", time ? "time" : rank ? "rank" : "exitcode",
+        snprintf(st->launcher + used, sizeof st->launcher - used, " %s %.*s",
+                 time   ? "time"
+                 : rank ? "rank"
+                        : "exitcode",
                  (int)(end - value), value);
     if (!code)
         return -1;
