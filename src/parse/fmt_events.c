@@ -605,20 +605,21 @@ static int exit_code_after(const char *s, size_t len, const char *at)
 }
 
 #define RULE_COUNT (sizeof rules / sizeof rules[0])
-_Static_assert(RULE_COUNT + 3 <= TW_KEYWORDS_MAX, "too many event keywords for one index");
+_Static_assert(RULE_COUNT + 4 <= TW_KEYWORDS_MAX, "too many event keywords for one index");
 
 static tw_keywords rule_index;
 static pthread_once_t rule_index_once = PTHREAD_ONCE_INIT;
 
 static void build_rule_index(void)
 {
-    static const char *needles[RULE_COUNT + 3];
+    static const char *needles[RULE_COUNT + 4];
     for (size_t i = 0; i < RULE_COUNT; i++)
         needles[i] = rules[i].needle;
     needles[RULE_COUNT] = "Killed";
     needles[RULE_COUNT + 1] = "got signal: ";
     needles[RULE_COUNT + 2] = "Assertion `";
-    tw_keywords_init(&rule_index, needles, RULE_COUNT + 3);
+    needles[RULE_COUNT + 3] = "NCCL error";
+    tw_keywords_init(&rule_index, needles, RULE_COUNT + 4);
 }
 
 static int single_line(tw_parser *p, events_state *st, const tw_line *line)
@@ -654,6 +655,11 @@ static int single_line(tw_parser *p, events_state *st, const tw_line *line)
         }
         return emit_event(p, line, rules[i].kind, s, len, NULL, code);
     }
+    /* "torch.distributed.DistBackendError: NCCL error in: ..." where no
+     * traceback header came first (ranks printing at once, a pasted excerpt):
+     * the error, held for its "Last error:" cause as in a traceback */
+    if ((found & (1ull << (RULE_COUNT + 3))) && is_exception_line(s, len))
+        return exception_line(p, st, line);
     if (found & (1ull << (RULE_COUNT + 2))) {
         note_assertion(st, s, len); /* reported with the CUDA error that follows */
         return 0;
