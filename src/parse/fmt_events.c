@@ -511,6 +511,21 @@ static int root_cause_lines(tw_parser *p, events_state *st, const tw_line *line)
     return emit_event(p, line, TW_EV_LAUNCHER, st->launcher, strlen(st->launcher), ranks, (int)first);
 }
 
+/* PyTorch's out-of-memory message outgrows an event's message: what it
+ * says of the allocator ("Of the allocated memory 18.70 GiB is allocated by
+ * PyTorch, and 353.02 MiB is reserved by PyTorch but unallocated.") goes in
+ * the event's detail when it falls past the cut. NULL: none. */
+static const char *oom_tail(tw_event_kind kind, const char *s, size_t len, char *buf, size_t cap)
+{
+    if (kind != TW_EV_OOM || len < TW_MESSAGE_MAX)
+        return NULL;
+    const char *tail = tw_find(s, len, "Of the allocated memory ");
+    if (!tail || tail - s <= TW_MESSAGE_MAX / 2)
+        return NULL;
+    snprintf(buf, cap, "%.*s", (int)(s + len - tail), tail);
+    return buf;
+}
+
 typedef struct keyword_rule {
     const char *needle;
     tw_event_kind kind;
@@ -653,7 +668,8 @@ static int single_line(tw_parser *p, events_state *st, const tw_line *line)
                 continue;
             return n;
         }
-        return emit_event(p, line, rules[i].kind, s, len, NULL, code);
+        char tail[TW_MESSAGE_MAX];
+        return emit_event(p, line, rules[i].kind, s, len, oom_tail(rules[i].kind, s, len, tail, sizeof tail), code);
     }
     /* "torch.distributed.DistBackendError: NCCL error in: ..." where no
      * traceback header came first (ranks printing at once, a pasted excerpt):
@@ -727,6 +743,12 @@ static void finish(tw_parser *p, void *state)
     if (st->nccl)
         nccl_lines(p, st, NULL);
     flush_signal(p, st, NULL, 0);
+    if (st->assertion[0]) { /* no CUDA error followed it in the log: the assertion is the error */
+        char msg[TW_MESSAGE_MAX + 32];
+        snprintf(msg, sizeof msg, "CUDA device-side assertion: %s", st->assertion);
+        emit_event(p, NULL, TW_EV_EXCEPTION, msg, strnlen(msg, TW_MESSAGE_MAX - 1), NULL, 0);
+        st->assertion[0] = '\0';
+    }
     st->block = BLOCK_NONE;
     st->root_cause = 0;
 }
