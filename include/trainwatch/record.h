@@ -9,7 +9,8 @@
  *   TW_REC_EVAL   an evaluation result: metrics by name, at a step or epoch.
  *   TW_REC_EVENT  something that happened: an OOM, a NaN/Inf check, an
  *                 exception, a checkpoint, a resume, a warning, a process exit,
- *                 a launch starting (a config dump, "init nccl context").
+ *                 a launch starting (a config dump, "init nccl context"), the
+ *                 launcher's report of the rank that failed.
  *
  * Records are plain values with fixed-size storage: a parser fills one on the
  * stack and hands it to a callback, so parsing allocates nothing per line.
@@ -54,7 +55,8 @@ typedef enum tw_record_kind {
     X(TW_EV_SIGNAL, "signal")                                                  \
     X(TW_EV_FINISHED, "finished")                                              \
     X(TW_EV_LAUNCH, "launch")                                                  \
-    X(TW_EV_ENVIRONMENT, "environment")
+    X(TW_EV_ENVIRONMENT, "environment")                                        \
+    X(TW_EV_LAUNCHER, "launcher")
 
 typedef enum tw_event_kind {
 #define TW_EVENT_ENUM(name, text) name,

@@ -72,8 +72,12 @@ typedef struct tw_root_cause {
     int own_failures;           /* ranks whose first failure is their own */
     const tw_event_note *cause; /* the first own failure, NULL: none */
     int cause_rank;
-    bool ordered_by_time; /* several own failures, all timestamped: the first is the cause */
-    bool same_error;      /* several own failures, all the same message */
+    bool ordered_by_time;          /* several own failures, all timestamped: the first is the cause */
+    bool same_error;               /* several own failures, all the same message */
+    const tw_event_note *launcher; /* the launcher's report of the failed rank, NULL: none; borrowed */
+    int launcher_rank;             /* the rank it names as failed, -1: none or several in no order */
+    bool launcher_decided;         /* own failures at once (same second, no times): it named the cause */
+    bool launcher_disagrees;       /* it names another rank than the timestamps' first */
 } tw_root_cause;
 
 /* Fills rc for a launch (nothing for fewer than two ranks); free with
@@ -88,6 +92,10 @@ bool tw_root_cause_blames_other(const tw_root_cause *rc, int rank);
 int tw_root_cause_victims(const tw_root_cause *rc, char *buf, size_t cap);
 /* One evidence line per rank other than the cause's: what became of it. */
 void tw_root_cause_evidence(const tw_run *run, const tw_root_cause *rc, tw_finding *f);
+/* True when the launcher's report names rank among those that failed. */
+bool tw_launcher_names(const tw_event_note *report, int rank);
+/* The evidence line quoting the launcher's report, and what it settled. */
+void tw_root_cause_launcher_evidence(const tw_run *run, const tw_root_cause *rc, tw_finding *f);
 
 /* health.c: the report's and each launch's health score; the summary's
  * "health" line; the JSON object (docs/analysis-json.md). */
@@ -102,7 +110,7 @@ extern const tw_rule tw_rule_data_bound, tw_rule_nan, tw_rule_spikes, tw_rule_di
     tw_rule_stalls, tw_rule_jitter, tw_rule_throughput, tw_rule_memory, tw_rule_oom, tw_rule_exceptions, tw_rule_exits,
     tw_rule_incomplete, tw_rule_restarts, tw_rule_straggler, tw_rule_rank_stopped, tw_rule_epoch_start,
     tw_rule_memory_spike, tw_rule_eval_contradiction, tw_rule_ranks_over_limit, tw_rule_shared_device,
-    tw_rule_duplicated_logging, tw_rule_logging_cost, tw_rule_cut_off,
-    tw_rule_cumulative_time, tw_rule_step_time_mismatch, tw_rule_environment_differs, tw_rule_gpu;
+    tw_rule_duplicated_logging, tw_rule_logging_cost, tw_rule_cut_off, tw_rule_cumulative_time,
+    tw_rule_step_time_mismatch, tw_rule_environment_differs, tw_rule_gpu;
 
 #endif

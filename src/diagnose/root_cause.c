@@ -13,6 +13,12 @@
  * Terminated", is the signal's doing); any other error is the rank's own.
  * The cause is the earliest own failure (by the log's timestamps where the
  * failures carry them, else the only one, else the lowest rank, said so).
+ * The launcher's own report of the rank that failed (Paddle's "ABORT!!! ...
+ * rank=[3]", torchrun's "Root Cause (first observed failure)", an event of
+ * kind launcher read by fmt_events.c, in the launcher's log or in the
+ * console it shares with a rank) breaks ties: failures in the same second,
+ * or without times, go to the rank it names. Timestamps that say otherwise
+ * win, and the finding says which rank the launcher named.
  *
  * The crash rule (rule_failure.c) reports the cause with its victims in
  * one finding and the rank-stopped rule does not blame a victim; this file
@@ -65,9 +71,31 @@ bool tw_event_is_victim(const tw_event_note *e)
     return false;
 }
 
+/* torchrun's ChildFailedError is the launcher's report in a traceback of
+ * its own, not the error of the rank whose console it shares. */
 static bool is_failure(const tw_event_note *e)
 {
+    if (e->kind == TW_EV_EXCEPTION && strstr(e->message, "ChildFailedError"))
+        return false;
     return e->kind == TW_EV_EXCEPTION || e->kind == TW_EV_SIGNAL || e->kind == TW_EV_OOM;
+}
+
+bool tw_launcher_names(const tw_event_note *report, int rank)
+{
+    if (!report || rank < 0)
+        return false;
+    for (const char *p = report->detail; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) {
+            p++;
+            continue;
+        }
+        if (v == rank)
+            return true;
+        p = end;
+    }
+    return false;
 }
 
 static tw_rank_failure *failure_of(tw_root_cause *rc, int rank)
@@ -79,12 +107,40 @@ static tw_rank_failure *failure_of(tw_root_cause *rc, int rank)
     return NULL;
 }
 
-/* Earlier: by time where both have one, else in the order the log was read. */
-static bool earlier(const tw_event_note *a, const tw_event_note *b)
+/* -1: a happened before b, 1: after, 0: not known apart (one has no time,
+ * or both fall in one second and one of them is stamped in whole seconds). */
+static int compare_time(const tw_event_note *a, const tw_event_note *b)
 {
-    if (a->has_time && b->has_time)
-        return a->time < b->time;
-    return false;
+    if (!a->has_time || !b->has_time)
+        return 0;
+    double ta = a->time, tb = b->time;
+    if (ta == floor(ta) || tb == floor(tb)) {
+        ta = floor(ta);
+        tb = floor(tb);
+    }
+    return ta < tb ? -1 : ta > tb ? 1 : 0;
+}
+
+/* Failures not known apart: the rank the launcher names goes first. */
+static bool launcher_prefers(const tw_root_cause *rc, int rank)
+{
+    return tw_launcher_names(rc->launcher, rank) && !tw_launcher_names(rc->launcher, rc->cause_rank);
+}
+
+static void weigh_launcher(tw_root_cause *rc)
+{
+    if (!rc->launcher || !rc->cause)
+        return;
+    if (!tw_launcher_names(rc->launcher, rc->cause_rank)) {
+        rc->launcher_disagrees = true;
+        return;
+    }
+    for (int i = 0; i < rc->count; i++) {
+        const tw_rank_failure *f = &rc->ranks[i];
+        if (f->first && !f->victim && f->rank != rc->cause_rank && compare_time(f->first, rc->cause) == 0 &&
+            !tw_launcher_names(rc->launcher, f->rank))
+            rc->launcher_decided = true;
+    }
 }
 
 static void choose_cause(tw_root_cause *rc)
@@ -95,12 +151,14 @@ static void choose_cause(tw_root_cause *rc)
         if (!f->first || f->victim)
             continue;
         own++;
-        if (!rc->cause || earlier(f->first, rc->cause)) {
+        int order = rc->cause ? compare_time(f->first, rc->cause) : -1;
+        if (order < 0 || (order == 0 && launcher_prefers(rc, f->rank))) {
             rc->cause = f->first;
             rc->cause_rank = f->rank;
         }
     }
     rc->own_failures = own;
+    weigh_launcher(rc);
     if (own < 2)
         return;
     /* several ranks failed of their own: by time only when all say when */
@@ -119,9 +177,16 @@ int tw_root_cause_find(const tw_run *run, tw_root_cause *rc)
 {
     memset(rc, 0, sizeof *rc);
     rc->cause_rank = -1;
-    if (run->rank_count < 2)
+    rc->launcher_rank = -1;
+    for (int i = 0; i < run->events_kept_count; i++) {
+        if (run->events_kept[i].kind == TW_EV_LAUNCHER) { /* the last report of the launch */
+            rc->launcher = &run->events_kept[i];
+            rc->launcher_rank = rc->launcher->code;
+        }
+    }
+    if (run->rank_count < 2 && !rc->launcher)
         return TW_OK;
-    rc->ranks = calloc((size_t)run->rank_count, sizeof *rc->ranks);
+    rc->ranks = calloc((size_t)(run->rank_count ? run->rank_count : 1), sizeof *rc->ranks);
     if (!rc->ranks)
         return TW_ENOMEM;
     for (int i = 0; i < run->rank_count; i++)
@@ -189,6 +254,58 @@ int tw_root_cause_victims(const tw_root_cause *rc, char *buf, size_t cap)
         buf[0] = '\0';
     free(ranks);
     return n;
+}
+
+/* The rank the launcher named failed too, at a time the cause's is known
+ * to come before. */
+static bool timed_apart(const tw_root_cause *rc)
+{
+    for (int i = 0; i < rc->count; i++) {
+        const tw_rank_failure *f = &rc->ranks[i];
+        if (f->first && tw_launcher_names(rc->launcher, f->rank) && compare_time(rc->cause, f->first) < 0)
+            return true;
+    }
+    return false;
+}
+
+/* The launcher's report quoted, with what it settled; and where the rank it
+ * names left no log among the inputs, say so. */
+void tw_root_cause_launcher_evidence(const tw_run *run, const tw_root_cause *rc, tw_finding *f)
+{
+    const tw_event_note *l = rc->launcher;
+    if (!l)
+        return;
+    char where[600];
+    tw_where(run, l->file, l->line, where, sizeof where);
+    if (rc->launcher_decided)
+        tw_finding_evidence(f,
+                            "the logs do not tell these failures apart (the same second, or no time); the "
+                            "launcher's report names rank %d: %s (%s)",
+                            rc->cause_rank, l->message, where);
+    else if (rc->launcher_disagrees && timed_apart(rc))
+        tw_finding_evidence(f,
+                            "the launcher named rank%s %s: %s (%s); the timestamps put rank %d's error first, and "
+                            "they are taken",
+                            strchr(l->detail, ',') ? "s" : "", l->detail, l->message, where, rc->cause_rank);
+    else if (rc->launcher_disagrees)
+        tw_finding_evidence(f, "the launcher named rank%s %s: %s (%s); rank %d's is the first error in the logs given",
+                            strchr(l->detail, ',') ? "s" : "", l->detail, l->message, where, rc->cause_rank);
+    else
+        tw_finding_evidence(f, "the launcher's report: %s (%s)", l->message, where);
+    for (const char *p = l->detail; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) {
+            p++;
+            continue;
+        }
+        p = end;
+        if (!tw_run_rank(run, (int)v) && v >= 0 && v < 1 << 20)
+            tw_finding_evidence(f,
+                                "rank %ld's own log is not among the inputs; its error is there (Paddle: "
+                                "log/workerlog.%ld)",
+                                v, v);
+    }
 }
 
 /* One line per rank other than the cause: what became of it. */

@@ -12,6 +12,9 @@
  * a device with a higher index is in use too (the usual rank % devices
  * layout puts them at least that far apart), when one of them ran out of
  * memory, or when an OOM message shows other processes on its device.
+ * NCCL says it outright when it builds a communicator: "Duplicate GPU
+ * detected : rank 1 and rank 0 both on CUDA device 10" (the device by its
+ * PCI bus id), which is enough from one rank's log.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +86,14 @@ static void collect(const tw_run *run, device_note *notes, int count)
     }
 }
 
+static void recommend(tw_finding *f)
+{
+    tw_finding_recommend(f, "Give each process its own device: set it from the launcher's LOCAL_RANK "
+                            "(torch.cuda.set_device(int(os.environ[\"LOCAL_RANK\"]))) or let paddle.distributed.launch "
+                            "set FLAGS_selected_gpus (do not pin the device in the code, and check --gpus / "
+                            "CUDA_VISIBLE_DEVICES); lowering the batch size only hides it.");
+}
+
 static void report(const tw_run *run, const device_note *notes, int count, int device, tw_findings *out)
 {
     char ranks[128] = "";
@@ -119,10 +130,7 @@ static void report(const tw_run *run, const device_note *notes, int count, int d
             tw_finding_evidence(f, "rank %d's out-of-memory report lists %d processes holding memory on its device",
                                 d->rank, d->other_processes);
     }
-    tw_finding_recommend(f, "Give each process its own device: set it from the launcher's LOCAL_RANK "
-                            "(torch.cuda.set_device(int(os.environ[\"LOCAL_RANK\"]))) or let paddle.distributed.launch "
-                            "set FLAGS_selected_gpus (do not pin the device in the code, and check --gpus / "
-                            "CUDA_VISIBLE_DEVICES); lowering the batch size only hides it.");
+    recommend(f);
 }
 
 /* Ranks a < b on one index cannot be on different nodes when a device index
@@ -145,10 +153,47 @@ static bool shared(const device_note *notes, int count, int device, int max_devi
     return hi - lo <= max_device || memory;
 }
 
+/* NCCL's "Duplicate GPU detected : rank A and rank B both on CUDA device X":
+ * one finding at its first report. True when there was one. */
+static bool nccl_duplicate(const tw_run *run, tw_findings *out)
+{
+    const tw_event_note *first = NULL;
+    const char *said = NULL;
+    int reports = 0;
+    for (int i = 0; i < run->events_kept_count; i++) {
+        const char *at = strstr(run->events_kept[i].message, "Duplicate GPU detected");
+        if (!at)
+            continue;
+        if (!first) {
+            first = &run->events_kept[i];
+            said = at;
+        }
+        reports++;
+    }
+    int a, b;
+    char bus[32];
+    if (!first || sscanf(said, "Duplicate GPU detected : rank %d and rank %d both on CUDA device %31[0-9a-fA-F]", &a,
+                         &b, bus) != 3)
+        return false;
+    tw_finding *f = tw_finding_add(out, "shared_device", TW_SEV_WARNING,
+                                   "2 ranks (%d, %d) use the same GPU, CUDA device %s (NCCL's bus id)", a, b, bus);
+    if (!f)
+        return true;
+    tw_finding_at_event(f, run, first);
+    f->value = 2;
+    char where[600];
+    tw_finding_evidence(f, "rank %d: %s (%s)", first->rank, first->message,
+                        tw_where(run, first->file, first->line, where, sizeof where));
+    if (reports > 1)
+        tw_finding_evidence(f, "%d reports of a duplicate GPU in the log", reports);
+    recommend(f);
+    return true;
+}
+
 static void check_shared_device(const tw_run *run, const tw_thresholds *t, tw_findings *out)
 {
     (void)t;
-    if (run->rank_count < 2)
+    if (nccl_duplicate(run, out) || run->rank_count < 2)
         return;
     device_note *notes = calloc((size_t)run->rank_count, sizeof *notes);
     if (!notes)

@@ -113,12 +113,16 @@ static void report_cause(const tw_run *run, const tw_root_cause *rc, tw_findings
     if (e->has_time)
         tw_finding_evidence(f, "rank %d failed at %s", rc->cause_rank, tw_fmt_time(e->time, when, sizeof when));
     frames_evidence(f, e);
-    if (rc->own_failures > 1)
+    if (rc->own_failures > 1 && rc->launcher_decided)
+        tw_finding_evidence(f, "%d ranks failed of their own; the launcher's report names rank %d", rc->own_failures,
+                            rc->cause_rank);
+    else if (rc->own_failures > 1)
         tw_finding_evidence(f,
                             rc->ordered_by_time ? "%d ranks failed of their own; rank %d's error is the earliest"
                                                 : "%d ranks failed of their own and the lines carry no time: "
                                                   "rank %d is the lowest, not known to be the first",
                             rc->own_failures, rc->cause_rank);
+    tw_root_cause_launcher_evidence(run, rc, f);
     tw_root_cause_evidence(run, rc, f);
     tw_finding_recommend(f,
                          "Fix rank %d's error; the other ranks stopped because it did (the launcher terminates "
@@ -138,6 +142,7 @@ static void report_same_error(const tw_run *run, const tw_root_cause *rc, tw_fin
     tw_finding_at_event(f, run, e);
     tw_finding_evidence(f, "%s (%s)", e->message, tw_where(run, e->file, e->line, where, sizeof where));
     frames_evidence(f, e);
+    tw_root_cause_launcher_evidence(run, rc, f);
     tw_root_cause_evidence(run, rc, f);
     tw_finding_recommend(f, "The error is the program's, not one rank's: fix it at its frame (every rank runs the "
                             "same code on its own shard).");
@@ -159,11 +164,88 @@ static void report_all_stopped(const tw_run *run, const tw_root_cause *rc, tw_fi
     long long pid = common_sender(rc);
     if (pid && rc->failed_ranks > 1)
         tw_finding_evidence(f, "every signal came from the same process, PID %lld (the launcher)", pid);
+    tw_root_cause_launcher_evidence(run, rc, f);
     tw_root_cause_evidence(run, rc, f);
     tw_finding_recommend(f,
                          "No rank logged an error of its own before the signals: the launcher stopped the job "
                          "(Ctrl-C, the scheduler's time limit or preemption, or a process that died without a "
                          "word, such as one taken by the kernel's OOM killer: read the launcher's output and dmesg).");
+}
+
+/* The rank the launcher's report names whose log is not among the inputs,
+ * or that logged no failure of its own; -1 none. */
+static int silent_named_rank(const tw_run *run, const tw_root_cause *rc, bool *absent)
+{
+    if (!rc->launcher)
+        return -1;
+    for (const char *p = rc->launcher->detail; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) {
+            p++;
+            continue;
+        }
+        p = end;
+        if (v < 0 || v >= 1 << 20)
+            continue;
+        *absent = !tw_run_rank(run, (int)v);
+        bool failed = false;
+        for (int i = 0; i < rc->count; i++)
+            failed |= rc->ranks[i].rank == v && rc->ranks[i].first;
+        if (*absent || !failed)
+            return (int)v;
+    }
+    return -1;
+}
+
+/* The exit code in the launcher's words ("exitcode -9", "(exitcode: -9)",
+ * "code 1"): a negative one is the signal that killed the rank. */
+static void exit_code_evidence(tw_finding *f, const tw_event_note *l)
+{
+    const char *at = strstr(l->message, "exitcode");
+    if (!at)
+        return;
+    at += 8;
+    while (*at == ':' || *at == ' ')
+        at++;
+    char *end;
+    long code = strtol(at, &end, 10);
+    if (end == at || code >= 0)
+        return;
+    tw_finding_evidence(f, "exit code %ld: killed by signal %ld%s", code, -code,
+                        code == -9    ? " (SIGKILL: without a word in the log, most often the kernel's OOM killer)"
+                        : code == -11 ? " (SIGSEGV: a crash in native code)"
+                        : code == -6  ? " (SIGABRT: an abort in native code, such as NCCL's watchdog)"
+                                      : "");
+}
+
+/* No rank among the inputs failed of its own, and the launcher names one
+ * whose log was not given or says nothing: that rank is the cause, the
+ * inputs its victims. */
+static void report_launcher_named(const tw_run *run, tw_root_cause *rc, int rank, bool absent, tw_findings *out)
+{
+    const tw_event_note *l = rc->launcher;
+    bool several = strchr(l->detail, ',') != NULL;
+    tw_finding *f = absent
+                        ? tw_finding_add(out, "crash", TW_SEV_ERROR,
+                                         "Rank%s %s failed, by the launcher's report; %s not among the inputs",
+                                         several ? "s" : "", l->detail, several ? "their logs are" : "its log is")
+                        : tw_finding_add(out, "crash", TW_SEV_ERROR,
+                                         "Rank %d failed without an error in its log, by the launcher's report", rank);
+    if (!f)
+        return;
+    tw_finding_at_event(f, run, l);
+    rc->cause_rank = several ? -1 : rank; /* the ranks given are the ones that went down with it */
+    tw_root_cause_launcher_evidence(run, rc, f);
+    exit_code_evidence(f, l);
+    tw_root_cause_evidence(run, rc, f);
+    if (absent)
+        tw_finding_recommend(f, "Read the named rank's own log (log/workerlog.N, or where its launcher wrote it): "
+                                "its error is the cause. The ranks given here stopped because it did.");
+    else
+        tw_finding_recommend(f, "The process died without writing its error: a signal from outside (the kernel's "
+                                "OOM killer: check dmesg and the host's memory; the scheduler) or a crash in native "
+                                "code. Read the launcher's exit code and the system log of that node.");
 }
 
 /* A launch of several ranks ends in one failure and its consequences: the
@@ -172,7 +254,18 @@ static void report_all_stopped(const tw_run *run, const tw_root_cause *rc, tw_fi
 static bool report_across_ranks(const tw_run *run, tw_findings *out)
 {
     tw_root_cause rc;
-    if (tw_root_cause_find(run, &rc) != TW_OK || rc.count < 2 || rc.failed_ranks == 0) {
+    if (tw_root_cause_find(run, &rc) != TW_OK) {
+        tw_root_cause_free(&rc);
+        return false;
+    }
+    bool absent = false;
+    int silent = rc.own_failures == 0 ? silent_named_rank(run, &rc, &absent) : -1;
+    if (silent >= 0) {
+        report_launcher_named(run, &rc, silent, absent, out);
+        tw_root_cause_free(&rc);
+        return true;
+    }
+    if (rc.count < 2 || rc.failed_ranks == 0) {
         tw_root_cause_free(&rc);
         return false;
     }
@@ -187,6 +280,17 @@ static bool report_across_ranks(const tw_run *run, tw_findings *out)
         done = false;
     tw_root_cause_free(&rc);
     return done;
+}
+
+/* One rank's crash: the launcher's report beside it, when the log has one. */
+static void launcher_quote(const tw_run *run, tw_finding *f)
+{
+    tw_root_cause rc;
+    if (tw_root_cause_find(run, &rc) == TW_OK && rc.launcher) {
+        rc.cause_rank = -1; /* nothing to agree with: quoted as it is */
+        tw_root_cause_launcher_evidence(run, &rc, f);
+    }
+    tw_root_cause_free(&rc);
 }
 
 static void check_exceptions(const tw_run *run, const tw_thresholds *t, tw_findings *out)
@@ -225,7 +329,7 @@ static void check_exceptions(const tw_run *run, const tw_thresholds *t, tw_findi
     if (fatal && tw_event_is_victim(fatal))
         fatal = own_failure_before(run, fatal);
     char where[600];
-    if (fatal && report_across_ranks(run, out))
+    if ((fatal || run->event_counts[TW_EV_LAUNCHER]) && report_across_ranks(run, out))
         fatal = NULL;
     if (fatal) {
         bool signal = fatal->kind == TW_EV_SIGNAL;
@@ -237,6 +341,7 @@ static void check_exceptions(const tw_run *run, const tw_thresholds *t, tw_findi
         tw_finding_at_event(f, run, fatal);
         tw_finding_evidence(f, "%s (%s)", fatal->message, tw_where(run, fatal->file, fatal->line, where, sizeof where));
         frames_evidence(f, fatal);
+        launcher_quote(run, f);
         if (fatal->last_pos >= 0)
             tw_finding_evidence(f, "last step logged before it: %.0f", fatal->last_pos);
         if (fatal_count > 1)

@@ -96,16 +96,21 @@ static double first_known(double a, double b)
     return isnan(a) ? b : a;
 }
 
-static void read_sizes(const char *msg, oom_sizes *z)
+/* msg, then (for what msg does not say) more: the end of a message longer
+ * than an event keeps, which the parser puts in its detail (fmt_events.c). */
+static void read_sizes(const char *msg, const char *more, oom_sizes *z)
 {
     z->requested = first_known(size_after(msg, "Cannot allocate "), size_after(msg, "Tried to allocate "));
     z->total = first_known(size_before(msg, " total capacity"), size_after(msg, "total capacity of "));
+    z->total = first_known(z->total, size_after(msg, "total capacty of ")); /* PyTorch 2.1's spelling */
     z->allocated = first_known(size_before(msg, " memory has been allocated"), size_before(msg, " already allocated"));
     z->allocated = first_known(z->allocated, size_after(msg, "Of the allocated memory "));
+    z->allocated = first_known(z->allocated, size_after(more, "Of the allocated memory "));
     z->free = first_known(size_after(msg, "available memory is only "), size_before(msg, " free;"));
     z->free = first_known(z->free, size_after(msg, "of which "));
     z->reserved = size_before(msg, " reserved in total by PyTorch");
-    z->unallocated = size_before(msg, " is reserved by PyTorch but unallocated");
+    z->unallocated = first_known(size_before(msg, " is reserved by PyTorch but unallocated"),
+                                 size_before(more, " is reserved by PyTorch but unallocated"));
     if (isnan(z->unallocated) && !isnan(z->reserved) && !isnan(z->allocated))
         z->unallocated = z->reserved - z->allocated;
     if (isnan(z->total) && !isnan(z->allocated) && !isnan(z->free))
@@ -178,7 +183,7 @@ static bool grew(const tw_run *run, const tw_event_note *e, double *from, double
 static void classify(const tw_run *run, const tw_event_note *e, tw_finding *f, char *kind, size_t cap)
 {
     oom_sizes z;
-    read_sizes(e->message, &z);
+    read_sizes(e->message, e->detail, &z);
     char a[32], b[32], c[32];
     double from, to;
     kind[0] = '\0';

@@ -6,7 +6,9 @@
  * reports, out-of-memory errors (Paddle ResourceExhaustedError, CUDA OOM,
  * std::bad_alloc), FLAGS_check_nan_inf output, checkpoints saved, resumes,
  * warnings, process exits, "training finished" markers and the lines that
- * start a launch (an environment banner, the launcher's arguments).
+ * start a launch (an environment banner, the launcher's arguments), and the
+ * launcher's report of the rank that failed (Paddle's "ABORT!!! ... rank=[3]",
+ * torchrun's "Root Cause (first observed failure)").
  *
  * Multi-line blocks are tracked in a small state machine; everything else is
  * a keyword search. This format sees every line no step format claimed, so
@@ -35,6 +37,8 @@ typedef struct events_state {
     char held[TW_MESSAGE_MAX];
     char pending_name[TW_NAME_MAX];
     char assertion[TW_MESSAGE_MAX]; /* the last CUDA device-side assertion, "" none */
+    int root_cause;                 /* lines left of torchrun's "Root Cause (first observed failure)" entry, 0 none */
+    char launcher[TW_MESSAGE_MAX];  /* that entry as read so far */
 } events_state;
 
 static int emit_event(tw_parser *p, const tw_line *line, tw_event_kind kind, const char *msg, size_t len,
@@ -385,6 +389,143 @@ static int in_block(tw_parser *p, events_state *st, const tw_line *line)
     return n;
 }
 
+/* The rank numbers of "rank=[1, 2, 3]" into out as "1, 2, 3"; returns how
+ * many, *first the first. */
+static int rank_list(const char *s, const char *end, char *out, size_t cap, long long *first)
+{
+    int n = 0;
+    size_t used = 0;
+    out[0] = '\0';
+    while (s < end && *s != ']') {
+        long long v;
+        size_t d = tw_scan_uint(s, end, &v);
+        if (!d) {
+            s++;
+            continue;
+        }
+        if (n++ == 0)
+            *first = v;
+        int w = snprintf(out + used, cap - used, "%s%lld", used ? ", " : "", v);
+        if (w > 0 && (size_t)w < cap - used)
+            used += (size_t)w;
+        s += d;
+    }
+    return n;
+}
+
+/* The launcher's report of the rank that failed, as an event: the message
+ * is the launcher's words, the code the rank it names as failed (-1: it
+ * names several, in no order), the detail every rank it names ("1, 2, 3").
+ *   paddle.distributed.launch (launch_utils.py): "ABORT!!! Out of all 4
+ *     trainers, the trainer process with rank=[1, 2, 3] was aborted."
+ *   paddle.distributed.launch (controllers): "Container rank 6 status failed
+ *     cmd [...] code 1 log log/workerlog.6"
+ *   torch.distributed.elastic's agent: "failed (exitcode: 1) local_rank: 2
+ *     (pid: 60554) of binary: ..."
+ * torchrun's "Root Cause (first observed failure):" entry spans lines
+ * (root_cause_lines). Returns 0 when the line is not such a report. */
+static int launcher_line(tw_parser *p, events_state *st, const tw_line *line, const char *at)
+{
+    const char *end = line->text + line->len;
+    char ranks[TW_MESSAGE_MAX], msg[TW_MESSAGE_MAX];
+    long long first = -1;
+    if (*at == 'R') { /* torchrun: the entry follows */
+        st->root_cause = 8;
+        snprintf(st->launcher, sizeof st->launcher, "%s", "torchrun's Root Cause (first observed failure):");
+        return -1;
+    }
+    if (*at == 'A') {
+        const char *list = tw_find(at, (size_t)(end - at), "rank=[");
+        if (!list)
+            return 0;
+        int n = rank_list(list + 6, end, ranks, sizeof ranks, &first);
+        if (n == 0)
+            return 0;
+        return emit_event(p, line, TW_EV_LAUNCHER, at, (size_t)(end - at), ranks, n == 1 ? (int)first : -1);
+    }
+    const char *num = at + (*at == 'C' ? 15 : 0);
+    if (*at == 'f') {
+        const char *local = tw_find(at, (size_t)(end - at), "local_rank: ");
+        if (!local)
+            return 0;
+        num = local + 12;
+    }
+    if (!tw_scan_uint(num, end, &first) || first > 1 << 20)
+        return 0;
+    size_t len = (size_t)(end - at);
+    if (*at == 'C') { /* "Container rank 6 status failed cmd [...] code 1 log PATH": without the command */
+        const char *cmd = tw_find(at, len, " cmd ");
+        const char *code = cmd ? tw_find(cmd, (size_t)(end - cmd), "] code ") : NULL;
+        if (!tw_find(at, len, " status failed") || !cmd)
+            return 0;
+        snprintf(msg, sizeof msg, "%.*s%.*s", (int)(cmd - at), at, code ? (int)(end - code - 1) : 0,
+                 code ? code + 1 : "");
+    } else { /* up to " of binary: ..." */
+        const char *binary = tw_find(at, len, " of binary");
+        snprintf(msg, sizeof msg, "%.*s", (int)(binary ? (size_t)(binary - at) : len), at);
+    }
+    snprintf(ranks, sizeof ranks, "%lld", first);
+    return emit_event(p, line, TW_EV_LAUNCHER, msg, strnlen(msg, sizeof msg - 1), ranks, (int)first);
+}
+
+/* The lines of torchrun's Root Cause entry ("[0]:", "  time      : ...",
+ * "  host : ...", "  rank      : 3 (local_rank: 3)", "  exitcode  : 1
+ * (pid: 123)"): the rank it names, emitted at its exitcode line. Another
+ * line ends it (returns 0: read as usual). */
+static int root_cause_lines(tw_parser *p, events_state *st, const tw_line *line)
+{
+    const char *s = line->text, *end = s + line->len;
+    while (s < end && tw_is_blank(*s))
+        s++;
+    size_t len = (size_t)(end - s);
+    st->root_cause--;
+    if (tw_starts_with(s, len, "[0]:"))
+        return -1;
+    bool key = tw_is_blank(line->text[0]) && memchr(s, ':', len);
+    if (!key || st->root_cause == 0) {
+        st->root_cause = 0;
+        return 0;
+    }
+    const char *colon = memchr(s, ':', len);
+    const char *value = colon + 1;
+    while (value < end && *value == ' ')
+        value++;
+    size_t used = strlen(st->launcher);
+    bool time = tw_starts_with(s, len, "time "), rank = tw_starts_with(s, len, "rank "),
+         code = tw_starts_with(s, len, "exitcode ");
+    if (time || rank || code)
+        snprintf(st->launcher + used, sizeof st->launcher - used, " %s %.*s",
+                 time   ? "time"
+                 : rank ? "rank"
+                        : "exitcode",
+                 (int)(end - value), value);
+    if (!code)
+        return -1;
+    st->root_cause = 0;
+    const char *r = strstr(st->launcher, " rank ");
+    long long first;
+    if (!r || !tw_scan_uint(r + 6, r + strlen(r), &first) || first > 1 << 20)
+        return -1;
+    char ranks[32];
+    snprintf(ranks, sizeof ranks, "%lld", first);
+    return emit_event(p, line, TW_EV_LAUNCHER, st->launcher, strlen(st->launcher), ranks, (int)first);
+}
+
+/* PyTorch's out-of-memory message outgrows an event's message: what it
+ * says of the allocator ("Of the allocated memory 18.70 GiB is allocated by
+ * PyTorch, and 353.02 MiB is reserved by PyTorch but unallocated.") goes in
+ * the event's detail when it falls past the cut. NULL: none. */
+static const char *oom_tail(tw_event_kind kind, const char *s, size_t len, char *buf, size_t cap)
+{
+    if (kind != TW_EV_OOM || len < TW_MESSAGE_MAX)
+        return NULL;
+    const char *tail = tw_find(s, len, "Of the allocated memory ");
+    if (!tail || tail - s <= TW_MESSAGE_MAX / 2)
+        return NULL;
+    snprintf(buf, cap, "%.*s", (int)(s + len - tail), tail);
+    return buf;
+}
+
 typedef struct keyword_rule {
     const char *needle;
     tw_event_kind kind;
@@ -438,6 +579,11 @@ static const keyword_rule rules[] = {
     {"num_workers: ", TW_EV_ENVIRONMENT},
     {"sha: ", TW_EV_ENVIRONMENT},
     {"train with paddle ", TW_EV_ENVIRONMENT}, /* PaddleOCR, anywhere in the line */
+    /* the launcher's report of which rank failed (launcher_report) */
+    {"ABORT!!! Out of all ", TW_EV_LAUNCHER},
+    {"Container rank ", TW_EV_LAUNCHER},
+    {"failed (exitcode: ", TW_EV_LAUNCHER},
+    {"Root Cause (first observed failure)", TW_EV_LAUNCHER},
     {"Warning: ", TW_EV_WARNING},
     {"WARNING", TW_EV_WARNING},
     {"exited with code", TW_EV_EXIT},
@@ -474,20 +620,21 @@ static int exit_code_after(const char *s, size_t len, const char *at)
 }
 
 #define RULE_COUNT (sizeof rules / sizeof rules[0])
-_Static_assert(RULE_COUNT + 3 <= TW_KEYWORDS_MAX, "too many event keywords for one index");
+_Static_assert(RULE_COUNT + 4 <= TW_KEYWORDS_MAX, "too many event keywords for one index");
 
 static tw_keywords rule_index;
 static pthread_once_t rule_index_once = PTHREAD_ONCE_INIT;
 
 static void build_rule_index(void)
 {
-    static const char *needles[RULE_COUNT + 3];
+    static const char *needles[RULE_COUNT + 4];
     for (size_t i = 0; i < RULE_COUNT; i++)
         needles[i] = rules[i].needle;
     needles[RULE_COUNT] = "Killed";
     needles[RULE_COUNT + 1] = "got signal: ";
     needles[RULE_COUNT + 2] = "Assertion `";
-    tw_keywords_init(&rule_index, needles, RULE_COUNT + 3);
+    needles[RULE_COUNT + 3] = "NCCL error";
+    tw_keywords_init(&rule_index, needles, RULE_COUNT + 4);
 }
 
 static int single_line(tw_parser *p, events_state *st, const tw_line *line)
@@ -515,8 +662,20 @@ static int single_line(tw_parser *p, events_state *st, const tw_line *line)
             continue;
         if (rules[i].kind == TW_EV_ENVIRONMENT && !starts_line(s, at) && rules[i].needle[0] != 't')
             continue;
-        return emit_event(p, line, rules[i].kind, s, len, NULL, code);
+        if (rules[i].kind == TW_EV_LAUNCHER) {
+            int n = launcher_line(p, st, line, at);
+            if (n == 0)
+                continue;
+            return n;
+        }
+        char tail[TW_MESSAGE_MAX];
+        return emit_event(p, line, rules[i].kind, s, len, oom_tail(rules[i].kind, s, len, tail, sizeof tail), code);
     }
+    /* "torch.distributed.DistBackendError: NCCL error in: ..." where no
+     * traceback header came first (ranks printing at once, a pasted excerpt):
+     * the error, held for its "Last error:" cause as in a traceback */
+    if ((found & (1ull << (RULE_COUNT + 3))) && is_exception_line(s, len))
+        return exception_line(p, st, line);
     if (found & (1ull << (RULE_COUNT + 2))) {
         note_assertion(st, s, len); /* reported with the CUDA error that follows */
         return 0;
@@ -544,6 +703,11 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     }
     if (st->nccl) {
         int n = nccl_lines(p, st, line);
+        if (n != 0)
+            return n;
+    }
+    if (st->root_cause) {
+        int n = root_cause_lines(p, st, line);
         if (n != 0)
             return n;
     }
@@ -579,7 +743,14 @@ static void finish(tw_parser *p, void *state)
     if (st->nccl)
         nccl_lines(p, st, NULL);
     flush_signal(p, st, NULL, 0);
+    if (st->assertion[0]) { /* no CUDA error followed it in the log: the assertion is the error */
+        char msg[TW_MESSAGE_MAX + 32];
+        snprintf(msg, sizeof msg, "CUDA device-side assertion: %s", st->assertion);
+        emit_event(p, NULL, TW_EV_EXCEPTION, msg, strnlen(msg, TW_MESSAGE_MAX - 1), NULL, 0);
+        st->assertion[0] = '\0';
+    }
     st->block = BLOCK_NONE;
+    st->root_cause = 0;
 }
 
 /* The text buffers hold old bytes past their strings: compare what is used. */
@@ -592,7 +763,8 @@ static bool same_state(const void *a, const void *b)
             (strcmp(x->signal_message, y->signal_message) == 0 && x->aborted_at == y->aborted_at)) &&
            x->await_message == y->await_message && x->nccl == y->nccl && (!x->nccl || strcmp(x->held, y->held) == 0) &&
            (!x->await_message || strcmp(x->pending_name, y->pending_name) == 0) &&
-           strcmp(x->assertion, y->assertion) == 0;
+           strcmp(x->assertion, y->assertion) == 0 && x->root_cause == y->root_cause &&
+           (!x->root_cause || strcmp(x->launcher, y->launcher) == 0);
 }
 
 const tw_format tw_format_events = {

@@ -2,11 +2,19 @@
 it), the CUDA assertion behind a CUDA error, the deepest frame of the user's
 own code, and out-of-memory errors told apart by kind, each counted once.
 
-Real logs where public ones were found (the IBOT job in tests/corpus-extra);
-no committed log with each OOM kind or a device-side assertion was found, so
-those logs are written here with the frameworks' own wording (PyTorch's
-CUDACachingAllocator and Indexing.cu messages, Paddle's cuda_allocator.cc
-message and Error Message Summary block), and say so."""
+Real logs where public ones were found (the IBOT job in tests/corpus-extra;
+excerpts of issue threads in tests/corpus-extra/telling-line and devices: a
+PyTorch 2.1 OutOfMemoryError, Indexing.cu assertions, an NCCL error with its
+"Last error:" cause). No public log was found with each OOM kind (one
+allocation, fragmentation, growth, during evaluation), a device-side
+assertion followed by its CUDA error in one contiguous excerpt, or Paddle's
+ResourceExhaustedError block (searched: the issues corpus for "Out of memory
+error on GPU 0. Cannot allocate ... Error Message Summary", which returned
+TensorFlow threads only; "Assertion ... failed ... device-side assert
+triggered", whose threads paste the two in separate comments or with
+markdown added), so those logs are written here with the frameworks' own
+wording (PyTorch's CUDACachingAllocator and Indexing.cu messages, Paddle's
+cuda_allocator.cc message and Error Message Summary block), and say so."""
 import pathlib
 
 from conftest import analyze_json
@@ -113,3 +121,42 @@ def test_deepest_user_frame_on_a_real_log():
     assert f["rule"] == "crash" and f["line"] == 346
     assert 'last frame: File "/home/xiejunlin/workspace/IBOT-Paddle/models/vision_transformer.py", line 198' in f["evidence"]
     assert "deepest frame in your code" not in f["evidence"]
+
+
+TELLING = pathlib.Path(__file__).resolve().parents[1] / "corpus-extra" / "telling-line"
+
+
+def test_pytorch_oom_past_the_message_limit_keeps_what_the_allocator_said():
+    """QAnything issue 303 (real): PyTorch 2.1's one-line OutOfMemoryError,
+    longer than an event keeps; its "Of the allocated memory 18.70 GiB is
+    allocated by PyTorch" sentence came past the cut and was lost ('? allocated'),
+    and 2.1 spells "total capacty"."""
+    report, result = analyze_json(TELLING / "qanything-303-torch-oom-other-process.log")
+    (f,) = [f for f in report["findings"] if f["rule"] == "oom"]
+    assert f["line"] == 1
+    assert f["evidence"].startswith("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 132.00 MiB. "
+                                    "GPU 0 has a total capacty of 23.64 GiB of which 67.06 MiB is free.")
+    assert "asked for 132.0 MiB with 18.70 GiB allocated and 67.1 MiB free" in f["evidence"]
+    assert result.returncode == 1
+
+
+def test_device_side_assertions_without_the_cuda_error_after_them():
+    """lm-evaluation-harness issue 2293 (real): the Indexing.cu assertions,
+    one per GPU thread, with the CUDA error not in the excerpt: the assertion
+    is the error (no finding before)."""
+    report, _ = analyze_json(TELLING / "lm-eval-2293-indexing-assertions.log")
+    (f,) = [f for f in report["findings"] if f["rule"] == "crash"]
+    assert f["evidence"].startswith("CUDA device-side assertion: Indexing.cu:1231: indexSelectSmallIndex: "
+                                    "Assertion `srcIndex < srcSelectDimSize` failed.")
+    assert "labels < num_classes" in f["recommendation"]
+
+
+def test_an_nccl_error_is_quoted_by_its_cause():
+    """MambaIR issue 39 (real): DistBackendError "NCCL error in: ...
+    invalid usage", then "ncclInvalidUsage: ...", "Last error:" and the cause;
+    the cause is quoted first, at its line."""
+    report, _ = analyze_json(TELLING.parent / "devices" / "mambair-39-nccl-duplicate-gpu.log")
+    (f,) = [f for f in report["findings"] if f["rule"] == "crash"]
+    assert f["line"] == 11
+    assert f["evidence"].startswith("NCCL error: Duplicate GPU detected : rank 2 and rank 0 both on CUDA device 4000 "
+                                    "(reported as: torch.distributed.DistBackendError: NCCL error in: ")
