@@ -654,7 +654,9 @@ static void count_firing(tw_alerting *a)
 
 static void evaluate(tw_alerting *a, double now, bool all)
 {
-    int64_t t = (int64_t)llround(now * 1000);
+    /* rounded down, never ahead of the clock: Alertmanager takes a resolved
+       alert whose endsAt is still in the future for a firing one */
+    int64_t t = (int64_t)floor(now * 1000);
     if (t <= a->last_t)
         t = a->last_t + 1; /* the wall clock stepped back: keep the ring in order */
     bool due = false;

@@ -441,7 +441,8 @@ def test_demo_nan_fires_within_five_steps(tmp_path, procs):
         # the run ended (exit 0): the rule no longer holds for it, and the last
         # evaluation resolved the alert
         assert re.search(r"alert resolved: \{alertname=\"TrainingLossNaN\"", r.stderr), r.stderr
-        wait_until(lambda: notifications("resolved"), timeout=30, what="the resolved notification")
+        wait_until(lambda: notifications("resolved"), timeout=30,
+                   what="the resolved notification; trainwatch said:\n" + r.stderr[-3000:])
     finally:
         hook.stop()
 
