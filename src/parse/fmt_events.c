@@ -416,56 +416,71 @@ static int rank_list(const char *s, const char *end, char *out, size_t cap, long
 /* The launcher's report of the rank that failed, as an event: the message
  * is the launcher's words, the code the rank it names as failed (-1: it
  * names several, in no order), the detail every rank it names ("1, 2, 3").
- *   paddle.distributed.launch (launch_utils.py): "ABORT!!! Out of all 4
- *     trainers, the trainer process with rank=[1, 2, 3] was aborted."
- *   paddle.distributed.launch (controllers): "Container rank 6 status failed
- *     cmd [...] code 1 log log/workerlog.6"
- *   torch.distributed.elastic's agent: "failed (exitcode: 1) local_rank: 2
- *     (pid: 60554) of binary: ..."
- * torchrun's "Root Cause (first observed failure):" entry spans lines
- * (root_cause_lines). Returns 0 when the line is not such a report. */
-static int launcher_line(tw_parser *p, events_state *st, const tw_line *line, const char *at)
+ * One reader a launcher's wording, each given the line and where its
+ * keyword stands (at); each returns 0 when the line is not such a report. */
+static int launcher_event(tw_parser *p, const tw_line *line, const char *msg, size_t len, long long rank)
 {
+    char ranks[32];
+    snprintf(ranks, sizeof ranks, "%lld", rank);
+    return emit_event(p, line, TW_EV_LAUNCHER, msg, len, ranks, (int)rank);
+}
+
+/* paddle.distributed.launch (launch_utils.py): "ABORT!!! Out of all 4
+ * trainers, the trainer process with rank=[1, 2, 3] was aborted." */
+static int launcher_paddle_abort(tw_parser *p, events_state *st, const tw_line *line, const char *at)
+{
+    (void)st;
     const char *end = line->text + line->len;
-    char ranks[TW_MESSAGE_MAX], msg[TW_MESSAGE_MAX];
+    const char *list = tw_find(at, (size_t)(end - at), "rank=[");
+    char ranks[TW_MESSAGE_MAX];
     long long first = -1;
-    if (*at == 'R') { /* torchrun: the entry follows */
-        st->root_cause = 8;
-        snprintf(st->launcher, sizeof st->launcher, "%s", "torchrun's Root Cause (first observed failure):");
-        return -1;
-    }
-    if (*at == 'A') {
-        const char *list = tw_find(at, (size_t)(end - at), "rank=[");
-        if (!list)
-            return 0;
-        int n = rank_list(list + 6, end, ranks, sizeof ranks, &first);
-        if (n == 0)
-            return 0;
-        return emit_event(p, line, TW_EV_LAUNCHER, at, (size_t)(end - at), ranks, n == 1 ? (int)first : -1);
-    }
-    const char *num = at + (*at == 'C' ? 15 : 0);
-    if (*at == 'f') {
-        const char *local = tw_find(at, (size_t)(end - at), "local_rank: ");
-        if (!local)
-            return 0;
-        num = local + 12;
-    }
-    if (!tw_scan_uint(num, end, &first) || first > 1 << 20)
+    int n = list ? rank_list(list + 6, end, ranks, sizeof ranks, &first) : 0;
+    if (n == 0)
         return 0;
+    return emit_event(p, line, TW_EV_LAUNCHER, at, (size_t)(end - at), ranks, n == 1 ? (int)first : -1);
+}
+
+/* paddle.distributed.launch (controllers): "Container rank 6 status failed
+ * cmd [...] code 1 log log/workerlog.6", quoted without the command. */
+static int launcher_paddle_container(tw_parser *p, events_state *st, const tw_line *line, const char *at)
+{
+    (void)st;
+    const char *end = line->text + line->len;
     size_t len = (size_t)(end - at);
-    if (*at == 'C') { /* "Container rank 6 status failed cmd [...] code 1 log PATH": without the command */
-        const char *cmd = tw_find(at, len, " cmd ");
-        const char *code = cmd ? tw_find(cmd, (size_t)(end - cmd), "] code ") : NULL;
-        if (!tw_find(at, len, " status failed") || !cmd)
-            return 0;
-        snprintf(msg, sizeof msg, "%.*s%.*s", (int)(cmd - at), at, code ? (int)(end - code - 1) : 0,
-                 code ? code + 1 : "");
-    } else { /* up to " of binary: ..." */
-        const char *binary = tw_find(at, len, " of binary");
-        snprintf(msg, sizeof msg, "%.*s", (int)(binary ? (size_t)(binary - at) : len), at);
-    }
-    snprintf(ranks, sizeof ranks, "%lld", first);
-    return emit_event(p, line, TW_EV_LAUNCHER, msg, strnlen(msg, sizeof msg - 1), ranks, (int)first);
+    long long rank;
+    const char *cmd = tw_find(at, len, " cmd ");
+    if (!tw_scan_uint(at + strlen("Container rank "), end, &rank) || rank > 1 << 20 || !cmd ||
+        !tw_find(at, len, " status failed"))
+        return 0;
+    const char *code = tw_find(cmd, (size_t)(end - cmd), "] code ");
+    char msg[TW_MESSAGE_MAX];
+    snprintf(msg, sizeof msg, "%.*s%.*s", (int)(cmd - at), at, code ? (int)(end - code - 1) : 0, code ? code + 1 : "");
+    return launcher_event(p, line, msg, strnlen(msg, sizeof msg - 1), rank);
+}
+
+/* torch.distributed.elastic's agent: "failed (exitcode: 1) local_rank: 2
+ * (pid: 60554) of binary: ...", quoted up to " of binary". */
+static int launcher_elastic_failed(tw_parser *p, events_state *st, const tw_line *line, const char *at)
+{
+    (void)st;
+    const char *end = line->text + line->len;
+    size_t len = (size_t)(end - at);
+    const char *local = tw_find(at, len, "local_rank: ");
+    long long rank;
+    if (!local || !tw_scan_uint(local + strlen("local_rank: "), end, &rank) || rank > 1 << 20)
+        return 0;
+    const char *binary = tw_find(at, len, " of binary");
+    return launcher_event(p, line, at, binary ? (size_t)(binary - at) : len, rank);
+}
+
+/* torchrun's "Root Cause (first observed failure):": the entry follows on
+ * the next lines (root_cause_lines); this line is consumed. */
+static int launcher_torchrun_root_cause(tw_parser *p, events_state *st, const tw_line *line, const char *at)
+{
+    (void)p, (void)line, (void)at;
+    st->root_cause = 8;
+    snprintf(st->launcher, sizeof st->launcher, "%s", "torchrun's Root Cause (first observed failure):");
+    return -1;
 }
 
 /* The lines of torchrun's Root Cause entry ("[0]:", "  time      : ...",
@@ -506,9 +521,7 @@ static int root_cause_lines(tw_parser *p, events_state *st, const tw_line *line)
     long long first;
     if (!r || !tw_scan_uint(r + 6, r + strlen(r), &first) || first > 1 << 20)
         return -1;
-    char ranks[32];
-    snprintf(ranks, sizeof ranks, "%lld", first);
-    return emit_event(p, line, TW_EV_LAUNCHER, st->launcher, strlen(st->launcher), ranks, (int)first);
+    return launcher_event(p, line, st->launcher, strlen(st->launcher), first);
 }
 
 /* PyTorch's out-of-memory message outgrows an event's message: what it
@@ -529,74 +542,77 @@ static const char *oom_tail(tw_event_kind kind, const char *s, size_t len, char 
 typedef struct keyword_rule {
     const char *needle;
     tw_event_kind kind;
+    /* reads a line whose event needs more than the line itself (NULL: the
+     * line is the event's message); 0: not this event after all */
+    int (*read)(tw_parser *p, events_state *st, const tw_line *line, const char *at);
 } keyword_rule;
 
 /* Single-line events, checked in order; the first match wins. They are
  * found in one pass over the line (keywords.h), not one search each. */
 static const keyword_rule rules[] = {
-    {"[PRECISION] [ERROR]", TW_EV_NAN},
-    {"There are NAN or INF", TW_EV_NAN},
-    {"There are `nan` or `inf`", TW_EV_NAN},
-    {"NaN or Inf found", TW_EV_NAN},
-    {"Loss is nan", TW_EV_NAN},
-    {"loss is nan", TW_EV_NAN},
-    {"Loss is NaN", TW_EV_NAN},
-    {"Out of memory error", TW_EV_OOM},
-    {"ResourceExhaustedError", TW_EV_OOM},
-    {"CUDA out of memory", TW_EV_OOM},
-    {"OutOfMemoryError", TW_EV_OOM},
-    {"std::bad_alloc", TW_EV_OOM},
-    {"save checkpoint at", TW_EV_CHECKPOINT},
-    {"Checkpoint saved", TW_EV_CHECKPOINT},
-    {"Saving checkpoint", TW_EV_CHECKPOINT},
-    {"Saving model checkpoint", TW_EV_CHECKPOINT},
-    {"Already save the best model", TW_EV_CHECKPOINT},
-    {"save best model", TW_EV_CHECKPOINT},
-    {"Save model to", TW_EV_CHECKPOINT},
-    {"save model in", TW_EV_CHECKPOINT},
-    {"save model to", TW_EV_CHECKPOINT},
-    {"Saving trained model", TW_EV_CHECKPOINT},
-    {"Save checkpoint", TW_EV_CHECKPOINT},
-    {"Resuming from", TW_EV_RESUME},
-    {"Resume from", TW_EV_RESUME},
-    {"resume from", TW_EV_RESUME},
-    {"resumed from", TW_EV_RESUME},
-    {"Resumed from", TW_EV_RESUME},
-    {"resume training", TW_EV_RESUME},
-    {"Resume training", TW_EV_RESUME},
-    {"Environment Information---", TW_EV_LAUNCH},
-    {"Configuration Arguments ---", TW_EV_LAUNCH},
-    {"Setting OMP_NUM_THREADS environment variable for each process", TW_EV_LAUNCH},
-    {"INFO: Architecture :", TW_EV_LAUNCH}, /* PaddleOCR's config dump (print_dict), first key */
+    {"[PRECISION] [ERROR]", TW_EV_NAN, NULL},
+    {"There are NAN or INF", TW_EV_NAN, NULL},
+    {"There are `nan` or `inf`", TW_EV_NAN, NULL},
+    {"NaN or Inf found", TW_EV_NAN, NULL},
+    {"Loss is nan", TW_EV_NAN, NULL},
+    {"loss is nan", TW_EV_NAN, NULL},
+    {"Loss is NaN", TW_EV_NAN, NULL},
+    {"Out of memory error", TW_EV_OOM, NULL},
+    {"ResourceExhaustedError", TW_EV_OOM, NULL},
+    {"CUDA out of memory", TW_EV_OOM, NULL},
+    {"OutOfMemoryError", TW_EV_OOM, NULL},
+    {"std::bad_alloc", TW_EV_OOM, NULL},
+    {"save checkpoint at", TW_EV_CHECKPOINT, NULL},
+    {"Checkpoint saved", TW_EV_CHECKPOINT, NULL},
+    {"Saving checkpoint", TW_EV_CHECKPOINT, NULL},
+    {"Saving model checkpoint", TW_EV_CHECKPOINT, NULL},
+    {"Already save the best model", TW_EV_CHECKPOINT, NULL},
+    {"save best model", TW_EV_CHECKPOINT, NULL},
+    {"Save model to", TW_EV_CHECKPOINT, NULL},
+    {"save model in", TW_EV_CHECKPOINT, NULL},
+    {"save model to", TW_EV_CHECKPOINT, NULL},
+    {"Saving trained model", TW_EV_CHECKPOINT, NULL},
+    {"Save checkpoint", TW_EV_CHECKPOINT, NULL},
+    {"Resuming from", TW_EV_RESUME, NULL},
+    {"Resume from", TW_EV_RESUME, NULL},
+    {"resume from", TW_EV_RESUME, NULL},
+    {"resumed from", TW_EV_RESUME, NULL},
+    {"Resumed from", TW_EV_RESUME, NULL},
+    {"resume training", TW_EV_RESUME, NULL},
+    {"Resume training", TW_EV_RESUME, NULL},
+    {"Environment Information---", TW_EV_LAUNCH, NULL},
+    {"Configuration Arguments ---", TW_EV_LAUNCH, NULL},
+    {"Setting OMP_NUM_THREADS environment variable for each process", TW_EV_LAUNCH, NULL},
+    {"INFO: Architecture :", TW_EV_LAUNCH, NULL}, /* PaddleOCR's config dump (print_dict), first key */
     /* environment and configuration, at the start of a line (PaddleSeg's
      * Environment Information block, a config dump, a git note) */
-    {"PaddlePaddle: ", TW_EV_ENVIRONMENT},
-    {"GPUs used: ", TW_EV_ENVIRONMENT},
-    {"CUDA_VISIBLE_DEVICES: ", TW_EV_ENVIRONMENT},
-    {"cudnn: ", TW_EV_ENVIRONMENT},
-    {"batch_size: ", TW_EV_ENVIRONMENT},
-    {"batch_size_per_gpu: ", TW_EV_ENVIRONMENT},
-    {"num_workers: ", TW_EV_ENVIRONMENT},
-    {"sha: ", TW_EV_ENVIRONMENT},
-    {"train with paddle ", TW_EV_ENVIRONMENT}, /* PaddleOCR, anywhere in the line */
-    /* the launcher's report of which rank failed (launcher_report) */
-    {"ABORT!!! Out of all ", TW_EV_LAUNCHER},
-    {"Container rank ", TW_EV_LAUNCHER},
-    {"failed (exitcode: ", TW_EV_LAUNCHER},
-    {"Root Cause (first observed failure)", TW_EV_LAUNCHER},
-    {"Warning: ", TW_EV_WARNING},
-    {"WARNING", TW_EV_WARNING},
-    {"exited with code", TW_EV_EXIT},
-    {"exit code", TW_EV_EXIT},
-    {"exitcode", TW_EV_EXIT},
-    {"training finished", TW_EV_FINISHED},
-    {"Training finished", TW_EV_FINISHED},
-    {"Training completed", TW_EV_FINISHED},
-    {"training completed", TW_EV_FINISHED},
-    {"Training done", TW_EV_FINISHED},
-    {"training done", TW_EV_FINISHED},
-    {"finished training", TW_EV_FINISHED},
-    {"Finished training", TW_EV_FINISHED},
+    {"PaddlePaddle: ", TW_EV_ENVIRONMENT, NULL},
+    {"GPUs used: ", TW_EV_ENVIRONMENT, NULL},
+    {"CUDA_VISIBLE_DEVICES: ", TW_EV_ENVIRONMENT, NULL},
+    {"cudnn: ", TW_EV_ENVIRONMENT, NULL},
+    {"batch_size: ", TW_EV_ENVIRONMENT, NULL},
+    {"batch_size_per_gpu: ", TW_EV_ENVIRONMENT, NULL},
+    {"num_workers: ", TW_EV_ENVIRONMENT, NULL},
+    {"sha: ", TW_EV_ENVIRONMENT, NULL},
+    {"train with paddle ", TW_EV_ENVIRONMENT, NULL}, /* PaddleOCR, anywhere in the line */
+    /* the launcher's report of which rank failed (launcher_*) */
+    {"ABORT!!! Out of all ", TW_EV_LAUNCHER, launcher_paddle_abort},
+    {"Container rank ", TW_EV_LAUNCHER, launcher_paddle_container},
+    {"failed (exitcode: ", TW_EV_LAUNCHER, launcher_elastic_failed},
+    {"Root Cause (first observed failure)", TW_EV_LAUNCHER, launcher_torchrun_root_cause},
+    {"Warning: ", TW_EV_WARNING, NULL},
+    {"WARNING", TW_EV_WARNING, NULL},
+    {"exited with code", TW_EV_EXIT, NULL},
+    {"exit code", TW_EV_EXIT, NULL},
+    {"exitcode", TW_EV_EXIT, NULL},
+    {"training finished", TW_EV_FINISHED, NULL},
+    {"Training finished", TW_EV_FINISHED, NULL},
+    {"Training completed", TW_EV_FINISHED, NULL},
+    {"training completed", TW_EV_FINISHED, NULL},
+    {"Training done", TW_EV_FINISHED, NULL},
+    {"training done", TW_EV_FINISHED, NULL},
+    {"finished training", TW_EV_FINISHED, NULL},
+    {"Finished training", TW_EV_FINISHED, NULL},
 };
 
 /* at begins the line, after indentation only. */
@@ -662,8 +678,8 @@ static int single_line(tw_parser *p, events_state *st, const tw_line *line)
             continue;
         if (rules[i].kind == TW_EV_ENVIRONMENT && !starts_line(s, at) && rules[i].needle[0] != 't')
             continue;
-        if (rules[i].kind == TW_EV_LAUNCHER) {
-            int n = launcher_line(p, st, line, at);
+        if (rules[i].read) {
+            int n = rules[i].read(p, st, line, at);
             if (n == 0)
                 continue;
             return n;
