@@ -65,6 +65,23 @@ static const secret_word secret_pairs[] = {WORD("api"),     WORD("key"), WORD("p
                                            WORD("session"), WORD("id"),  {NULL, 0}};
 #undef WORD
 
+/* Whether a word starting with c (lowered as strncasecmp lowers it) may be
+ * one of secret_words: most words ("loss", "lr") are not, and need no loop.
+ * The letters are found once; threads finding them at once agree. */
+static bool may_be_secret_word(char c)
+{
+    static atomic_uint_fast32_t initials; /* bit i: a word starts with 'a' + i; bit 31: found */
+    uint32_t m = (uint32_t)atomic_load_explicit(&initials, memory_order_relaxed);
+    if (!m) {
+        m = 1u << 31;
+        for (size_t i = 0; secret_words[i].text; i++)
+            m |= 1u << (secret_words[i].text[0] - 'a');
+        atomic_store_explicit(&initials, m, memory_order_relaxed);
+    }
+    int first = tolower((unsigned char)c);
+    return first >= 'a' && first <= 'z' && (m >> (first - 'a') & 1);
+}
+
 /* The length and the first letter (as strncasecmp lowers it) are compared
  * before the call: most keys ("loss", "step") fail there. */
 static bool word_is(const char *w, size_t n, const secret_word *list)
@@ -107,7 +124,8 @@ static bool key_is_secret(const char *key, size_t n)
             i++;
         if (i == start)
             break;
-        if (word_is(key + start, i - start, secret_words) || (prev && pair_is(prev, prev_len, key + start, i - start)))
+        if ((may_be_secret_word(key[start]) && word_is(key + start, i - start, secret_words)) ||
+            (prev && pair_is(prev, prev_len, key + start, i - start)))
             return true;
         prev = key + start;
         prev_len = i - start;
