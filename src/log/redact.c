@@ -331,14 +331,38 @@ static void user_patterns(tw_log_out *o, char *scratch, size_t scratch_len)
     }
 }
 
-/* Redacts s into o; true when anything changed. */
+/* Whether the built-in rules may change s, known to have no '@' and no
+ * "bearer ": only a secret key followed by = or : (or a URL's "://", left
+ * to the full scan) can. The word before a position is the run of
+ * local characters ending there, as the scan finds it. */
+static bool may_change(const char *s, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        char c = s[i];
+        if (c != '=' && c != ':' && c != '"' && c != '\'')
+            continue;
+        if (c == ':' && i + 2 < n && s[i + 1] == '/' && s[i + 2] == '/')
+            return true;
+        if (!is_local(s[i - 1]))
+            continue;
+        size_t word = i - 1;
+        while (word > 0 && is_local(s[word - 1]))
+            word--;
+        if (secret_value_at(s, n, word, i) > 0)
+            return true;
+    }
+    return false;
+}
+
+/* Redacts s into o; true when anything changed. Text that fits and that
+ * no rule changes (most messages: "loss=2.1") is not copied. */
 static bool redact(const char *s, size_t n, tw_log_out *o, char *scratch, size_t scratch_len)
 {
     size_t start = o->len;
     bool has_at = memchr(s, '@', n) != NULL, has_bearer = contains_word(s, n, "bearer ");
     bool builtin_needed = has_at || has_bearer || memchr(s, '=', n) || memchr(s, ':', n);
     size_t count = atomic_load(&pattern_count);
-    if (!builtin_needed && count == 0)
+    if (count == 0 && (!builtin_needed || (!has_at && !has_bearer && n <= o->cap - o->len && !may_change(s, n))))
         return false;
     if (builtin_needed)
         builtin(s, n, has_bearer, has_at, o);
