@@ -64,9 +64,12 @@ static void log_failed(const char *what)
 
 /* ---- fields -------------------------------------------------------------------- */
 
+#define MESSAGE_MAX 1024
+
 typedef struct field_set {
     tw_log_field f[FIELDS_MAX + 2];
     size_t n;
+    char message[MESSAGE_MAX]; /* msg % args made by format_simple */
     int64_t shapes[FIELDS_MAX][SHAPE_MAX];
     PyObject *keep[FIELDS_MAX * 2]; /* strings made for this record */
     size_t kept;
@@ -473,20 +476,103 @@ static const char *exception_text(tw_py_state *st, PyObject *d, field_set *fs)
     return PyUnicode_AsUTF8(text);
 }
 
-/* emit(record): a logging.LogRecord, read from its __dict__. */
-static int emit_record(router_object *self, tw_py_state *st, PyObject *d, field_set *fs)
+/* The decimal digits of v at p (room for 21); returns their count. */
+static size_t put_int(char *p, long long v)
 {
-    PyObject *const *s = st->strings;
-    PyObject *levelno = PyDict_GetItemWithError(d, s[TW_PY_S_LEVELNO]);
-    int level = levelno && PyLong_Check(levelno) ? (int)PyLong_AsLong(levelno) : TW_LEVEL_INFO;
-    if (PyErr_Occurred())
-        return -1;
-    if (!router_enabled(self, level))
+    char t[24], *e = t + sizeof t, *q = e;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        *--q = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--q = '-';
+    memcpy(p, q, (size_t)(e - q));
+    return (size_t)(e - q);
+}
+
+/* One %s/%d/%i of v at out + *len, as str() / int formatting writes it:
+ * 0, or -1 when the value is of another type or there is no room. */
+static int put_value(char conv, PyObject *v, char *out, size_t *len, size_t cap)
+{
+    const char *text;
+    Py_ssize_t n;
+    if (PyLong_CheckExact(v)) { /* not bool: '%d' % True is '1' but '%s' % True 'True' */
+        int overflow;
+        long long i = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow || (i == -1 && PyErr_Occurred()) || *len + 21 >= cap)
+            return -1;
+        *len += put_int(out + *len, i);
         return 0;
-    PyObject *msg = PyDict_GetItemWithError(d, s[TW_PY_S_MSG]);
-    PyObject *args = PyDict_GetItemWithError(d, s[TW_PY_S_ARGS]);
-    if (PyErr_Occurred())
+    }
+    if (conv != 's')
         return -1;
+    if (PyUnicode_CheckExact(v)) {
+        if (!(text = PyUnicode_AsUTF8AndSize(v, &n)) || *len + (size_t)n >= cap)
+            return -1;
+        memcpy(out + *len, text, (size_t)n);
+        *len += (size_t)n;
+        return 0;
+    }
+    if (PyFloat_CheckExact(v)) { /* float.__repr__ is exactly this */
+        char *r = PyOS_double_to_string(PyFloat_AS_DOUBLE(v), 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+        size_t rn = r ? strlen(r) : 0;
+        int ok = r && *len + rn < cap;
+        if (ok) {
+            memcpy(out + *len, r, rn);
+            *len += rn;
+        }
+        PyMem_Free(r);
+        return ok ? 0 : -1;
+    }
+    return -1;
+}
+
+/* msg % args as UTF-8 in out, for the conversions records mostly carry:
+ * %s of a str, int or float, %d and %i of an int, %%; what
+ * PyUnicode_Format would make, without the str object. Returns the
+ * length, or -1 with nothing raised for anything else (flags, widths,
+ * mapping keys, other types, too few or too many arguments, no room),
+ * which is then left to PyUnicode_Format. */
+static Py_ssize_t format_simple(PyObject *msg, PyObject *args, char *out, size_t cap)
+{
+    Py_ssize_t mn, next = 0, nargs = PyTuple_GET_SIZE(args);
+    const char *m = PyUnicode_AsUTF8AndSize(msg, &mn);
+    size_t len = 0;
+    if (!m)
+        goto fallback;
+    for (Py_ssize_t i = 0; i < mn; i++) {
+        if (m[i] != '%') {
+            if (len + 1 >= cap)
+                goto fallback;
+            out[len++] = m[i];
+            continue;
+        }
+        char conv = i + 1 < mn ? m[++i] : 0;
+        if (conv == '%') {
+            if (len + 1 >= cap)
+                goto fallback;
+            out[len++] = '%';
+        } else if ((conv == 's' || conv == 'd' || conv == 'i') && next < nargs) {
+            if (put_value(conv, PyTuple_GET_ITEM(args, next++), out, &len, cap) < 0)
+                goto fallback;
+        } else {
+            goto fallback;
+        }
+    }
+    if (next != nargs)
+        goto fallback; /* "not all arguments converted": PyUnicode_Format says so */
+    out[len] = '\0';
+    return (Py_ssize_t)len;
+fallback:
+    PyErr_Clear();
+    return -1;
+}
+
+/* LogRecord.getMessage in C, the general path: str(msg), % args when
+ * there are any. The text is kept in fs. */
+static int record_message(PyObject *msg, PyObject *args, field_set *fs, const char **message)
+{
     PyObject *text;
     if (!msg)
         text = PyUnicode_FromString("");
@@ -509,7 +595,30 @@ static int emit_record(router_object *self, tw_py_state *st, PyObject *d, field_
         text = formatted;
     }
     fs->keep[fs->kept++] = text;
-    const char *message = PyUnicode_AsUTF8(text);
+    *message = PyUnicode_AsUTF8(text);
+    return *message ? 0 : -1;
+}
+
+/* emit(record): a logging.LogRecord, read from its __dict__. */
+static int emit_record(router_object *self, tw_py_state *st, PyObject *d, field_set *fs)
+{
+    PyObject *const *s = st->strings;
+    PyObject *levelno = PyDict_GetItemWithError(d, s[TW_PY_S_LEVELNO]);
+    int level = levelno && PyLong_Check(levelno) ? (int)PyLong_AsLong(levelno) : TW_LEVEL_INFO;
+    if (PyErr_Occurred())
+        return -1;
+    if (!router_enabled(self, level))
+        return 0;
+    PyObject *msg = PyDict_GetItemWithError(d, s[TW_PY_S_MSG]);
+    PyObject *args = PyDict_GetItemWithError(d, s[TW_PY_S_ARGS]);
+    if (PyErr_Occurred())
+        return -1;
+    const char *message = NULL;
+    if (msg && PyUnicode_CheckExact(msg) && args && PyTuple_CheckExact(args) && PyTuple_GET_SIZE(args) > 0 &&
+        format_simple(msg, args, fs->message, sizeof fs->message) >= 0)
+        message = fs->message;
+    else if (record_message(msg, args, fs, &message) < 0)
+        return -1;
     const char *name = utf8_or_null(PyDict_GetItemWithError(d, s[TW_PY_S_NAME]));
     const char *file = utf8_or_null(PyDict_GetItemWithError(d, s[TW_PY_S_PATHNAME]));
     const char *func = utf8_or_null(PyDict_GetItemWithError(d, s[TW_PY_S_FUNCNAME]));
@@ -581,8 +690,14 @@ static PyObject *router_log(router_object *self, PyObject *const *args, Py_ssize
     fs.n = fs.kept = 0;
     PyObject *code = NULL;
     const char *name = PyUnicode_AsUTF8(args[0]);
-    PyObject *text = format_message(args[2], args[3]);
-    const char *message = text ? keep_utf8(&fs, text) : NULL;
+    const char *message = NULL;
+    if (PyUnicode_CheckExact(args[2]) && PyTuple_CheckExact(args[3]) && PyTuple_GET_SIZE(args[3]) > 0 &&
+        format_simple(args[2], args[3], fs.message, sizeof fs.message) >= 0) {
+        message = fs.message;
+    } else {
+        PyObject *text = format_message(args[2], args[3]);
+        message = text ? keep_utf8(&fs, text) : NULL;
+    }
     PyObject *extra = args[4];
     if (message && extra != Py_None) {
         if (!PyDict_Check(extra)) {

@@ -286,6 +286,53 @@ def test_handler_on_a_plain_logger_honours_filters_levels_extra_and_tracebacks(t
     assert recs[3]["drop"] is True
 
 
+def test_messages_are_what_percent_formatting_makes(tmp_path):
+    # The common conversions (%s of str/int/float, %d, %i, %%) are formatted
+    # in C without a str object; everything else by Python's own %. Both
+    # must give msg % args exactly, through trainwatch.Handler on a plain
+    # logger and through setup_logger's direct path; a bad format is
+    # dropped and counted, as before.
+    r = py("""
+        import json, logging, trainwatch
+        class Sub(str):
+            pass
+        big = 2**63
+        cases = [
+            ("plain", ()), ("%s", ("text",)), ("%s|%s|%s", ("a", 7, 2.134)), ("%d and %i", (-42, 0)),
+            ("%s", (-9223372036854775808,)), ("%d", (9223372036854775807,)), ("%s %d", (big, -big)),
+            ("%s", (2**200,)), ("%s %s %s %s", (float("inf"), float("-inf"), float("nan"), -0.0)),
+            ("%s %s %s %s", (1e16, 1e-5, 0.1, 123456789.0)), ("%s %s", (1.0, 2.5e-300)),
+            ("100%% done %s%%", (3,)), ("%s", (True,)), ("%d", (True,)), ("%d", (2.7,)), ("%s", (None,)),
+            ("%s", ([1, 2],)), ("%s", (Sub("sub"),)), ("%r", ("r",)), ("%5d|%-4s|%.2f", (3, "x", 2.0)),
+            ("%(a)s and %(b)d", ({"a": "map", "b": 2},)), ("%s", ({"a": 1},)), ("%s", ({},)),
+            ("été %s ü", ("ñ",)), ("%s", ("x" * 1500,)), ("%s" * 300, tuple(range(300))),
+            ("no conversion %%", (1,)), ("%s %s", ("one",)), ("trailing %", ("a",)), ("%y", (1,)),
+            ("%d", ("not a number",)),
+        ]
+        expected = []
+        for msg, args in cases:
+            a = args[0] if len(args) == 1 and isinstance(args[0], dict) and args[0] else args
+            try:
+                expected.append(msg % a if args else msg)
+            except (TypeError, ValueError):
+                expected.append(None)
+        plain = logging.getLogger("plain"); plain.propagate = False; plain.setLevel(logging.INFO)
+        plain.addHandler(trainwatch.Handler(json_file="plain.jsonl"))
+        direct = trainwatch.setup_logger("direct", log_file=None, json_file="direct.jsonl", console_level=None)
+        for msg, args in cases:
+            plain.info(msg, *args)
+            direct.info(msg, *args)
+        json.dump(expected, open("expected.json", "w"))
+        print(trainwatch.REGISTRY.get_sample_value("trainwatch_python_log_errors_total"))
+    """, tmp_path)
+    expected = json.loads((tmp_path / "expected.json").read_text())
+    errors = sum(e is None for e in expected)
+    assert errors == 5 and r.stdout.strip() == str(float(2 * errors))
+    for name in ("plain.jsonl", "direct.jsonl"):
+        got = [log_record(l)["message"] for l in (tmp_path / name).read_text().splitlines()]
+        assert got == [e for e in expected if e is not None], name
+
+
 def test_direct_logger_fields_and_call_sites(tmp_path):
     # Typed fields of every kind, and the file, function and line of each
     # call: more call sites than the cache has slots, two functions, a
