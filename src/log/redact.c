@@ -65,21 +65,23 @@ static const secret_word secret_pairs[] = {WORD("api"),     WORD("key"), WORD("p
                                            WORD("session"), WORD("id"),  {NULL, 0}};
 #undef WORD
 
-/* Whether a word starting with c (lowered as strncasecmp lowers it) may be
- * one of secret_words: most words ("loss", "lr") are not, and need no loop.
- * The letters are found once; threads finding them at once agree. */
-static bool may_be_secret_word(char c)
+/* Whether a word of n letters starting with c (lowered as strncasecmp
+ * lowers it) may be one of secret_words: most words ("loss", "step") are
+ * not, and need no loop. The lengths by first letter are found once;
+ * threads finding them at once set the same bits. */
+static bool may_be_secret_word(char c, size_t n)
 {
-    static atomic_uint_fast32_t initials; /* bit i: a word starts with 'a' + i; bit 31: found */
-    uint32_t m = (uint32_t)atomic_load_explicit(&initials, memory_order_relaxed);
-    if (!m) {
-        m = 1u << 31;
+    static atomic_uint_fast32_t lengths[26]; /* bit n of lengths[l]: a word of n letters starts with 'a' + l */
+    static atomic_bool found;
+    if (!atomic_load_explicit(&found, memory_order_acquire)) {
         for (size_t i = 0; secret_words[i].text; i++)
-            m |= 1u << (secret_words[i].text[0] - 'a');
-        atomic_store_explicit(&initials, m, memory_order_relaxed);
+            atomic_fetch_or_explicit(&lengths[secret_words[i].text[0] - 'a'], (uint32_t)1 << secret_words[i].len,
+                                     memory_order_relaxed);
+        atomic_store_explicit(&found, true, memory_order_release);
     }
     int first = tolower((unsigned char)c);
-    return first >= 'a' && first <= 'z' && (m >> (first - 'a') & 1);
+    return n < 32 && first >= 'a' && first <= 'z' &&
+           (atomic_load_explicit(&lengths[first - 'a'], memory_order_relaxed) >> n & 1);
 }
 
 /* The length and the first letter (as strncasecmp lowers it) are compared
@@ -124,7 +126,7 @@ static bool key_is_secret(const char *key, size_t n)
             i++;
         if (i == start)
             break;
-        if ((may_be_secret_word(key[start]) && word_is(key + start, i - start, secret_words)) ||
+        if ((may_be_secret_word(key[start], i - start) && word_is(key + start, i - start, secret_words)) ||
             (prev && pair_is(prev, prev_len, key + start, i - start)))
             return true;
         prev = key + start;
