@@ -64,9 +64,12 @@ static void log_failed(const char *what)
 
 /* ---- fields -------------------------------------------------------------------- */
 
+#define MESSAGE_MAX 1024
+
 typedef struct field_set {
     tw_log_field f[FIELDS_MAX + 2];
     size_t n;
+    char message[MESSAGE_MAX]; /* msg % args made by format_simple */
     int64_t shapes[FIELDS_MAX][SHAPE_MAX];
     PyObject *keep[FIELDS_MAX * 2]; /* strings made for this record */
     size_t kept;
@@ -124,6 +127,61 @@ static int field_summary(tw_py_state *st, field_set *fs, const char *key, PyObje
     return 0;
 }
 
+/* The field is written member by member: a tw_log_field built by value
+ * (tw_field_double(...)) and copied in cost a store-forwarding stall per
+ * field, a tenth of a direct log call. */
+static void set_int(tw_log_field *f, const char *key, int64_t v)
+{
+    f->key = key;
+    f->type = TW_FIELD_INT;
+    f->v.i = v;
+}
+
+static void set_double(tw_log_field *f, const char *key, double v)
+{
+    f->key = key;
+    f->type = TW_FIELD_DOUBLE;
+    f->v.d = v;
+}
+
+static void set_str(tw_log_field *f, const char *key, const char *v)
+{
+    f->key = key;
+    f->type = TW_FIELD_STRING;
+    f->v.s = v;
+}
+
+/* Values of no type above: a summary, a numpy number, else str(v). */
+static int field_other(tw_py_state *st, field_set *fs, tw_log_field *f, const char *key, PyObject *v)
+{
+    int done;
+    if (field_summary(st, fs, key, v, &done) < 0)
+        return -1;
+    if (done)
+        return 1;
+    if (PyIndex_Check(v)) { /* numpy integers */
+        PyObject *i = PyNumber_Index(v);
+        if (!i)
+            return -1;
+        long long x = PyLong_AsLongLong(i);
+        Py_DECREF(i);
+        if (x == -1 && PyErr_Occurred())
+            return -1;
+        set_int(f, key, x);
+    } else if (Py_TYPE(v)->tp_as_number && Py_TYPE(v)->tp_as_number->nb_float && !PySequence_Check(v)) {
+        double d = PyFloat_AsDouble(v); /* numpy floats */
+        if (d == -1.0 && PyErr_Occurred())
+            return -1;
+        set_double(f, key, d);
+    } else {
+        const char *s = keep_utf8(fs, PyObject_Str(v));
+        if (!s)
+            return -1;
+        set_str(f, key, s);
+    }
+    return 0;
+}
+
 static int field_add(tw_py_state *st, field_set *fs, PyObject *keyobj, PyObject *v)
 {
     if (fs->n >= FIELDS_MAX)
@@ -132,110 +190,120 @@ static int field_add(tw_py_state *st, field_set *fs, PyObject *keyobj, PyObject 
     if (!key)
         return -1;
     tw_log_field *f = &fs->f[fs->n];
-    if (v == Py_None) {
-        *f = tw_field_str(key, NULL);
+    if (PyFloat_CheckExact(v)) {
+        set_double(f, key, PyFloat_AS_DOUBLE(v));
+    } else if (PyLong_CheckExact(v)) {
+        int overflow;
+        long long i = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow)
+            set_double(f, key, PyLong_AsDouble(v));
+        else
+            set_int(f, key, i);
+        if (i == -1 && PyErr_Occurred())
+            return -1;
+    } else if (v == Py_None) {
+        set_str(f, key, NULL);
     } else if (PyBool_Check(v)) {
-        *f = tw_field_bool(key, v == Py_True);
+        f->key = key;
+        f->type = TW_FIELD_BOOL;
+        f->v.b = v == Py_True;
     } else if (PyLong_Check(v)) {
         int overflow;
         long long i = PyLong_AsLongLongAndOverflow(v, &overflow);
         if (overflow)
-            *f = tw_field_double(key, PyLong_AsDouble(v));
+            set_double(f, key, PyLong_AsDouble(v));
         else
-            *f = tw_field_int(key, i);
+            set_int(f, key, i);
         if (PyErr_Occurred())
             return -1;
     } else if (PyFloat_Check(v)) {
-        *f = tw_field_double(key, PyFloat_AS_DOUBLE(v));
+        set_double(f, key, PyFloat_AS_DOUBLE(v));
     } else if (PyUnicode_Check(v)) {
         const char *s = PyUnicode_AsUTF8(v);
         if (!s)
             return -1;
-        *f = tw_field_str(key, s);
+        set_str(f, key, s);
     } else {
-        int done;
-        if (field_summary(st, fs, key, v, &done) < 0)
-            return -1;
-        if (done)
-            return 0;
-        if (PyIndex_Check(v)) { /* numpy integers */
-            PyObject *i = PyNumber_Index(v);
-            if (!i)
-                return -1;
-            long long x = PyLong_AsLongLong(i);
-            Py_DECREF(i);
-            if (x == -1 && PyErr_Occurred())
-                return -1;
-            *f = tw_field_int(key, x);
-        } else if (Py_TYPE(v)->tp_as_number && Py_TYPE(v)->tp_as_number->nb_float && !PySequence_Check(v)) {
-            double d = PyFloat_AsDouble(v); /* numpy floats */
-            if (d == -1.0 && PyErr_Occurred())
-                return -1;
-            *f = tw_field_double(key, d);
-        } else {
-            const char *s = keep_utf8(fs, PyObject_Str(v));
-            if (!s)
-                return -1;
-            *f = tw_field_str(key, s);
-        }
+        int rc = field_other(st, fs, f, key, v);
+        if (rc != 0)
+            return rc < 0 ? -1 : 0; /* 1: a summary, added by field_summary */
     }
     fs->n++;
     return 0;
 }
 
-/* Line numbers by (code, instruction): PyFrame_GetLineNumber walks the
+/* Call sites by (code, instruction): PyFrame_GetLineNumber walks the
  * code's line table on every call, the largest cost of a direct log call
- * before this cache. Holds its code objects (released with the router). */
+ * before this cache; the file and function names in UTF-8 are kept with
+ * the line. Holds its code objects (released with the router), which keep
+ * those names alive. */
 #define LINE_SLOTS 16
 typedef struct line_cache {
     PyObject *code;
     int lasti, line;
+    const char *file, *func; /* code's co_filename and co_name */
 } line_cache;
 
-static int cached_line(line_cache *cache, PyFrameObject *frame, PyCodeObject *code)
+static int site_of(line_cache *slot, PyFrameObject *frame, PyCodeObject *code)
 {
-    if (!cache)
-        return PyFrame_GetLineNumber(frame);
-    int lasti = PyFrame_GetLasti(frame);
-    line_cache *slot = &cache[(((uintptr_t)code >> 4) ^ (uintptr_t)lasti) & (LINE_SLOTS - 1)];
-    if (slot->code == (PyObject *)code && slot->lasti == lasti)
-        return slot->line;
-    Py_XSETREF(slot->code, Py_NewRef((PyObject *)code));
-    slot->lasti = lasti;
+    const char *file = PyUnicode_AsUTF8(code->co_filename), *func = PyUnicode_AsUTF8(code->co_name);
+    if (!file || !func)
+        return -1;
     slot->line = PyFrame_GetLineNumber(frame);
-    return slot->line;
+    slot->file = file;
+    slot->func = func;
+    return 0;
 }
 
 /* The caller's file, function and line: the frame calling the C method
- * (up = 0) or the one `up` frames above it. */
+ * (up = 0) or the one `up` frames above it. *keep_code: a reference to
+ * release once the names are no longer used. */
 static void call_site(line_cache *cache, int up, const char **file, const char **func, int *line, PyObject **keep_code)
 {
     *file = *func = NULL;
     *line = 0;
     *keep_code = NULL;
-    PyFrameObject *frame = PyEval_GetFrame();
-    if (!frame)
-        return;
-    Py_INCREF(frame);
-    while (up-- > 0) {
+    PyFrameObject *frame = PyEval_GetFrame(), *held = NULL; /* borrowed; held: a reference of ours */
+    for (; frame && up > 0; up--) {
         PyFrameObject *back = PyFrame_GetBack(frame);
         if (!back)
             break;
-        Py_DECREF(frame);
-        frame = back;
+        Py_XDECREF(held);
+        frame = held = back;
     }
+    if (!frame)
+        return;
     PyCodeObject *code = PyFrame_GetCode(frame);
-    *line = cached_line(cache, frame, code);
-    *file = PyUnicode_AsUTF8(code->co_filename);
-    *func = PyUnicode_AsUTF8(code->co_name);
+    line_cache one = {NULL, 0, 0, NULL, NULL}, *slot = &one;
+    if (cache) {
+        int lasti = PyFrame_GetLasti(frame);
+        slot = &cache[(((uintptr_t)code >> 4) ^ (uintptr_t)lasti) & (LINE_SLOTS - 1)];
+        if (slot->code != (PyObject *)code || slot->lasti != lasti) {
+            if (site_of(slot, frame, code) < 0) {
+                Py_CLEAR(slot->code);
+                slot = NULL;
+            } else {
+                Py_XSETREF(slot->code, Py_NewRef((PyObject *)code));
+                slot->lasti = lasti;
+            }
+        }
+    } else if (site_of(slot, frame, code) < 0) {
+        slot = NULL;
+    }
+    if (slot) {
+        *file = slot->file;
+        *func = slot->func;
+        *line = slot->line;
+    }
     *keep_code = (PyObject *)code;
-    Py_DECREF(frame);
+    Py_XDECREF(held);
 }
 
 /* ---- Router ---------------------------------------------------------------------- */
 
 typedef struct router_object {
     PyObject ob_base; /* PyObject_HEAD */
+    tw_py_state *st;  /* its module's, found once (the type, which the router holds, holds the module) */
     tw_logger *text, *json;
     int has_text, has_json;
     line_cache lines[LINE_SLOTS];
@@ -248,9 +316,13 @@ static PyObject *router_new(PyTypeObject *type, PyObject *args, PyObject *kw)
             PyErr_SetString(PyExc_TypeError, "Router() takes no arguments");
         return NULL;
     }
+    tw_py_state *st = tw_py_state_of_type(type);
+    if (!st)
+        return PyErr_Format(PyExc_TypeError, "Router: not a trainwatch._native type");
     router_object *self = (router_object *)type->tp_alloc(type, 0);
     if (!self)
         return NULL;
+    self->st = st;
     char name[96];
     unsigned long long n = (unsigned long long)atomic_fetch_add(&router_count, 1);
     snprintf(name, sizeof name, "trainwatch.python.%llu.text", n);
@@ -404,20 +476,103 @@ static const char *exception_text(tw_py_state *st, PyObject *d, field_set *fs)
     return PyUnicode_AsUTF8(text);
 }
 
-/* emit(record): a logging.LogRecord, read from its __dict__. */
-static int emit_record(router_object *self, tw_py_state *st, PyObject *d, field_set *fs)
+/* The decimal digits of v at p (room for 21); returns their count. */
+static size_t put_int(char *p, long long v)
 {
-    PyObject *const *s = st->strings;
-    PyObject *levelno = PyDict_GetItemWithError(d, s[TW_PY_S_LEVELNO]);
-    int level = levelno && PyLong_Check(levelno) ? (int)PyLong_AsLong(levelno) : TW_LEVEL_INFO;
-    if (PyErr_Occurred())
-        return -1;
-    if (!router_enabled(self, level))
+    char t[24], *e = t + sizeof t, *q = e;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        *--q = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--q = '-';
+    memcpy(p, q, (size_t)(e - q));
+    return (size_t)(e - q);
+}
+
+/* One %s/%d/%i of v at out + *len, as str() / int formatting writes it:
+ * 0, or -1 when the value is of another type or there is no room. */
+static int put_value(char conv, PyObject *v, char *out, size_t *len, size_t cap)
+{
+    const char *text;
+    Py_ssize_t n;
+    if (PyLong_CheckExact(v)) { /* not bool: '%d' % True is '1' but '%s' % True 'True' */
+        int overflow;
+        long long i = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow || (i == -1 && PyErr_Occurred()) || *len + 21 >= cap)
+            return -1;
+        *len += put_int(out + *len, i);
         return 0;
-    PyObject *msg = PyDict_GetItemWithError(d, s[TW_PY_S_MSG]);
-    PyObject *args = PyDict_GetItemWithError(d, s[TW_PY_S_ARGS]);
-    if (PyErr_Occurred())
+    }
+    if (conv != 's')
         return -1;
+    if (PyUnicode_CheckExact(v)) {
+        if (!(text = PyUnicode_AsUTF8AndSize(v, &n)) || *len + (size_t)n >= cap)
+            return -1;
+        memcpy(out + *len, text, (size_t)n);
+        *len += (size_t)n;
+        return 0;
+    }
+    if (PyFloat_CheckExact(v)) { /* float.__repr__ is exactly this */
+        char *r = PyOS_double_to_string(PyFloat_AS_DOUBLE(v), 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+        size_t rn = r ? strlen(r) : 0;
+        int ok = r && *len + rn < cap;
+        if (ok) {
+            memcpy(out + *len, r, rn);
+            *len += rn;
+        }
+        PyMem_Free(r);
+        return ok ? 0 : -1;
+    }
+    return -1;
+}
+
+/* msg % args as UTF-8 in out, for the conversions records mostly carry:
+ * %s of a str, int or float, %d and %i of an int, %%; what
+ * PyUnicode_Format would make, without the str object. Returns the
+ * length, or -1 with nothing raised for anything else (flags, widths,
+ * mapping keys, other types, too few or too many arguments, no room),
+ * which is then left to PyUnicode_Format. */
+static Py_ssize_t format_simple(PyObject *msg, PyObject *args, char *out, size_t cap)
+{
+    Py_ssize_t mn, next = 0, nargs = PyTuple_GET_SIZE(args);
+    const char *m = PyUnicode_AsUTF8AndSize(msg, &mn);
+    size_t len = 0;
+    if (!m)
+        goto fallback;
+    for (Py_ssize_t i = 0; i < mn; i++) {
+        if (m[i] != '%') {
+            if (len + 1 >= cap)
+                goto fallback;
+            out[len++] = m[i];
+            continue;
+        }
+        char conv = i + 1 < mn ? m[++i] : 0;
+        if (conv == '%') {
+            if (len + 1 >= cap)
+                goto fallback;
+            out[len++] = '%';
+        } else if ((conv == 's' || conv == 'd' || conv == 'i') && next < nargs) {
+            if (put_value(conv, PyTuple_GET_ITEM(args, next++), out, &len, cap) < 0)
+                goto fallback;
+        } else {
+            goto fallback;
+        }
+    }
+    if (next != nargs)
+        goto fallback; /* "not all arguments converted": PyUnicode_Format says so */
+    out[len] = '\0';
+    return (Py_ssize_t)len;
+fallback:
+    PyErr_Clear();
+    return -1;
+}
+
+/* LogRecord.getMessage in C, the general path: str(msg), % args when
+ * there are any. The text is kept in fs. */
+static int record_message(PyObject *msg, PyObject *args, field_set *fs, const char **message)
+{
     PyObject *text;
     if (!msg)
         text = PyUnicode_FromString("");
@@ -440,7 +595,30 @@ static int emit_record(router_object *self, tw_py_state *st, PyObject *d, field_
         text = formatted;
     }
     fs->keep[fs->kept++] = text;
-    const char *message = PyUnicode_AsUTF8(text);
+    *message = PyUnicode_AsUTF8(text);
+    return *message ? 0 : -1;
+}
+
+/* emit(record): a logging.LogRecord, read from its __dict__. */
+static int emit_record(router_object *self, tw_py_state *st, PyObject *d, field_set *fs)
+{
+    PyObject *const *s = st->strings;
+    PyObject *levelno = PyDict_GetItemWithError(d, s[TW_PY_S_LEVELNO]);
+    int level = levelno && PyLong_Check(levelno) ? (int)PyLong_AsLong(levelno) : TW_LEVEL_INFO;
+    if (PyErr_Occurred())
+        return -1;
+    if (!router_enabled(self, level))
+        return 0;
+    PyObject *msg = PyDict_GetItemWithError(d, s[TW_PY_S_MSG]);
+    PyObject *args = PyDict_GetItemWithError(d, s[TW_PY_S_ARGS]);
+    if (PyErr_Occurred())
+        return -1;
+    const char *message = NULL;
+    if (msg && PyUnicode_CheckExact(msg) && args && PyTuple_CheckExact(args) && PyTuple_GET_SIZE(args) > 0 &&
+        format_simple(msg, args, fs->message, sizeof fs->message) >= 0)
+        message = fs->message;
+    else if (record_message(msg, args, fs, &message) < 0)
+        return -1;
     const char *name = utf8_or_null(PyDict_GetItemWithError(d, s[TW_PY_S_NAME]));
     const char *file = utf8_or_null(PyDict_GetItemWithError(d, s[TW_PY_S_PATHNAME]));
     const char *func = utf8_or_null(PyDict_GetItemWithError(d, s[TW_PY_S_FUNCNAME]));
@@ -471,7 +649,7 @@ static int emit_record(router_object *self, tw_py_state *st, PyObject *d, field_
 
 static PyObject *router_emit(router_object *self, PyObject *record)
 {
-    tw_py_state *st = tw_py_state_of_type(Py_TYPE(self));
+    tw_py_state *st = self->st;
     field_set fs;
     fs.n = fs.kept = 0;
     PyObject *d = PyObject_GenericGetDict(record, NULL);
@@ -507,13 +685,19 @@ static PyObject *router_log(router_object *self, PyObject *const *args, Py_ssize
     int level = (int)PyLong_AsLong(args[1]);
     if (!router_enabled(self, level))
         Py_RETURN_NONE;
-    tw_py_state *st = tw_py_state_of_type(Py_TYPE(self));
+    tw_py_state *st = self->st;
     field_set fs;
     fs.n = fs.kept = 0;
     PyObject *code = NULL;
     const char *name = PyUnicode_AsUTF8(args[0]);
-    PyObject *text = format_message(args[2], args[3]);
-    const char *message = text ? keep_utf8(&fs, text) : NULL;
+    const char *message = NULL;
+    if (PyUnicode_CheckExact(args[2]) && PyTuple_CheckExact(args[3]) && PyTuple_GET_SIZE(args[3]) > 0 &&
+        format_simple(args[2], args[3], fs.message, sizeof fs.message) >= 0) {
+        message = fs.message;
+    } else {
+        PyObject *text = format_message(args[2], args[3]);
+        message = text ? keep_utf8(&fs, text) : NULL;
+    }
     PyObject *extra = args[4];
     if (message && extra != Py_None) {
         if (!PyDict_Check(extra)) {
@@ -593,7 +777,7 @@ typedef struct fast_logger_object {
 
 static PyObject *router_logger(router_object *self, PyObject *name)
 {
-    tw_py_state *st = tw_py_state_of_type(Py_TYPE(self));
+    tw_py_state *st = self->st;
     if (!PyUnicode_Check(name))
         return PyErr_Format(PyExc_TypeError, "logger name must be str, not %.100s", Py_TYPE(name)->tp_name);
     const char *cname = PyUnicode_AsUTF8(name);
@@ -623,7 +807,7 @@ static void fast_log(fast_logger_object *self, int level, PyObject *const *args,
     router_object *r = self->router;
     if (!router_enabled(r, level))
         return;
-    tw_py_state *st = tw_py_state_of_type(Py_TYPE(r));
+    tw_py_state *st = r->st;
     field_set fs;
     fs.n = fs.kept = 0;
     PyObject *code = NULL;

@@ -6,6 +6,7 @@
  * "bearer" costs a few memchr calls; only then is it scanned and copied.
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include <ctype.h>
 #include <pcre2.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -64,10 +65,32 @@ static const secret_word secret_pairs[] = {WORD("api"),     WORD("key"), WORD("p
                                            WORD("session"), WORD("id"),  {NULL, 0}};
 #undef WORD
 
+/* Whether a word of n letters starting with c (lowered as strncasecmp
+ * lowers it) may be one of secret_words: most words ("loss", "step") are
+ * not, and need no loop. The lengths by first letter are found once;
+ * threads finding them at once set the same bits. */
+static bool may_be_secret_word(char c, size_t n)
+{
+    static atomic_uint_fast32_t lengths[26]; /* bit n of lengths[l]: a word of n letters starts with 'a' + l */
+    static atomic_bool found;
+    if (!atomic_load_explicit(&found, memory_order_acquire)) {
+        for (size_t i = 0; secret_words[i].text; i++)
+            atomic_fetch_or_explicit(&lengths[secret_words[i].text[0] - 'a'], (uint32_t)1 << secret_words[i].len,
+                                     memory_order_relaxed);
+        atomic_store_explicit(&found, true, memory_order_release);
+    }
+    int first = tolower((unsigned char)c);
+    return n < 32 && first >= 'a' && first <= 'z' &&
+           (atomic_load_explicit(&lengths[first - 'a'], memory_order_relaxed) >> n & 1);
+}
+
+/* The length and the first letter (as strncasecmp lowers it) are compared
+ * before the call: most keys ("loss", "step") fail there. */
 static bool word_is(const char *w, size_t n, const secret_word *list)
 {
+    int first = n ? tolower((unsigned char)w[0]) : 0;
     for (size_t i = 0; list[i].text; i++) {
-        if (list[i].len == n && strncasecmp(w, list[i].text, n) == 0)
+        if (list[i].len == n && first == list[i].text[0] && strncasecmp(w, list[i].text, n) == 0)
             return true;
     }
     return false;
@@ -103,7 +126,8 @@ static bool key_is_secret(const char *key, size_t n)
             i++;
         if (i == start)
             break;
-        if (word_is(key + start, i - start, secret_words) || (prev && pair_is(prev, prev_len, key + start, i - start)))
+        if ((may_be_secret_word(key[start], i - start) && word_is(key + start, i - start, secret_words)) ||
+            (prev && pair_is(prev, prev_len, key + start, i - start)))
             return true;
         prev = key + start;
         prev_len = i - start;
@@ -116,11 +140,14 @@ void tw_log_redact_enable(bool on)
     atomic_store(&enabled, on);
 }
 
+/* w in lower case, starting with an ASCII letter: strncasecmp only where
+ * that letter (either case) or a non-ASCII byte is. */
 static bool contains_word(const char *s, size_t n, const char *w)
 {
     size_t m = strlen(w);
     for (size_t i = 0; i + m <= n; i++) {
-        if (strncasecmp(s + i, w, m) == 0)
+        unsigned char c = (unsigned char)s[i];
+        if (((c | 0x20) == w[0] || c >= 0x80) && strncasecmp(s + i, w, m) == 0)
             return true;
     }
     return false;
@@ -160,11 +187,13 @@ int tw_log_redact_add(const char *pattern, char *error, size_t error_len)
     return TW_OK;
 }
 
-static bool is_alnum(char c)
+/* Inline and branch-light: the scan asks these of every byte. */
+static inline bool is_alnum(char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    unsigned char u = (unsigned char)c;
+    return (unsigned)((u | 0x20) - 'a') < 26 || (unsigned)(u - '0') < 10;
 }
-static bool is_local(char c)
+static inline bool is_local(char c)
 {
     return is_alnum(c) || c == '.' || c == '_' || c == '%' || c == '+' || c == '-';
 }
@@ -217,12 +246,14 @@ static size_t url_credentials_at(const char *s, size_t n, size_t i)
  * returns where the value starts, or 0. */
 static size_t secret_value_at(const char *s, size_t n, size_t word, size_t i)
 {
-    if (i == word || !key_is_secret(s + word, i - word))
+    if (i == word)
         return 0;
     size_t j = i;
     if (j < n && (s[j] == '"' || s[j] == '\''))
         j++;
     if (j >= n || (s[j] != '=' && s[j] != ':'))
+        return 0; /* checked before the key: most words are not followed by = or : */
+    if (!key_is_secret(s + word, i - word))
         return 0;
     j++;
     while (j < n && is_blank(s[j]))
@@ -234,50 +265,47 @@ static size_t secret_value_at(const char *s, size_t n, size_t word, size_t i)
     return j < n && !ends_value(s[j]) ? j : 0;
 }
 
-static bool may_need_builtin(const char *s, size_t n)
+/* The built-in rules, text -> o. A bearer token or an e-mail address is
+ * looked for only when the text has "bearer " or an '@' at all; text
+ * between redactions is copied in runs. */
+static void builtin(const char *s, size_t n, bool has_bearer, bool has_at, tw_log_out *o)
 {
-    return memchr(s, '@', n) || memchr(s, '=', n) || memchr(s, ':', n) || contains_word(s, n, "bearer ");
-}
-
-/* The built-in rules, text -> o. */
-static void builtin(const char *s, size_t n, tw_log_out *o)
-{
-    size_t i = 0, word = 0;
+    size_t i = 0, word = 0, run = 0; /* s[run..i) is yet to be copied */
     while (i < n) {
         char c = s[i];
         bool starts_word = i == 0 || !is_local(s[i - 1]);
-        size_t m;
+        size_t m, v, from = i;
         if (starts_word)
             word = i;
-        if (starts_word && (c == 'B' || c == 'b') && n - i > 7 && strncasecmp(s + i, "bearer ", 7) == 0 &&
+        if (has_bearer && starts_word && (c == 'B' || c == 'b') && n - i > 7 && strncasecmp(s + i, "bearer ", 7) == 0 &&
             !ends_value(s[i + 7])) {
+            tw_out_mem(o, s + run, from - run);
             tw_out_mem(o, s + i, 7);
             tw_out_str(o, REDACTED);
             for (i += 7; i < n && !ends_value(s[i]); i++) {
             }
-            continue;
-        }
-        if (starts_word && (m = email_at(s, n, i)) > 0) {
+        } else if (has_at && starts_word && (m = email_at(s, n, i)) > 0) {
+            tw_out_mem(o, s + run, from - run);
             tw_out_str(o, "[EMAIL]");
             i += m;
-            continue;
-        }
-        if (c == ':' && n - i > 3 && s[i + 1] == '/' && s[i + 2] == '/' && (m = url_credentials_at(s, n, i + 3))) {
+        } else if (c == ':' && n - i > 3 && s[i + 1] == '/' && s[i + 2] == '/' &&
+                   (m = url_credentials_at(s, n, i + 3))) {
+            tw_out_mem(o, s + run, from - run);
             tw_out_str(o, "://" REDACTED);
             i += 3 + m;
-            continue;
-        }
-        size_t v;
-        if (!is_local(c) && (v = secret_value_at(s, n, word, i)) > 0) {
+        } else if (!is_local(c) && (v = secret_value_at(s, n, word, i)) > 0) {
+            tw_out_mem(o, s + run, from - run);
             tw_out_mem(o, s + i, v - i);
             tw_out_str(o, REDACTED);
             for (i = v; i < n && !ends_value(s[i]); i++) {
             }
+        } else {
+            i++;
             continue;
         }
-        tw_out_char(o, c);
-        i++;
+        run = i;
     }
+    tw_out_mem(o, s + run, n - run);
 }
 
 static bool in_signal;
@@ -305,16 +333,41 @@ static void user_patterns(tw_log_out *o, char *scratch, size_t scratch_len)
     }
 }
 
-/* Redacts s into o; true when anything changed. */
+/* Whether the built-in rules may change s, known to have no '@' and no
+ * "bearer ": only a secret key followed by = or : (or a URL's "://", left
+ * to the full scan) can. The word before a position is the run of
+ * local characters ending there, as the scan finds it. */
+static bool may_change(const char *s, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        char c = s[i];
+        if (c != '=' && c != ':' && c != '"' && c != '\'')
+            continue;
+        if (c == ':' && i + 2 < n && s[i + 1] == '/' && s[i + 2] == '/')
+            return true;
+        if (!is_local(s[i - 1]))
+            continue;
+        size_t word = i - 1;
+        while (word > 0 && is_local(s[word - 1]))
+            word--;
+        if (secret_value_at(s, n, word, i) > 0)
+            return true;
+    }
+    return false;
+}
+
+/* Redacts s into o; true when anything changed. Text that fits and that
+ * no rule changes (most messages: "loss=2.1") is not copied. */
 static bool redact(const char *s, size_t n, tw_log_out *o, char *scratch, size_t scratch_len)
 {
     size_t start = o->len;
-    bool builtin_needed = may_need_builtin(s, n);
+    bool has_at = memchr(s, '@', n) != NULL, has_bearer = contains_word(s, n, "bearer ");
+    bool builtin_needed = has_at || has_bearer || memchr(s, '=', n) || memchr(s, ':', n);
     size_t count = atomic_load(&pattern_count);
-    if (!builtin_needed && count == 0)
+    if (count == 0 && (!builtin_needed || (!has_at && !has_bearer && n <= o->cap - o->len && !may_change(s, n))))
         return false;
     if (builtin_needed)
-        builtin(s, n, o);
+        builtin(s, n, has_bearer, has_at, o);
     else
         tw_out_mem(o, s, n);
     if (count) {

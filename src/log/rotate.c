@@ -114,7 +114,9 @@ static int write_pieces(tw_rotating_file *f, const char *a, size_t alen, const c
     while (first < 2 && v[first].iov_len == 0)
         first++;
     while (first < 2) {
-        ssize_t w = writev(f->fd, v + first, 2 - first);
+        /* one piece (a whole line, the usual case): write(2), cheaper than writev(2) in the kernel */
+        ssize_t w = first == 1 || v[1].iov_len == 0 ? write(f->fd, v[first].iov_base, v[first].iov_len)
+                                                    : writev(f->fd, v + first, 2 - first);
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0) {

@@ -243,6 +243,146 @@ def test_handler_on_any_logger_keeps_each_handlers_records_apart(tmp_path):
     assert b == "WARNING app.b to b\n"
 
 
+def test_handler_on_a_plain_logger_honours_filters_levels_extra_and_tracebacks(tmp_path):
+    # Without filters the handler's handle is the C emit itself; with one,
+    # the filter runs first: both ways on a plain logging.Logger.
+    py("""
+        import enum, logging, trainwatch
+        log = logging.getLogger("plain"); log.setLevel(logging.DEBUG); log.propagate = False
+        h = trainwatch.Handler(logging.INFO, file="plain.log", json_file="plain.jsonl")
+        log.addHandler(h)
+        class Mode(enum.IntEnum):
+            TRAIN = 3
+        log.debug("below the handler's level")
+        log.info("no filter %d", 1, extra={"n": 3, "x": 2.5, "ok": True, "none": None, "mode": Mode.TRAIN})
+        def drop(record):
+            return not getattr(record, "drop", False)
+        def tag(record):
+            record.tagged = "yes"                   # a filter may add a field
+            return True
+        h.addFilter(drop); h.addFilter(tag)
+        log.info("kept %s", "by the filter")
+        log.info("dropped", extra={"drop": True})
+        try:
+            {}["missing"]
+        except KeyError:
+            log.error("failed", exc_info=True)
+        h.removeFilter(drop); h.removeFilter(tag)
+        log.info("after", extra={"drop": True})    # no filter left: written, drop is a field
+    """, tmp_path)
+    text = (tmp_path / "plain.log").read_text()
+    assert "below the handler's level" not in text and "dropped" not in text
+    assert re.search(r"\| INFO \| plain \| <module>:\d+ \| no filter 1 n=3 x=2.5 ok=true none=None mode=3\n", text), text
+    assert "| kept by the filter tagged=yes\n" in text
+    assert re.search(r"\| ERROR \| plain \| <module>:\d+ \| failed tagged=yes\nTraceback \(most recent call last\):\n"
+                     r"(.*\n)*KeyError: 'missing'\n", text), text
+    assert text.endswith("| after drop=true\n")
+    recs = [log_record(l) for l in (tmp_path / "plain.jsonl").read_text().splitlines()]
+    assert [r["message"] for r in recs] == ["no filter 1", "kept by the filter", "failed", "after"]
+    first = recs[0]
+    assert first["n"] == 3 and first["x"] == 2.5 and first["ok"] is True and first["none"] is None
+    assert first["mode"] == 3 and first["level"] == "INFO" and first["logger"] == "plain"
+    assert recs[2]["exception"].startswith("Traceback") and recs[2]["exception"].endswith("KeyError: 'missing'")
+    assert recs[3]["drop"] is True
+
+
+def test_messages_are_what_percent_formatting_makes(tmp_path):
+    # The common conversions (%s of str/int/float, %d, %i, %%) are formatted
+    # in C without a str object; everything else by Python's own %. Both
+    # must give msg % args exactly, through trainwatch.Handler on a plain
+    # logger and through setup_logger's direct path; a bad format is
+    # dropped and counted, as before.
+    r = py("""
+        import json, logging, trainwatch
+        class Sub(str):
+            pass
+        big = 2**63
+        cases = [
+            ("plain", ()), ("%s", ("text",)), ("%s|%s|%s", ("a", 7, 2.134)), ("%d and %i", (-42, 0)),
+            ("%s", (-9223372036854775808,)), ("%d", (9223372036854775807,)), ("%s %d", (big, -big)),
+            ("%s", (2**200,)), ("%s %s %s %s", (float("inf"), float("-inf"), float("nan"), -0.0)),
+            ("%s %s %s %s", (1e16, 1e-5, 0.1, 123456789.0)), ("%s %s", (1.0, 2.5e-300)),
+            ("100%% done %s%%", (3,)), ("%s", (True,)), ("%d", (True,)), ("%d", (2.7,)), ("%s", (None,)),
+            ("%s", ([1, 2],)), ("%s", (Sub("sub"),)), ("%r", ("r",)), ("%5d|%-4s|%.2f", (3, "x", 2.0)),
+            ("%(a)s and %(b)d", ({"a": "map", "b": 2},)), ("%s", ({"a": 1},)), ("%s", ({},)),
+            ("été %s ü", ("ñ",)), ("%s", ("x" * 1500,)), ("%s" * 300, tuple(range(300))),
+            ("no conversion %%", (1,)), ("%s %s", ("one",)), ("trailing %", ("a",)), ("%y", (1,)),
+            ("%d", ("not a number",)),
+        ]
+        expected = []
+        for msg, args in cases:
+            a = args[0] if len(args) == 1 and isinstance(args[0], dict) and args[0] else args
+            try:
+                expected.append(msg % a if args else msg)
+            except (TypeError, ValueError):
+                expected.append(None)
+        plain = logging.getLogger("plain"); plain.propagate = False; plain.setLevel(logging.INFO)
+        plain.addHandler(trainwatch.Handler(json_file="plain.jsonl"))
+        direct = trainwatch.setup_logger("direct", log_file=None, json_file="direct.jsonl", console_level=None)
+        for msg, args in cases:
+            plain.info(msg, *args)
+            direct.info(msg, *args)
+        json.dump(expected, open("expected.json", "w"))
+        print(trainwatch.REGISTRY.get_sample_value("trainwatch_python_log_errors_total"))
+    """, tmp_path)
+    expected = json.loads((tmp_path / "expected.json").read_text())
+    errors = sum(e is None for e in expected)
+    assert errors == 5 and r.stdout.strip() == str(float(2 * errors))
+    for name in ("plain.jsonl", "direct.jsonl"):
+        got = [log_record(l)["message"] for l in (tmp_path / name).read_text().splitlines()]
+        assert got == [e for e in expected if e is not None], name
+
+
+def test_direct_logger_fields_and_call_sites(tmp_path):
+    # Typed fields of every kind, and the file, function and line of each
+    # call: more call sites than the cache has slots, two functions, a
+    # second file.
+    (tmp_path / "other.py").write_text("def from_other(log):\n    log.warning('other file')\n")
+    py("""
+        import enum, trainwatch
+        from other import from_other
+        trainwatch.setup_logger("trainer", log_file=None, json_file="direct.jsonl", console_level=None)
+        log = trainwatch.get_logger("trainer")
+        class Mode(enum.IntEnum):
+            TRAIN = 3
+        class Ratio(float):
+            pass
+        log.info("types", i=7, f=2.5, t=True, fa=False, none=None, s="text", big=2**80, neg=-3, mode=Mode.TRAIN,
+                 ratio=Ratio(0.25), lst=[1, 2])
+        def one():
+            log.info("one")
+        def two():
+            log.info("two")
+        for i in range(3):
+            one(); two()
+        for i in range(40):                          # 40 code objects, each twice
+            for _ in range(2):
+                eval(compile("\\n" * (100 + i) + "log.info('site', i=" + str(i) + ")", "sites.py", "exec"))
+        many = compile("\\n" * 200 + "".join(f"log.info('many', i={i})\\n" for i in range(40)), "many.py", "exec")
+        exec(many); exec(many)                       # one code object, 40 call sites
+        from_other(log)
+        log.info("end")
+    """, tmp_path)
+    recs = [log_record(l) for l in (tmp_path / "direct.jsonl").read_text().splitlines()]
+    t = recs[0]
+    assert t["i"] == 7 and t["f"] == 2.5 and t["t"] is True and t["fa"] is False and t["none"] is None
+    assert t["s"] == "text" and t["big"] == pytest.approx(2.0**80) and t["neg"] == -3 and t["mode"] == 3
+    assert t["ratio"] == 0.25 and t["lst"] == "[1, 2]"
+    assert t["func"] == "<module>" and t["file"].endswith("script.py") and t["line"] == 10
+    calls = recs[1:7]
+    assert [(r["message"], r["func"], r["line"]) for r in calls] == [("one", "one", 13), ("two", "two", 15)] * 3
+    sites = recs[7:87]
+    assert [(r["i"], r["line"], r["file"]) for r in sites] == [(i, 101 + i, "sites.py") for i in range(40) for _ in (0, 1)]
+    assert [r["func"] for r in sites] == ["<module>"] * 80
+    many = recs[87:167]
+    assert [(r["i"], r["line"], r["file"]) for r in many] == [(i, 201 + i, "many.py") for i in range(40)] * 2
+    recs = recs[:87] + recs[167:]
+    last = recs[87]
+    assert (last["message"], last["func"], last["line"], last["level"]) == ("other file", "from_other", 2, "WARNING")
+    assert last["file"].endswith("other.py") and len(recs) == 89
+    assert (recs[88]["message"], recs[88]["func"], recs[88]["line"]) == ("end", "<module>", 24)
+
+
 def test_logging_errors_never_raise_and_are_counted(tmp_path):
     r = py("""
         import trainwatch

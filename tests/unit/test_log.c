@@ -233,6 +233,11 @@ static void redaction_of_messages(void **state)
     redact_check("login password=hunter2 user=bob", "login password=[REDACTED] user=bob");
     redact_check("cfg {'api_key': 'sk-123'}", "cfg {'api_key': '[REDACTED]'}");
     redact_check("HF_TOKEN=hf_abc python train.py", "HF_TOKEN=[REDACTED] python train.py");
+    /* several rules in one message: the text between redactions is copied in runs */
+    redact_check(
+        "user=bob mail a.b@ex.io then token='xyz' and BEARER abc, see https://u:p@h.org/x done",
+        "user=bob mail [EMAIL] then token='[REDACTED]' and BEARER [REDACTED], see https://[REDACTED]@h.org/x done");
+    redact_check("x:y apiKey:\"v1\" pwd=  p2 end@", "x:y apiKey:\"[REDACTED]\" pwd=  [REDACTED] end@");
     /* negatives: training text stays as it is */
     redact_check("Step 100 loss=2.134 lr=0.001 time=0.42s", "Step 100 loss=2.134 lr=0.001 time=0.42s");
     redact_check("tokens_per_sec=1234 tokenizer=bpe num_tokens: 9", "tokens_per_sec=1234 tokenizer=bpe num_tokens: 9");
