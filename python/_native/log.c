@@ -182,6 +182,18 @@ static int field_other(tw_py_state *st, field_set *fs, tw_log_field *f, const ch
     return 0;
 }
 
+/* An int as an int field, or a double past 64 bits; -1 with a Python error. */
+static int set_long(tw_log_field *f, const char *key, PyObject *v)
+{
+    int overflow;
+    long long i = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow)
+        set_double(f, key, PyLong_AsDouble(v));
+    else
+        set_int(f, key, i);
+    return i == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
 static int field_add(tw_py_state *st, field_set *fs, PyObject *keyobj, PyObject *v)
 {
     if (fs->n >= FIELDS_MAX)
@@ -193,13 +205,7 @@ static int field_add(tw_py_state *st, field_set *fs, PyObject *keyobj, PyObject 
     if (PyFloat_CheckExact(v)) {
         set_double(f, key, PyFloat_AS_DOUBLE(v));
     } else if (PyLong_CheckExact(v)) {
-        int overflow;
-        long long i = PyLong_AsLongLongAndOverflow(v, &overflow);
-        if (overflow)
-            set_double(f, key, PyLong_AsDouble(v));
-        else
-            set_int(f, key, i);
-        if (i == -1 && PyErr_Occurred())
+        if (set_long(f, key, v) < 0)
             return -1;
     } else if (v == Py_None) {
         set_str(f, key, NULL);
@@ -207,14 +213,8 @@ static int field_add(tw_py_state *st, field_set *fs, PyObject *keyobj, PyObject 
         f->key = key;
         f->type = TW_FIELD_BOOL;
         f->v.b = v == Py_True;
-    } else if (PyLong_Check(v)) {
-        int overflow;
-        long long i = PyLong_AsLongLongAndOverflow(v, &overflow);
-        if (overflow)
-            set_double(f, key, PyLong_AsDouble(v));
-        else
-            set_int(f, key, i);
-        if (PyErr_Occurred())
+    } else if (PyLong_Check(v)) { /* an int subclass (an IntEnum): bool was taken above */
+        if (set_long(f, key, v) < 0)
             return -1;
     } else if (PyFloat_Check(v)) {
         set_double(f, key, PyFloat_AS_DOUBLE(v));

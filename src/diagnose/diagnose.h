@@ -92,6 +92,9 @@ bool tw_root_cause_blames_other(const tw_root_cause *rc, int rank);
 int tw_root_cause_victims(const tw_root_cause *rc, char *buf, size_t cap);
 /* One evidence line per rank other than the cause's: what became of it. */
 void tw_root_cause_evidence(const tw_run *run, const tw_root_cause *rc, tw_finding *f);
+/* The next rank number (0 to 2^20) in a launcher report's list of ranks
+ * ("1, 2, 3"), advancing *cursor past it; false at the end. */
+bool tw_launcher_next_rank(const char **cursor, int *rank);
 /* True when the launcher's report names rank among those that failed. */
 bool tw_launcher_names(const tw_event_note *report, int rank);
 /* The evidence line quoting the launcher's report, and what it settled. */

@@ -80,20 +80,32 @@ static bool is_failure(const tw_event_note *e)
     return e->kind == TW_EV_EXCEPTION || e->kind == TW_EV_SIGNAL || e->kind == TW_EV_OOM;
 }
 
-bool tw_launcher_names(const tw_event_note *report, int rank)
+bool tw_launcher_next_rank(const char **cursor, int *rank)
 {
-    if (!report || rank < 0)
-        return false;
-    for (const char *p = report->detail; *p;) {
+    for (const char *p = *cursor; *p;) {
         char *end;
         long v = strtol(p, &end, 10);
         if (end == p) {
             p++;
             continue;
         }
+        p = *cursor = end;
+        if (v >= 0 && v < 1 << 20) {
+            *rank = (int)v;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool tw_launcher_names(const tw_event_note *report, int rank)
+{
+    if (!report || rank < 0)
+        return false;
+    const char *p = report->detail;
+    for (int v; tw_launcher_next_rank(&p, &v);) {
         if (v == rank)
             return true;
-        p = end;
     }
     return false;
 }
@@ -292,18 +304,12 @@ void tw_root_cause_launcher_evidence(const tw_run *run, const tw_root_cause *rc,
                             strchr(l->detail, ',') ? "s" : "", l->detail, l->message, where, rc->cause_rank);
     else
         tw_finding_evidence(f, "the launcher's report: %s (%s)", l->message, where);
-    for (const char *p = l->detail; *p;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p) {
-            p++;
-            continue;
-        }
-        p = end;
-        if (!tw_run_rank(run, (int)v) && v >= 0 && v < 1 << 20)
+    const char *p = l->detail;
+    for (int v; tw_launcher_next_rank(&p, &v);) {
+        if (!tw_run_rank(run, v))
             tw_finding_evidence(f,
-                                "rank %ld's own log is not among the inputs; its error is there (Paddle: "
-                                "log/workerlog.%ld)",
+                                "rank %d's own log is not among the inputs; its error is there (Paddle: "
+                                "log/workerlog.%d)",
                                 v, v);
     }
 }

@@ -178,22 +178,14 @@ static int silent_named_rank(const tw_run *run, const tw_root_cause *rc, bool *a
 {
     if (!rc->launcher)
         return -1;
-    for (const char *p = rc->launcher->detail; *p;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p) {
-            p++;
-            continue;
-        }
-        p = end;
-        if (v < 0 || v >= 1 << 20)
-            continue;
-        *absent = !tw_run_rank(run, (int)v);
+    const char *p = rc->launcher->detail;
+    for (int v; tw_launcher_next_rank(&p, &v);) {
+        *absent = !tw_run_rank(run, v);
         bool failed = false;
         for (int i = 0; i < rc->count; i++)
             failed |= rc->ranks[i].rank == v && rc->ranks[i].first;
         if (*absent || !failed)
-            return (int)v;
+            return v;
     }
     return -1;
 }
