@@ -46,6 +46,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -378,7 +379,7 @@ static void die_of_sigterm(FILE *log, device_pool *d)
             "FatalError: `Termination signal` is detected by the operating system.\n"
             "  [TimeInfo: *** Aborted at %lld (unix time) try \"date -d @%lld\" if you are using GNU date ***]\n"
             "  [SignalInfo: *** SIGTERM (@0x%x) received by PID %ld (TID 0x%lx) from PID %d ***]\n\n",
-            now_s, now_s, (unsigned)terminated_by, (long)getpid(), (unsigned long)getpid(), (int)terminated_by);
+            now_s, now_s, (unsigned)terminated_by, (long)getpid(), (unsigned long)pthread_self(), (int)terminated_by);
     fflush(log);
     pool_close(d);
     signal(SIGTERM, SIG_DFL);
