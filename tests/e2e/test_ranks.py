@@ -189,6 +189,12 @@ def test_ranks_on_one_gpu_are_said_with_each_ranks_evidence(tmp_path):
     blamed = {g["rank"] for g in report["findings"] if g["severity"] == "error"}
     assert blamed == {first}
 
+    # Paddle's message names no other process: the other ranks' own lines do
+    (oom,) = [f for f in report["findings"] if f["rule"] == "oom"]
+    assert oom["rank"] == first and oom["title"] == "Out of memory during training: several ranks on one device"
+    assert f"ranks {', '.join(str(r) for r in others)} also use GPU 0, by their own lines" in oom["evidence"]
+    assert "LOCAL_RANK" in oom["recommendation"] and "reduce the per-device batch size" not in oom["recommendation"]
+
 
 def test_ranks_on_their_own_demo_gpus_are_not_said(tmp_path):
     """The same job with each rank on the GPU its launcher gave it: four
