@@ -57,7 +57,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_DIM     256
+#define MAX_DIM 256
 #define MAX_CLASSES 32
 
 typedef struct options {
@@ -101,7 +101,7 @@ typedef struct model {
 
 typedef struct dataset {
     int n, dim, classes;
-    float *x; /* n x dim */
+    float *x;       /* n x dim */
     int *y;
     float centers[MAX_CLASSES][MAX_DIM];
 } dataset;
@@ -561,88 +561,44 @@ static void usage(FILE *out)
 
 static int parse_options(int argc, char **argv, options *o)
 {
-    static const struct option longopts[] = {{"epochs", 1, 0, 'e'},        {"steps-per-epoch", 1, 0, 's'},
-                                             {"batch", 1, 0, 'b'},         {"lr", 1, 0, 'l'},
-                                             {"log-interval", 1, 0, 'i'},  {"seed", 1, 0, 'S'},
-                                             {"log", 1, 0, 'o'},           {"slow-reader", 1, 0, 'r'},
-                                             {"lr-spike-at", 1, 0, 'n'},   {"lr-spike-factor", 1, 0, 'f'},
-                                             {"leak-mb", 1, 0, 'm'},       {"stall-at", 1, 0, 't'},
-                                             {"stall-seconds", 1, 0, 'T'}, {"crash-at", 1, 0, 'c'},
-                                             {"help", 0, 0, 'h'},          {"device-memory-mb", 1, 0, 'M'},
-                                             {"oom-at", 1, 0, 'O'},        {"oom-mb", 1, 0, 'B'},
-                                             {"bad-label-at", 1, 0, 'L'},  {"ignore-local-rank", 0, 0, 'g'},
-                                             {"device-pool", 1, 0, 'P'},   {0, 0, 0, 0}};
+    // clang-format off
+    static const struct option longopts[] = {
+        {"epochs", 1, 0, 'e'},       {"steps-per-epoch", 1, 0, 's'}, {"batch", 1, 0, 'b'},
+        {"lr", 1, 0, 'l'},           {"log-interval", 1, 0, 'i'},    {"seed", 1, 0, 'S'},
+        {"log", 1, 0, 'o'},          {"slow-reader", 1, 0, 'r'},     {"lr-spike-at", 1, 0, 'n'},
+        {"lr-spike-factor", 1, 0, 'f'}, {"leak-mb", 1, 0, 'm'},      {"stall-at", 1, 0, 't'},
+        {"stall-seconds", 1, 0, 'T'}, {"crash-at", 1, 0, 'c'},       {"help", 0, 0, 'h'},
+        {"device-memory-mb", 1, 0, 'M'}, {"oom-at", 1, 0, 'O'},      {"oom-mb", 1, 0, 'B'},
+        {"bad-label-at", 1, 0, 'L'}, {"ignore-local-rank", 0, 0, 'g'}, {"device-pool", 1, 0, 'P'},
+        {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
-        case 'e':
-            o->epochs = atoi(optarg);
-            break;
-        case 's':
-            o->steps_per_epoch = atoi(optarg);
-            break;
-        case 'b':
-            o->batch = atoi(optarg);
-            break;
-        case 'l':
-            o->lr = atof(optarg);
-            break;
-        case 'i':
-            o->log_interval = atoi(optarg);
-            break;
-        case 'S':
-            o->seed = (unsigned)atoi(optarg);
-            break;
-        case 'o':
-            o->log_path = optarg;
-            break;
-        case 'r':
-            o->slow_reader_ms = atof(optarg);
-            break;
-        case 'n':
-            o->lr_spike_at = atol(optarg);
-            break;
-        case 'f':
-            o->lr_spike_factor = atof(optarg);
-            break;
-        case 'm':
-            o->leak_mb = atof(optarg);
-            break;
-        case 't':
-            o->stall_at = atol(optarg);
-            break;
-        case 'T':
-            o->stall_seconds = atof(optarg);
-            break;
-        case 'c':
-            o->crash_at = atol(optarg);
-            break;
-        case 'M':
-            o->device_memory_mb = atof(optarg);
-            break;
-        case 'O':
-            o->oom_at = atol(optarg);
-            break;
-        case 'B':
-            o->oom_mb = atof(optarg);
-            break;
-        case 'L':
-            o->bad_label_at = atol(optarg);
-            break;
-        case 'g':
-            o->ignore_local_rank = 1;
-            break;
-        case 'P':
-            o->device_pool = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            exit(0);
-        default:
-            usage(stderr);
-            return -1;
+        case 'e': o->epochs = atoi(optarg); break;
+        case 's': o->steps_per_epoch = atoi(optarg); break;
+        case 'b': o->batch = atoi(optarg); break;
+        case 'l': o->lr = atof(optarg); break;
+        case 'i': o->log_interval = atoi(optarg); break;
+        case 'S': o->seed = (unsigned)atoi(optarg); break;
+        case 'o': o->log_path = optarg; break;
+        case 'r': o->slow_reader_ms = atof(optarg); break;
+        case 'n': o->lr_spike_at = atol(optarg); break;
+        case 'f': o->lr_spike_factor = atof(optarg); break;
+        case 'm': o->leak_mb = atof(optarg); break;
+        case 't': o->stall_at = atol(optarg); break;
+        case 'T': o->stall_seconds = atof(optarg); break;
+        case 'c': o->crash_at = atol(optarg); break;
+        case 'M': o->device_memory_mb = atof(optarg); break;
+        case 'O': o->oom_at = atol(optarg); break;
+        case 'B': o->oom_mb = atof(optarg); break;
+        case 'L': o->bad_label_at = atol(optarg); break;
+        case 'g': o->ignore_local_rank = 1; break;
+        case 'P': o->device_pool = optarg; break;
+        case 'h': usage(stdout); exit(0);
+        default: usage(stderr); return -1;
         }
     }
+    // clang-format on
     if (o->epochs < 1 || o->steps_per_epoch < 1 || o->batch < 1 || o->batch > 4096 || o->log_interval < 1) {
         fprintf(stderr, "demo-train: epochs, steps-per-epoch, batch (<=4096) and log-interval must be positive\n");
         return -1;
@@ -657,30 +613,20 @@ static int parse_options(int argc, char **argv, options *o)
 static void crash(FILE *log, long step)
 {
     /* What a Python trainer prints when a step raises. */
-    fprintf(log,
-            "Traceback (most recent call last):\n"
-            "  File \"tools/train.py\", line 227, in <module>\n"
-            "    main(config, device, logger, vdl_writer)\n"
-            "  File \"tools/program.py\", line 301, in train\n"
-            "    preds = model(images, data=batch[1:])\n"
-            "RuntimeError: (PreconditionNotMet) demo-train: simulated failure in step %ld\n",
-            step);
+    fprintf(log, "Traceback (most recent call last):\n"
+                 "  File \"tools/train.py\", line 227, in <module>\n"
+                 "    main(config, device, logger, vdl_writer)\n"
+                 "  File \"tools/program.py\", line 301, in train\n"
+                 "    preds = model(images, data=batch[1:])\n"
+                 "RuntimeError: (PreconditionNotMet) demo-train: simulated failure in step %ld\n", step);
     fflush(log);
     exit(1);
 }
 
 int main(int argc, char **argv)
 {
-    options o = {.epochs = 5,
-                 .steps_per_epoch = 100,
-                 .batch = 128,
-                 .dim = 256,
-                 .classes = 32,
-                 .log_interval = 10,
-                 .lr = 0.1,
-                 .seed = 7,
-                 .lr_spike_factor = 1000,
-                 .stall_seconds = 5};
+    options o = {.epochs = 5, .steps_per_epoch = 100, .batch = 128, .dim = 256, .classes = 32,
+                 .log_interval = 10, .lr = 0.1, .seed = 7, .lr_spike_factor = 1000, .stall_seconds = 5};
     if (parse_options(argc, argv, &o) != 0)
         return 2;
     FILE *log = stdout;
