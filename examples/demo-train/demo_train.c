@@ -14,16 +14,46 @@
  *   --leak-mb MB            a buffer grows by MB every step (memory growth)
  *   --stall-at STEP         the step hangs for --stall-seconds
  *   --crash-at STEP         the step fails with an exception and exit 1
+ *   --device-memory-mb MB   the simulated GPU's capacity (see below)
+ *   --oom-at STEP           one oversized request (--oom-mb) at that step
+ *   --bad-label-at STEP     a label outside the class range in that batch:
+ *                           the loss's bounds check fails like a CUDA kernel
+ *                           assertion, then the CUDA error 719 it causes
+ *   --ignore-local-rank     every rank puts itself on GPU 0
+ *   --device-pool DIR       the simulated GPUs are shared by processes
  *
- * Memory is reported from /proc/self/statm as max_mem_reserved (MB), the
- * field PaddleOCR uses for device memory. Everything printed is measured.
+ * The simulated GPU is a memory pool with a capacity: the parameters and
+ * their gradients, each batch's activations (while the step runs), each
+ * evaluation's batch, the --leak-mb buffers and the --oom-at request are
+ * allocated in it, and an allocation that does not fit fails the way
+ * Paddle's allocator does (MemoryError, then the Error Message Summary with
+ * ResourceExhaustedError "Out of memory error on GPU N. Cannot allocate ...",
+ * the sizes being the pool's own). With --device-pool DIR, processes on one
+ * device index share one pool (DIR/gpuN, a table of PID and bytes under a
+ * lock), so ranks put on one GPU exhaust it together. As several ranks
+ * (PADDLE_TRAINERS_NUM > 1, rank PADDLE_TRAINER_ID, device FLAGS_selected_gpus
+ * or PADDLE_LOCAL_RANK, as paddle.distributed.launch sets them) the program
+ * prints Paddle's "init nccl context ... gpu id: N" line as it starts, and
+ * Paddle's FatalError block when a SIGTERM stops it (the launcher's doing
+ * when another rank failed).
+ *
+ * Memory is reported as max_mem_reserved (MB), the field PaddleOCR uses for
+ * device memory: the pool's peak when --device-memory-mb is given, else the
+ * process's resident memory from /proc/self/statm. Everything printed is
+ * measured.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,8 +71,28 @@ typedef struct options {
     long stall_at;
     double stall_seconds;
     long crash_at;
+    double device_memory_mb; /* 0: not given (a 16 GiB device, memory read from statm) */
+    long oom_at;
+    double oom_mb; /* 0: the device's capacity */
+    long bad_label_at;
+    int ignore_local_rank;
+    const char *device_pool; /* a folder: pools shared by processes; NULL: private */
     const char *log_path;
 } options;
+
+/* Where the process stands among the ranks of a job (Paddle's launcher). */
+typedef struct placement {
+    int rank, world, device;
+} placement;
+
+/* The simulated GPU: a capacity and what this process holds of it. A shared
+ * pool is the file DIR/gpuN, one "PID BYTES" line per process, read and
+ * written under flock. */
+typedef struct device_pool {
+    int device;
+    double capacity, own, peak; /* bytes */
+    int fd;                     /* the shared pool's file, -1: private */
+} device_pool;
 
 typedef struct model {
     float w[MAX_DIM][MAX_CLASSES];
@@ -57,6 +107,8 @@ typedef struct dataset {
 } dataset;
 
 static unsigned long long rng_state;
+static volatile sig_atomic_t terminated;    /* a SIGTERM came (caught as one of several ranks) */
+static volatile sig_atomic_t terminated_by; /* from this PID */
 
 static double uniform(void)
 {
@@ -81,7 +133,7 @@ static void sleep_seconds(double s)
     if (s <= 0)
         return;
     struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !terminated) {
     }
 }
 
@@ -103,6 +155,283 @@ static double rss_mb(void)
         fclose(f);
     }
     return resident * (double)sysconf(_SC_PAGESIZE) / (1024.0 * 1024.0);
+}
+
+/* ---- the simulated GPU ------------------------------------------------ */
+
+/* Paddle's string::HumanReadableSize: "%f" and the unit, powers of 1024. */
+static void human_size(double bytes, char *buf, size_t cap)
+{
+    static const char *const units[] = {"B", "kB", "MB", "GB", "TB"};
+    size_t i = 0;
+    while (bytes >= 1024 && i + 1 < sizeof units / sizeof units[0])
+        bytes /= 1024, i++;
+    snprintf(buf, cap, "%f%s", bytes, units[i]);
+}
+
+/* The other processes' bytes in the shared pool (dead ones dropped); the
+ * file's offset is left at its start. */
+static double pool_others(device_pool *d, pid_t self)
+{
+    char text[8192];
+    ssize_t n = pread(d->fd, text, sizeof text - 1, 0);
+    text[n > 0 ? n : 0] = '\0';
+    double others = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        long pid;
+        double bytes;
+        if (sscanf(line, "%ld %lf", &pid, &bytes) == 2 && pid != self && (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+            others += bytes;
+    }
+    return others;
+}
+
+/* Rewrites the shared pool with this process's entry set to own (0: gone). */
+static void pool_write(device_pool *d, pid_t self, double own)
+{
+    char text[8192], out[8192];
+    ssize_t n = pread(d->fd, text, sizeof text - 1, 0);
+    text[n > 0 ? n : 0] = '\0';
+    size_t used = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        long pid;
+        double bytes;
+        if (sscanf(line, "%ld %lf", &pid, &bytes) == 2 && pid != self && (kill((pid_t)pid, 0) == 0 || errno != ESRCH) &&
+            used < sizeof out)
+            used += (size_t)snprintf(out + used, sizeof out - used, "%ld %.0f\n", pid, bytes);
+    }
+    if (own > 0 && used < sizeof out)
+        used += (size_t)snprintf(out + used, sizeof out - used, "%ld %.0f\n", (long)self, own);
+    if (used > sizeof out)
+        used = sizeof out;
+    if (ftruncate(d->fd, 0) != 0 || pwrite(d->fd, out, used, 0) != (ssize_t)used)
+        fprintf(stderr, "demo-train: the device pool: %s\n", strerror(errno));
+}
+
+static int pool_open(device_pool *d, const options *o, int device)
+{
+    d->device = device;
+    d->capacity = (o->device_memory_mb > 0 ? o->device_memory_mb : 16384) * 1024 * 1024;
+    d->own = d->peak = 0;
+    d->fd = -1;
+    if (!o->device_pool)
+        return 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/gpu%d", o->device_pool, device);
+    d->fd = open(path, O_RDWR | O_CREAT, 0644);
+    if (d->fd < 0) {
+        fprintf(stderr, "demo-train: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Takes bytes from the pool: 0, or -1 when they do not fit (*in_use: what
+ * every process on the device holds then). */
+static int pool_alloc(device_pool *d, double bytes, double *in_use)
+{
+    double others = 0;
+    if (d->fd >= 0) {
+        flock(d->fd, LOCK_EX);
+        others = pool_others(d, getpid());
+    }
+    *in_use = others + d->own;
+    int fits = others + d->own + bytes <= d->capacity;
+    if (fits) {
+        d->own += bytes;
+        d->peak = d->own > d->peak ? d->own : d->peak;
+        if (d->fd >= 0)
+            pool_write(d, getpid(), d->own);
+    }
+    if (d->fd >= 0)
+        flock(d->fd, LOCK_UN);
+    return fits ? 0 : -1;
+}
+
+static void pool_free(device_pool *d, double bytes)
+{
+    d->own -= bytes;
+    if (d->fd < 0)
+        return;
+    flock(d->fd, LOCK_EX);
+    pool_write(d, getpid(), d->own);
+    flock(d->fd, LOCK_UN);
+}
+
+/* The process is going: what it held on the device is the others' again. */
+static void pool_close(device_pool *d)
+{
+    if (d->fd < 0)
+        return;
+    flock(d->fd, LOCK_EX);
+    pool_write(d, getpid(), 0);
+    flock(d->fd, LOCK_UN);
+    close(d->fd);
+    d->fd = -1;
+}
+
+/* What Paddle prints when its allocator cannot serve a request: the Python
+ * traceback ending in MemoryError, then the Error Message Summary (the
+ * default FLAGS_call_stack_level prints no C++ frames). "allocated" is the
+ * process's own, "available" what the device has left. */
+static void out_of_memory(FILE *log, device_pool *d, double bytes, double in_use, const char *where)
+{
+    char want[32], have[32], left[32];
+    human_size(bytes, want, sizeof want);
+    human_size(d->own, have, sizeof have);
+    human_size(d->capacity - in_use, left, sizeof left);
+    fprintf(log,
+            "Traceback (most recent call last):\n"
+            "  File \"tools/train.py\", line 227, in <module>\n"
+            "    main(config, device, logger, vdl_writer)\n"
+            "%s"
+            "  File \"/usr/local/lib/python3.10/dist-packages/paddle/nn/layer/layers.py\", line 1254, in __call__\n"
+            "    return self.forward(*inputs, **kwargs)\n"
+            "MemoryError: \n\n"
+            "----------------------\n"
+            "Error Message Summary:\n"
+            "----------------------\n"
+            "ResourceExhaustedError: \n\n"
+            "Out of memory error on GPU %d. Cannot allocate %s memory on GPU %d, %s memory has been allocated and "
+            "available memory is only %s.\n\n"
+            "Please check whether there is any other process using GPU %d.\n"
+            "1. If yes, please stop them, or start PaddlePaddle on another GPU.\n"
+            "2. If no, please decrease the batch size of your model. \n"
+            " (at /paddle/paddle/fluid/memory/allocation/cuda_allocator.cc:86)\n",
+            where, d->device, want, d->device, have, left, d->device);
+    fflush(log);
+    pool_close(d);
+    exit(1);
+}
+
+/* Takes bytes from the device, or fails the run as Paddle does. */
+static void device_take(FILE *log, device_pool *d, double bytes, const char *frames)
+{
+    double in_use;
+    if (pool_alloc(d, bytes, &in_use) != 0)
+        out_of_memory(log, d, bytes, in_use, frames);
+}
+
+/* The Python frames down to the model's call, in training and in evaluation. */
+static const char train_frames[] = "  File \"tools/program.py\", line 301, in train\n"
+                                   "    preds = model(images, data=batch[1:])\n";
+static const char eval_frames[] = "  File \"tools/program.py\", line 355, in train\n"
+                                  "    cur_metric = eval(model, valid_dataloader, post_process_class, eval_class)\n"
+                                  "  File \"tools/program.py\", line 571, in eval\n"
+                                  "    preds = model(images)\n";
+
+/* ---- ranks ------------------------------------------------------------ */
+
+static int env_int(const char *name, int fallback)
+{
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : fallback;
+}
+
+/* As paddle.distributed.launch sets it: the rank, the world, and the GPU
+ * (FLAGS_selected_gpus, else the local rank); a program that ignores them
+ * puts every rank on GPU 0. */
+static placement place(const options *o)
+{
+    placement p = {.rank = env_int("PADDLE_TRAINER_ID", 0), .world = env_int("PADDLE_TRAINERS_NUM", 1)};
+    p.device = env_int("FLAGS_selected_gpus", env_int("PADDLE_LOCAL_RANK", env_int("LOCAL_RANK", 0)));
+    if (o->ignore_local_rank || p.device < 0)
+        p.device = 0;
+    return p;
+}
+
+/* Paddle's collective start-up line, glog-style, as init_parallel_env prints it. */
+static void say_placement(FILE *log, const placement *p)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    struct tm tm;
+    localtime_r(&tv.tv_sec, &tm);
+    char when[32];
+    strftime(when, sizeof when, "%m%d %H:%M:%S", &tm);
+    fprintf(log,
+            "I%s.%06ld %5ld nccl_context.cc:74] init nccl context nranks: %d local rank: %d gpu id: %d ring id: 0\n",
+            when, (long)tv.tv_usec, (long)getpid(), p->world, p->rank, p->device);
+}
+
+static void on_sigterm(int sig, siginfo_t *info, void *context)
+{
+    (void)sig, (void)context;
+    terminated_by = info ? info->si_pid : 0;
+    terminated = 1;
+}
+
+/* What Paddle's signal handler prints when the launcher stops a rank; then
+ * the process dies of the signal, as Paddle's does. */
+static void die_of_sigterm(FILE *log, device_pool *d)
+{
+    long long now_s = (long long)time(NULL);
+    fprintf(log,
+            "\n\n--------------------------------------\n"
+            "C++ Traceback (most recent call last):\n"
+            "--------------------------------------\n"
+            "0   paddle::framework::SignalHandle(char const*, int)\n\n"
+            "----------------------\n"
+            "Error Message Summary:\n"
+            "----------------------\n"
+            "FatalError: `Termination signal` is detected by the operating system.\n"
+            "  [TimeInfo: *** Aborted at %lld (unix time) try \"date -d @%lld\" if you are using GNU date ***]\n"
+            "  [SignalInfo: *** SIGTERM (@0x%x) received by PID %ld (TID 0x%lx) from PID %d ***]\n\n",
+            now_s, now_s, (unsigned)terminated_by, (long)getpid(), (unsigned long)pthread_self(), (int)terminated_by);
+    fflush(log);
+    pool_close(d);
+    signal(SIGTERM, SIG_DFL);
+    raise(SIGTERM);
+    exit(143);
+}
+
+static void catch_sigterm(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigterm;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* The loss reads p[label]: Paddle's cross-entropy kernel checks the label
+ * first, and on the GPU a failed check is a device-side assertion, printed
+ * by each thread that hit it, which the next CUDA call reports as error 719. */
+static void check_labels(FILE *log, const options *o, const int *y, device_pool *d)
+{
+    int bad = 0;
+    for (int i = 0; i < o->batch; i++) {
+        if (y[i] >= 0 && y[i] < o->classes)
+            continue;
+        fprintf(
+            log,
+            "Error: /paddle/paddle/phi/kernels/gpu/cross_entropy_kernel.cu:1008 Assertion `false` failed. The value "
+            "of label expected >= 0 and < %d, or == -100, but got %d. Please check label value.\n",
+            o->classes, y[i]);
+        bad++;
+    }
+    if (!bad)
+        return;
+    fprintf(log,
+            "Traceback (most recent call last):\n"
+            "  File \"tools/train.py\", line 227, in <module>\n"
+            "    main(config, device, logger, vdl_writer)\n"
+            "  File \"tools/program.py\", line 332, in train\n"
+            "    stats = {k: float(v) if v.shape == [] else v.numpy().mean() for k, v in loss.items()}\n"
+            "  File \"tools/program.py\", line 332, in <dictcomp>\n"
+            "    stats = {k: float(v) if v.shape == [] else v.numpy().mean() for k, v in loss.items()}\n"
+            "OSError: (External) CUDA error(719), unspecified launch failure. \n"
+            "  [Hint: 'cudaErrorLaunchFailure'. An exception occurred on the device while executing a kernel. Common "
+            "causes include dereferencing an invalid device pointer and accessing out of bounds shared memory. This "
+            "leaves the process in an inconsistent state and any further CUDA work will return the same error. To "
+            "continue using CUDA, the process must be terminated and relaunched.] (at "
+            "/paddle/paddle/phi/backends/gpu/cuda/cuda_info.cc:259)\n\n");
+    fflush(log);
+    pool_close(d);
+    exit(1);
 }
 
 /* Samples n points around the class centers; new centers when like is NULL. */
@@ -211,17 +540,36 @@ static void usage(FILE *out)
             "usage: demo-train [--epochs N] [--steps-per-epoch N] [--batch N] [--lr X] [--log-interval N]\n"
             "                  [--seed N] [--log FILE] [--slow-reader MS] [--lr-spike-at STEP]\n"
             "                  [--lr-spike-factor F] [--leak-mb MB] [--stall-at STEP] [--stall-seconds S]\n"
-            "                  [--crash-at STEP]\n");
+            "                  [--crash-at STEP] [--device-memory-mb MB] [--oom-at STEP] [--oom-mb MB]\n"
+            "                  [--bad-label-at STEP] [--ignore-local-rank] [--device-pool DIR]\n"
+            "\n"
+            "Faults, each a real effect of the training code:\n"
+            "  --slow-reader MS        the data loader takes MS more per batch\n"
+            "  --lr-spike-at STEP      the learning rate jumps x--lr-spike-factor (1000); the loss overflows to NaN\n"
+            "  --leak-mb MB            MB more device memory kept every step (memory growth)\n"
+            "  --stall-at STEP         the step hangs for --stall-seconds (5)\n"
+            "  --crash-at STEP         the step raises an exception; exit 1\n"
+            "  --device-memory-mb MB   the simulated GPU's capacity (16384); what does not fit fails as Paddle's\n"
+            "                          out-of-memory error, exit 1; max_mem_reserved is then the GPU's peak\n"
+            "  --oom-at STEP           one request of --oom-mb MB (default: the capacity) at STEP\n"
+            "  --bad-label-at STEP     a label outside the classes at STEP: a CUDA-style assertion and error 719\n"
+            "  --ignore-local-rank     as one of several ranks, put itself on GPU 0 (not FLAGS_selected_gpus)\n"
+            "  --device-pool DIR       processes share each simulated GPU N (the file DIR/gpuN)\n"
+            "As one of several ranks (PADDLE_TRAINERS_NUM > 1; PADDLE_TRAINER_ID, FLAGS_selected_gpus) it prints\n"
+            "Paddle's \"init nccl context\" line first and Paddle's FatalError block when a SIGTERM stops it.\n");
 }
 
 static int parse_options(int argc, char **argv, options *o)
 {
+    // clang-format off
     static const struct option longopts[] = {
         {"epochs", 1, 0, 'e'},       {"steps-per-epoch", 1, 0, 's'}, {"batch", 1, 0, 'b'},
         {"lr", 1, 0, 'l'},           {"log-interval", 1, 0, 'i'},    {"seed", 1, 0, 'S'},
         {"log", 1, 0, 'o'},          {"slow-reader", 1, 0, 'r'},     {"lr-spike-at", 1, 0, 'n'},
         {"lr-spike-factor", 1, 0, 'f'}, {"leak-mb", 1, 0, 'm'},      {"stall-at", 1, 0, 't'},
         {"stall-seconds", 1, 0, 'T'}, {"crash-at", 1, 0, 'c'},       {"help", 0, 0, 'h'},
+        {"device-memory-mb", 1, 0, 'M'}, {"oom-at", 1, 0, 'O'},      {"oom-mb", 1, 0, 'B'},
+        {"bad-label-at", 1, 0, 'L'}, {"ignore-local-rank", 0, 0, 'g'}, {"device-pool", 1, 0, 'P'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -240,12 +588,23 @@ static int parse_options(int argc, char **argv, options *o)
         case 't': o->stall_at = atol(optarg); break;
         case 'T': o->stall_seconds = atof(optarg); break;
         case 'c': o->crash_at = atol(optarg); break;
+        case 'M': o->device_memory_mb = atof(optarg); break;
+        case 'O': o->oom_at = atol(optarg); break;
+        case 'B': o->oom_mb = atof(optarg); break;
+        case 'L': o->bad_label_at = atol(optarg); break;
+        case 'g': o->ignore_local_rank = 1; break;
+        case 'P': o->device_pool = optarg; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return -1;
         }
     }
+    // clang-format on
     if (o->epochs < 1 || o->steps_per_epoch < 1 || o->batch < 1 || o->batch > 4096 || o->log_interval < 1) {
         fprintf(stderr, "demo-train: epochs, steps-per-epoch, batch (<=4096) and log-interval must be positive\n");
+        return -1;
+    }
+    if (o->device_memory_mb < 0 || o->oom_mb < 0) {
+        fprintf(stderr, "demo-train: --device-memory-mb and --oom-mb must not be negative\n");
         return -1;
     }
     return 0;
@@ -287,6 +646,19 @@ int main(int argc, char **argv)
     int *y = malloc(sizeof(int) * (size_t)o.batch);
     if (!m || !x || !y)
         return 1;
+    placement where = place(&o);
+    device_pool gpu;
+    if (pool_open(&gpu, &o, where.device) != 0)
+        return 2;
+    if (where.world > 1) {
+        catch_sigterm();
+        say_placement(log, &where);
+    }
+    /* on the device for the whole run: the parameters and their gradients */
+    device_take(log, &gpu, 2.0 * (o.dim * o.classes + o.classes) * sizeof(float), train_frames);
+    /* for one step: the batch, its logits and probabilities */
+    double activations = ((double)o.batch * o.dim + 2.0 * o.batch * o.classes) * sizeof(float);
+    double eval_batch = ((double)eval.n * eval.dim + (double)eval.n * eval.classes) * sizeof(float);
     char ts[32];
     timestamp(ts, sizeof ts);
     fprintf(log, "[%s] ppocr INFO: train dataloader has %d iters\n", ts, o.steps_per_epoch);
@@ -303,16 +675,29 @@ int main(int argc, char **argv)
             double t1 = now();
             if (o.crash_at && step == o.crash_at)
                 crash(log, step);
+            if (terminated)
+                die_of_sigterm(log, &gpu);
+            if (o.bad_label_at && step == o.bad_label_at)
+                y[step % o.batch] = o.classes; /* labels 1..C where 0..C-1 are meant */
+            check_labels(log, &o, y, &gpu);
             if (o.stall_at && step == o.stall_at)
                 sleep_seconds(o.stall_seconds);
             double lr = o.lr * (o.lr_spike_at && step >= o.lr_spike_at ? o.lr_spike_factor : 1);
             int correct;
+            device_take(log, &gpu, activations, train_frames);
+            if (o.oom_at && step == o.oom_at) { /* one oversized tensor, freed with the step's */
+                double big = (o.oom_mb > 0 ? o.oom_mb * 1024 * 1024 : gpu.capacity);
+                device_take(log, &gpu, big, train_frames);
+                pool_free(&gpu, big);
+            }
             loss_sum += train_step(m, &o, x, y, lr, &correct);
+            pool_free(&gpu, activations);
             correct_sum += correct;
             seen += o.batch;
             if (o.leak_mb > 0) {
                 char **grown = realloc(leaks, sizeof *leaks * (leak_count + 1));
                 size_t bytes = (size_t)(o.leak_mb * 1024 * 1024);
+                device_take(log, &gpu, (double)bytes, train_frames);
                 if (grown && (grown[leak_count] = malloc(bytes))) {
                     memset(grown[leak_count], 1, bytes);
                     leak_count++;
@@ -332,13 +717,16 @@ int main(int argc, char **argv)
                         "avg_reader_cost: %.5f s, avg_batch_cost: %.5f s, avg_samples: %.1f, ips: %.5f samples/s, "
                         "eta: %d:%02d:%02d, max_mem_reserved: %.0f MB\n",
                         ts, epoch, o.epochs, step, lr, loss_sum / o.log_interval, (double)correct_sum / seen,
-                        reader_sum / o.log_interval, avg_batch, (double)o.batch, o.batch / avg_batch,
-                        (int)(eta / 3600), (int)fmod(eta / 60, 60), (int)fmod(eta, 60), rss_mb());
+                        reader_sum / o.log_interval, avg_batch, (double)o.batch, o.batch / avg_batch, (int)(eta / 3600),
+                        (int)fmod(eta / 60, 60), (int)fmod(eta, 60),
+                        o.device_memory_mb > 0 ? gpu.peak / (1024.0 * 1024.0) : rss_mb());
                 reader_sum = batch_sum = loss_sum = 0;
                 correct_sum = seen = 0;
             }
         }
+        device_take(log, &gpu, eval_batch, eval_frames);
         double acc = evaluate(m, &eval);
+        pool_free(&gpu, eval_batch);
         timestamp(ts, sizeof ts);
         fprintf(log, "[%s] ppocr INFO: cur metric, acc: %.6f, fps: %.2f\n", ts, acc, eval.n / 0.01);
         if (acc > best_acc) {
@@ -354,6 +742,7 @@ int main(int argc, char **argv)
     free(leaks);
     free(train.x), free(train.y), free(eval.x), free(eval.y);
     free(m), free(x), free(y);
+    pool_close(&gpu);
     if (log != stdout)
         fclose(log);
     return 0;

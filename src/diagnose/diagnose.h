@@ -108,6 +108,14 @@ int tw_health_ranks(const tw_run *run, tw_report *r);
 void tw_health_text(const tw_health *h, char *buf, size_t cap);
 void tw_health_write_json(FILE *out, const tw_health *h);
 
+/* rule_devices.c: the GPU index a launch or out-of-memory line names
+ * ("gpu id: 1", "on GPU 0", "Place(gpu:0)", ...), -1 none. */
+int tw_device_named(const char *message);
+/* The other ranks of the run whose own lines put them on that GPU, as
+ * "0, 1, 3" into buf (their first statement of a device counts); returns
+ * how many. */
+int tw_device_sharers(const tw_run *run, int rank, int device, char *buf, size_t cap);
+
 /* The rules, by theme. */
 extern const tw_rule tw_rule_data_bound, tw_rule_nan, tw_rule_spikes, tw_rule_divergence, tw_rule_plateau,
     tw_rule_stalls, tw_rule_jitter, tw_rule_throughput, tw_rule_memory, tw_rule_oom, tw_rule_exceptions, tw_rule_exits,

@@ -31,7 +31,7 @@ typedef struct device_note {
 } device_note;
 
 /* The device index after one of the markers, or -1. */
-static int device_in(const char *msg)
+int tw_device_named(const char *msg)
 {
     static const char *const markers[] = {"device: ", "gpu id: ", " on GPU ", "(GPU ", "GPU ", "Place(gpu:"};
     for (size_t i = 0; i < sizeof markers / sizeof markers[0]; i++) {
@@ -74,7 +74,7 @@ static void collect(const tw_run *run, device_note *notes, int count)
         device_note *d = note_of(notes, count, e->rank);
         if (!d || (e->kind != TW_EV_LAUNCH && e->kind != TW_EV_OOM))
             continue;
-        int dev = device_in(e->message);
+        int dev = tw_device_named(e->message);
         if (d->device < 0 && dev >= 0) {
             d->device = dev;
             d->where = e;
@@ -84,6 +84,30 @@ static void collect(const tw_run *run, device_note *notes, int count)
             d->other_processes = processes_in(e->message);
         }
     }
+}
+
+int tw_device_sharers(const tw_run *run, int rank, int device, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (device < 0 || run->rank_count < 2)
+        return 0;
+    device_note *notes = calloc((size_t)run->rank_count, sizeof *notes);
+    if (!notes)
+        return 0;
+    for (int i = 0; i < run->rank_count; i++)
+        notes[i] = (device_note){.rank = run->ranks[i]->rank, .device = -1};
+    collect(run, notes, run->rank_count);
+    int n = 0;
+    size_t used = 0;
+    for (int i = 0; i < run->rank_count; i++) {
+        if (notes[i].rank == rank || notes[i].device != device)
+            continue;
+        n++;
+        if (used < cap)
+            used += (size_t)snprintf(buf + used, cap - used, "%s%d", used ? ", " : "", notes[i].rank);
+    }
+    free(notes);
+    return n;
 }
 
 static void recommend(tw_finding *f)

@@ -8,7 +8,8 @@
  * readings rising: tensors kept across steps), fragmentation (memory
  * reserved by the allocator but unallocated exceeds the request), and other
  * processes on the device (PyTorch lists them: several ranks or another job
- * on one GPU). When it happened matters too: in evaluation or inference
+ * on one GPU; Paddle does not, but other ranks whose own lines name the same
+ * GPU show it). When it happened matters too: in evaluation or inference
  * (the stack names it, or an evaluation came after the last training step)
  * the eval batch size is the one to lower. The sizes are read from the
  * frameworks' own wording:
@@ -184,8 +185,9 @@ static void classify(const tw_run *run, const tw_event_note *e, tw_finding *f, c
 {
     oom_sizes z;
     read_sizes(e->message, e->detail, &z);
-    char a[32], b[32], c[32];
+    char a[32], b[32], c[32], ranks[128];
     double from, to;
+    int device = tw_device_named(e->message), sharers;
     kind[0] = '\0';
     if (!isnan(z.requested) && !isnan(z.total) && z.total > 0 && z.requested >= 0.25 * z.total) {
         snprintf(kind, cap, "one allocation too large for the device");
@@ -203,6 +205,12 @@ static void classify(const tw_run *run, const tw_event_note *e, tw_finding *f, c
         tw_finding_recommend(f, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or max_split_size_mb), "
                                 "FLAGS_allocator_strategy=auto_growth for Paddle; avoid tensors whose shape changes "
                                 "every step.");
+    } else if ((sharers = tw_device_sharers(run, e->rank, device, ranks, sizeof ranks)) > 0) {
+        snprintf(kind, cap, "several ranks on one device");
+        tw_finding_evidence(f, "rank%s %s also use%s GPU %d, by their own lines: the ranks share it",
+                            sharers > 1 ? "s" : "", ranks, sharers > 1 ? "" : "s", device);
+        tw_finding_recommend(f, "Give each rank its own device (LOCAL_RANK / FLAGS_selected_gpus); a smaller batch "
+                                "only hides it.");
     } else if (grew(run, e, &from, &to)) {
         snprintf(kind, cap, "memory that grew");
         tw_finding_evidence(f, "device memory grew from %s to %s before it", bytes(from, a, sizeof a),
@@ -252,8 +260,9 @@ static void check_oom(const tw_run *run, const tw_thresholds *t, tw_findings *ou
     if (eval)
         tw_finding_recommend(f, "It failed in evaluation: lower the evaluation batch size, run it under no_grad / "
                                 "paddle.no_grad, and free the training step's tensors before it.");
-    tw_finding_recommend(f, "In general: reduce the per-device batch size (keep the global batch with gradient "
-                            "accumulation), use mixed precision, recompute activations, or shard optimizer state.");
+    if (strcmp(kind, "several ranks on one device") != 0)
+        tw_finding_recommend(f, "In general: reduce the per-device batch size (keep the global batch with gradient "
+                                "accumulation), use mixed precision, recompute activations, or shard optimizer state.");
 }
 
 const tw_rule tw_rule_oom = {"oom", "out-of-memory errors, classified", check_oom};

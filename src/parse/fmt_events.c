@@ -33,10 +33,13 @@ typedef struct events_state {
     char signal_message[TW_MESSAGE_MAX];
     long long aborted_at; /* "[TimeInfo: *** Aborted at N (unix time)": N, 0 unknown */
     bool await_message;   /* "ResourceExhaustedError: " with its message on the lines after */
+    bool name_held;       /* "MemoryError: " whose message is the Error Message Summary's error: its
+                             frames wait for that error (pending_name kept in case none comes) */
     int nccl;             /* an NCCL error held for its "Last error:" lines: 1 held, 2 after "Last error:" */
     char held[TW_MESSAGE_MAX];
     char pending_name[TW_NAME_MAX];
     char assertion[TW_MESSAGE_MAX]; /* the last CUDA device-side assertion, "" none */
+    uint64_t assertion_line;        /* its line */
     int root_cause;                 /* lines left of torchrun's "Root Cause (first observed failure)" entry, 0 none */
     char launcher[TW_MESSAGE_MAX];  /* that entry as read so far */
 } events_state;
@@ -131,8 +134,10 @@ static bool reports_assertion(const char *s, size_t len)
  * block: [0,0,0], thread: [0,0,0] Assertion `srcIndex < srcSelectDimSize`
  * failed." kept as "Indexing.cu:1141: indexSelectLargeIndex: Assertion
  * `srcIndex < srcSelectDimSize` failed." */
-static void note_assertion(events_state *st, const char *s, size_t len)
+static void note_assertion(events_state *st, const tw_line *line)
 {
+    const char *s = line->text;
+    size_t len = line->len;
     const char *assertion = tw_find(s, len, "Assertion `");
     if (!assertion || !tw_find(assertion, (size_t)(s + len - assertion), "failed"))
         return;
@@ -154,6 +159,7 @@ static void note_assertion(events_state *st, const char *s, size_t len)
     char text[TW_MESSAGE_MAX];
     snprintf(text, sizeof text, "%.*s %.*s", (int)(head_end - file), file, (int)(s + len - assertion), assertion);
     tw_record_set_text(st->assertion, text, strlen(text));
+    st->assertion_line = line->source.line;
 }
 
 /* A frame of the user's own code: not in an installed package, the
@@ -180,13 +186,20 @@ static int emit_exception(tw_parser *p, events_state *st, const tw_line *line, c
     char detail[2 * TW_MESSAGE_MAX + 32]; /* cut to TW_MESSAGE_MAX by emit_event */
     frames(st, detail, sizeof detail);
     char caused[2 * TW_MESSAGE_MAX + 64]; /* cut to TW_MESSAGE_MAX by emit_event */
+    tw_line at_assertion;
+    st->name_held = false; /* this is the error a held name was waiting for */
     if (st->assertion[0] && reports_assertion(s, len)) {
-        /* the assertion is the error; the CUDA error only reports it */
+        /* the assertion is the error, at its line; the CUDA error only reports it */
         snprintf(caused, sizeof caused, "CUDA device-side assertion: %s (reported as: %.*s)", st->assertion, (int)len,
                  s);
         s = caused;
         len = strnlen(caused, sizeof caused - 1);
         st->assertion[0] = '\0';
+        if (line && st->assertion_line <= line->source.line && line->source.line - st->assertion_line < 1000) {
+            at_assertion = *line; /* (a parser renumbered in between keeps the error's line) */
+            at_assertion.source.line = st->assertion_line;
+            line = &at_assertion;
+        }
     }
     int n = emit_event(p, line, TW_EV_EXCEPTION, s, len, detail, 0);
     if (is_oom_text(s, len))
@@ -216,6 +229,13 @@ static int awaited_message(tw_parser *p, events_state *st, const tw_line *line)
                    !tw_starts_with(line->text, line->len, "C++ Traceback") &&
                    !tw_starts_with(line->text, line->len, "Error Message Summary") &&
                    !tw_starts_with(line->text, line->len, "Traceback (most recent call last)");
+    if (!message && line && !tw_starts_with(line->text, line->len, "Traceback (most recent call last)")) {
+        /* Paddle's "MemoryError: " then its C++ block: the message is the
+         * summary's error ("ResourceExhaustedError: ..."), which takes these
+         * frames; the name alone is said only if that error never comes */
+        st->name_held = true;
+        return 0;
+    }
     char text[TW_MESSAGE_MAX];
     if (message) {
         size_t skip = 0;
@@ -229,6 +249,18 @@ static int awaited_message(tw_parser *p, events_state *st, const tw_line *line)
     st->frame[0] = '\0';
     st->user_frame[0] = '\0';
     return message ? n : 0;
+}
+
+/* A held name whose error never came (the block ended without one, another
+ * traceback began, the log ended): said as it was, with its frames. */
+static int release_held(tw_parser *p, events_state *st, const tw_line *line)
+{
+    if (!st->name_held)
+        return 0;
+    int n = emit_exception(p, st, line, st->pending_name, strlen(st->pending_name));
+    st->frame[0] = '\0';
+    st->user_frame[0] = '\0';
+    return n;
 }
 
 /* The lines after an NCCL error: "ncclSystemError: ...", "Last error:",
@@ -349,7 +381,7 @@ static int in_block(tw_parser *p, events_state *st, const tw_line *line)
         long long frame;
         size_t n = tw_scan_uint(s, s + len, &frame);
         if (n) {
-            if (frame == 0 || st->frame[0] == '\0') {
+            if (!st->name_held && (frame == 0 || st->frame[0] == '\0')) { /* held: the Python frames stay */
                 const char *t = s + n;
                 while (t < s + len && *t == ' ')
                     t++;
@@ -358,6 +390,7 @@ static int in_block(tw_parser *p, events_state *st, const tw_line *line)
             return -1;
         }
         st->block = BLOCK_NONE;
+        release_held(p, st, line);
         return 0;
     }
     /* BLOCK_SUMMARY: "----" then "XError: message", hints, signal info */
@@ -386,6 +419,7 @@ static int in_block(tw_parser *p, events_state *st, const tw_line *line)
     if (is_exception_line(s, len))
         return n + exception_line(p, st, line);
     st->block = BLOCK_NONE;
+    release_held(p, st, line);
     return n;
 }
 
@@ -693,7 +727,7 @@ static int single_line(tw_parser *p, events_state *st, const tw_line *line)
     if ((found & (1ull << (RULE_COUNT + 3))) && is_exception_line(s, len))
         return exception_line(p, st, line);
     if (found & (1ull << (RULE_COUNT + 2))) {
-        note_assertion(st, s, len); /* reported with the CUDA error that follows */
+        note_assertion(st, line); /* reported with the CUDA error that follows */
         return 0;
     }
     if ((len == 6 && memcmp(s, "Killed", 6) == 0) || tw_find(s, len, "got signal: "))
@@ -733,6 +767,7 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
             return n;
     }
     if (tw_starts_with(s, len, "Traceback (most recent call last)")) {
+        release_held(p, st, line);
         st->block = BLOCK_PYTHON;
         st->frame[0] = '\0';
         st->user_frame[0] = '\0';
@@ -740,8 +775,10 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     }
     if (tw_starts_with(s, len, "C++ Traceback (most recent call last)")) {
         st->block = BLOCK_CPP;
-        st->frame[0] = '\0';
-        st->user_frame[0] = '\0';
+        if (!st->name_held) {
+            st->frame[0] = '\0';
+            st->user_frame[0] = '\0';
+        }
         return -1;
     }
     if (tw_starts_with(s, len, "Error Message Summary")) {
@@ -759,6 +796,7 @@ static void finish(tw_parser *p, void *state)
     if (st->nccl)
         nccl_lines(p, st, NULL);
     flush_signal(p, st, NULL, 0);
+    release_held(p, st, NULL);
     if (st->assertion[0]) { /* no CUDA error followed it in the log: the assertion is the error */
         char msg[TW_MESSAGE_MAX + 32];
         snprintf(msg, sizeof msg, "CUDA device-side assertion: %s", st->assertion);
@@ -778,7 +816,9 @@ static bool same_state(const void *a, const void *b)
            (!x->signal_pending ||
             (strcmp(x->signal_message, y->signal_message) == 0 && x->aborted_at == y->aborted_at)) &&
            x->await_message == y->await_message && x->nccl == y->nccl && (!x->nccl || strcmp(x->held, y->held) == 0) &&
-           (!x->await_message || strcmp(x->pending_name, y->pending_name) == 0) &&
+           x->name_held == y->name_held &&
+           (!(x->await_message || x->name_held) || strcmp(x->pending_name, y->pending_name) == 0) &&
+           (!x->name_held || (strcmp(x->frame, y->frame) == 0 && strcmp(x->user_frame, y->user_frame) == 0)) &&
            strcmp(x->assertion, y->assertion) == 0 && x->root_cause == y->root_cause &&
            (!x->root_cause || strcmp(x->launcher, y->launcher) == 0);
 }

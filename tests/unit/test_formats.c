@@ -273,6 +273,88 @@ static void test_error_name_alone_at_the_end(void **state)
     free(c);
 }
 
+/* Paddle's Python exception names only the type ("MemoryError: ") and puts
+ * its message in the Error Message Summary below: one failure, the
+ * summary's error, with the traceback's frames. */
+static void test_python_name_takes_the_summarys_error(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "Traceback (most recent call last):\n"
+        "  File \"tools/program.py\", line 571, in eval\n"
+        "    preds = model(images)\n"
+        "  File \"/usr/local/lib/python3.10/dist-packages/paddle/nn/layer/layers.py\", line 1254, in __call__\n"
+        "    return self.forward(*inputs, **kwargs)\n"
+        "MemoryError: \n"
+        "\n"
+        "--------------------------------------\n"
+        "C++ Traceback (most recent call last):\n"
+        "--------------------------------------\n"
+        "0   paddle::memory::allocation::CUDAAllocator::AllocateImpl(unsigned long)\n"
+        "\n"
+        "----------------------\n"
+        "Error Message Summary:\n"
+        "----------------------\n"
+        "ResourceExhaustedError: \n"
+        "\n"
+        "Out of memory error on GPU 0. Cannot allocate 1.125000MB memory on GPU 0, 64.250000kB memory has been "
+        "allocated and available memory is only 959.750000kB.\n",
+        NULL, NULL);
+    assert_int_equal(count_events(c, TW_EV_EXCEPTION), 1);
+    const tw_record *e = find_event(c, TW_EV_EXCEPTION);
+    assert_int_equal(e->source.line, 18);
+    assert_non_null(strstr(e->message, "ResourceExhaustedError: Out of memory error on GPU 0."));
+    assert_string_equal(e->detail, "File \"/usr/local/lib/python3.10/dist-packages/paddle/nn/layer/layers.py\", line "
+                                   "1254, in __call__" TW_USER_FRAME "File \"tools/program.py\", line 571, in eval");
+    assert_int_equal(count_events(c, TW_EV_OOM), 1);
+    free(c);
+}
+
+/* The same name with a block that holds no error: said as it was. */
+static void test_held_name_without_an_error_is_said(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text("Traceback (most recent call last):\n"
+                                      "  File \"run.py\", line 3, in <module>\n"
+                                      "    main()\n"
+                                      "MemoryError: \n"
+                                      "\n"
+                                      "--------------------------------------\n"
+                                      "C++ Traceback (most recent call last):\n"
+                                      "--------------------------------------\n"
+                                      "0   paddle::Run()\n"
+                                      "[2024/03/09 15:15:33] ppocr INFO: something else\n",
+                                      NULL, NULL);
+    assert_int_equal(count_events(c, TW_EV_EXCEPTION), 1);
+    const tw_record *e = find_event(c, TW_EV_EXCEPTION);
+    assert_string_equal(e->message, "MemoryError:");
+    assert_string_equal(e->detail, "File \"run.py\", line 3, in <module>");
+    free(c);
+}
+
+/* Paddle's kernel assertion (printed once per thread), then the CUDA error
+ * 719 it causes: one error, at the assertion's line. */
+static void test_paddle_assertion_is_the_error_at_its_line(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "Error: /paddle/paddle/phi/kernels/gpu/cross_entropy_kernel.cu:1008 Assertion `false` failed. The value of "
+        "label expected >= 0 and < 7, or == -100, but got 15. Please check label value.\n"
+        "Error: /paddle/paddle/phi/kernels/gpu/cross_entropy_kernel.cu:1008 Assertion `false` failed. The value of "
+        "label expected >= 0 and < 7, or == -100, but got 15. Please check label value.\n"
+        "Traceback (most recent call last):\n"
+        "  File \"tools/train.py\", line 10, in <module>\n"
+        "    main()\n"
+        "OSError: (External) CUDA error(719), unspecified launch failure.\n",
+        NULL, NULL);
+    assert_int_equal(count_events(c, TW_EV_EXCEPTION), 1);
+    const tw_record *e = find_event(c, TW_EV_EXCEPTION);
+    assert_int_equal(e->source.line, 2);
+    assert_non_null(strstr(e->message, "CUDA device-side assertion: cross_entropy_kernel.cu:1008 Assertion `false` "
+                                       "failed. The value of label expected >= 0 and < 7"));
+    free(c);
+}
+
 /* PyTorch prints the kernel's assertion, then a CUDA error that only reports it. */
 static void test_device_side_assertion_is_the_error(void **state)
 {
@@ -601,6 +683,9 @@ int main(void)
         cmocka_unit_test(test_paddle_error_summary_and_signal),
         cmocka_unit_test(test_error_message_on_the_lines_after_its_name),
         cmocka_unit_test(test_error_name_alone_at_the_end),
+        cmocka_unit_test(test_python_name_takes_the_summarys_error),
+        cmocka_unit_test(test_held_name_without_an_error_is_said),
+        cmocka_unit_test(test_paddle_assertion_is_the_error_at_its_line),
         cmocka_unit_test(test_device_side_assertion_is_the_error),
         cmocka_unit_test(test_nccl_error_quotes_its_last_error),
         cmocka_unit_test(test_oom_nan_checkpoint_resume_events),

@@ -379,8 +379,10 @@ static void assert_same_as_in_order(const char *path, size_t block, tw_parse_sta
     free(threaded);
 }
 
-/* A PaddleOCR log with tracebacks, a Paddle error block, evaluations and a
- * 70 KB line every so often: blocks begin inside all of them. */
+/* A PaddleOCR log with tracebacks, Paddle error blocks (one whose Python
+ * name waits for the summary's error), kernel assertions before their CUDA
+ * error, evaluations and a 70 KB line every so often: blocks begin inside
+ * all of them. */
 static void test_blocks_give_the_records_of_one_reader(void **state)
 {
     (void)state;
@@ -394,6 +396,18 @@ static void test_blocks_give_the_records_of_one_reader(void **state)
         if (i % 131 == 0)
             fprintf(f, "C++ Traceback (most recent call last):\n------\n0   paddle::Run%d\n1   paddle::Op\n"
                        "------\nError Message Summary:\n------\nResourceExhaustedError: Out of memory %d\n", i, i);
+        if (i % 173 == 0)
+            fprintf(f,
+                    "Traceback (most recent call last):\n  File \"tools/program.py\", line %d, in eval\n"
+                    "    preds = model(images)\nMemoryError: \n\n------\nError Message Summary:\n------\n"
+                    "ResourceExhaustedError: \n\nOut of memory error on GPU 0. Cannot allocate %d.000000MB\n",
+                    i, i);
+        if (i % 157 == 0)
+            fprintf(f,
+                    "Error: /paddle/phi/kernels/gpu/cross_entropy_kernel.cu:1008 Assertion `false` failed. got %d\n"
+                    "Traceback (most recent call last):\n  File \"tools/train.py\", line 1, in <module>\n"
+                    "    main()\nOSError: (External) CUDA error(719), unspecified launch failure.\n",
+                    i);
         if (i % 50 == 0)
             fprintf(f, "[2024/03/09 15:15:33] ppocr INFO: cur metric, precision: 0.%d, recall: 0.7, hmean: 0.75\n", i % 10);
         if (i % 1000 == 0) {
