@@ -403,7 +403,8 @@ static bool end_span(reader *r, const tw_trace_event *e)
     return true;
 }
 
-static bool read_event(reader *r)
+/* The members of an event whose { was read, token by token: any input. */
+static bool parse_event(reader *r)
 {
     tw_trace_event *e = &r->ev;
     event_reset(e);
@@ -443,8 +444,347 @@ static bool read_event(reader *r)
         if (!ok)
             return false;
     }
+    return true;
+}
+
+/* ---- the fast path ----------------------------------------------------
+ * An event that lies whole in the buffer and is plain JSON (no escapes or
+ * NUL bytes in the strings it keeps, numbers as numbers or short strings,
+ * nothing deeper than TW_FAST_DEPTH inside skipped values) is read where it
+ * lies, its keys told by length and bytes. On anything else it gives up
+ * having consumed nothing, and the token path reads the event: that one is
+ * the reference, and the fast path must come to the same event. */
+
+#define TW_FAST_DEPTH 48
+
+static inline const char *ws(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    return p;
+}
+
+/* A kept string, its quote at p: the body in *body, *n; the byte after the
+ * closing quote, or NULL (an escape, a NUL, longer than the tokenizer
+ * keeps, or the buffer's end). */
+static inline const char *fast_string(const char *p, const char *end, const char **body, size_t *n)
+{
+    const char *b = p + 1, *stop = end - b > TW_JSTR_MAX ? b + TW_JSTR_MAX + 1 : end;
+    const char *q = tw_jfind(b, stop, true);
+    if (q == stop || *q != '"' || q - b > TW_JSTR_MAX)
+        return NULL;
+    *body = b;
+    *n = (size_t)(q - b);
+    return q + 1;
+}
+
+/* A skipped string, its quote at p: the byte after it, or NULL. */
+static inline const char *fast_skip_string(const char *p, const char *end)
+{
+    for (p++;;) {
+        p = tw_jfind(p, end, false);
+        if (p == end)
+            return NULL;
+        if (*p == '"')
+            return p + 1;
+        p += 2; /* a backslash and the byte it escapes */
+        if (p > end)
+            return NULL;
+    }
+}
+
+/* A number's text at p (a digit or a - not before I or N): its value in
+ * *v, the byte after it, or NULL. As the tokenizer reads one. */
+static inline const char *fast_number(const char *p, const char *end, double *v)
+{
+    if (*p == '-' && (p + 1 == end || p[1] == 'I' || p[1] == 'N'))
+        return NULL;
+    const char *q = p + 1;
+    while (q < end && tw_jnumber_char((unsigned char)*q))
+        q++;
+    if (q == end || q - p >= 72)
+        return NULL;
+    *v = tw_jstream_number(p, (size_t)(q - p));
+    return q;
+}
+
+/* A value read as a number (read_number): a number, or a short string
+ * holding one; is_string as there. NULL for anything else. */
+static const char *fast_value_number(const char *p, const char *end, double *v, bool *is_string)
+{
+    *is_string = false;
+    if ((*p >= '0' && *p <= '9') || *p == '-')
+        return fast_number(p, end, v);
+    if (*p != '"')
+        return NULL;
+    const char *body;
+    size_t n;
+    char tmp[64];
+    const char *after = fast_string(p, end, &body, &n);
+    if (!after || n >= sizeof tmp)
+        return NULL;
+    memcpy(tmp, body, n);
+    tmp[n] = '\0';
+    const char *t = tmp;
+    while (*t && !(*t >= '0' && *t <= '9') && *t != '-')
+        t++;
+    char *stop;
+    double x = strtod(t, &stop);
+    *v = stop == t ? NAN : x;
+    *is_string = true;
+    return after;
+}
+
+static bool skippable_byte(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == ',' || c == ':' ||
+           c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == '-' || c == '+' || c == '.';
+}
+
+/* A skipped value at p (tw_jstream_skip_next): the byte after it, or NULL
+ * where the token path would fail or look further. */
+static const char *fast_skip(const char *p, const char *end)
+{
+    char c = *p;
+    if (c == '"')
+        return fast_skip_string(p, end);
+    if ((c >= '0' && c <= '9') || (c == '-' && p + 1 < end && p[1] >= '0' && p[1] <= '9')) {
+        const char *q = p + 1;
+        while (q < end && tw_jnumber_char((unsigned char)*q))
+            q++;
+        return q < end ? q : NULL;
+    }
+    if (c != '{' && c != '[')
+        return NULL;
+    uint64_t kinds = c == '{'; /* bit i: level i+1 is an object */
+    int depth = 1;
+    for (p++; p < end; p++) {
+        c = *p;
+        if (c == '"') {
+            p = fast_skip_string(p, end);
+            if (!p)
+                return NULL;
+            p--;
+        } else if (c == '{' || c == '[') {
+            if (depth == TW_FAST_DEPTH)
+                return NULL;
+            kinds = (kinds & ~(1ull << depth)) | ((uint64_t)(c == '{') << depth);
+            depth++;
+        } else if (c == '}' || c == ']') {
+            depth--;
+            if ((kinds >> depth & 1) != (c == '}'))
+                return NULL;
+            if (depth == 0)
+                return p + 1;
+        } else if (!skippable_byte((unsigned char)c)) {
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+/* After a member's value: the next key's quote (*more), or the byte after
+ * the object's } (a trailing comma allowed, as member_key does). */
+static inline const char *fast_next(const char *p, const char *end, bool *more)
+{
+    p = ws(p, end);
+    if (p == end)
+        return NULL;
+    if (*p == '}')
+        return *more = false, p + 1;
+    if (*p != ',')
+        return NULL;
+    p = ws(p + 1, end);
+    if (p == end)
+        return NULL;
+    if (*p == '}')
+        return *more = false, p + 1;
+    return *p == '"' ? (*more = true, p) : NULL;
+}
+
+/* A key at its quote p: the body in *k, *n; the byte after its colon and
+ * white space (a value's first byte, never end), or NULL. */
+static inline const char *fast_key(const char *p, const char *end, const char **k, size_t *n)
+{
+    p = fast_string(p, end, k, n);
+    if (!p)
+        return NULL;
+    p = ws(p, end);
+    if (p == end || *p != ':')
+        return NULL;
+    p = ws(p + 1, end);
+    return p == end ? NULL : p;
+}
+
+static inline bool key_is(const char *k, size_t n, const char *want, size_t wn)
+{
+    return n == wn && memcmp(k, want, wn) == 0;
+}
+
+static inline bool key_is_nocase(const char *k, size_t n, const char *want, size_t wn)
+{
+    return n == wn && strncasecmp(k, want, wn) == 0;
+}
+
+/* After an object's {: its first key's quote (*more), or the byte after an
+ * empty object's }. */
+static inline const char *fast_first(const char *p, const char *end, bool *more)
+{
+    p = ws(p, end);
+    if (p == end)
+        return NULL;
+    if (*p == '}')
+        return *more = false, p + 1;
+    return *p == '"' ? (*more = true, p) : NULL;
+}
+
+/* The value of one member of args, its key k, n: as read_args. */
+static const char *fast_arg(tw_trace_event *e, const char *k, size_t n, const char *p, const char *end)
+{
+    double *target = NULL;
+    int64_t *itarget = NULL;
+    switch (n) { /* by length first: most args are none of these */
+    case 5:
+        target = key_is(k, n, "bytes", 5) ? &e->bytes : NULL;
+        break;
+    case 6:
+        target = key_is(k, n, "device", 6) ? &e->device : key_is(k, n, "stream", 6) ? &e->stream : NULL;
+        break;
+    case 11:
+        itarget = key_is_nocase(k, n, "correlation", 11)   ? &e->correlation
+                  : key_is_nocase(k, n, "external id", 11) ? &e->external_id
+                                                           : NULL;
+        break;
+    case 14:
+        itarget = key_is_nocase(k, n, "correlation id", 14) ? &e->correlation : NULL;
+        target = key_is(k, n, "Total Reserved", 14) ? &e->reserved : NULL;
+        break;
+    case 15:
+        target = key_is(k, n, "Total Allocated", 15) ? &e->allocated : NULL;
+        break;
+    case 16:
+        target = key_is(k, n, "current_reserved", 16) ? &e->reserved : NULL;
+        break;
+    case 17:
+        target = key_is(k, n, "current_allocated", 17) ? &e->allocated : NULL;
+        break;
+    default:
+        break;
+    }
+    if (!target && !itarget)
+        return fast_skip(p, end);
+    double v;
+    bool str;
+    p = fast_value_number(p, end, &v, &str);
+    if (p && target)
+        *target = v;
+    else if (p && v == v && v >= 0 && v < 9e18)
+        *itarget = (int64_t)v;
+    return p;
+}
+
+/* The members of args, its { at p: the byte after its }, or NULL. */
+static const char *fast_args(tw_trace_event *e, const char *p, const char *end)
+{
+    bool more;
+    const char *k;
+    size_t n;
+    for (p = fast_first(p + 1, end, &more); p && more; p = fast_next(p, end, &more)) {
+        p = fast_key(p, end, &k, &n);
+        if (p)
+            p = fast_arg(e, k, n, p, end);
+        if (!p)
+            return NULL;
+    }
+    return p;
+}
+
+/* A kept string value at p into out (cap bytes with its NUL), or NULL. */
+static inline const char *fast_copy(const char *p, const char *end, char *out, size_t cap, size_t *len)
+{
+    const char *body;
+    size_t n;
+    if (*p != '"' || !(p = fast_string(p, end, &body, &n)))
+        return NULL;
+    if (n > cap - 1)
+        n = cap - 1;
+    memcpy(out, body, n);
+    out[n] = '\0';
+    if (len)
+        *len = n;
+    return p;
+}
+
+/* One member of an event, its key k, n and its value at p: as parse_event. */
+static const char *fast_member(tw_trace_event *e, const char *k, size_t n, const char *p, const char *end)
+{
+    double v;
+    bool str;
+    switch (n) {
+    case 2:
+        if (k[0] == 'p' && k[1] == 'h') {
+            char ph[8];
+            p = fast_copy(p, end, ph, sizeof ph, NULL);
+            e->ph = ph[0];
+            return p;
+        }
+        if (k[0] == 't' && k[1] == 's') {
+            p = fast_value_number(p, end, &v, &str);
+            e->ts = v, e->has_ts = !str && isfinite(v);
+            return p;
+        }
+        break;
+    case 3:
+        if (memcmp(k, "cat", 3) == 0)
+            return fast_copy(p, end, e->cat, sizeof e->cat, NULL);
+        if (memcmp(k, "dur", 3) == 0) {
+            p = fast_value_number(p, end, &v, &str);
+            e->dur = v, e->has_dur = !str && isfinite(v) && v >= 0;
+            return p;
+        }
+        if ((k[0] == 'p' || k[0] == 't') && k[1] == 'i' && k[2] == 'd') {
+            p = fast_value_number(p, end, &v, &str);
+            *(k[0] == 'p' ? &e->pid : &e->tid) = as_id(v);
+            return p;
+        }
+        break;
+    case 4:
+        if (memcmp(k, "name", 4) == 0)
+            return fast_copy(p, end, e->name, sizeof e->name, &e->name_len);
+        if (memcmp(k, "args", 4) == 0)
+            return *p == '{' ? fast_args(e, p, end) : NULL;
+        break;
+    default:
+        break;
+    }
+    return fast_skip(p, end);
+}
+
+/* An event whose { is at p, whole in [p, end): read into r->ev; the byte
+ * after its }, or NULL (r->ev then holds nothing the token path keeps). */
+static const char *fast_event(reader *r, const char *p, const char *end)
+{
+    tw_trace_event *e = &r->ev;
+    event_reset(e);
+    bool more;
+    const char *k;
+    size_t n;
+    for (p = fast_first(p + 1, end, &more); p && more; p = fast_next(p, end, &more)) {
+        p = fast_key(p, end, &k, &n);
+        if (p)
+            p = fast_member(e, k, n, p, end);
+        if (!p)
+            return NULL;
+    }
+    return p;
+}
+
+/* Hands r->ev over, read by either path. */
+static void finish_event(reader *r)
+{
+    tw_trace_event *e = &r->ev;
     if (e->ph == 0)
-        return true; /* Paddle's {} sentinel, or not an event */
+        return; /* Paddle's {} sentinel, or not an event */
     if (!r->st->legacy && (e->cat[0] == 'O' || e->cat[0] == 'R'))
         r->st->legacy = strcmp(e->cat, "Operator") == 0 || strcmp(e->cat, "Runtime") == 0;
     if (!r->st->paddle && (e->cat[0] == 'C' || e->cat[0] == 'P'))
@@ -453,7 +793,7 @@ static bool read_event(reader *r)
         r->st->kineto = strcmp(e->cat, "cpu_op") == 0 || strcmp(e->cat, "kernel") == 0;
     if (e->ph == 'E') { /* handed over as the complete event it ends */
         if (!end_span(r, e))
-            return true;
+            return;
         e = &r->paired;
     } else if (e->ph == 'B') {
         begin_span(r, e);
@@ -461,6 +801,23 @@ static bool read_event(reader *r)
     tw_trace_classify(e);
     r->st->events++;
     r->fn(r->arg, e);
+}
+
+/* The next event read in place, when it lies whole in the buffer: [,] {
+ * ... } consumed and handed over; false (nothing consumed) otherwise. */
+static bool next_event_fast(reader *r, bool first)
+{
+    tw_jstream *s = r->s;
+    const char *end = s->buf + s->len, *p = ws(s->buf + s->pos, end);
+    if (!first) {
+        if (p == end || *p != ',')
+            return false;
+        p = ws(p + 1, end);
+    }
+    if (p == end || *p != '{' || !(p = fast_event(r, p, end)))
+        return false;
+    s->pos = (size_t)(p - s->buf);
+    finish_event(r);
     return true;
 }
 
@@ -468,6 +825,10 @@ static bool read_events(reader *r)
 {
     bool first = true;
     for (;;) {
+        if (next_event_fast(r, first)) {
+            first = false;
+            continue;
+        }
         tw_jtok t = tw_jstream_next(r->s);
         if (!first) {
             if (t == TW_JT_ARRAY_END)
@@ -480,8 +841,9 @@ static bool read_events(reader *r)
         if (t == TW_JT_ARRAY_END)
             return true;
         if (t == TW_JT_OBJECT) {
-            if (!read_event(r))
+            if (!parse_event(r))
                 return false;
+            finish_event(r);
         } else if (t == TW_JT_EOF) {
             return fail(r, "unexpected end of input");
         } else if (!tw_jstream_skip(r->s, t)) {
