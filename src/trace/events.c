@@ -55,10 +55,21 @@ static void strip_suffix(tw_trace_event *e)
     e->name_len = (size_t)(open - e->name);
 }
 
+/* NCCL, RCCL, HCCL kernels: by prefix, or ncclKernel, ncclDevKernel,
+ * c_allreduce or all_reduce_kernel inside (two scans for the four). */
 static bool comm_name(const char *n)
 {
-    return starts(n, "nccl") || starts(n, "rccl") || starts(n, "hccl") || strstr(n, "ncclKernel") ||
-           strstr(n, "ncclDevKernel") || strstr(n, "c_allreduce") || strstr(n, "all_reduce_kernel");
+    if (starts(n, "nccl") || starts(n, "rccl") || starts(n, "hccl"))
+        return true;
+    for (const char *p = n; (p = strstr(p, "nccl")) != NULL; p++) {
+        if (starts(p + 4, "Kernel") || starts(p + 4, "DevKernel"))
+            return true;
+    }
+    for (const char *p = n; (p = strstr(p, "all")) != NULL; p++) {
+        if ((p - n >= 2 && starts(p - 2, "c_allreduce")) || starts(p, "all_reduce_kernel"))
+            return true;
+    }
+    return false;
 }
 
 /* What a cat says on its own, case-insensitively. */
@@ -75,31 +86,35 @@ typedef enum cat_class {
     CAT_OP,
 } cat_class;
 
+#define CAT(name, c) {name, sizeof name - 1, c}
+
 static cat_class cat_of(const char *cat)
 {
     static const struct {
         const char *name;
+        size_t len;
         cat_class c;
     } cats[] = {
-        {"kernel", CAT_KERNEL},
-        {"gpu_memcpy", CAT_MEMCPY},
-        {"memcpy", CAT_MEMCPY},
-        {"gpu_memset", CAT_MEMSET},
-        {"memset", CAT_MEMSET},
-        {"cuda_sync", CAT_SYNC},
-        {"cuda_runtime", CAT_RUNTIME},
-        {"runtime", CAT_RUNTIME},
-        {"cudaruntime", CAT_RUNTIME},
-        {"cuda_driver", CAT_RUNTIME},
-        {"gpu_user_annotation", CAT_GPU_ANNOTATION},
-        {"dataloader", CAT_DATALOADER},
-        {"communication", CAT_COMM_SPAN},
-        {"cpu_op", CAT_OP},
-        {"operator", CAT_OP},
+        CAT("kernel", CAT_KERNEL),
+        CAT("gpu_memcpy", CAT_MEMCPY),
+        CAT("memcpy", CAT_MEMCPY),
+        CAT("gpu_memset", CAT_MEMSET),
+        CAT("memset", CAT_MEMSET),
+        CAT("cuda_sync", CAT_SYNC),
+        CAT("cuda_runtime", CAT_RUNTIME),
+        CAT("runtime", CAT_RUNTIME),
+        CAT("cudaruntime", CAT_RUNTIME),
+        CAT("cuda_driver", CAT_RUNTIME),
+        CAT("gpu_user_annotation", CAT_GPU_ANNOTATION),
+        CAT("dataloader", CAT_DATALOADER),
+        CAT("communication", CAT_COMM_SPAN),
+        CAT("cpu_op", CAT_OP),
+        CAT("operator", CAT_OP),
     };
     char first = (char)(*cat | 0x20);
+    size_t n = strlen(cat);
     for (size_t i = 0; i < sizeof cats / sizeof cats[0]; i++) {
-        if (cats[i].name[0] == first && strcasecmp(cat, cats[i].name) == 0)
+        if (cats[i].len == n && cats[i].name[0] == first && strcasecmp(cat, cats[i].name) == 0)
             return cats[i].c;
     }
     return CAT_NONE;
@@ -117,7 +132,8 @@ void tw_trace_classify(tw_trace_event *e)
     }
     if (e->ph != 'X')
         return;
-    switch (cat_of(e->cat)) {
+    cat_class cat = cat_of(e->cat);
+    switch (cat) {
     case CAT_KERNEL:
         e->kind = comm_name(n) ? TW_TK_COMM : TW_TK_KERNEL;
         if (starts(n, "Memcpy") || starts(n, "hipMemcpy") || starts(n, "dma"))
@@ -153,7 +169,7 @@ void tw_trace_classify(tw_trace_event *e)
         e->kind = TW_TK_STEP;
     else if (strstr(n, "DataLoader") || strstr(n, "Dataloader"))
         e->kind = TW_TK_DATALOADER;
-    else if (cat_of(e->cat) == CAT_OP)
+    else if (cat == CAT_OP)
         e->kind = TW_TK_OP;
 }
 
@@ -494,12 +510,32 @@ static inline const char *fast_skip_string(const char *p, const char *end)
 }
 
 /* A number's text at p (a digit or a - not before I or N): its value in
- * *v, the byte after it, or NULL. As the tokenizer reads one. */
+ * *v, the byte after it, or NULL. As the tokenizer reads one: the common
+ * [-]digits[.digits] of up to 19 digits is parsed as it is scanned, with
+ * the same arithmetic as tw_jstream_number; anything else goes there. */
 static inline const char *fast_number(const char *p, const char *end, double *v)
 {
+    static const double p10[] = {1,    1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,
+                                 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19};
     if (*p == '-' && (p + 1 == end || p[1] == 'I' || p[1] == 'N'))
         return NULL;
-    const char *q = p + 1;
+    const char *q = p + (*p == '-'), *d = q;
+    uint64_t m = 0;
+    for (; q < end && (unsigned)(*q - '0') < 10; q++)
+        m = m * 10 + (uint64_t)(*q - '0');
+    long digits = q - d, frac = 0;
+    if (q < end && *q == '.') {
+        const char *f = ++q;
+        for (; q < end && (unsigned)(*q - '0') < 10; q++)
+            m = m * 10 + (uint64_t)(*q - '0');
+        frac = q - f;
+        digits += frac;
+    }
+    if (q < end && !tw_jnumber_char((unsigned char)*q) && digits > 0 && digits <= 19) {
+        double x = (double)m / p10[frac];
+        *v = *p == '-' ? -x : x;
+        return q;
+    }
     while (q < end && tw_jnumber_char((unsigned char)*q))
         q++;
     if (q == end || q - p >= 72)
