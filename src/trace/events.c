@@ -114,7 +114,8 @@ static cat_class cat_of(const char *cat)
     char first = (char)(*cat | 0x20);
     size_t n = strlen(cat);
     for (size_t i = 0; i < sizeof cats / sizeof cats[0]; i++) {
-        if (cats[i].len == n && cats[i].name[0] == first && strcasecmp(cat, cats[i].name) == 0)
+        if (cats[i].len == n && cats[i].name[0] == first &&
+            (memcmp(cat, cats[i].name, n) == 0 || strcasecmp(cat, cats[i].name) == 0))
             return cats[i].c;
     }
     return CAT_NONE;
@@ -190,6 +191,15 @@ typedef struct span_stack {
     open_span *v; /* TW_PAIR_DEPTH, allocated at the thread's first B */
 } span_stack;
 
+/* Where the fast path reads: the buffer's end, and the " \\ and NUL bytes
+ * of one 64-byte block as bits (found once per block, then each string's
+ * end is a bit scan rather than a scan of its bytes). */
+typedef struct fast_in {
+    const char *end;
+    const char *block; /* NULL: none */
+    uint64_t bits;
+} fast_in;
+
 typedef struct reader {
     tw_jstream *s;
     tw_trace_event_fn fn;
@@ -198,6 +208,8 @@ typedef struct reader {
     tw_trace_event ev, paired;
     span_stack stacks[TW_PAIR_THREADS];
     int stack_count;
+    fast_in in;
+    uint64_t in_base; /* the stream offset of the buffer in.block lies in */
 } reader;
 
 static bool fail(reader *r, const char *why)
@@ -473,9 +485,33 @@ static bool parse_event(reader *r)
 
 #define TW_FAST_DEPTH 48
 
+
+/* The first " or \\ or NUL at or after p, or end. */
+static inline const char *qfind(fast_in *in, const char *p)
+{
+    for (;;) {
+        if (in->block && (uintptr_t)p - (uintptr_t)in->block < 64) {
+            uint64_t m = in->bits >> ((uintptr_t)p - (uintptr_t)in->block);
+            if (m)
+                return p + __builtin_ctzll(m);
+            p = in->block + 64;
+        }
+        if (in->end - p < 64)
+            return tw_jfind(p, in->end, true);
+        in->block = p;
+        in->bits = tw_jspecial64(p);
+    }
+}
+
+/* JSON's white space: space, \t, \n, \r. */
+static inline bool space(char c)
+{
+    return (unsigned char)c <= ' ' && (1ull << (unsigned char)c) & (1ull << ' ' | 1ull << '\t' | 1ull << '\n' | 1ull << '\r');
+}
+
 static inline const char *ws(const char *p, const char *end)
 {
-    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+    while (p < end && space(*p))
         p++;
     return p;
 }
@@ -483,11 +519,11 @@ static inline const char *ws(const char *p, const char *end)
 /* A kept string, its quote at p: the body in *body, *n; the byte after the
  * closing quote, or NULL (an escape, a NUL, longer than the tokenizer
  * keeps, or the buffer's end). */
-static inline const char *fast_string(const char *p, const char *end, const char **body, size_t *n)
+static inline const char *fast_string(const char *p, fast_in *in, const char **body, size_t *n)
 {
-    const char *b = p + 1, *stop = end - b > TW_JSTR_MAX ? b + TW_JSTR_MAX + 1 : end;
-    const char *q = tw_jfind(b, stop, true);
-    if (q == stop || *q != '"' || q - b > TW_JSTR_MAX)
+    const char *end = in->end;
+    const char *b = p + 1, *q = qfind(in, b);
+    if (q == end || *q != '"' || q - b > TW_JSTR_MAX)
         return NULL;
     *body = b;
     *n = (size_t)(q - b);
@@ -495,44 +531,84 @@ static inline const char *fast_string(const char *p, const char *end, const char
 }
 
 /* A skipped string, its quote at p: the byte after it, or NULL. */
-static inline const char *fast_skip_string(const char *p, const char *end)
+static inline const char *fast_skip_string(const char *p, fast_in *in)
 {
+    const char *end = in->end;
     for (p++;;) {
-        p = tw_jfind(p, end, false);
+        p = qfind(in, p);
         if (p == end)
             return NULL;
         if (*p == '"')
             return p + 1;
-        p += 2; /* a backslash and the byte it escapes */
+        p += *p == '\\' ? 2 : 1; /* a backslash and the byte it escapes, or a NUL */
         if (p > end)
             return NULL;
     }
 }
 
+/* How many of the eight bytes at p are digits before the first that is
+ * not (0-8), and the value of those digits in *value. */
+static inline int eight_digits(const char *p, uint64_t *value)
+{
+    uint64_t w;
+    memcpy(&w, p, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    w = __builtin_bswap64(w); /* the first byte lowest, as below */
+#endif
+    /* a byte is a digit when its high nibble is 3 and adding 6 keeps it 3 */
+    uint64_t odd = ((w & 0xf0f0f0f0f0f0f0f0ull) | (((w + 0x0606060606060606ull) & 0xf0f0f0f0f0f0f0f0ull) >> 4)) ^
+                   0x3333333333333333ull;
+    int k = odd ? __builtin_ctzll(odd) >> 3 : 8;
+    if (k == 0)
+        return *value = 0, 0;
+    /* the k digits to the top bytes, zeros (leading zeros) below them */
+    w = (w & 0x0f0f0f0f0f0f0f0full) << (8 * (8 - k));
+    w = (w * 10 + (w >> 8)) & 0x00ff00ff00ff00ffull;
+    w = (w * 100 + (w >> 16)) & 0x0000ffff0000ffffull;
+    *value = (w * 10000 + (w >> 32)) & 0xffffffffull;
+    return k;
+}
+
+/* A run of digits at p into *m (m * 10 per digit): the byte after it; its
+ * length in *n. Eight at a time while eight bytes remain. */
+static inline const char *digits(const char *p, const char *end, uint64_t *m, long *n)
+{
+    static const uint64_t pow10[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+    const char *start = p;
+    while (end - p >= 8) {
+        uint64_t v;
+        int k = eight_digits(p, &v);
+        *m = *m * pow10[k] + v;
+        p += k;
+        if (k < 8 || p - start > 19) {
+            *n = p - start;
+            return p;
+        }
+    }
+    for (; p < end && (unsigned)(*p - '0') < 10; p++)
+        *m = *m * 10 + (uint64_t)(*p - '0');
+    *n = p - start;
+    return p;
+}
+
 /* A number's text at p (a digit or a - not before I or N): its value in
  * *v, the byte after it, or NULL. As the tokenizer reads one: the common
  * [-]digits[.digits] of up to 19 digits is parsed as it is scanned, with
- * the same arithmetic as tw_jstream_number; anything else goes there. */
-static inline const char *fast_number(const char *p, const char *end, double *v)
+ * the arithmetic of tw_jstream_number; anything else goes there. */
+static inline __attribute__((always_inline)) const char *fast_number(const char *p, const char *end, double *v)
 {
     static const double p10[] = {1,    1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,
                                  1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19};
     if (*p == '-' && (p + 1 == end || p[1] == 'I' || p[1] == 'N'))
         return NULL;
-    const char *q = p + (*p == '-'), *d = q;
     uint64_t m = 0;
-    for (; q < end && (unsigned)(*q - '0') < 10; q++)
-        m = m * 10 + (uint64_t)(*q - '0');
-    long digits = q - d, frac = 0;
-    if (q < end && *q == '.') {
-        const char *f = ++q;
-        for (; q < end && (unsigned)(*q - '0') < 10; q++)
-            m = m * 10 + (uint64_t)(*q - '0');
-        frac = q - f;
-        digits += frac;
-    }
-    if (q < end && !tw_jnumber_char((unsigned char)*q) && digits > 0 && digits <= 19) {
-        double x = (double)m / p10[frac];
+    long whole, frac = 0;
+    const char *q = digits(p + (*p == '-'), end, &m, &whole);
+    if (q < end && *q == '.')
+        q = digits(q + 1, end, &m, &frac);
+    long n = whole + frac;
+    if (q < end && !tw_jnumber_char((unsigned char)*q) && n > 0 && n <= 19) {
+        double x = frac ? (double)m / p10[frac] : (double)m; /* x / 1 is x */
         *v = *p == '-' ? -x : x;
         return q;
     }
@@ -544,19 +620,14 @@ static inline const char *fast_number(const char *p, const char *end, double *v)
     return q;
 }
 
-/* A value read as a number (read_number): a number, or a short string
- * holding one; is_string as there. NULL for anything else. */
-static const char *fast_value_number(const char *p, const char *end, double *v, bool *is_string)
+/* A string value read as a number (read_number): skipped to its first
+ * digit or -, then strtod; NULL for a long one. */
+static const char *fast_string_number(const char *p, fast_in *in, double *v)
 {
-    *is_string = false;
-    if ((*p >= '0' && *p <= '9') || *p == '-')
-        return fast_number(p, end, v);
-    if (*p != '"')
-        return NULL;
     const char *body;
     size_t n;
     char tmp[64];
-    const char *after = fast_string(p, end, &body, &n);
+    const char *after = fast_string(p, in, &body, &n);
     if (!after || n >= sizeof tmp)
         return NULL;
     memcpy(tmp, body, n);
@@ -567,8 +638,18 @@ static const char *fast_value_number(const char *p, const char *end, double *v, 
     char *stop;
     double x = strtod(t, &stop);
     *v = stop == t ? NAN : x;
-    *is_string = true;
     return after;
+}
+
+/* A value read as a number (read_number): a number, or a short string
+ * holding one; is_string as there. NULL for anything else. */
+static inline const char *fast_value_number(const char *p, fast_in *in, double *v, bool *is_string)
+{
+    const char *end = in->end;
+    *is_string = *p == '"';
+    if ((*p >= '0' && *p <= '9') || *p == '-')
+        return fast_number(p, end, v);
+    return *p == '"' ? fast_string_number(p, in, v) : NULL;
 }
 
 static bool skippable_byte(unsigned char c)
@@ -579,11 +660,12 @@ static bool skippable_byte(unsigned char c)
 
 /* A skipped value at p (tw_jstream_skip_next): the byte after it, or NULL
  * where the token path would fail or look further. */
-static const char *fast_skip(const char *p, const char *end)
+static const char *fast_skip(const char *p, fast_in *in)
 {
+    const char *end = in->end;
     char c = *p;
     if (c == '"')
-        return fast_skip_string(p, end);
+        return fast_skip_string(p, in);
     if ((c >= '0' && c <= '9') || (c == '-' && p + 1 < end && p[1] >= '0' && p[1] <= '9')) {
         const char *q = p + 1;
         while (q < end && tw_jnumber_char((unsigned char)*q))
@@ -597,7 +679,7 @@ static const char *fast_skip(const char *p, const char *end)
     for (p++; p < end; p++) {
         c = *p;
         if (c == '"') {
-            p = fast_skip_string(p, end);
+            p = fast_skip_string(p, in);
             if (!p)
                 return NULL;
             p--;
@@ -621,8 +703,9 @@ static const char *fast_skip(const char *p, const char *end)
 
 /* After a member's value: the next key's quote (*more), or the byte after
  * the object's } (a trailing comma allowed, as member_key does). */
-static inline const char *fast_next(const char *p, const char *end, bool *more)
+static inline const char *fast_next(const char *p, fast_in *in, bool *more)
 {
+    const char *end = in->end;
     p = ws(p, end);
     if (p == end)
         return NULL;
@@ -640,9 +723,10 @@ static inline const char *fast_next(const char *p, const char *end, bool *more)
 
 /* A key at its quote p: the body in *k, *n; the byte after its colon and
  * white space (a value's first byte, never end), or NULL. */
-static inline const char *fast_key(const char *p, const char *end, const char **k, size_t *n)
+static inline const char *fast_key(const char *p, fast_in *in, const char **k, size_t *n)
 {
-    p = fast_string(p, end, k, n);
+    const char *end = in->end;
+    p = fast_string(p, in, k, n);
     if (!p)
         return NULL;
     p = ws(p, end);
@@ -657,15 +741,25 @@ static inline bool key_is(const char *k, size_t n, const char *want, size_t wn)
     return n == wn && memcmp(k, want, wn) == 0;
 }
 
+/* want in lower case; ASCII letters only are folded, as strcasecmp does
+ * in the C locale. */
 static inline bool key_is_nocase(const char *k, size_t n, const char *want, size_t wn)
 {
-    return n == wn && strncasecmp(k, want, wn) == 0;
+    if (n != wn || (k[0] | 0x20) != want[0])
+        return false;
+    for (size_t i = 1; i < n; i++) {
+        unsigned char c = (unsigned char)k[i];
+        if ((c >= 'A' && c <= 'Z' ? c | 0x20 : c) != (unsigned char)want[i])
+            return false;
+    }
+    return true;
 }
 
 /* After an object's {: its first key's quote (*more), or the byte after an
  * empty object's }. */
-static inline const char *fast_first(const char *p, const char *end, bool *more)
+static inline const char *fast_first(const char *p, fast_in *in, bool *more)
 {
+    const char *end = in->end;
     p = ws(p, end);
     if (p == end)
         return NULL;
@@ -675,7 +769,7 @@ static inline const char *fast_first(const char *p, const char *end, bool *more)
 }
 
 /* The value of one member of args, its key k, n: as read_args. */
-static const char *fast_arg(tw_trace_event *e, const char *k, size_t n, const char *p, const char *end)
+static const char *fast_arg(tw_trace_event *e, const char *k, size_t n, const char *p, fast_in *in)
 {
     double *target = NULL;
     int64_t *itarget = NULL;
@@ -708,10 +802,10 @@ static const char *fast_arg(tw_trace_event *e, const char *k, size_t n, const ch
         break;
     }
     if (!target && !itarget)
-        return fast_skip(p, end);
-    double v;
+        return fast_skip(p, in);
+    double v = NAN;
     bool str;
-    p = fast_value_number(p, end, &v, &str);
+    p = fast_value_number(p, in, &v, &str);
     if (p && target)
         *target = v;
     else if (p && v == v && v >= 0 && v < 9e18)
@@ -720,15 +814,15 @@ static const char *fast_arg(tw_trace_event *e, const char *k, size_t n, const ch
 }
 
 /* The members of args, its { at p: the byte after its }, or NULL. */
-static const char *fast_args(tw_trace_event *e, const char *p, const char *end)
+static const char *fast_args(tw_trace_event *e, const char *p, fast_in *in)
 {
     bool more;
     const char *k;
     size_t n;
-    for (p = fast_first(p + 1, end, &more); p && more; p = fast_next(p, end, &more)) {
-        p = fast_key(p, end, &k, &n);
+    for (p = fast_first(p + 1, in, &more); p && more; p = fast_next(p, in, &more)) {
+        p = fast_key(p, in, &k, &n);
         if (p)
-            p = fast_arg(e, k, n, p, end);
+            p = fast_arg(e, k, n, p, in);
         if (!p)
             return NULL;
     }
@@ -736,11 +830,11 @@ static const char *fast_args(tw_trace_event *e, const char *p, const char *end)
 }
 
 /* A kept string value at p into out (cap bytes with its NUL), or NULL. */
-static inline const char *fast_copy(const char *p, const char *end, char *out, size_t cap, size_t *len)
+static inline const char *fast_copy(const char *p, fast_in *in, char *out, size_t cap, size_t *len)
 {
     const char *body;
     size_t n;
-    if (*p != '"' || !(p = fast_string(p, end, &body, &n)))
+    if (*p != '"' || !(p = fast_string(p, in, &body, &n)))
         return NULL;
     if (n > cap - 1)
         n = cap - 1;
@@ -752,63 +846,63 @@ static inline const char *fast_copy(const char *p, const char *end, char *out, s
 }
 
 /* One member of an event, its key k, n and its value at p: as parse_event. */
-static const char *fast_member(tw_trace_event *e, const char *k, size_t n, const char *p, const char *end)
+static const char *fast_member(tw_trace_event *e, const char *k, size_t n, const char *p, fast_in *in)
 {
-    double v;
+    double v = NAN;
     bool str;
     switch (n) {
     case 2:
         if (k[0] == 'p' && k[1] == 'h') {
-            char ph[8];
-            p = fast_copy(p, end, ph, sizeof ph, NULL);
+            char ph[8] = "";
+            p = fast_copy(p, in, ph, sizeof ph, NULL);
             e->ph = ph[0];
             return p;
         }
         if (k[0] == 't' && k[1] == 's') {
-            p = fast_value_number(p, end, &v, &str);
+            p = fast_value_number(p, in, &v, &str);
             e->ts = v, e->has_ts = !str && isfinite(v);
             return p;
         }
         break;
     case 3:
         if (memcmp(k, "cat", 3) == 0)
-            return fast_copy(p, end, e->cat, sizeof e->cat, NULL);
+            return fast_copy(p, in, e->cat, sizeof e->cat, NULL);
         if (memcmp(k, "dur", 3) == 0) {
-            p = fast_value_number(p, end, &v, &str);
+            p = fast_value_number(p, in, &v, &str);
             e->dur = v, e->has_dur = !str && isfinite(v) && v >= 0;
             return p;
         }
         if ((k[0] == 'p' || k[0] == 't') && k[1] == 'i' && k[2] == 'd') {
-            p = fast_value_number(p, end, &v, &str);
+            p = fast_value_number(p, in, &v, &str);
             *(k[0] == 'p' ? &e->pid : &e->tid) = as_id(v);
             return p;
         }
         break;
     case 4:
         if (memcmp(k, "name", 4) == 0)
-            return fast_copy(p, end, e->name, sizeof e->name, &e->name_len);
+            return fast_copy(p, in, e->name, sizeof e->name, &e->name_len);
         if (memcmp(k, "args", 4) == 0)
-            return *p == '{' ? fast_args(e, p, end) : NULL;
+            return *p == '{' ? fast_args(e, p, in) : NULL;
         break;
     default:
         break;
     }
-    return fast_skip(p, end);
+    return fast_skip(p, in);
 }
 
 /* An event whose { is at p, whole in [p, end): read into r->ev; the byte
  * after its }, or NULL (r->ev then holds nothing the token path keeps). */
-static const char *fast_event(reader *r, const char *p, const char *end)
+static const char *fast_event(reader *r, const char *p, fast_in *in)
 {
     tw_trace_event *e = &r->ev;
     event_reset(e);
     bool more;
     const char *k;
     size_t n;
-    for (p = fast_first(p + 1, end, &more); p && more; p = fast_next(p, end, &more)) {
-        p = fast_key(p, end, &k, &n);
+    for (p = fast_first(p + 1, in, &more); p && more; p = fast_next(p, in, &more)) {
+        p = fast_key(p, in, &k, &n);
         if (p)
-            p = fast_member(e, k, n, p, end);
+            p = fast_member(e, k, n, p, in);
         if (!p)
             return NULL;
     }
@@ -845,12 +939,14 @@ static bool next_event_fast(reader *r, bool first)
 {
     tw_jstream *s = r->s;
     const char *end = s->buf + s->len, *p = ws(s->buf + s->pos, end);
+    if (r->in.end != end || r->in_base != s->base) /* the buffer was refilled */
+        r->in = (fast_in){.end = end}, r->in_base = s->base;
     if (!first) {
         if (p == end || *p != ',')
             return false;
         p = ws(p + 1, end);
     }
-    if (p == end || *p != '{' || !(p = fast_event(r, p, end)))
+    if (p == end || *p != '{' || !(p = fast_event(r, p, &r->in)))
         return false;
     s->pos = (size_t)(p - s->buf);
     finish_event(r);

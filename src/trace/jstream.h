@@ -131,6 +131,34 @@ static inline const char *tw_jfind(const char *p, const char *end, bool nul)
     return tw_jfind_scalar(p, end, nul);
 }
 
+/* A bit per byte of the 64 at p (bit i: p[i]) that is " or \\ or NUL:
+ * the portable path. */
+static inline uint64_t tw_jspecial64_scalar(const char *p)
+{
+    uint64_t m = 0;
+    for (int i = 0; i < 64; i++)
+        m |= (uint64_t)(p[i] == '"' || p[i] == '\\' || p[i] == '\0') << i;
+    return m;
+}
+
+/* As tw_jspecial64_scalar, with SSE2 where there is SSE2. */
+static inline uint64_t tw_jspecial64(const char *p)
+{
+#if defined(__SSE2__)
+    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'), zero = _mm_setzero_si128();
+    uint64_t m = 0;
+    for (int i = 0; i < 4; i++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + 16 * i));
+        __m128i x = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)),
+                                 _mm_cmpeq_epi8(v, zero));
+        m |= (uint64_t)(unsigned)_mm_movemask_epi8(x) << (16 * i);
+    }
+    return m;
+#else
+    return tw_jspecial64_scalar(p);
+#endif
+}
+
 /* Bytes consumed so far. */
 static inline uint64_t tw_jstream_offset(const tw_jstream *s)
 {
