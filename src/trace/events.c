@@ -15,9 +15,9 @@
 
 #include "trainwatch/error.h"
 
-static bool starts(const char *s, const char *prefix)
+static inline bool starts(const char *s, const char *prefix)
 {
-    return strncmp(s, prefix, strlen(prefix)) == 0;
+    return s[0] == prefix[0] && strncmp(s, prefix, strlen(prefix)) == 0; /* the first byte tells most apart */
 }
 
 int64_t tw_trace_step_id(const char *name)
@@ -485,9 +485,17 @@ static bool parse_event(reader *r)
 
 #define TW_FAST_DEPTH 48
 
+/* The small steps of the fast path are inlined into their callers: a call
+ * per string or number costs as much as reading it. */
+#if defined(__GNUC__)
+#define TW_HOT static inline __attribute__((always_inline))
+#else
+#define TW_HOT static inline
+#endif
+
 
 /* The first " or \\ or NUL at or after p, or end. */
-static inline const char *qfind(fast_in *in, const char *p)
+TW_HOT const char *qfind(fast_in *in, const char *p)
 {
     for (;;) {
         if (in->block && (uintptr_t)p - (uintptr_t)in->block < 64) {
@@ -519,7 +527,7 @@ static inline const char *ws(const char *p, const char *end)
 /* A kept string, its quote at p: the body in *body, *n; the byte after the
  * closing quote, or NULL (an escape, a NUL, longer than the tokenizer
  * keeps, or the buffer's end). */
-static inline const char *fast_string(const char *p, fast_in *in, const char **body, size_t *n)
+TW_HOT const char *fast_string(const char *p, fast_in *in, const char **body, size_t *n)
 {
     const char *end = in->end;
     const char *b = p + 1, *q = qfind(in, b);
@@ -595,7 +603,7 @@ static inline const char *digits(const char *p, const char *end, uint64_t *m, lo
  * *v, the byte after it, or NULL. As the tokenizer reads one: the common
  * [-]digits[.digits] of up to 19 digits is parsed as it is scanned, with
  * the arithmetic of tw_jstream_number; anything else goes there. */
-static inline __attribute__((always_inline)) const char *fast_number(const char *p, const char *end, double *v)
+TW_HOT const char *fast_number(const char *p, const char *end, double *v)
 {
     static const double p10[] = {1,    1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,
                                  1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19};
@@ -643,7 +651,7 @@ static const char *fast_string_number(const char *p, fast_in *in, double *v)
 
 /* A value read as a number (read_number): a number, or a short string
  * holding one; is_string as there. NULL for anything else. */
-static inline const char *fast_value_number(const char *p, fast_in *in, double *v, bool *is_string)
+TW_HOT const char *fast_value_number(const char *p, fast_in *in, double *v, bool *is_string)
 {
     const char *end = in->end;
     *is_string = *p == '"';
@@ -703,7 +711,7 @@ static const char *fast_skip(const char *p, fast_in *in)
 
 /* After a member's value: the next key's quote (*more), or the byte after
  * the object's } (a trailing comma allowed, as member_key does). */
-static inline const char *fast_next(const char *p, fast_in *in, bool *more)
+TW_HOT const char *fast_next(const char *p, fast_in *in, bool *more)
 {
     const char *end = in->end;
     p = ws(p, end);
@@ -723,7 +731,7 @@ static inline const char *fast_next(const char *p, fast_in *in, bool *more)
 
 /* A key at its quote p: the body in *k, *n; the byte after its colon and
  * white space (a value's first byte, never end), or NULL. */
-static inline const char *fast_key(const char *p, fast_in *in, const char **k, size_t *n)
+TW_HOT const char *fast_key(const char *p, fast_in *in, const char **k, size_t *n)
 {
     const char *end = in->end;
     p = fast_string(p, in, k, n);
@@ -757,7 +765,7 @@ static inline bool key_is_nocase(const char *k, size_t n, const char *want, size
 
 /* After an object's {: its first key's quote (*more), or the byte after an
  * empty object's }. */
-static inline const char *fast_first(const char *p, fast_in *in, bool *more)
+TW_HOT const char *fast_first(const char *p, fast_in *in, bool *more)
 {
     const char *end = in->end;
     p = ws(p, end);
@@ -830,7 +838,7 @@ static const char *fast_args(tw_trace_event *e, const char *p, fast_in *in)
 }
 
 /* A kept string value at p into out (cap bytes with its NUL), or NULL. */
-static inline const char *fast_copy(const char *p, fast_in *in, char *out, size_t cap, size_t *len)
+TW_HOT const char *fast_copy(const char *p, fast_in *in, char *out, size_t cap, size_t *len)
 {
     const char *body;
     size_t n;
