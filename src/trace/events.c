@@ -72,6 +72,16 @@ static bool comm_name(const char *n)
     return false;
 }
 
+/* Whether n holds DataLoader or Dataloader: one scan for the D. */
+static bool dataloader_name(const char *n)
+{
+    for (const char *p = n; (p = strchr(p, 'D')) != NULL; p++) {
+        if (strncmp(p, "DataLoader", 10) == 0 || strncmp(p, "Dataloader", 10) == 0)
+            return true;
+    }
+    return false;
+}
+
 /* What a cat says on its own, case-insensitively. */
 typedef enum cat_class {
     CAT_NONE,
@@ -168,7 +178,7 @@ void tw_trace_classify(tw_trace_event *e)
     }
     if (tw_trace_step_id(n) >= 0)
         e->kind = TW_TK_STEP;
-    else if (strstr(n, "DataLoader") || strstr(n, "Dataloader"))
+    else if (dataloader_name(n))
         e->kind = TW_TK_DATALOADER;
     else if (cat == CAT_OP)
         e->kind = TW_TK_OP;
@@ -511,10 +521,53 @@ TW_HOT const char *qfind(fast_in *in, const char *p)
     }
 }
 
-/* JSON's white space: space, \t, \n, \r. */
+/* What each byte may be outside strings, looked up once rather than
+ * compared against each candidate: white space (JSON's four), a byte of a
+ * number's text (tw_jnumber_char), a byte a skipped container may hold
+ * between its strings (as the token path's skippable()). */
+enum { B_SPACE = 1, B_NUMBER = 2, B_SKIPPABLE = 4 };
+static const unsigned char byte_class[256] = {
+    [' '] = B_SPACE | B_SKIPPABLE,
+    ['\t'] = B_SPACE | B_SKIPPABLE,
+    ['\n'] = B_SPACE | B_SKIPPABLE,
+    ['\r'] = B_SPACE | B_SKIPPABLE,
+    ['0'] = B_NUMBER | B_SKIPPABLE,
+    ['1'] = B_NUMBER | B_SKIPPABLE,
+    ['2'] = B_NUMBER | B_SKIPPABLE,
+    ['3'] = B_NUMBER | B_SKIPPABLE,
+    ['4'] = B_NUMBER | B_SKIPPABLE,
+    ['5'] = B_NUMBER | B_SKIPPABLE,
+    ['6'] = B_NUMBER | B_SKIPPABLE,
+    ['7'] = B_NUMBER | B_SKIPPABLE,
+    ['8'] = B_NUMBER | B_SKIPPABLE,
+    ['9'] = B_NUMBER | B_SKIPPABLE,
+    ['-'] = B_NUMBER | B_SKIPPABLE,
+    ['+'] = B_NUMBER | B_SKIPPABLE,
+    ['.'] = B_NUMBER | B_SKIPPABLE,
+    ['e'] = B_NUMBER | B_SKIPPABLE,
+    ['E'] = B_NUMBER | B_SKIPPABLE,
+    [','] = B_SKIPPABLE,
+    [':'] = B_SKIPPABLE,
+    ['a'] = B_SKIPPABLE, ['b'] = B_SKIPPABLE, ['c'] = B_SKIPPABLE, ['d'] = B_SKIPPABLE, ['f'] = B_SKIPPABLE,
+    ['g'] = B_SKIPPABLE, ['h'] = B_SKIPPABLE, ['i'] = B_SKIPPABLE, ['j'] = B_SKIPPABLE, ['k'] = B_SKIPPABLE,
+    ['l'] = B_SKIPPABLE, ['m'] = B_SKIPPABLE, ['n'] = B_SKIPPABLE, ['o'] = B_SKIPPABLE, ['p'] = B_SKIPPABLE,
+    ['q'] = B_SKIPPABLE, ['r'] = B_SKIPPABLE, ['s'] = B_SKIPPABLE, ['t'] = B_SKIPPABLE, ['u'] = B_SKIPPABLE,
+    ['v'] = B_SKIPPABLE, ['w'] = B_SKIPPABLE, ['x'] = B_SKIPPABLE, ['y'] = B_SKIPPABLE, ['z'] = B_SKIPPABLE,
+    ['A'] = B_SKIPPABLE, ['B'] = B_SKIPPABLE, ['C'] = B_SKIPPABLE, ['D'] = B_SKIPPABLE, ['F'] = B_SKIPPABLE,
+    ['G'] = B_SKIPPABLE, ['H'] = B_SKIPPABLE, ['I'] = B_SKIPPABLE, ['J'] = B_SKIPPABLE, ['K'] = B_SKIPPABLE,
+    ['L'] = B_SKIPPABLE, ['M'] = B_SKIPPABLE, ['N'] = B_SKIPPABLE, ['O'] = B_SKIPPABLE, ['P'] = B_SKIPPABLE,
+    ['Q'] = B_SKIPPABLE, ['R'] = B_SKIPPABLE, ['S'] = B_SKIPPABLE, ['T'] = B_SKIPPABLE, ['U'] = B_SKIPPABLE,
+    ['V'] = B_SKIPPABLE, ['W'] = B_SKIPPABLE, ['X'] = B_SKIPPABLE, ['Y'] = B_SKIPPABLE, ['Z'] = B_SKIPPABLE,
+};
+
 static inline bool space(char c)
 {
-    return (unsigned char)c <= ' ' && (1ull << (unsigned char)c) & (1ull << ' ' | 1ull << '\t' | 1ull << '\n' | 1ull << '\r');
+    return byte_class[(unsigned char)c] & B_SPACE;
+}
+
+static inline bool number_byte(char c)
+{
+    return byte_class[(unsigned char)c] & B_NUMBER;
 }
 
 static inline const char *ws(const char *p, const char *end)
@@ -615,12 +668,12 @@ TW_HOT const char *fast_number(const char *p, const char *end, double *v)
     if (q < end && *q == '.')
         q = digits(q + 1, end, &m, &frac);
     long n = whole + frac;
-    if (q < end && !tw_jnumber_char((unsigned char)*q) && n > 0 && n <= 19) {
+    if (q < end && !number_byte(*q) && n > 0 && n <= 19) {
         double x = frac ? (double)m / p10[frac] : (double)m; /* x / 1 is x */
         *v = *p == '-' ? -x : x;
         return q;
     }
-    while (q < end && tw_jnumber_char((unsigned char)*q))
+    while (q < end && number_byte(*q))
         q++;
     if (q == end || q - p >= 72)
         return NULL;
@@ -660,12 +713,6 @@ TW_HOT const char *fast_value_number(const char *p, fast_in *in, double *v, bool
     return *p == '"' ? fast_string_number(p, in, v) : NULL;
 }
 
-static bool skippable_byte(unsigned char c)
-{
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == ',' || c == ':' ||
-           c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == '-' || c == '+' || c == '.';
-}
-
 /* A skipped value at p (tw_jstream_skip_next): the byte after it, or NULL
  * where the token path would fail or look further. */
 static const char *fast_skip(const char *p, fast_in *in)
@@ -676,7 +723,7 @@ static const char *fast_skip(const char *p, fast_in *in)
         return fast_skip_string(p, in);
     if ((c >= '0' && c <= '9') || (c == '-' && p + 1 < end && p[1] >= '0' && p[1] <= '9')) {
         const char *q = p + 1;
-        while (q < end && tw_jnumber_char((unsigned char)*q))
+        while (q < end && number_byte(*q))
             q++;
         return q < end ? q : NULL;
     }
@@ -702,7 +749,7 @@ static const char *fast_skip(const char *p, fast_in *in)
                 return NULL;
             if (depth == 0)
                 return p + 1;
-        } else if (!skippable_byte((unsigned char)c)) {
+        } else if (!(byte_class[(unsigned char)c] & B_SKIPPABLE)) {
             return NULL;
         }
     }
