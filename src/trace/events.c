@@ -761,6 +761,8 @@ static const char *fast_skip(const char *p, fast_in *in)
 TW_HOT const char *fast_next(const char *p, fast_in *in, bool *more)
 {
     const char *end = in->end;
+    if (end - p >= 3 && p[0] == ',' && p[1] == ' ' && p[2] == '"') /* how Kineto writes it */
+        return *more = true, p + 2;
     p = ws(p, end);
     if (p == end)
         return NULL;
@@ -784,6 +786,8 @@ TW_HOT const char *fast_key(const char *p, fast_in *in, const char **k, size_t *
     p = fast_string(p, in, k, n);
     if (!p)
         return NULL;
+    if (end - p >= 3 && p[0] == ':' && p[1] == ' ' && !space(p[2])) /* how Kineto writes it */
+        return p + 2;
     p = ws(p, end);
     if (p == end || *p != ':')
         return NULL;
