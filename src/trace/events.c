@@ -5,6 +5,16 @@
  * ph, cat, name, ts, dur, pid, tid and a few args are kept, deeper values
  * are skipped without recursion. Trailing commas and the {} sentinel Paddle
  * writes are accepted (the sentinel is an event without ph: skipped).
+ *
+ * Each event is read by one of two paths. The fast path reads an event
+ * that lies whole in the tokenizer's buffer where it lies: string ends by
+ * bit scans over a 64-byte block's quote/backslash/NUL mask, keys told by
+ * length and bytes, numbers parsed as they are scanned, skipped values
+ * passed without tokens. Whatever it does not take as it is (escapes, NUL
+ * bytes in kept strings, words, deep nesting, bad input, the buffer's end)
+ * makes it give up having consumed nothing, and the token path reads the
+ * event: the token path is the reference, and tests/unit/test_trace.c
+ * holds the two to the same events.
  */
 #include "events.h"
 
@@ -96,7 +106,10 @@ typedef enum cat_class {
     CAT_OP,
 } cat_class;
 
-#define CAT(name, c) {name, sizeof name - 1, c}
+#define CAT(name, c)                                                                                                   \
+    {                                                                                                                  \
+        name, sizeof name - 1, c                                                                                       \
+    }
 
 static cat_class cat_of(const char *cat)
 {
@@ -503,7 +516,6 @@ static bool parse_event(reader *r)
 #define TW_HOT static inline
 #endif
 
-
 /* The first " or \\ or NUL at or after p, or end. */
 TW_HOT const char *qfind(fast_in *in, const char *p)
 {
@@ -548,16 +560,56 @@ static const unsigned char byte_class[256] = {
     ['E'] = B_NUMBER | B_SKIPPABLE,
     [','] = B_SKIPPABLE,
     [':'] = B_SKIPPABLE,
-    ['a'] = B_SKIPPABLE, ['b'] = B_SKIPPABLE, ['c'] = B_SKIPPABLE, ['d'] = B_SKIPPABLE, ['f'] = B_SKIPPABLE,
-    ['g'] = B_SKIPPABLE, ['h'] = B_SKIPPABLE, ['i'] = B_SKIPPABLE, ['j'] = B_SKIPPABLE, ['k'] = B_SKIPPABLE,
-    ['l'] = B_SKIPPABLE, ['m'] = B_SKIPPABLE, ['n'] = B_SKIPPABLE, ['o'] = B_SKIPPABLE, ['p'] = B_SKIPPABLE,
-    ['q'] = B_SKIPPABLE, ['r'] = B_SKIPPABLE, ['s'] = B_SKIPPABLE, ['t'] = B_SKIPPABLE, ['u'] = B_SKIPPABLE,
-    ['v'] = B_SKIPPABLE, ['w'] = B_SKIPPABLE, ['x'] = B_SKIPPABLE, ['y'] = B_SKIPPABLE, ['z'] = B_SKIPPABLE,
-    ['A'] = B_SKIPPABLE, ['B'] = B_SKIPPABLE, ['C'] = B_SKIPPABLE, ['D'] = B_SKIPPABLE, ['F'] = B_SKIPPABLE,
-    ['G'] = B_SKIPPABLE, ['H'] = B_SKIPPABLE, ['I'] = B_SKIPPABLE, ['J'] = B_SKIPPABLE, ['K'] = B_SKIPPABLE,
-    ['L'] = B_SKIPPABLE, ['M'] = B_SKIPPABLE, ['N'] = B_SKIPPABLE, ['O'] = B_SKIPPABLE, ['P'] = B_SKIPPABLE,
-    ['Q'] = B_SKIPPABLE, ['R'] = B_SKIPPABLE, ['S'] = B_SKIPPABLE, ['T'] = B_SKIPPABLE, ['U'] = B_SKIPPABLE,
-    ['V'] = B_SKIPPABLE, ['W'] = B_SKIPPABLE, ['X'] = B_SKIPPABLE, ['Y'] = B_SKIPPABLE, ['Z'] = B_SKIPPABLE,
+    ['a'] = B_SKIPPABLE,
+    ['b'] = B_SKIPPABLE,
+    ['c'] = B_SKIPPABLE,
+    ['d'] = B_SKIPPABLE,
+    ['f'] = B_SKIPPABLE,
+    ['g'] = B_SKIPPABLE,
+    ['h'] = B_SKIPPABLE,
+    ['i'] = B_SKIPPABLE,
+    ['j'] = B_SKIPPABLE,
+    ['k'] = B_SKIPPABLE,
+    ['l'] = B_SKIPPABLE,
+    ['m'] = B_SKIPPABLE,
+    ['n'] = B_SKIPPABLE,
+    ['o'] = B_SKIPPABLE,
+    ['p'] = B_SKIPPABLE,
+    ['q'] = B_SKIPPABLE,
+    ['r'] = B_SKIPPABLE,
+    ['s'] = B_SKIPPABLE,
+    ['t'] = B_SKIPPABLE,
+    ['u'] = B_SKIPPABLE,
+    ['v'] = B_SKIPPABLE,
+    ['w'] = B_SKIPPABLE,
+    ['x'] = B_SKIPPABLE,
+    ['y'] = B_SKIPPABLE,
+    ['z'] = B_SKIPPABLE,
+    ['A'] = B_SKIPPABLE,
+    ['B'] = B_SKIPPABLE,
+    ['C'] = B_SKIPPABLE,
+    ['D'] = B_SKIPPABLE,
+    ['F'] = B_SKIPPABLE,
+    ['G'] = B_SKIPPABLE,
+    ['H'] = B_SKIPPABLE,
+    ['I'] = B_SKIPPABLE,
+    ['J'] = B_SKIPPABLE,
+    ['K'] = B_SKIPPABLE,
+    ['L'] = B_SKIPPABLE,
+    ['M'] = B_SKIPPABLE,
+    ['N'] = B_SKIPPABLE,
+    ['O'] = B_SKIPPABLE,
+    ['P'] = B_SKIPPABLE,
+    ['Q'] = B_SKIPPABLE,
+    ['R'] = B_SKIPPABLE,
+    ['S'] = B_SKIPPABLE,
+    ['T'] = B_SKIPPABLE,
+    ['U'] = B_SKIPPABLE,
+    ['V'] = B_SKIPPABLE,
+    ['W'] = B_SKIPPABLE,
+    ['X'] = B_SKIPPABLE,
+    ['Y'] = B_SKIPPABLE,
+    ['Z'] = B_SKIPPABLE,
 };
 
 static inline bool space(char c)
@@ -839,8 +891,10 @@ static const char *fast_arg(tw_trace_event *e, const char *k, size_t n, const ch
     case 6:
         target = key_is(k, n, "device", 6) ? &e->device : key_is(k, n, "stream", 6) ? &e->stream : NULL;
         break;
-    case 11:
-        itarget = key_is_nocase(k, n, "correlation", 11)   ? &e->correlation
+    case 11: /* Kineto's spellings first */
+        itarget = memcmp(k, "External id", 11) == 0        ? &e->external_id
+                  : memcmp(k, "correlation", 11) == 0      ? &e->correlation
+                  : key_is_nocase(k, n, "correlation", 11) ? &e->correlation
                   : key_is_nocase(k, n, "external id", 11) ? &e->external_id
                                                            : NULL;
         break;

@@ -149,8 +149,8 @@ static inline uint64_t tw_jspecial64(const char *p)
     uint64_t m = 0;
     for (int i = 0; i < 4; i++) {
         __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + 16 * i));
-        __m128i x = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)),
-                                 _mm_cmpeq_epi8(v, zero));
+        __m128i x =
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)), _mm_cmpeq_epi8(v, zero));
         m |= (uint64_t)(unsigned)_mm_movemask_epi8(x) << (16 * i);
     }
     return m;
