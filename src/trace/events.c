@@ -644,7 +644,7 @@ TW_HOT const char *fast_string(const char *p, fast_in *in, const char **body, si
 }
 
 /* A skipped string, its quote at p: the byte after it, or NULL. */
-static inline const char *fast_skip_string(const char *p, fast_in *in)
+TW_HOT const char *fast_skip_string(const char *p, fast_in *in)
 {
     const char *end = in->end;
     for (p++;;) {
@@ -765,22 +765,12 @@ TW_HOT const char *fast_value_number(const char *p, fast_in *in, double *v, bool
     return *p == '"' ? fast_string_number(p, in, v) : NULL;
 }
 
-/* A skipped value at p (tw_jstream_skip_next): the byte after it, or NULL
- * where the token path would fail or look further. */
-static const char *fast_skip(const char *p, fast_in *in)
+/* A skipped object or array, its bracket at p: as skip_container in the
+ * token path, up to TW_FAST_DEPTH deep. */
+static const char *fast_skip_container(const char *p, fast_in *in)
 {
     const char *end = in->end;
     char c = *p;
-    if (c == '"')
-        return fast_skip_string(p, in);
-    if ((c >= '0' && c <= '9') || (c == '-' && p + 1 < end && p[1] >= '0' && p[1] <= '9')) {
-        const char *q = p + 1;
-        while (q < end && number_byte(*q))
-            q++;
-        return q < end ? q : NULL;
-    }
-    if (c != '{' && c != '[')
-        return NULL;
     uint64_t kinds = c == '{'; /* bit i: level i+1 is an object */
     int depth = 1;
     for (p++; p < end; p++) {
@@ -806,6 +796,23 @@ static const char *fast_skip(const char *p, fast_in *in)
         }
     }
     return NULL;
+}
+
+/* A skipped value at p (tw_jstream_skip_next): the byte after it, or NULL
+ * where the token path would fail or look further. */
+TW_HOT const char *fast_skip(const char *p, fast_in *in)
+{
+    const char *end = in->end;
+    char c = *p;
+    if (c == '"')
+        return fast_skip_string(p, in);
+    if ((c >= '0' && c <= '9') || (c == '-' && p + 1 < end && p[1] >= '0' && p[1] <= '9')) {
+        const char *q = p + 1;
+        while (q < end && number_byte(*q))
+            q++;
+        return q < end ? q : NULL;
+    }
+    return c == '{' || c == '[' ? fast_skip_container(p, in) : NULL;
 }
 
 /* After a member's value: the next key's quote (*more), or the byte after
