@@ -382,6 +382,9 @@ static void test_fast_path_reads_as_the_token_path(void **state)
         "\"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 2910249, \"tid\": 2919752, \"ts\": "
         "1012076, \"dur\": 6, \"args\": {\"External id\": 3, \"cbid\": 211, \"correlation\": 1}}\n],\n"
         "\"traceName\": \"x\"}",
+        /* Kineto's spacing and near misses of it */
+        "[{\"ph\":  \"X\", \"cat\": \"kernel\", \"name\":\t\"k\", \"pidx\": 1, \"t\": 2, \"ts\":  1, "
+        "\"dur\": 2, \"tid\": 3, \"pid\": 4, \"args\": {\"device\": 1}, \"p\": 5, \"name\" : \"j\"}]",
         /* escapes and odd spellings of the keys the reader keeps */
         "[{\"p\\u0068\": \"X\", \"cat\": \"k\\u0065rnel\", \"name\": \"a\\\"b\\\\c\", \"ts\": 1, \"dur\": 2}]",
         "[{\"ph\":\"X\",\"cat\":\"Kernel\",\"name\":\"x\",\"ts\":1,\"dur\":2,\"args\":{\"Correlation ID\":5,"
