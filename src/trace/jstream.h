@@ -15,6 +15,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define TW_JSTR_MAX       1024
 #define TW_JSTREAM_BUFFER (1u << 20)
@@ -71,6 +75,90 @@ bool tw_jstream_skip_next(tw_jstream *s);
  * here (the buffer's end, an escape, anything unexpected): nothing was
  * consumed and the caller reads the tokens itself. */
 bool tw_jstream_key_fast(tw_jstream *s, bool first, int *result);
+/* The value of a number's text [t, t + n) (the bytes of a number as the
+ * tokenizer takes them: digits, - + . e E): digits with an optional
+ * fraction and up to 19 significant digits exactly, else strtod; NaN when
+ * it is not a number. */
+double tw_jstream_number(const char *t, size_t n);
+/* Whether c may be part of a number's text. */
+static inline bool tw_jnumber_char(int c)
+{
+    return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
+}
+
+/* The first " or \ in [p, end) (also the first NUL byte when nul), or
+ * end: eight bytes at a time in a word, the portable path. */
+static inline const char *tw_jfind_scalar(const char *p, const char *end, bool nul)
+{
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    for (uint64_t w, m, x, y; end - p >= 8; p += 8) {
+        memcpy(&w, p, 8);
+        x = w ^ (ones * '"');
+        y = w ^ (ones * '\\');
+        m = ((x - ones) & ~x) | ((y - ones) & ~y);
+        if (nul)
+            m |= (w - ones) & ~w;
+        m &= highs;
+        if (m) {
+#if defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            return p + (__builtin_ctzll(m) >> 3); /* the lowest flagged byte is exact */
+#else
+            break;
+#endif
+        }
+    }
+    while (p < end && *p != '"' && *p != '\\' && !(nul && *p == '\0'))
+        p++;
+    return p;
+}
+
+/* As tw_jfind_scalar, sixteen bytes at a time with SSE2 (every x86-64 has
+ * it); the scalar path elsewhere and for the last bytes. */
+static inline const char *tw_jfind(const char *p, const char *end, bool nul)
+{
+#if defined(__SSE2__)
+    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'), zero = _mm_setzero_si128();
+    for (; end - p >= 16; p += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+        __m128i m = _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash));
+        if (nul)
+            m = _mm_or_si128(m, _mm_cmpeq_epi8(v, zero));
+        unsigned bits = (unsigned)_mm_movemask_epi8(m);
+        if (bits)
+            return p + __builtin_ctz(bits);
+    }
+#endif
+    return tw_jfind_scalar(p, end, nul);
+}
+
+/* A bit per byte of the 64 at p (bit i: p[i]) that is " or \\ or NUL:
+ * the portable path. */
+static inline uint64_t tw_jspecial64_scalar(const char *p)
+{
+    uint64_t m = 0;
+    for (int i = 0; i < 64; i++)
+        m |= (uint64_t)(p[i] == '"' || p[i] == '\\' || p[i] == '\0') << i;
+    return m;
+}
+
+/* As tw_jspecial64_scalar, with SSE2 where there is SSE2. */
+static inline uint64_t tw_jspecial64(const char *p)
+{
+#if defined(__SSE2__)
+    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'), zero = _mm_setzero_si128();
+    uint64_t m = 0;
+    for (int i = 0; i < 4; i++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + 16 * i));
+        __m128i x =
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)), _mm_cmpeq_epi8(v, zero));
+        m |= (uint64_t)(unsigned)_mm_movemask_epi8(x) << (16 * i);
+    }
+    return m;
+#else
+    return tw_jspecial64_scalar(p);
+#endif
+}
+
 /* Bytes consumed so far. */
 static inline uint64_t tw_jstream_offset(const tw_jstream *s)
 {

@@ -18,6 +18,7 @@
 
 typedef struct tw_name_row {
     const char *name;
+    size_t len; /* of name, which may hold a NUL from a \u0000 */
     uint32_t hash;
     uint64_t count, short_count;
     double total, self, max, min, short_total;

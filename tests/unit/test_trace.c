@@ -296,6 +296,178 @@ static void test_summary_text(void **state)
     tw_trace_free(t);
 }
 
+/* ---- the fast path against the token path ------------------------------ */
+
+#define SEEN_MAX 64
+
+typedef struct seen {
+    tw_trace_event v[SEEN_MAX];
+    int n;
+} seen;
+
+static void keep_event(void *arg, const tw_trace_event *e)
+{
+    seen *s = arg;
+    if (s->n < SEEN_MAX)
+        s->v[s->n] = *e;
+    s->n++;
+}
+
+static bool same_double(double a, double b)
+{
+    return (a != a && b != b) || memcmp(&a, &b, sizeof a) == 0; /* -0 and 0 told apart */
+}
+
+/* Reads doc whole (every event lies in the buffer: the fast path) and one
+ * byte per read (no event ever does: the token path only); both must hand
+ * over the same events and end the same way. */
+static void read_both_ways(const char *doc, size_t len)
+{
+    static seen a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    tw_trace_reader_stats sa, sb;
+    const char *ea = NULL, *eb = NULL;
+    tw_jstream s;
+    assert_true(len <= TW_JSTREAM_BUFFER);
+    assert_int_equal(tw_jstream_init(&s, NULL, NULL), 0);
+    memcpy(s.buf, doc, len);
+    s.len = len;
+    s.eof = true;
+    int ra = tw_trace_read(&s, keep_event, &a, &sa, &ea);
+    uint64_t at_a = tw_jstream_offset(&s), cut_a = s.strings_cut;
+    tw_jstream_free(&s);
+    drip d = {doc, len, 0};
+    assert_int_equal(tw_jstream_init(&s, drip_read, &d), 0);
+    int rb = tw_trace_read(&s, keep_event, &b, &sb, &eb);
+    uint64_t at_b = tw_jstream_offset(&s), cut_b = s.strings_cut;
+    tw_jstream_free(&s);
+    if (ra != rb || a.n != b.n)
+        fail_msg("%.80s: rc %d/%d, events %d/%d", doc, ra, rb, a.n, b.n);
+    /* the same error (its byte may differ: a skipped container reports
+     * where the read that held its start began) */
+    if (ra != 0 && strcmp(ea, eb) != 0)
+        fail_msg("%.80s: %s at %llu / %s at %llu", doc, ea, (unsigned long long)at_a, eb, (unsigned long long)at_b);
+    if (ra == 0 && at_a != at_b)
+        fail_msg("%.80s: read %llu / %llu bytes", doc, (unsigned long long)at_a, (unsigned long long)at_b);
+    assert_int_equal(cut_a, cut_b);
+    assert_int_equal(sa.unpaired, sb.unpaired);
+    assert_true(sa.legacy == sb.legacy && sa.paddle == sb.paddle && sa.kineto == sb.kineto);
+    for (int i = 0; i < a.n && i < SEEN_MAX; i++) {
+        const tw_trace_event *x = &a.v[i], *y = &b.v[i];
+        bool same = x->ph == y->ph && x->kind == y->kind && x->name_len == y->name_len &&
+                    memcmp(x->name, y->name, x->name_len + 1) == 0 && strcmp(x->cat, y->cat) == 0 &&
+                    same_double(x->ts, y->ts) && same_double(x->dur, y->dur) && x->has_ts == y->has_ts &&
+                    x->has_dur == y->has_dur && x->pid == y->pid && x->tid == y->tid &&
+                    x->correlation == y->correlation && x->external_id == y->external_id &&
+                    same_double(x->bytes, y->bytes) && same_double(x->device, y->device) &&
+                    same_double(x->stream, y->stream) && same_double(x->allocated, y->allocated) &&
+                    same_double(x->reserved, y->reserved);
+        if (!same)
+            fail_msg("%.80s: event %d differs (ts %g/%g, pid %lld/%lld, corr %lld/%lld)", doc, i, x->ts, y->ts,
+                     (long long)x->pid, (long long)y->pid, (long long)x->correlation, (long long)y->correlation);
+    }
+}
+
+static void test_fast_path_reads_as_the_token_path(void **state)
+{
+    (void)state;
+    static const char *docs[] = {
+        /* Kineto as it is written */
+        "{\"traceEvents\": [\n  {\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"void k<float>(int)\", \"pid\": 0, "
+        "\"tid\": 7, \"ts\": 1012084.000, \"dur\": 40.965, \"args\": {\"External id\": 3, \"queued\": 0, \"device\": "
+        "0, \"context\": 1, \"stream\": 7, \"correlation\": 1, \"blocks per SM\": 1.5, \"grid\": [256, 1, 1], "
+        "\"block\": [128, 1, 1], \"est. achieved occupancy %\": 12}},\n  {\"ph\": \"s\", \"id\": 1, \"pid\": "
+        "2910249, \"tid\": 2919752, \"ts\": 1012076, \"cat\": \"ac2g\", \"name\": \"ac2g\"},\n  {\"ph\": \"X\", "
+        "\"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 2910249, \"tid\": 2919752, \"ts\": "
+        "1012076, \"dur\": 6, \"args\": {\"External id\": 3, \"cbid\": 211, \"correlation\": 1}}\n],\n"
+        "\"traceName\": \"x\"}",
+        /* Kineto's spacing and near misses of it */
+        "[{\"ph\":  \"X\", \"cat\": \"kernel\", \"name\":\t\"k\", \"pidx\": 1, \"t\": 2, \"ts\":  1, "
+        "\"dur\": 2, \"tid\": 3, \"pid\": 4, \"args\": {\"device\": 1}, \"p\": 5, \"name\" : \"j\"}]",
+        /* escapes and odd spellings of the keys the reader keeps */
+        "[{\"p\\u0068\": \"X\", \"cat\": \"k\\u0065rnel\", \"name\": \"a\\\"b\\\\c\", \"ts\": 1, \"dur\": 2}]",
+        "[{\"ph\":\"X\",\"cat\":\"Kernel\",\"name\":\"x\",\"ts\":1,\"dur\":2,\"args\":{\"Correlation ID\":5,"
+        "\"external ID\":\"9\",\"Total Allocated\":1e3,\"Total Reserved\":\"7 B\",\"bytes\":-0}}]",
+        /* duplicates: the last one counts */
+        "[{\"ph\":\"B\",\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"a\",\"name\":\"b\",\"ts\":1,\"ts\":\"2\","
+        "\"dur\":3,\"dur\":4}]",
+        /* numbers the tokenizer reads in every way */
+        "[{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"n\",\"pid\":\"123(Python)\",\"tid\":\"stream 7\",\"ts\":-0,"
+        "\"dur\":00012},{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"n\",\"ts\":1.,\"dur\":.5},"
+        "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"n\",\"ts\":12345678901234567890123,\"dur\":1.5.2},"
+        "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"n\",\"ts\":1e3,\"dur\":-,\"pid\":1234567890123456789},"
+        "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"n\",\"ts\":NaN,\"dur\":-Infinity,\"tid\":Infinity},"
+        "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"n\",\"ts\":123456789.123456789,\"dur\":0.000000000000000001}]",
+        /* values skipped in every way */
+        "[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":1,\"dur\":2,\"x\":true,\"y\":null,\"z\":false,"
+        "\"args\":{\"a\":{\"b\":[1,{\"c\":\"}]\\\"\"}],\"d\":-2.5e3},\"e\":\"\\u0000\",\"stream\":3}}]",
+        /* white space of every kind, trailing commas, empty objects */
+        "[\t{\r\n\"ph\"\t:\r\"X\" ,\n\"cat\" : \"kernel\",\"name\":\"k\",\"ts\":1,\"dur\":2,\"args\":{},},{},"
+        "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":1,\"dur\":2,\"args\":{\"device\":1,}},7,\"s\",]",
+        /* begin and end */
+        "[{\"ph\":\"B\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":7,\"ts\":10,\"args\":{\"stream\":7}},"
+        "{\"ph\":\"E\",\"pid\":0,\"tid\":7,\"ts\":35,\"args\":{\"correlation\":4}}]",
+        /* bad input: each stops where the token path stops */
+        "[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":1},{\"ph\":\"X\",\"args\":{\"a\":[1}}]",
+        "[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":1},{\"ph\":\"X\",\"args\":{\"a\":[#]}}]",
+        "[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":1},{\"ph\":\"X\",\"args\":{,}}]",
+        "[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":1},{\"ph\":\"X\",\"name\":\"open",
+        "[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":1},{\"ph\":\"X\" \"cat\":\"kernel\"}]",
+        "[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":1},{\"ph\":\"X\",\"x\":tru}]",
+        "[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":1},{\"ph\":X}]",
+        "[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":1}{\"ph\":\"X\"}]",
+        "[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":1},{\"ph\":\"X\",\"ts\":1",
+    };
+    for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++)
+        read_both_ways(docs[i], strlen(docs[i]));
+
+    /* raw NUL bytes in a name, a key and a skipped value */
+    static const char nul[] = "[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"a\0b\",\"ts\":1,\"dur\":2},"
+                              "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\0\":1,\"dur\":2,\"x\":\"\0\"}]";
+    read_both_ways(nul, sizeof nul - 1);
+
+    /* names of 1024 bytes (kept whole) and 1025 (cut and counted), args 100 deep */
+    static char big[8192];
+    size_t n = 0;
+    for (int len = 1023; len <= 1025; len++) {
+        n += (size_t)snprintf(big + n, sizeof big - n, "%s{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"", n ? "," : "[");
+        memset(big + n, 'k', (size_t)len);
+        n += (size_t)len;
+        n += (size_t)snprintf(big + n, sizeof big - n, "\",\"ts\":1,\"dur\":2}");
+    }
+    n += (size_t)snprintf(big + n, sizeof big - n, ",{\"ph\":\"X\",\"args\":{\"a\":");
+    for (int i = 0; i < 100; i++)
+        big[n++] = i % 2 ? '{' : '[';
+    for (int i = 99; i >= 0; i--)
+        big[n++] = i % 2 ? '}' : ']';
+    n += (size_t)snprintf(big + n, sizeof big - n, ",\"stream\":3}}]");
+    read_both_ways(big, n);
+}
+
+/* The SSE2 scans against the portable ones, at every offset of a buffer
+ * of quotes, backslashes, NULs and letters. */
+static void test_scans_agree_with_the_portable_path(void **state)
+{
+    (void)state;
+    static char buf[4096];
+    unsigned x = 12345;
+    for (size_t i = 0; i < sizeof buf; i++) {
+        x = x * 1103515245u + 12345u;
+        unsigned r = x >> 16 & 63;
+        buf[i] = r == 0 ? '"' : r == 1 ? '\\' : r == 2 ? '\0' : (char)('a' + r % 26);
+    }
+    for (size_t i = 0; i + 64 <= sizeof buf; i++) {
+        for (int nul = 0; nul < 2; nul++) {
+            const char *end = buf + i + (i * 7 % 200);
+            if (end > buf + sizeof buf)
+                end = buf + sizeof buf;
+            assert_ptr_equal(tw_jfind(buf + i, end, nul), tw_jfind_scalar(buf + i, end, nul));
+        }
+        assert_true(tw_jspecial64(buf + i) == tw_jspecial64_scalar(buf + i));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -309,6 +481,8 @@ int main(void)
         cmocka_unit_test(test_skip_passes_containers_byte_by_byte),
         cmocka_unit_test(test_begin_end_pairs_and_bounds),
         cmocka_unit_test(test_host_spans_first_wait_for_the_gpu),
+        cmocka_unit_test(test_fast_path_reads_as_the_token_path),
+        cmocka_unit_test(test_scans_agree_with_the_portable_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
