@@ -111,6 +111,9 @@ void tw_health_write_json(FILE *out, const tw_health *h);
 /* rule_devices.c: the GPU index a launch or out-of-memory line names
  * ("gpu id: 1", "on GPU 0", "Place(gpu:0)", ...), -1 none. */
 int tw_device_named(const char *message);
+/* How many "Process N has ..." entries an OOM message listed past the part
+ * an event keeps, from its detail (fmt_events.c); 0 none. */
+int tw_oom_processes_listed(const char *detail);
 /* The other ranks of the run whose own lines put them on that GPU, as
  * "0, 1, 3" into buf (their first statement of a device counts); returns
  * how many. */

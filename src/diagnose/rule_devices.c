@@ -82,6 +82,8 @@ static void collect(const tw_run *run, device_note *notes, int count)
         if (e->kind == TW_EV_OOM && !d->oom) {
             d->oom = e;
             d->other_processes = processes_in(e->message);
+            int listed = tw_oom_processes_listed(e->detail); /* a message longer than an event keeps */
+            d->other_processes = listed > d->other_processes ? listed : d->other_processes;
         }
     }
 }

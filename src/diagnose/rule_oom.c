@@ -119,6 +119,14 @@ static void read_sizes(const char *msg, const char *more, oom_sizes *z)
     z->processes = 0;
     for (const char *p = strstr(msg, "Process "); p; p = strstr(p + 8, "Process "))
         z->processes += isdigit((unsigned char)p[8]) != 0;
+    int listed = tw_oom_processes_listed(more);
+    z->processes = listed > z->processes ? listed : z->processes;
+}
+
+int tw_oom_processes_listed(const char *detail)
+{
+    const char *at = detail ? strstr(detail, "Processes listed: ") : NULL;
+    return at ? atoi(at + strlen("Processes listed: ")) : 0;
 }
 
 static const char *bytes(double v, char *buf, size_t cap)

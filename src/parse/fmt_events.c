@@ -558,18 +558,28 @@ static int root_cause_lines(tw_parser *p, events_state *st, const tw_line *line)
     return launcher_event(p, line, st->launcher, strlen(st->launcher), first);
 }
 
-/* PyTorch's out-of-memory message outgrows an event's message: what it
- * says of the allocator ("Of the allocated memory 18.70 GiB is allocated by
- * PyTorch, and 353.02 MiB is reserved by PyTorch but unallocated.") goes in
- * the event's detail when it falls past the cut. NULL: none. */
+/* PyTorch's out-of-memory message outgrows an event's message: what falls
+ * past the cut goes in the event's detail, shortened to what the rules read
+ * (rule_oom.c): how many "Process N has X memory in use" entries the
+ * message lists ("Processes listed: 7. ") and what it says of the allocator
+ * ("Of the allocated memory 18.70 GiB is allocated by PyTorch, and 353.02
+ * MiB is reserved by PyTorch but unallocated."). NULL: nothing past it. */
 static const char *oom_tail(tw_event_kind kind, const char *s, size_t len, char *buf, size_t cap)
 {
     if (kind != TW_EV_OOM || len < TW_MESSAGE_MAX)
         return NULL;
+    int processes = 0;
+    for (const char *p = tw_find(s, len, "Process "); p; p = tw_find(p + 8, (size_t)(s + len - p - 8), "Process "))
+        processes += p + 8 < s + len && tw_is_digit(p[8]);
     const char *tail = tw_find(s, len, "Of the allocated memory ");
-    if (!tail || tail - s <= TW_MESSAGE_MAX / 2)
+    if (tail && tail - s <= TW_MESSAGE_MAX / 2)
+        tail = NULL;
+    if (!tail && processes == 0)
         return NULL;
-    snprintf(buf, cap, "%.*s", (int)(s + len - tail), tail);
+    int used = processes ? snprintf(buf, cap, "Processes listed: %d. ", processes) : 0;
+    if (used < 0 || (size_t)used >= cap)
+        used = 0;
+    snprintf(buf + used, cap - (size_t)used, "%.*s", tail ? (int)(s + len - tail) : 0, tail ? tail : "");
     return buf;
 }
 

@@ -192,6 +192,20 @@ def test_pytorch_oom_past_the_message_limit_keeps_what_the_allocator_said():
     assert result.returncode == 1
 
 
+def test_other_processes_listed_past_the_cut_are_counted():
+    """unsloth (fork) issue 20 (real): rank 5's PyTorch OOM lists seven other
+    processes on GPU 5, past the 240 bytes an event keeps; they are counted
+    from the detail and the OOM is read as a shared device (before: one
+    process seen, a plain out-of-memory with the batch-size advice only)."""
+    report, result = analyze_json(TELLING.parent / "devices" / "unsloth-20-ddp-oom-seven-other-processes.log")
+    (f,) = [f for f in report["findings"] if f["rule"] == "oom"]
+    assert f["line"] == 1
+    assert f["title"].endswith("a device shared with other processes"), f["title"]
+    assert "the message lists 7 processes holding memory on the device" in f["evidence"]
+    assert "LOCAL_RANK" in f["recommendation"]
+    assert result.returncode == 1
+
+
 def test_device_side_assertions_without_the_cuda_error_after_them():
     """lm-evaluation-harness issue 2293 (real): the Indexing.cu assertions,
     one per GPU thread, with the CUDA error not in the excerpt: the assertion
