@@ -24,6 +24,21 @@ static bool after_progress(const tw_run *run, const tw_event_note *e)
     return e->last_pos >= rk->last.pos;
 }
 
+/* How far the run meant to go, as its last record says (" of 10000
+ * steps", ", in epoch 1 of 5"), "" when it does not say. */
+static const char *planned_extent(const tw_rank *rk, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (!rk || !rk->used)
+        return buf;
+    const tw_point *p = &rk->last;
+    if (p->epoch >= 0 && p->epoch_total > 0)
+        snprintf(buf, cap, ", in epoch %lld of %lld", (long long)p->epoch, (long long)p->epoch_total);
+    else if (p->step < 0 && p->step_total > 0) /* with a step within the epoch, the total is the epoch's */
+        snprintf(buf, cap, " of %lld", (long long)p->step_total);
+    return buf;
+}
+
 static bool is_failure(const tw_event_note *e)
 {
     return e->kind == TW_EV_EXCEPTION || e->kind == TW_EV_SIGNAL;
@@ -320,7 +335,7 @@ static void check_exceptions(const tw_run *run, const tw_thresholds *t, tw_findi
     }
     if (fatal && tw_event_is_victim(fatal))
         fatal = own_failure_before(run, fatal);
-    char where[600];
+    char where[600], extent[128];
     if ((fatal || run->event_counts[TW_EV_LAUNCHER]) && report_across_ranks(run, out))
         fatal = NULL;
     if (fatal) {
@@ -335,7 +350,8 @@ static void check_exceptions(const tw_run *run, const tw_thresholds *t, tw_findi
         frames_evidence(f, fatal);
         launcher_quote(run, f);
         if (fatal->last_pos >= 0)
-            tw_finding_evidence(f, "last step logged before it: %.0f", fatal->last_pos);
+            tw_finding_evidence(f, "last step logged before it: %.0f%s", fatal->last_pos,
+                                planned_extent(tw_run_rank(run, fatal->rank), extent, sizeof extent));
         if (fatal_count > 1)
             tw_finding_evidence(f, "%d failure reports after the last step", fatal_count);
         if (signal)
@@ -396,11 +412,26 @@ static const tw_rank *lead_rank(const tw_run *run)
     return lead;
 }
 
+/* True when a rank's log has an error or a signal after its last step: the
+ * crash (or kill) finding says why the run ended. */
+static bool ended_by_failure(const tw_run *run)
+{
+    if (run->have_last_exception && after_progress(run, &run->last_exception))
+        return true;
+    for (int i = 0; i < run->events_kept_count; i++) {
+        if (is_failure(&run->events_kept[i]) && after_progress(run, &run->events_kept[i]))
+            return true;
+    }
+    return false;
+}
+
+/* A log that stops before its last epoch or step with no error after its
+ * last step (one that has one is a crash, told by check_exceptions). */
 static void check_incomplete(const tw_run *run, const tw_thresholds *t, tw_findings *out)
 {
     (void)t;
     const tw_rank *rk = lead_rank(run);
-    if (!rk || run->event_counts[TW_EV_FINISHED] > 0)
+    if (!rk || run->event_counts[TW_EV_FINISHED] > 0 || ended_by_failure(run))
         return;
     const tw_point *p = &rk->last;
     char expected[128] = "";
@@ -426,7 +457,7 @@ static void check_incomplete(const tw_run *run, const tw_thresholds *t, tw_findi
         tw_finding_evidence(f, "the log's own ETA at that point: %s more", tw_fmt_duration(last->eta, d, sizeof d));
     }
     if (run->have_last_exception)
-        tw_finding_evidence(f, "last exception in the log: %s", run->last_exception.message);
+        tw_finding_evidence(f, "last exception in the log (before the last step): %s", run->last_exception.message);
     tw_finding_recommend(
         f, "If the job is still running, this is expected; otherwise it stopped without an error in this log: check "
            "the launcher's log, other ranks, the scheduler (time limit, preemption) and the kernel log (OOM killer).");

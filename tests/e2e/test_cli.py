@@ -120,8 +120,10 @@ def test_demo_crash(tmp_path):
     assert "simulated failure in step 33" in f["evidence"]
     assert "last frame: File \"tools/program.py\", line 301, in train" in f["evidence"]
     assert f["step"] == 30
+    assert "last step logged before it: 30, in epoch 1 of 2" in f["evidence"]
     assert status.returncode == 1
-    assert "incomplete" in findings(report)
+    # the crash says why the log ends early: no second warning that it stopped "without an error"
+    assert "incomplete" not in findings(report)
 
 
 def test_threshold_flags_change_the_verdict(tmp_path):
