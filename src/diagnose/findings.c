@@ -109,6 +109,8 @@ const char *tw_fmt_duration(double s, char *buf, size_t cap)
 {
     if (isnan(s) || s < 0)
         snprintf(buf, cap, "?");
+    else if (s == 0)
+        snprintf(buf, cap, "0s"); /* not "0us": nothing measured that small */
     else if (s < 0.001)
         snprintf(buf, cap, "%.0fus", s * 1e6);
     else if (s < 1)
