@@ -204,7 +204,9 @@ static void classify(const tw_run *run, const tw_event_note *e, tw_finding *f, c
         tw_finding_recommend(f, "A single tensor of that size: lower the batch size or sequence length at that op, "
                                 "or split it (chunked attention, gradient accumulation).");
     } else if (!isnan(z.unallocated) && !isnan(z.requested) && z.unallocated > z.requested &&
-               (isnan(z.total) || z.unallocated >= 0.05 * z.total)) {
+               (isnan(z.total) || z.unallocated >= 0.02 * z.total)) {
+        /* the cache held more than the request but no block of it fit; under 2% of the
+           device it is a side note to a full device, not the cause */
         snprintf(kind, cap, "fragmentation");
         tw_finding_evidence(f,
                             "%s reserved by the allocator but unallocated, more than the %s asked for: "
