@@ -24,8 +24,8 @@ bounds check fails as Paddle's cross_entropy_kernel.cu assertion, followed by
 the CUDA error 719 it causes. Fragmentation and PyTorch's list of the
 processes on a device are not in Paddle's message, so the demo cannot print
 them: beside the real PyTorch messages for both, two tests keep a log written
-here in PyTorch's own wording (its 1.x fragmentation message, and several
-ranks' messages listing each other), and say so."""
+here in PyTorch's own wording (its 1.x fragmentation message, and a short
+message listing two processes), and say so."""
 import pathlib
 import re
 import subprocess
