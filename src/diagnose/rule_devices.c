@@ -88,6 +88,61 @@ static void collect(const tw_run *run, device_note *notes, int count)
     }
 }
 
+/* The largest device index any rank named, -1 none. */
+static int max_device_of(const device_note *notes, int count)
+{
+    int max_device = -1;
+    for (int i = 0; i < count; i++)
+        max_device = notes[i].device > max_device ? notes[i].device : max_device;
+    return max_device;
+}
+
+/* Every index 0..max_device named by the same number of ranks, and more
+ * than one index: the layout of several nodes with a GPU per rank (16 ranks
+ * on indices 0-7 twice), where one index on two ranks is two devices. */
+static bool regular_nodes(const device_note *notes, int count, int max_device)
+{
+    if (max_device < 1)
+        return false;
+    int per_index = -1;
+    for (int dev = 0; dev <= max_device; dev++) {
+        int n = 0;
+        for (int i = 0; i < count; i++)
+            n += notes[i].device == dev;
+        if (per_index >= 0 && n != per_index)
+            return false;
+        per_index = n;
+    }
+    return true;
+}
+
+/* Ranks a < b on one index cannot be on different nodes when a device index
+ * above their distance is in use; when it is not, an out-of-memory report
+ * on that index is taken as the sharing showing, except in a regular
+ * several-node layout, where only a report listing other processes on the
+ * device shows it (one rank's OOM is no proof that rank 8 shares rank 0's
+ * GPU 0). */
+static bool shared(const device_note *notes, int count, int device, int max_device)
+{
+    int lo = -1, hi = -1;
+    bool oom = false, processes = false;
+    for (int i = 0; i < count; i++) {
+        if (notes[i].device != device)
+            continue;
+        if (lo < 0 || notes[i].rank < lo)
+            lo = notes[i].rank;
+        if (notes[i].rank > hi)
+            hi = notes[i].rank;
+        oom |= notes[i].oom != NULL;
+        processes |= notes[i].other_processes > 1;
+    }
+    if (lo < 0 || lo == hi)
+        return false;
+    if (hi - lo <= max_device || processes)
+        return true;
+    return oom && !regular_nodes(notes, count, max_device);
+}
+
 int tw_device_sharers(const tw_run *run, int rank, int device, char *buf, size_t cap)
 {
     buf[0] = '\0';
@@ -101,6 +156,10 @@ int tw_device_sharers(const tw_run *run, int rank, int device, char *buf, size_t
     collect(run, notes, run->rank_count);
     int n = 0;
     size_t used = 0;
+    if (!shared(notes, run->rank_count, device, max_device_of(notes, run->rank_count))) {
+        free(notes);
+        return 0;
+    }
     for (int i = 0; i < run->rank_count; i++) {
         if (notes[i].rank == rank || notes[i].device != device)
             continue;
@@ -159,26 +218,6 @@ static void report(const tw_run *run, const device_note *notes, int count, int d
     recommend(f);
 }
 
-/* Ranks a < b on one index cannot be on different nodes when a device index
- * above their distance is in use, or the memory report shows the sharing. */
-static bool shared(const device_note *notes, int count, int device, int max_device)
-{
-    int lo = -1, hi = -1;
-    bool memory = false;
-    for (int i = 0; i < count; i++) {
-        if (notes[i].device != device)
-            continue;
-        if (lo < 0 || notes[i].rank < lo)
-            lo = notes[i].rank;
-        if (notes[i].rank > hi)
-            hi = notes[i].rank;
-        memory |= notes[i].oom != NULL || notes[i].other_processes > 1;
-    }
-    if (lo < 0 || lo == hi)
-        return false;
-    return hi - lo <= max_device || memory;
-}
-
 /* NCCL's "Duplicate GPU detected : rank A and rank B both on CUDA device X":
  * one finding at its first report. True when there was one. */
 static bool nccl_duplicate(const tw_run *run, tw_findings *out)
@@ -227,9 +266,7 @@ static void check_shared_device(const tw_run *run, const tw_thresholds *t, tw_fi
     for (int i = 0; i < run->rank_count; i++)
         notes[i] = (device_note){.rank = run->ranks[i]->rank, .device = -1};
     collect(run, notes, run->rank_count);
-    int max_device = -1;
-    for (int i = 0; i < run->rank_count; i++)
-        max_device = notes[i].device > max_device ? notes[i].device : max_device;
+    int max_device = max_device_of(notes, run->rank_count);
     for (int dev = 0; dev <= max_device; dev++) {
         if (shared(notes, run->rank_count, dev, max_device))
             report(run, notes, run->rank_count, dev, out);

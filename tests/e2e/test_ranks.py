@@ -110,22 +110,26 @@ def test_signal_reports_say_who_sent_them(rank, said):
     assert f"SIGTERM from PID {said} UTC]" in recs
 
 
-def launch_demo(tmp_path, *flags, ranks=4):
+def launch_demo(tmp_path, *flags, ranks=4, per_node=None, rank_flags=None):
     """What paddle.distributed.launch does with the demo trainer: one process
     per rank with PADDLE_TRAINER_ID, PADDLE_TRAINERS_NUM and FLAGS_selected_gpus
     set, each writing log/workerlog.N; when one exits with an error the others
     get a SIGTERM (from this process). The simulated GPUs are shared between
-    the processes (--device-pool). Returns the rank that failed first (None if
-    none failed) and the logs."""
+    the processes of a node (--device-pool; per_node ranks a node, default
+    all on one). rank_flags: {rank: [flags]} for one rank only. Returns the
+    rank that failed first (None if none failed) and the logs."""
     (tmp_path / "log").mkdir()
-    (tmp_path / "gpus").mkdir()
+    per_node = per_node or ranks
     procs, logs = [], []
     for rank in range(ranks):
         env = dict(os.environ, PADDLE_TRAINER_ID=str(rank), PADDLE_TRAINERS_NUM=str(ranks),
-                   FLAGS_selected_gpus=str(rank))
+                   FLAGS_selected_gpus=str(rank % per_node))
+        pool = tmp_path / ("gpus" if per_node == ranks else f"node{rank // per_node}-gpus")
+        pool.mkdir(exist_ok=True)
         logs.append(tmp_path / "log" / f"workerlog.{rank}")
         with open(logs[-1], "w") as out:
-            procs.append(subprocess.Popen([binary("demo-train"), "--device-pool", tmp_path / "gpus", *flags],
+            procs.append(subprocess.Popen([binary("demo-train"), "--device-pool", pool, *flags,
+                                           *(rank_flags or {}).get(rank, [])],
                                           stdout=out, stderr=subprocess.STDOUT, env=env))
     first, deadline = None, time.monotonic() + 120
     while first is None and any(p.poll() is None for p in procs) and time.monotonic() < deadline:
@@ -205,6 +209,22 @@ def test_ranks_on_their_own_demo_gpus_are_not_said(tmp_path):
         assert f"gpu id: {rank} ring id: 0" in logs[rank].read_text()
     report, result = analyze_json(*logs)
     assert not {f["rule"] for f in report["findings"]} & {"shared_device", "crash", "killed", "oom", "rank_stopped"}
+
+
+def test_two_nodes_using_the_same_gpu_indices_are_not_said(tmp_path):
+    """Four demo ranks on two nodes of two GPUs (indices 0, 1, 0, 1, a pool of
+    devices per node); rank 0 alone asks for more than its GPU holds. Rank 2's
+    GPU 0 is another node's: no shared device, and the OOM keeps its own kind
+    and advice (one rank's OOM was taken as proof of sharing before)."""
+    first, logs = launch_demo(tmp_path, *SHARED, "--steps-per-epoch", "20", per_node=2,
+                              rank_flags={0: ["--oom-at", "10", "--oom-mb", "100"]})
+    assert first == 0
+    assert "gpu id: 0 ring id: 0" in logs[2].read_text()
+    report, _ = analyze_json(*logs)
+    rules = {f["rule"] for f in report["findings"]}
+    assert "shared_device" not in rules, report["findings"]
+    (oom,) = [f for f in report["findings"] if f["rule"] == "oom"]
+    assert oom["rank"] == 0 and oom["title"].endswith("one allocation too large for the device"), oom["title"]
 
 
 def test_ranks_on_their_own_gpus_are_not_said(corpus):
