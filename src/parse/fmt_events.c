@@ -25,17 +25,26 @@
 
 enum block { BLOCK_NONE, BLOCK_PYTHON, BLOCK_CPP, BLOCK_SUMMARY };
 
+/* A Python exception name printed without its message ("MemoryError: "):
+ * after a dashed line it may be Paddle's, whose C++ Traceback or Error
+ * Message Summary comes next (tentative); once one does, the summary's
+ * error is its message (confirmed). */
+enum held_name { NAME_NOT_HELD, NAME_HELD_TENTATIVE, NAME_HELD };
+
 typedef struct events_state {
     enum block block;
     char frame[TW_MESSAGE_MAX];      /* last stack frame of the current block */
     char user_frame[TW_MESSAGE_MAX]; /* its deepest frame outside installed packages, "" none */
     bool signal_pending;             /* saw "FatalError: Termination signal" */
     char signal_message[TW_MESSAGE_MAX];
-    long long aborted_at; /* "[TimeInfo: *** Aborted at N (unix time)": N, 0 unknown */
-    bool await_message;   /* "ResourceExhaustedError: " with its message on the lines after */
-    bool name_held;       /* "MemoryError: " whose message is the Error Message Summary's error: its
-                             frames wait for that error (pending_name kept in case none comes) */
-    int nccl;             /* an NCCL error held for its "Last error:" lines: 1 held, 2 after "Last error:" */
+    long long aborted_at;     /* "[TimeInfo: *** Aborted at N (unix time)": N, 0 unknown */
+    bool await_message;       /* "ResourceExhaustedError: " with its message on the lines after */
+    enum held_name name_held; /* "MemoryError: " whose message is the Error Message Summary's error:
+                                 its frames wait for that error (pending_name kept in case none comes) */
+    tw_source name_source;    /* where that name stands, and its time: said there if no error comes */
+    bool name_has_time;
+    double name_time;
+    int nccl; /* an NCCL error held for its "Last error:" lines: 1 held, 2 after "Last error:" */
     char held[TW_MESSAGE_MAX];
     char pending_name[TW_NAME_MAX];
     char assertion[TW_MESSAGE_MAX]; /* the last CUDA device-side assertion, "" none */
@@ -187,7 +196,7 @@ static int emit_exception(tw_parser *p, events_state *st, const tw_line *line, c
     frames(st, detail, sizeof detail);
     char caused[2 * TW_MESSAGE_MAX + 64]; /* cut to TW_MESSAGE_MAX by emit_event */
     tw_line at_assertion;
-    st->name_held = false; /* this is the error a held name was waiting for */
+    st->name_held = NAME_NOT_HELD; /* this is the error a held name was waiting for */
     if (st->assertion[0] && reports_assertion(s, len)) {
         /* the assertion is the error, at its line; the CUDA error only reports it */
         snprintf(caused, sizeof caused, "CUDA device-side assertion: %s (reported as: %.*s)", st->assertion, (int)len,
@@ -233,7 +242,7 @@ static int awaited_message(tw_parser *p, events_state *st, const tw_line *line)
         /* Paddle's "MemoryError: " then its C++ block: the message is the
          * summary's error ("ResourceExhaustedError: ..."), which takes these
          * frames; the name alone is said only if that error never comes */
-        st->name_held = true;
+        st->name_held = tw_starts_with(line->text, line->len, "---") ? NAME_HELD_TENTATIVE : NAME_HELD;
         return 0;
     }
     char text[TW_MESSAGE_MAX];
@@ -252,12 +261,20 @@ static int awaited_message(tw_parser *p, events_state *st, const tw_line *line)
 }
 
 /* A held name whose error never came (the block ended without one, another
- * traceback began, the log ended): said as it was, with its frames. */
+ * traceback began, the log ended): said as it was, with its frames, at its
+ * own line and time (unless a parser renumbered lines in between). */
 static int release_held(tw_parser *p, events_state *st, const tw_line *line)
 {
     if (!st->name_held)
         return 0;
-    int n = emit_exception(p, st, line, st->pending_name, strlen(st->pending_name));
+    tw_line at = {.text = st->pending_name,
+                  .len = strlen(st->pending_name),
+                  .source = st->name_source,
+                  .has_time = st->name_has_time,
+                  .time = st->name_time};
+    at.body = at.text, at.body_len = at.len;
+    bool own = !line || (line->source.file == st->name_source.file && st->name_source.line <= line->source.line);
+    int n = emit_exception(p, st, own ? &at : line, st->pending_name, strlen(st->pending_name));
     st->frame[0] = '\0';
     st->user_frame[0] = '\0';
     return n;
@@ -303,6 +320,9 @@ static int exception_line(tw_parser *p, events_state *st, const tw_line *line)
         memcpy(st->pending_name, s, name);
         st->pending_name[name] = '\0';
         st->await_message = true;
+        st->name_source = line->source;
+        st->name_has_time = line->has_time;
+        st->name_time = line->time;
         st->block = BLOCK_NONE;
         return -1;
     }
@@ -471,7 +491,8 @@ static int launcher_paddle_abort(tw_parser *p, events_state *st, const tw_line *
     int n = list ? rank_list(list + 6, end, ranks, sizeof ranks, &first) : 0;
     if (n == 0)
         return 0;
-    return emit_event(p, line, TW_EV_LAUNCHER, at, (size_t)(end - at), ranks, n == 1 ? (int)first : -1);
+    return emit_event(p, line, TW_EV_LAUNCHER, at, (size_t)(end - at), ranks,
+                      n == 1 && first <= 1 << 20 ? (int)first : -1);
 }
 
 /* paddle.distributed.launch (controllers): "Container rank 6 status failed
@@ -760,6 +781,12 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
         int n = awaited_message(p, st, line);
         if (n != 0)
             return n;
+    }
+    if (st->name_held == NAME_HELD_TENTATIVE && !blank_line(line)) {
+        if (tw_starts_with(s, len, "C++ Traceback") || tw_starts_with(s, len, "Error Message Summary"))
+            st->name_held = NAME_HELD; /* Paddle's block: its error is the name's message */
+        else if (!tw_starts_with(s, len, "---"))
+            release_held(p, st, line); /* a dashed line of something else: the name was all there was */
     }
     if (st->nccl) {
         int n = nccl_lines(p, st, line);

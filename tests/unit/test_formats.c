@@ -329,6 +329,39 @@ static void test_held_name_without_an_error_is_said(void **state)
     const tw_record *e = find_event(c, TW_EV_EXCEPTION);
     assert_string_equal(e->message, "MemoryError:");
     assert_string_equal(e->detail, "File \"run.py\", line 3, in <module>");
+    assert_int_equal(e->source.line, 4); /* its own line, not where the block ended */
+    free(c);
+}
+
+/* A name, then a dashed line of something else (no C++ block): the name was
+ * all there was, said at its line before the next error, which keeps its own
+ * frames; at the end of a log, the same. */
+static void test_held_name_after_a_dashed_line_of_something_else(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text("Traceback (most recent call last):\n"
+                                      "  File \"train.py\", line 5, in main\n"
+                                      "MemoryError: \n"
+                                      "--------------------------------------\n"
+                                      "some other output\n"
+                                      "Traceback (most recent call last):\n"
+                                      "  File \"other.py\", line 3, in bar\n"
+                                      "ValueError: bad value\n",
+                                      NULL, NULL);
+    assert_int_equal(count_events(c, TW_EV_EXCEPTION), 2);
+    const tw_record *e = find_event(c, TW_EV_EXCEPTION);
+    assert_string_equal(e->message, "MemoryError:");
+    assert_int_equal(e->source.line, 3);
+    assert_string_equal(e->detail, "File \"train.py\", line 5, in main");
+    free(c);
+    c = parse_text("Traceback (most recent call last):\n"
+                   "  File \"train.py\", line 5, in main\n"
+                   "MemoryError: \n"
+                   "--------------------------------------\n",
+                   NULL, NULL);
+    e = find_event(c, TW_EV_EXCEPTION);
+    assert_non_null(e);
+    assert_int_equal(e->source.line, 3);
     free(c);
 }
 
@@ -685,6 +718,7 @@ int main(void)
         cmocka_unit_test(test_error_name_alone_at_the_end),
         cmocka_unit_test(test_python_name_takes_the_summarys_error),
         cmocka_unit_test(test_held_name_without_an_error_is_said),
+        cmocka_unit_test(test_held_name_after_a_dashed_line_of_something_else),
         cmocka_unit_test(test_paddle_assertion_is_the_error_at_its_line),
         cmocka_unit_test(test_device_side_assertion_is_the_error),
         cmocka_unit_test(test_nccl_error_quotes_its_last_error),
