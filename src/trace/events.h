@@ -5,7 +5,8 @@
  * (tw_trace_kind) from its cat and name, so the schemas of Kineto (cpu_op,
  * kernel, gpu_memcpy...), legacy Kineto (Operator, Kernel, Runtime...) and
  * paddle.profiler (capitalised cats, "name[1.234 ms]" suffixes, string
- * tids, the trailing {}) meet in one model.
+ * tids, the trailing {}) meet in one model. The reader is events.c (with
+ * its fast path in fastpath.c), the classifier classify.c.
  */
 #ifndef TW_TRACE_EVENTS_H
 #define TW_TRACE_EVENTS_H

@@ -1,0 +1,186 @@
+/*
+ * classify.c: what an event is (tw_trace_kind), from its cat and name,
+ * decided once per event as the reader hands it over (events.c). The cat
+ * says most on its own (one table, case-insensitive, so Kineto's kernel,
+ * legacy Kineto's Kernel and Paddle's capitalised cats meet); the name
+ * decides the rest: ProfilerStep#N / ProfileStep#N steps, DataLoader spans,
+ * NCCL/RCCL/HCCL kernels. Paddle's "name[1.234 ms]" suffix is stripped
+ * here. Every event passes through, so each test looks at the first byte
+ * before it compares a whole string.
+ */
+#include "events.h"
+
+#include <string.h>
+#include <strings.h>
+
+static inline bool starts(const char *s, const char *prefix)
+{
+    return s[0] == prefix[0] && strncmp(s, prefix, strlen(prefix)) == 0; /* the first byte tells most apart */
+}
+
+int64_t tw_trace_step_id(const char *name)
+{
+    const char *p;
+    if (starts(name, "ProfilerStep#"))
+        p = name + 13;
+    else if (starts(name, "ProfileStep#"))
+        p = name + 12;
+    else
+        return -1;
+    if (*p < '0' || *p > '9')
+        return -1;
+    int64_t v = 0;
+    for (; *p >= '0' && *p <= '9' && v < (INT64_MAX - 9) / 10; p++)
+        v = v * 10 + (*p - '0');
+    return v;
+}
+
+/* Paddle appends "[12.345 ms]" or "[123.456 us]" to every name. */
+static void strip_suffix(tw_trace_event *e)
+{
+    size_t n = e->name_len;
+    if (n < 5 || e->name[n - 1] != ']' || !(e->name[n - 2] == 's'))
+        return;
+    char *open = strrchr(e->name, '[');
+    if (!open || (strcmp(e->name + n - 4, " ms]") != 0 && strcmp(e->name + n - 4, " us]") != 0 &&
+                  strcmp(e->name + n - 3, "ms]") != 0 && strcmp(e->name + n - 3, "us]") != 0))
+        return;
+    for (const char *c = open + 1; c < e->name + n - 3; c++) {
+        if (!((*c >= '0' && *c <= '9') || *c == '.' || *c == ' '))
+            return;
+    }
+    *open = '\0';
+    e->name_len = (size_t)(open - e->name);
+}
+
+/* NCCL, RCCL, HCCL kernels: by prefix, or ncclKernel, ncclDevKernel,
+ * c_allreduce or all_reduce_kernel inside (two scans for the four). */
+static bool comm_name(const char *n)
+{
+    if (starts(n, "nccl") || starts(n, "rccl") || starts(n, "hccl"))
+        return true;
+    for (const char *p = n; (p = strstr(p, "nccl")) != NULL; p++) {
+        if (starts(p + 4, "Kernel") || starts(p + 4, "DevKernel"))
+            return true;
+    }
+    for (const char *p = n; (p = strstr(p, "all")) != NULL; p++) {
+        if ((p - n >= 2 && starts(p - 2, "c_allreduce")) || starts(p, "all_reduce_kernel"))
+            return true;
+    }
+    return false;
+}
+
+/* Whether n holds DataLoader or Dataloader: one scan for the D. */
+static bool dataloader_name(const char *n)
+{
+    for (const char *p = n; (p = strchr(p, 'D')) != NULL; p++) {
+        if (strncmp(p, "DataLoader", 10) == 0 || strncmp(p, "Dataloader", 10) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* What a cat says on its own, case-insensitively. */
+typedef enum cat_class {
+    CAT_NONE,
+    CAT_KERNEL,
+    CAT_MEMCPY,
+    CAT_MEMSET,
+    CAT_SYNC,
+    CAT_RUNTIME,
+    CAT_GPU_ANNOTATION,
+    CAT_DATALOADER,
+    CAT_COMM_SPAN,
+    CAT_OP,
+} cat_class;
+
+#define CAT(name, c)                                                                                                   \
+    {                                                                                                                  \
+        name, sizeof name - 1, c                                                                                       \
+    }
+
+static cat_class cat_of(const char *cat)
+{
+    static const struct {
+        const char *name;
+        size_t len;
+        cat_class c;
+    } cats[] = {
+        CAT("kernel", CAT_KERNEL),
+        CAT("gpu_memcpy", CAT_MEMCPY),
+        CAT("memcpy", CAT_MEMCPY),
+        CAT("gpu_memset", CAT_MEMSET),
+        CAT("memset", CAT_MEMSET),
+        CAT("cuda_sync", CAT_SYNC),
+        CAT("cuda_runtime", CAT_RUNTIME),
+        CAT("runtime", CAT_RUNTIME),
+        CAT("cudaruntime", CAT_RUNTIME),
+        CAT("cuda_driver", CAT_RUNTIME),
+        CAT("gpu_user_annotation", CAT_GPU_ANNOTATION),
+        CAT("dataloader", CAT_DATALOADER),
+        CAT("communication", CAT_COMM_SPAN),
+        CAT("cpu_op", CAT_OP),
+        CAT("operator", CAT_OP),
+    };
+    char first = (char)(*cat | 0x20);
+    size_t n = strlen(cat);
+    for (size_t i = 0; i < sizeof cats / sizeof cats[0]; i++) {
+        if (cats[i].len == n && cats[i].name[0] == first &&
+            (memcmp(cat, cats[i].name, n) == 0 || strcasecmp(cat, cats[i].name) == 0))
+            return cats[i].c;
+    }
+    return CAT_NONE;
+}
+
+void tw_trace_classify(tw_trace_event *e)
+{
+    strip_suffix(e);
+    const char *n = e->name;
+    e->kind = TW_TK_OTHER;
+    if (e->ph == 'i' || e->ph == 'I') {
+        if (strcmp(n, "[memory]") == 0)
+            e->kind = TW_TK_MEMORY;
+        return;
+    }
+    if (e->ph != 'X')
+        return;
+    cat_class cat = cat_of(e->cat);
+    switch (cat) {
+    case CAT_KERNEL:
+        e->kind = comm_name(n) ? TW_TK_COMM : TW_TK_KERNEL;
+        if (starts(n, "Memcpy") || starts(n, "hipMemcpy") || starts(n, "dma"))
+            e->kind = TW_TK_MEMCPY;
+        else if (starts(n, "Memset") || starts(n, "hipMemset"))
+            e->kind = TW_TK_MEMSET;
+        return;
+    case CAT_MEMCPY:
+        e->kind = TW_TK_MEMCPY;
+        return;
+    case CAT_MEMSET:
+        e->kind = TW_TK_MEMSET;
+        return;
+    case CAT_SYNC:
+        e->kind = TW_TK_SYNC;
+        return;
+    case CAT_RUNTIME:
+        e->kind = strstr(n, "Synchronize") ? TW_TK_SYNC : TW_TK_RUNTIME;
+        return;
+    case CAT_GPU_ANNOTATION:
+        return; /* the GPU mirror of host annotations */
+    case CAT_DATALOADER:
+        e->kind = tw_trace_step_id(n) >= 0 ? TW_TK_STEP : TW_TK_DATALOADER;
+        return;
+    case CAT_COMM_SPAN:
+        e->kind = TW_TK_COMM_SPAN;
+        return;
+    case CAT_OP:
+    case CAT_NONE:
+        break;
+    }
+    if (tw_trace_step_id(n) >= 0)
+        e->kind = TW_TK_STEP;
+    else if (dataloader_name(n))
+        e->kind = TW_TK_DATALOADER;
+    else if (cat == CAT_OP)
+        e->kind = TW_TK_OP;
+}
