@@ -48,6 +48,12 @@ int tw_device_named(const char *msg)
     return -1;
 }
 
+int tw_oom_processes_listed(const char *detail)
+{
+    const char *at = detail ? strstr(detail, "Processes listed: ") : NULL;
+    return at ? atoi(at + strlen("Processes listed: ")) : 0;
+}
+
 static int processes_in(const char *msg)
 {
     int n = 0;

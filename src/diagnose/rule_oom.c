@@ -123,12 +123,6 @@ static void read_sizes(const char *msg, const char *more, oom_sizes *z)
     z->processes = listed > z->processes ? listed : z->processes;
 }
 
-int tw_oom_processes_listed(const char *detail)
-{
-    const char *at = detail ? strstr(detail, "Processes listed: ") : NULL;
-    return at ? atoi(at + strlen("Processes listed: ")) : 0;
-}
-
 static const char *bytes(double v, char *buf, size_t cap)
 {
     if (isnan(v))
