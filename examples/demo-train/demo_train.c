@@ -57,7 +57,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_DIM 256
+#define MAX_DIM     256
 #define MAX_CLASSES 32
 
 typedef struct options {
@@ -101,7 +101,7 @@ typedef struct model {
 
 typedef struct dataset {
     int n, dim, classes;
-    float *x;       /* n x dim */
+    float *x; /* n x dim */
     int *y;
     float centers[MAX_CLASSES][MAX_DIM];
 } dataset;
@@ -169,9 +169,10 @@ static void human_size(double bytes, char *buf, size_t cap)
     snprintf(buf, cap, "%f%s", bytes, units[i]);
 }
 
-/* The other processes' bytes in the shared pool (dead ones dropped); the
- * file's offset is left at its start. */
-static double pool_others(device_pool *d, pid_t self)
+/* The other live processes' entries of the shared pool (dead ones dropped):
+ * their bytes in all, and, when out is given, their lines copied into it
+ * (*used bytes). */
+static double pool_read_others(device_pool *d, pid_t self, char *out, size_t cap, size_t *used)
 {
     char text[8192];
     ssize_t n = pread(d->fd, text, sizeof text - 1, 0);
@@ -181,27 +182,26 @@ static double pool_others(device_pool *d, pid_t self)
     for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         long pid;
         double bytes;
-        if (sscanf(line, "%ld %lf", &pid, &bytes) == 2 && pid != self && (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
-            others += bytes;
+        if (sscanf(line, "%ld %lf", &pid, &bytes) != 2 || pid == self || (kill((pid_t)pid, 0) != 0 && errno == ESRCH))
+            continue;
+        others += bytes;
+        if (out && *used < cap)
+            *used += (size_t)snprintf(out + *used, cap - *used, "%ld %.0f\n", pid, bytes);
     }
     return others;
+}
+
+static double pool_others(device_pool *d, pid_t self)
+{
+    return pool_read_others(d, self, NULL, 0, NULL);
 }
 
 /* Rewrites the shared pool with this process's entry set to own (0: gone). */
 static void pool_write(device_pool *d, pid_t self, double own)
 {
-    char text[8192], out[8192];
-    ssize_t n = pread(d->fd, text, sizeof text - 1, 0);
-    text[n > 0 ? n : 0] = '\0';
+    char out[8192];
     size_t used = 0;
-    char *save = NULL;
-    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        long pid;
-        double bytes;
-        if (sscanf(line, "%ld %lf", &pid, &bytes) == 2 && pid != self && (kill((pid_t)pid, 0) == 0 || errno != ESRCH) &&
-            used < sizeof out)
-            used += (size_t)snprintf(out + used, sizeof out - used, "%ld %.0f\n", pid, bytes);
-    }
+    pool_read_others(d, self, out, sizeof out, &used);
     if (own > 0 && used < sizeof out)
         used += (size_t)snprintf(out + used, sizeof out - used, "%ld %.0f\n", (long)self, own);
     if (used > sizeof out)
@@ -613,20 +613,30 @@ static int parse_options(int argc, char **argv, options *o)
 static void crash(FILE *log, long step)
 {
     /* What a Python trainer prints when a step raises. */
-    fprintf(log, "Traceback (most recent call last):\n"
-                 "  File \"tools/train.py\", line 227, in <module>\n"
-                 "    main(config, device, logger, vdl_writer)\n"
-                 "  File \"tools/program.py\", line 301, in train\n"
-                 "    preds = model(images, data=batch[1:])\n"
-                 "RuntimeError: (PreconditionNotMet) demo-train: simulated failure in step %ld\n", step);
+    fprintf(log,
+            "Traceback (most recent call last):\n"
+            "  File \"tools/train.py\", line 227, in <module>\n"
+            "    main(config, device, logger, vdl_writer)\n"
+            "  File \"tools/program.py\", line 301, in train\n"
+            "    preds = model(images, data=batch[1:])\n"
+            "RuntimeError: (PreconditionNotMet) demo-train: simulated failure in step %ld\n",
+            step);
     fflush(log);
     exit(1);
 }
 
 int main(int argc, char **argv)
 {
-    options o = {.epochs = 5, .steps_per_epoch = 100, .batch = 128, .dim = 256, .classes = 32,
-                 .log_interval = 10, .lr = 0.1, .seed = 7, .lr_spike_factor = 1000, .stall_seconds = 5};
+    options o = {.epochs = 5,
+                 .steps_per_epoch = 100,
+                 .batch = 128,
+                 .dim = 256,
+                 .classes = 32,
+                 .log_interval = 10,
+                 .lr = 0.1,
+                 .seed = 7,
+                 .lr_spike_factor = 1000,
+                 .stall_seconds = 5};
     if (parse_options(argc, argv, &o) != 0)
         return 2;
     FILE *log = stdout;
