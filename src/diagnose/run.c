@@ -619,6 +619,20 @@ int tw_run_launches(const tw_run *run)
     return run->launch_count + 1;
 }
 
+/* Where rank's cursor is in the cursors sorted by rank, or would go. */
+static int cursor_index(const tw_run *run, int rank)
+{
+    int lo = 0, hi = run->cursor_count;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (run->cursors[mid].rank < rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* The cursor of a rank, made at its first record in launch 0; NULL when out
  * of memory (its records then go to the first launch). */
 static tw_cursor *cursor_of(tw_run *run, int rank)
@@ -628,14 +642,7 @@ static tw_cursor *cursor_of(tw_run *run, int rank)
     int last = run->cursor_last;
     if (last < run->cursor_count && run->cursors[last].rank == rank)
         return &run->cursors[last];
-    int lo = 0, hi = run->cursor_count;
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (run->cursors[mid].rank < rank)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    int lo = cursor_index(run, rank);
     if (lo == run->cursor_count || run->cursors[lo].rank != rank) {
         if (TW_GROW(run->cursors, run->cursor_count, run->cursor_cap, 16) != TW_OK)
             return NULL;
@@ -652,14 +659,7 @@ static int launch_of(const tw_run *run, int rank)
 {
     if (rank < 0)
         rank = 0;
-    int lo = 0, hi = run->cursor_count;
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (run->cursors[mid].rank < rank)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    int lo = cursor_index(run, rank);
     return lo < run->cursor_count && run->cursors[lo].rank == rank ? run->cursors[lo].launch : 0;
 }
 
