@@ -35,6 +35,8 @@ typedef struct tw_trace_options {
     double reader_ratio;    /* a Paddle summary's Reader Ratio above this (0.30) */
     double straggler;       /* a rank's median step time this x the median of the ranks (1.2) */
     double idle_share;      /* GPU idle above this share of step time is reported (0.30) */
+    int threads;            /* threads reading a large plain file: 0 one per core (at most 16), 1 one */
+    uint64_t chunk_bytes;   /* bytes a thread reads at a time (0: 4 MiB); tests make it small */
 } tw_trace_options;
 
 void tw_trace_options_default(tw_trace_options *o);

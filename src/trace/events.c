@@ -47,7 +47,10 @@ typedef struct reader {
     tw_trace_event ev, paired;
     span_stack stacks[TW_PAIR_THREADS];
     int stack_count;
-    tw_trace_fast_in in; /* the fast path's place in the buffer */
+    tw_trace_fast_in in;               /* the fast path's place in the buffer */
+    void (*deliver)(struct reader *r); /* r->ev read: finish_event, or pack_event into chunk */
+    tw_trace_chunk *chunk;
+    const tw_trace_par *par; /* the events array by several threads, or NULL */
 } reader;
 
 static bool fail(reader *r, const char *why)
@@ -320,36 +323,188 @@ static void finish_event(reader *r)
     r->fn(r->arg, e);
 }
 
-static bool read_events(reader *r)
+/* Reads the items of an events array (its [ read; first: no comma before
+ * the next item) until its ] (1), or, with a limit, until an item begins
+ * at or past it (2: the tokenizer stands at that item's first byte); 0 on
+ * an error. Each event goes to r->deliver. */
+static int read_items(reader *r, bool first, uint64_t limit)
 {
-    bool first = true;
     for (;;) {
-        if (tw_trace_fast_event(r->s, &r->in, &r->ev, first)) {
-            first = false;
-            finish_event(r);
-            continue;
+        int c = tw_jstream_peek(r->s);
+        if (!first && c == ',') {
+            r->s->pos++;
+            first = true;
+            c = tw_jstream_peek(r->s);
+        }
+        if (first && c >= 0 && c != ']') { /* an item begins here */
+            if (tw_jstream_offset(r->s) >= limit)
+                return 2;
+            if (c == '{' && tw_trace_fast_event(r->s, &r->in, &r->ev, true)) {
+                first = false;
+                r->deliver(r);
+                continue;
+            }
         }
         tw_jtok t = tw_jstream_next(r->s);
         if (!first) {
             if (t == TW_JT_ARRAY_END)
-                return true;
+                return 1;
             if (t != TW_JT_COMMA)
                 return fail(r, t == TW_JT_EOF ? "unexpected end of input" : "expected , or ] between events");
             t = tw_jstream_next(r->s);
         }
         first = false;
         if (t == TW_JT_ARRAY_END)
-            return true;
+            return 1;
         if (t == TW_JT_OBJECT) {
             if (!parse_event(r))
-                return false;
-            finish_event(r);
+                return 0;
+            r->deliver(r);
         } else if (t == TW_JT_EOF) {
             return fail(r, "unexpected end of input");
         } else if (!tw_jstream_skip(r->s, t)) {
-            return false;
+            return 0;
         }
     }
+}
+
+/* ---- the events array in pieces, by several threads --------------------- */
+
+/* r->ev into r->chunk (a worker's part: pairing, classifying and handing
+ * over are the reading thread's, in order). An event without ph is
+ * dropped here as finish_event drops it; out of memory fails the piece. */
+static void pack_event(reader *r)
+{
+    const tw_trace_event *e = &r->ev;
+    tw_trace_chunk *c = r->chunk;
+    if (e->ph == 0 || c->status == TW_CHUNK_FAIL)
+        return;
+    size_t cat_len = strlen(e->cat), need = e->name_len + cat_len;
+    if (c->count == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 4096;
+        tw_trace_packed *v = realloc(c->events, cap * sizeof *v);
+        if (!v) {
+            c->status = TW_CHUNK_FAIL;
+            return;
+        }
+        c->events = v, c->cap = cap;
+    }
+    if (c->text_cap - c->text_len < need) {
+        size_t cap = c->text_cap ? c->text_cap : 1u << 16;
+        while (cap - c->text_len < need)
+            cap *= 2;
+        char *t = realloc(c->text, cap);
+        if (!t) {
+            c->status = TW_CHUNK_FAIL;
+            return;
+        }
+        c->text = t, c->text_cap = cap;
+    }
+    c->events[c->count++] = (tw_trace_packed){.ts = e->ts,
+                                              .dur = e->dur,
+                                              .bytes = e->bytes,
+                                              .device = e->device,
+                                              .stream = e->stream,
+                                              .allocated = e->allocated,
+                                              .reserved = e->reserved,
+                                              .pid = e->pid,
+                                              .tid = e->tid,
+                                              .correlation = e->correlation,
+                                              .external_id = e->external_id,
+                                              .text = c->text_len,
+                                              .name_len = (uint16_t)e->name_len,
+                                              .cat_len = (uint8_t)cat_len,
+                                              .ph = e->ph,
+                                              .has_ts = e->has_ts,
+                                              .has_dur = e->has_dur};
+    memcpy(c->text + c->text_len, e->name, e->name_len);
+    memcpy(c->text + c->text_len + e->name_len, e->cat, cat_len);
+    c->text_len += need;
+}
+
+/* A packed event of c back into r->ev, as the reader had read it. */
+static void unpack_event(reader *r, const tw_trace_chunk *c, const tw_trace_packed *p)
+{
+    tw_trace_event *e = &r->ev;
+    e->ph = p->ph;
+    e->ts = p->ts, e->dur = p->dur;
+    e->has_ts = p->has_ts, e->has_dur = p->has_dur;
+    e->pid = p->pid, e->tid = p->tid;
+    e->correlation = p->correlation, e->external_id = p->external_id;
+    e->bytes = p->bytes, e->device = p->device, e->stream = p->stream;
+    e->allocated = p->allocated, e->reserved = p->reserved;
+    memcpy(e->name, c->text + p->text, p->name_len);
+    e->name[p->name_len] = '\0';
+    e->name_len = p->name_len;
+    memcpy(e->cat, c->text + p->text + p->name_len, p->cat_len);
+    e->cat[p->cat_len] = '\0';
+}
+
+void tw_trace_read_chunk(tw_jstream *s, uint64_t limit, tw_trace_chunk *c)
+{
+    tw_trace_reader_stats st = {.rank = -1};
+    reader r = {.s = s, .st = &st, .deliver = pack_event, .chunk = c};
+    uint64_t cut = s->strings_cut;
+    c->count = c->text_len = 0;
+    c->status = TW_CHUNK_MORE;
+    int k = read_items(&r, true, limit);
+    if (c->status == TW_CHUNK_FAIL || k == 0) {
+        c->status = TW_CHUNK_FAIL;
+        return;
+    }
+    c->status = k == 1 ? TW_CHUNK_END : TW_CHUNK_MORE;
+    c->stop = tw_jstream_offset(s);
+    c->strings_cut = s->strings_cut - cut;
+}
+
+void tw_trace_chunk_free(tw_trace_chunk *c)
+{
+    free(c->events);
+    free(c->text);
+    *c = (tw_trace_chunk){0};
+}
+
+/* The events array by the pieces parallel.c hands out: 1 read to its ],
+ * 0 on an error, -1 when the one thread goes on (the tokenizer placed at
+ * an item's first byte), or the array is too small to share. */
+static int read_pieces(reader *r)
+{
+    const tw_trace_par *par = r->par;
+    uint64_t begin = tw_jstream_offset(r->s);
+    tw_trace_pieces *p;
+    if (par->threads < 2 || par->size < begin || par->size - begin < 2 * par->chunk ||
+        tw_trace_pieces_start(&p, par, begin) != TW_OK)
+        return -1;
+    const tw_trace_chunk *c;
+    while ((c = tw_trace_pieces_next(p))) {
+        for (size_t i = 0; i < c->count; i++) {
+            unpack_event(r, c, &c->events[i]);
+            finish_event(r);
+        }
+        r->s->strings_cut += c->strings_cut;
+        if (par->progress)
+            par->progress(par->progress_arg, c->stop);
+        tw_trace_pieces_done(p);
+    }
+    uint64_t at;
+    bool ended = tw_trace_pieces_end(p, &at);
+    if (!par->seek(par->src, at))
+        return fail(r, "read error"), 0;
+    tw_jstream_restart(r->s, at);
+    r->in = (tw_trace_fast_in){0};
+    return ended ? 1 : -1;
+}
+
+/* An events array, its [ read. */
+static bool read_events(reader *r)
+{
+    if (r->par) {
+        int k = read_pieces(r);
+        r->par = NULL; /* one array per document is shared out */
+        if (k >= 0)
+            return k == 1;
+    }
+    return read_items(r, true, UINT64_MAX) == 1;
 }
 
 static bool read_distributed(reader *r)
@@ -375,12 +530,18 @@ static bool read_distributed(reader *r)
 
 int tw_trace_read(tw_jstream *s, tw_trace_event_fn fn, void *arg, tw_trace_reader_stats *st, const char **error)
 {
+    return tw_trace_read_par(s, NULL, fn, arg, st, error);
+}
+
+int tw_trace_read_par(tw_jstream *s, const tw_trace_par *par, tw_trace_event_fn fn, void *arg,
+                      tw_trace_reader_stats *st, const char **error)
+{
     memset(st, 0, sizeof *st);
     st->rank = -1;
     reader *r = malloc(sizeof *r);
     if (!r)
         return TW_ENOMEM;
-    *r = (reader){.s = s, .fn = fn, .arg = arg, .st = st};
+    *r = (reader){.s = s, .fn = fn, .arg = arg, .st = st, .deliver = finish_event, .par = par};
     bool ok;
     tw_jtok t = tw_jstream_next(s);
     if (t == TW_JT_ARRAY) {

@@ -66,6 +66,29 @@ typedef void (*tw_trace_event_fn)(void *arg, const tw_trace_event *e);
  * trace; the events before that point were handed over. */
 int tw_trace_read(tw_jstream *s, tw_trace_event_fn fn, void *arg, tw_trace_reader_stats *st, const char **error);
 
+/* A plain file whose events array may be read by several threads
+ * (parallel.c): its descriptor (read with pread, never moved), its size,
+ * how many threads and how many bytes each takes at a time. seek places
+ * the tokenizer's own source at an offset (after the threads' part);
+ * progress, when set, hears the offset read so far. */
+typedef struct tw_trace_par {
+    int fd;
+    uint64_t size;
+    int threads;    /* 2 or more; fewer: read by the one thread */
+    uint64_t chunk; /* bytes per piece; the array must span two or more */
+    bool (*seek)(void *src, uint64_t off);
+    void *src;
+    void (*progress)(void *arg, uint64_t done);
+    void *progress_arg;
+} tw_trace_par;
+
+/* As tw_trace_read; the traceEvents array (or the bare array) of a file
+ * par describes is read by par->threads threads in pieces, handed over in
+ * the file's order: the same events, errors and counts as tw_trace_read
+ * (par NULL: tw_trace_read). */
+int tw_trace_read_par(tw_jstream *s, const tw_trace_par *par, tw_trace_event_fn fn, void *arg,
+                      tw_trace_reader_stats *st, const char **error);
+
 /* Classifies an event whose cat and name are filled; strips Paddle's
  * "[1.234 ms]" name suffix. */
 void tw_trace_classify(tw_trace_event *e);

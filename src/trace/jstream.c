@@ -340,6 +340,25 @@ tw_jtok tw_jstream_next(tw_jstream *s)
     }
 }
 
+int tw_jstream_peek(tw_jstream *s)
+{
+    for (;;) {
+        if (!fill(s))
+            return -1;
+        char c = s->buf[s->pos];
+        if (c != ' ' && c != '\n' && c != '\t' && c != '\r')
+            return (unsigned char)c;
+        s->pos++;
+    }
+}
+
+void tw_jstream_restart(tw_jstream *s, uint64_t off)
+{
+    s->base = off;
+    s->len = s->pos = 0;
+    s->eof = s->read_error = false;
+}
+
 /* Passes over the rest of a string (its quote read) without keeping it. */
 static bool skip_string(tw_jstream *s)
 {

@@ -75,6 +75,12 @@ bool tw_jstream_skip_next(tw_jstream *s);
  * here (the buffer's end, an escape, anything unexpected): nothing was
  * consumed and the caller reads the tokens itself. */
 bool tw_jstream_key_fast(tw_jstream *s, bool first, int *result);
+/* Skips white space; the next byte, not consumed, or -1 at the end of the
+ * input or on a read error (tw_jstream_next then says which). */
+int tw_jstream_peek(tw_jstream *s);
+/* Drops the buffer: the next byte read is the source's, which the caller
+ * has placed at offset off. */
+void tw_jstream_restart(tw_jstream *s, uint64_t off);
 /* The value of a number's text [t, t + n) (the bytes of a number as the
  * tokenizer takes them: digits, - + . e E): digits with an optional
  * fraction and up to 19 significant digits exactly, else strtod; NaN when

@@ -4,7 +4,10 @@
  * reads an event where it lies in the tokenizer's buffer, is in fastpath.c.
  * events.c calls tw_trace_fast_event first for each event and reads it
  * through the tokens when that gives up; both fill the same tw_trace_event
- * the same way, from tw_trace_event_reset. Only these two files include it.
+ * the same way, from tw_trace_event_reset. parallel.c has several threads
+ * read pieces of a large file's events array with the same two paths
+ * (tw_trace_read_chunk) and hands the pieces back in order. Only these
+ * files include it.
  */
 #ifndef TW_TRACE_READER_H
 #define TW_TRACE_READER_H
@@ -50,5 +53,56 @@ static inline int64_t tw_trace_as_id(double v)
 {
     return v == v && fabs(v) < 9e18 ? (int64_t)v : -1;
 }
+
+/* An event as a piece of the events array keeps it until it is handed
+ * over: a tw_trace_event without its inline strings, whose name (name_len
+ * bytes) and cat (cat_len) lie one after the other at text in the piece's
+ * text. */
+typedef struct tw_trace_packed {
+    double ts, dur, bytes, device, stream, allocated, reserved;
+    int64_t pid, tid, correlation, external_id;
+    size_t text;
+    uint16_t name_len;
+    uint8_t cat_len;
+    char ph;
+    bool has_ts, has_dur;
+} tw_trace_packed;
+
+typedef enum tw_chunk_status {
+    TW_CHUNK_MORE, /* stopped at the first item at or past the limit: stop is its offset */
+    TW_CHUNK_END,  /* read the array's ]: stop is the offset after it */
+    TW_CHUNK_FAIL, /* anything else (bad input, the input's end, no memory): not handed over */
+} tw_chunk_status;
+
+/* A piece of an events array, read from start (an item's first byte). Its
+ * arrays are owned by it and reused from piece to piece; tw_trace_chunk_free. */
+typedef struct tw_trace_chunk {
+    uint64_t start, stop;
+    tw_chunk_status status;
+    tw_trace_packed *events;
+    size_t count, cap;
+    char *text;
+    size_t text_len, text_cap;
+    uint64_t strings_cut;
+} tw_trace_chunk;
+
+/* Reads the items of an events array from where s stands (an item's first
+ * byte, no comma before it) into c, until an item begins at or past limit
+ * or the array ends; c->start is the caller's. */
+void tw_trace_read_chunk(tw_jstream *s, uint64_t limit, tw_trace_chunk *c);
+void tw_trace_chunk_free(tw_trace_chunk *c);
+
+/* parallel.c: the pieces of the events array that begins at offset begin
+ * of par's file, read by par->threads threads, handed out in order by
+ * tw_trace_pieces_next (NULL after the last one; each given back with
+ * tw_trace_pieces_done before the next). tw_trace_pieces_end stops the
+ * threads, says where the tokenizer goes on (*at) and whether the array
+ * was read to its ] (true) or the rest is the one thread's (false: at is an
+ * item's first byte), and frees. */
+typedef struct tw_trace_pieces tw_trace_pieces;
+int tw_trace_pieces_start(tw_trace_pieces **out, const tw_trace_par *par, uint64_t begin);
+const tw_trace_chunk *tw_trace_pieces_next(tw_trace_pieces *p);
+void tw_trace_pieces_done(tw_trace_pieces *p);
+bool tw_trace_pieces_end(tw_trace_pieces *p, uint64_t *at);
 
 #endif

@@ -1,12 +1,15 @@
 /*
  * trace.c: tw_trace, the inputs of one `trainwatch trace` run. Each file is
- * opened through zlib (gzip or plain alike), its start looked at once: a
+ * opened through zlib when it is gzip (or stdin), read with pread when it
+ * is a plain file, its start looked at once: a
  * Paddle summary text is read whole (it is a few KB of tables; at most
  * TW_SUMMARY_MAX bytes), anything else streams through the tokenizer into
  * a rank accumulator, which is finished and freed before the next file, so
- * only the small rank summaries stay.
+ * only the small rank summaries stay. A large plain file's events array is
+ * read by several threads (parallel.c), as tw_trace_options.threads says.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +26,8 @@
 #define HEAD           4096
 #define TW_SUMMARY_MAX (16u << 20)
 #define PROGRESS_EVERY (16u << 20)
+#define CHUNK_DEFAULT  (4u << 20)
+#define THREADS_MAX    16
 
 struct tw_trace {
     tw_trace_options o;
@@ -86,7 +91,9 @@ static tw_trace_rank *new_rank(tw_trace *t, const char *path)
 /* ---- sources ------------------------------------------------------------ */
 
 typedef struct source {
-    gzFile gz; /* or NULL: memory */
+    gzFile gz; /* or NULL: a plain file (fd >= 0) or memory */
+    int fd;
+    uint64_t off; /* a plain file's next byte */
     const char *mem;
     size_t mem_len, mem_pos;
     const char *head; /* bytes already read, handed out first */
@@ -98,6 +105,41 @@ typedef struct source {
     bool gz_error;
 } source;
 
+static void source_progress(source *s, uint64_t done)
+{
+    if (s->progress && done >= s->next_report) {
+        s->progress(s->arg, done, s->total, *s->events);
+        s->next_report = done + PROGRESS_EVERY;
+    }
+}
+
+static long plain_read(source *s, char *buf, size_t cap)
+{
+    ssize_t n;
+    do
+        n = pread(s->fd, buf, cap, (off_t)s->off);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -1;
+    s->off += (uint64_t)n;
+    source_progress(s, s->off);
+    return (long)n;
+}
+
+/* tw_trace_par's seek: a plain file's next byte at off (the head read). */
+static bool source_seek(void *arg, uint64_t off)
+{
+    source *s = arg;
+    s->head_pos = s->head_len;
+    s->off = off;
+    return true;
+}
+
+static void par_progress(void *arg, uint64_t done)
+{
+    source_progress(arg, done);
+}
+
 static long source_read(void *arg, char *buf, size_t cap)
 {
     source *s = arg;
@@ -107,6 +149,8 @@ static long source_read(void *arg, char *buf, size_t cap)
         s->head_pos += n;
         return (long)n;
     }
+    if (!s->gz && s->fd >= 0)
+        return plain_read(s, buf, cap);
     if (!s->gz) {
         size_t n = s->mem_len - s->mem_pos < cap ? s->mem_len - s->mem_pos : cap;
         memcpy(buf, s->mem + s->mem_pos, n);
@@ -125,13 +169,7 @@ static long source_read(void *arg, char *buf, size_t cap)
         if (err != Z_OK)
             s->gz_error = true;
     }
-    if (s->progress) {
-        uint64_t done = (uint64_t)gzoffset(s->gz);
-        if (done >= s->next_report) {
-            s->progress(s->arg, done, s->total, *s->events);
-            s->next_report = done + PROGRESS_EVERY;
-        }
-    }
+    source_progress(s, (uint64_t)gzoffset(s->gz));
     return n;
 }
 
@@ -139,6 +177,13 @@ static const char *source_name(const tw_trace_rank *r, bool legacy, bool paddle,
 {
     (void)r;
     return paddle ? "paddle" : legacy ? "kineto-legacy" : kineto ? "kineto" : "chrome";
+}
+
+/* How many threads read a large plain file. */
+static int reader_threads(const tw_trace_options *o)
+{
+    long n = o->threads > 0 ? o->threads : sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > THREADS_MAX ? THREADS_MAX : (int)n;
 }
 
 /* Streams the JSON of src into rank r. */
@@ -156,7 +201,16 @@ static int read_json(tw_trace *t, tw_trace_rank *r, source *src, int rank)
     src->events = &r->events;
     tw_trace_reader_stats st;
     const char *error = NULL;
-    rc = tw_trace_read(&js, tw_rank_acc_event, acc, &st, &error);
+    tw_trace_par par = {.fd = src->fd,
+                        .size = src->total,
+                        .threads = reader_threads(&t->o),
+                        .chunk = t->o.chunk_bytes ? t->o.chunk_bytes : CHUNK_DEFAULT,
+                        .seek = source_seek,
+                        .src = src,
+                        .progress = par_progress,
+                        .progress_arg = src};
+    bool shared = !src->gz && src->fd >= 0 && par.threads > 1;
+    rc = tw_trace_read_par(&js, shared ? &par : NULL, tw_rank_acc_event, acc, &st, &error);
     r->bytes = tw_jstream_offset(&js);
     r->names_cut = js.strings_cut;
     r->skipped += st.unpaired;
@@ -221,6 +275,13 @@ static int read_source(tw_trace *t, tw_trace_rank *r, source *src, int rank)
     return read_json(t, r, src, rank);
 }
 
+/* Whether the file at fd starts as gzip does (1f 8b). */
+static bool gzip_file(int fd)
+{
+    unsigned char magic[2];
+    return pread(fd, magic, 2, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+}
+
 int tw_trace_add_file(tw_trace *t, const char *path, int rank, tw_trace_progress_fn progress, void *arg)
 {
     tw_trace_rank *r = new_rank(t, path);
@@ -238,22 +299,30 @@ int tw_trace_add_file(tw_trace *t, const char *path, int rank, tw_trace_progress
             return TW_EISDIR;
         }
     }
-    int fd = is_stdin ? dup(STDIN_FILENO) : -1;
-    gzFile gz = is_stdin ? gzdopen(fd, "rb") : gzopen(path, "rb");
-    if (!gz) {
-        int rc = errno ? tw_status_from_errno(errno) : TW_ENOMEM;
-        if (fd >= 0)
-            close(fd);
+    int fd = is_stdin ? dup(STDIN_FILENO) : open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int rc = tw_status_from_errno(errno);
         snprintf(r->error, sizeof r->error, "%s", tw_strerror(rc));
         return rc;
     }
-    gzbuffer(gz, 1u << 18);
-    source src = {.gz = gz, .progress = progress, .arg = arg, .total = is_stdin ? 0 : (uint64_t)sb.st_size};
+    source src = {.fd = -1, .progress = progress, .arg = arg, .total = is_stdin ? 0 : (uint64_t)sb.st_size};
+    if (!is_stdin && S_ISREG(sb.st_mode) && !gzip_file(fd)) {
+        src.fd = fd;
+    } else if (!(src.gz = gzdopen(fd, "rb"))) {
+        close(fd);
+        snprintf(r->error, sizeof r->error, "%s", tw_strerror(TW_ENOMEM));
+        return TW_ENOMEM;
+    } else {
+        gzbuffer(src.gz, 1u << 18);
+    }
     src.next_report = PROGRESS_EVERY;
     uint64_t none = 0;
     src.events = &none;
     int rc = read_source(t, r, &src, rank);
-    gzclose(gz);
+    if (src.gz)
+        gzclose(src.gz);
+    else
+        close(fd);
     if (rc == TW_OK && src.gz_error && !r->error[0])
         snprintf(r->error, sizeof r->error, "%s", "corrupt or truncated gzip data");
     return rc;
@@ -265,7 +334,7 @@ int tw_trace_add_buffer(tw_trace *t, const char *path, const char *data, size_t 
     if (!r)
         return TW_ENOMEM;
     uint64_t none = 0;
-    source src = {.mem = data, .mem_len = len, .events = &none};
+    source src = {.fd = -1, .mem = data, .mem_len = len, .events = &none};
     return read_source(t, r, &src, rank);
 }
 

@@ -1,7 +1,7 @@
 /*
  * test_trace.c: the pieces of `trainwatch trace`: the tokenizer across
  * chunk boundaries, the interval accounting, the reader's leniency, the
- * Paddle suffixes and summaries.
+ * Paddle suffixes and summaries, several threads reading as one.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -9,7 +9,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <zlib.h>
 
 #include <cmocka.h>
 
@@ -468,6 +471,214 @@ static void test_scans_agree_with_the_portable_path(void **state)
     }
 }
 
+/* ---- several threads read a file as one does ------------------------------ */
+
+/* The JSON report of path read with threads threads in pieces of chunk
+ * bytes (malloc'd; *rc: tw_trace_add_file's). */
+static char *report_of(const char *path, int threads, uint64_t chunk, int *rc)
+{
+    tw_trace_options o;
+    tw_trace_options_default(&o);
+    o.threads = threads;
+    o.chunk_bytes = chunk;
+    tw_trace *t;
+    assert_int_equal(tw_trace_new(&t, &o), 0);
+    *rc = tw_trace_add_file(t, path, -1, NULL, NULL);
+    assert_int_equal(tw_trace_finish(t), 0);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    tw_trace_write_json(f, t);
+    fclose(f);
+    tw_trace_free(t);
+    return text;
+}
+
+/* path read by 2 and 3 threads in pieces of each size must give the one
+ * thread's report, byte for byte (and its return code). */
+static void same_as_one_thread(const char *path, const char *what, const uint64_t *chunks, int chunk_count)
+{
+    int rc1, rc;
+    char *one = report_of(path, 1, 0, &rc1);
+    for (int threads = 2; threads <= 3; threads++) {
+        for (int i = 0; i < chunk_count; i++) {
+            char *many = report_of(path, threads, chunks[i], &rc);
+            if (rc != rc1 || strcmp(one, many) != 0) {
+                size_t at = 0;
+                while (one[at] && one[at] == many[at])
+                    at++;
+                fail_msg("%s: %d threads, %llu-byte pieces: rc %d/%d, the report differs at byte %zu: %.60s / %.60s",
+                         what, threads, (unsigned long long)chunks[i], rc1, rc, at, one + (at > 20 ? at - 20 : 0),
+                         many + (at > 20 ? at - 20 : 0));
+            }
+            free(many);
+        }
+    }
+    free(one);
+}
+
+static char *temp_path(void)
+{
+    static char path[64];
+    snprintf(path, sizeof path, "/tmp/tw-test-trace-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    return path;
+}
+
+static void write_file(const char *path, const char *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* A corpus trace, gunzipped (malloc'd), or NULL when the corpus is absent. */
+static char *corpus_trace(const char *name, size_t *len)
+{
+    const char *dir = getenv("TW_CORPUS");
+    char path[512];
+    snprintf(path, sizeof path, "%s/traces/%s", dir ? dir : "../shared/corpus", name);
+    gzFile gz = gzopen(path, "rb");
+    if (!gz)
+        return NULL;
+    size_t cap = 1u << 20, n = 0;
+    char *text = malloc(cap);
+    int got;
+    while (text && (got = gzread(gz, text + n, (unsigned)(cap - n))) > 0) {
+        n += (size_t)got;
+        if (n == cap)
+            text = realloc(text, cap *= 2);
+    }
+    gzclose(gz);
+    assert_non_null(text);
+    *len = n;
+    return text;
+}
+
+/* A Kineto-like document of n steps in one of four layouts: 0 an event a
+ * line ("},\n  {"), 1 all on one line ("},{"), 2 every member on its own
+ * line and args' { opening a line (most guessed starts are wrong), 3 names
+ * holding "}, {" and "\n{" as text (a guess inside a string). Steps hold a
+ * B/E pair, cpu_ops, runtime calls, kernels and a copy. */
+static char *synthetic(int layout, int steps, size_t *len)
+{
+    char *text = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&text, &n);
+    assert_non_null(f);
+    const char *sep = layout == 1 ? "," : layout == 2 ? ",\n" : ",\n  ";
+    const char *name = layout == 3 ? "op}, {\\\"x\\\": 1}\\n{" : "aten::addmm";
+    fprintf(f, "{\"schemaVersion\": 1, \"distributedInfo\": {\"rank\": 2}, \"traceEvents\": [%s",
+            layout == 1 ? "" : "\n  ");
+    long corr = 1;
+    for (int s = 0; s < steps; s++) {
+        double t0 = 1000.0 + s * 5000.0;
+        fprintf(f,
+                "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#%d\", \"pid\": 1, \"tid\": 1, "
+                "\"ts\": %.3f, \"dur\": 4900}%s",
+                s, t0, sep);
+        fprintf(f,
+                "{\"ph\": \"B\", \"cat\": \"user_annotation\", \"name\": \"enumerate(DataLoader)#x\", \"pid\": 1, "
+                "\"tid\": 1, \"ts\": %.3f}%s",
+                t0 + 1, sep);
+        fprintf(f, "{\"ph\": \"E\", \"pid\": 1, \"tid\": 1, \"ts\": %.3f}%s", t0 + 1500, sep);
+        for (int k = 0; k < 6; k++, corr++) {
+            double t = t0 + 1600 + k * 500;
+            if (layout == 2)
+                fprintf(f,
+                        "{\n\"ph\": \"X\",\n\"cat\": \"cpu_op\",\n\"name\": \"%s\",\n\"pid\": 1,\n\"tid\": 1,\n"
+                        "\"ts\": %.3f,\n\"dur\": 40,\n\"args\":\n{\n\"External id\": %ld\n}\n}%s",
+                        name, t, corr, sep);
+            else
+                fprintf(f,
+                        "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"%s\", \"pid\": 1, \"tid\": 1, \"ts\": "
+                        "%.3f, \"dur\": 40, \"args\": {\"External id\": %ld}}%s",
+                        name, t, corr, sep);
+            fprintf(f,
+                    "{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 1, "
+                    "\"tid\": 1, \"ts\": %.3f, \"dur\": 5, \"args\": {\"correlation\": %ld}}%s",
+                    t + 2, corr, sep);
+            fprintf(f,
+                    "{\"ph\": \"X\", \"cat\": \"%s\", \"name\": \"%s\", \"pid\": 0, \"tid\": 7, \"ts\": %.3f, "
+                    "\"dur\": %d.5, \"args\": {\"device\": 0, \"stream\": 7, \"correlation\": %ld, \"bytes\": 4096, "
+                    "\"grid\": [1, 1, 1]}}%s",
+                    k == 5 ? "gpu_memcpy" : "kernel", k == 5 ? "Memcpy HtoD (Pageable -> Device)" : "sgemm_128x64",
+                    t + 20, 30 + k, corr, sep);
+        }
+    }
+    fprintf(f, "{}]%s\"displayTimeUnit\": \"ms\"}\n", layout == 1 ? "," : ",\n  ");
+    fclose(f);
+    *len = n;
+    return text;
+}
+
+static void test_threads_read_synthetic_layouts_as_one(void **state)
+{
+    (void)state;
+    static const uint64_t chunks[] = {97, 1000, 8192};
+    char *path = temp_path();
+    for (int layout = 0; layout < 4; layout++) {
+        size_t len;
+        char *doc = synthetic(layout, 40, &len);
+        write_file(path, doc, len);
+        char what[32];
+        snprintf(what, sizeof what, "layout %d", layout);
+        same_as_one_thread(path, what, chunks, 3);
+        /* cut short, and a stray byte: the same error at the same byte */
+        for (int cut = 1; cut < 8; cut++) {
+            write_file(path, doc, len * (size_t)cut / 8);
+            snprintf(what, sizeof what, "layout %d cut at %d/8", layout, cut);
+            same_as_one_thread(path, what, chunks + 1, 1);
+        }
+        free(doc);
+    }
+    unlink(path);
+}
+
+static void test_threads_read_corpus_traces_as_one(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"hta-alexnet-a100.kineto.json.gz", "hta-cupti-profiler-a100.kineto.json.gz",
+                                        "hta-mi250-rocm-minitoy-train.kineto.json.gz",
+                                        "hta-sampled-rank0-ws128.kineto.json.gz"};
+    static const uint64_t chunks[] = {509, 4096, 65536};
+    char *path = temp_path();
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        size_t len;
+        char *doc = corpus_trace(names[i], &len);
+        if (!doc) {
+            printf("skipped: ../shared/corpus/traces/%s is absent (set TW_CORPUS)\n", names[i]);
+            continue;
+        }
+        write_file(path, doc, len);
+        same_as_one_thread(path, names[i], chunks, 3);
+        if (i == 0) { /* broken copies: bytes replaced, the file cut short */
+            static const char bad[] = ",{}[]\"x\n";
+            uint64_t seed = 12345;
+            for (int m = 0; m < 24; m++) {
+                char *copy = malloc(len);
+                assert_non_null(copy);
+                memcpy(copy, doc, len);
+                seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                size_t at = (size_t)(seed >> 33) % len;
+                copy[at] = m % 3 == 2 ? '\0' : bad[(seed >> 20) % (sizeof bad - 1)];
+                write_file(path, copy, m % 4 == 3 ? at : len);
+                char what[96];
+                snprintf(what, sizeof what, "%s with byte %zu replaced%s", names[i], at,
+                         m % 4 == 3 ? ", cut there" : "");
+                same_as_one_thread(path, what, chunks + 1, 1);
+                free(copy);
+            }
+        }
+        free(doc);
+    }
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -483,6 +694,8 @@ int main(void)
         cmocka_unit_test(test_host_spans_first_wait_for_the_gpu),
         cmocka_unit_test(test_fast_path_reads_as_the_token_path),
         cmocka_unit_test(test_scans_agree_with_the_portable_path),
+        cmocka_unit_test(test_threads_read_synthetic_layouts_as_one),
+        cmocka_unit_test(test_threads_read_corpus_traces_as_one),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

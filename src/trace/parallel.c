@@ -1,0 +1,274 @@
+/*
+ * parallel.c: a large plain file's events array read by several threads.
+ * The array is cut into pieces of par->chunk bytes; a thread takes the next
+ * piece, guesses where its first event begins (the first { that opens a
+ * line, or follows "}," as events are written one after another), and
+ * reads events from there with the reader's own two paths
+ * (tw_trace_read_chunk) until one begins past the piece's end. The reading
+ * thread takes the pieces back in the file's order and keeps only a piece
+ * whose guessed start is exactly where the one before it stopped: then it
+ * holds the very events one thread would have read. A wrong guess (a {
+ * inside a string, pretty-printed args), or a piece that failed, is read
+ * again by the reading thread from where the one before stopped; when that
+ * fails too, the rest of the array is left to the one-thread reader, which
+ * reports the error as it always does. So the output never depends on the
+ * threads: tests/unit/test_trace.c holds it to the one-thread reading on
+ * corpus traces and broken ones.
+ *
+ * Memory: at most threads + 2 pieces are read ahead of the one handed out,
+ * each holding its events packed (tw_trace_packed) and a tokenizer buffer
+ * per thread; the threads never touch the reading thread's state.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "reader.h"
+#include "trainwatch/error.h"
+
+#define GUESS_WINDOW (64u << 10) /* bytes looked at for a piece's first event */
+
+enum { SLOT_FREE, SLOT_BUSY, SLOT_DONE };
+
+typedef struct slot {
+    tw_trace_chunk c;
+    int state;
+} slot;
+
+/* A tokenizer's source: pread from off, up to end. */
+typedef struct pread_src {
+    int fd;
+    uint64_t off, end;
+} pread_src;
+
+struct tw_trace_pieces {
+    tw_trace_par par;
+    uint64_t begin, count; /* the array's first byte; pieces */
+    slot *slots;
+    int slot_count;
+    pthread_t *threads;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t done, room;
+    uint64_t next_claim, next_out; /* the next piece a thread takes, the next handed out */
+    bool stop;
+    /* the reading thread's: where the next piece must start, and its own
+     * tokenizer for pieces read again */
+    uint64_t expected;
+    bool finished, ended;
+    tw_jstream js;
+    pread_src src;
+};
+
+static long pread_read(void *arg, char *buf, size_t cap)
+{
+    pread_src *s = arg;
+    if (s->off >= s->end)
+        return 0;
+    if (cap > s->end - s->off)
+        cap = (size_t)(s->end - s->off);
+    ssize_t n;
+    do
+        n = pread(s->fd, buf, cap, (off_t)s->off);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -1;
+    s->off += (uint64_t)n;
+    return (long)n;
+}
+
+/* Piece i's bytes: [*a, *b); the last one runs to the file's end. */
+static void piece_range(const tw_trace_pieces *p, uint64_t i, uint64_t *a, uint64_t *b)
+{
+    *a = p->begin + i * p->par.chunk;
+    *b = i + 1 == p->count ? UINT64_MAX : *a + p->par.chunk;
+}
+
+static bool space(char c)
+{
+    return c == ' ' || c == '\n' || c == '\t' || c == '\r';
+}
+
+/* Where an event likely begins in [a, a + n) of buf (read from offset a):
+ * the first { after a newline or after "}," (white space between); false
+ * when the window has none. */
+static bool guess_start(const char *buf, size_t n, uint64_t a, uint64_t *start)
+{
+    for (size_t i = 0; i < n; i++) {
+        bool after_line = buf[i] == '\n';
+        bool after_event = buf[i] == ',' && i > 0 && buf[i - 1] == '}';
+        if (!after_line && !after_event)
+            continue;
+        size_t j = i + 1;
+        while (j < n && space(buf[j]))
+            j++;
+        if (j < n && buf[j] == '{') {
+            *start = a + j;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Reads piece i into c with js (a thread's own tokenizer and source). */
+static void read_piece(tw_trace_pieces *p, uint64_t i, tw_jstream *js, pread_src *src, char *window)
+{
+    uint64_t a, b, start;
+    piece_range(p, i, &a, &b);
+    tw_trace_chunk *c = &p->slots[i % (uint64_t)p->slot_count].c;
+    if (i == 0) {
+        start = a;
+    } else {
+        ssize_t n;
+        do
+            n = pread(p->par.fd, window, GUESS_WINDOW, (off_t)a);
+        while (n < 0 && errno == EINTR);
+        if (n <= 0 || !guess_start(window, (size_t)n, a, &start)) {
+            c->start = UINT64_MAX;
+            c->status = TW_CHUNK_FAIL;
+            return;
+        }
+    }
+    c->start = start;
+    src->off = start;
+    tw_jstream_restart(js, start);
+    tw_trace_read_chunk(js, b, c);
+}
+
+static void *worker(void *arg)
+{
+    tw_trace_pieces *p = arg;
+    pread_src src = {.fd = p->par.fd, .end = p->par.size};
+    tw_jstream js;
+    char *window = malloc(GUESS_WINDOW);
+    bool ok = window && tw_jstream_init(&js, pread_read, &src) == TW_OK;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->stop && p->next_claim < p->count && p->next_claim >= p->next_out + (uint64_t)p->slot_count)
+            pthread_cond_wait(&p->room, &p->mu);
+        if (p->stop || p->next_claim >= p->count)
+            break;
+        uint64_t i = p->next_claim++;
+        slot *s = &p->slots[i % (uint64_t)p->slot_count];
+        s->state = SLOT_BUSY;
+        pthread_mutex_unlock(&p->mu);
+        if (ok) {
+            read_piece(p, i, &js, &src, window);
+        } else { /* no memory for this thread: the reading thread reads it */
+            s->c.start = UINT64_MAX;
+            s->c.status = TW_CHUNK_FAIL;
+        }
+        pthread_mutex_lock(&p->mu);
+        s->state = SLOT_DONE;
+        pthread_cond_broadcast(&p->done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (window && ok)
+        tw_jstream_free(&js);
+    free(window);
+    return NULL;
+}
+
+static void stop_threads(tw_trace_pieces *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    pthread_cond_broadcast(&p->room);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->started; i++)
+        pthread_join(p->threads[i], NULL);
+    p->started = 0;
+}
+
+static void pieces_free(tw_trace_pieces *p)
+{
+    stop_threads(p);
+    for (int i = 0; p->slots && i < p->slot_count; i++)
+        tw_trace_chunk_free(&p->slots[i].c);
+    free(p->slots);
+    free(p->threads);
+    tw_jstream_free(&p->js);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->done);
+    pthread_cond_destroy(&p->room);
+    free(p);
+}
+
+int tw_trace_pieces_start(tw_trace_pieces **out, const tw_trace_par *par, uint64_t begin)
+{
+    tw_trace_pieces *p = calloc(1, sizeof *p);
+    if (!p)
+        return TW_ENOMEM;
+    p->par = *par;
+    p->begin = p->expected = begin;
+    p->count = (par->size - begin + par->chunk - 1) / par->chunk;
+    p->slot_count = par->threads + 2;
+    p->src = (pread_src){.fd = par->fd, .end = par->size};
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->done, NULL);
+    pthread_cond_init(&p->room, NULL);
+    p->slots = calloc((size_t)p->slot_count, sizeof *p->slots);
+    p->threads = calloc((size_t)par->threads, sizeof *p->threads);
+    if (!p->slots || !p->threads || tw_jstream_init(&p->js, pread_read, &p->src) != TW_OK) {
+        pieces_free(p);
+        return TW_ENOMEM;
+    }
+    for (int i = 0; i < par->threads; i++) {
+        if (pthread_create(&p->threads[i], NULL, worker, p) != 0)
+            break;
+        p->started++;
+    }
+    if (p->started == 0) {
+        pieces_free(p);
+        return TW_ENOMEM;
+    }
+    *out = p;
+    return TW_OK;
+}
+
+const tw_trace_chunk *tw_trace_pieces_next(tw_trace_pieces *p)
+{
+    if (p->finished || p->next_out >= p->count)
+        return NULL;
+    uint64_t i = p->next_out;
+    slot *s = &p->slots[i % (uint64_t)p->slot_count];
+    pthread_mutex_lock(&p->mu);
+    while (s->state != SLOT_DONE)
+        pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+    tw_trace_chunk *c = &s->c;
+    if (c->status == TW_CHUNK_FAIL || c->start != p->expected) { /* read again from where the last one stopped */
+        uint64_t a, b;
+        piece_range(p, i, &a, &b);
+        c->start = p->src.off = p->expected;
+        tw_jstream_restart(&p->js, p->expected);
+        tw_trace_read_chunk(&p->js, b, c);
+        if (c->status == TW_CHUNK_FAIL || c->start != p->expected) {
+            p->finished = true; /* the one thread goes on from expected */
+            return NULL;
+        }
+    }
+    p->expected = c->stop;
+    if (c->status == TW_CHUNK_END)
+        p->finished = p->ended = true;
+    return c;
+}
+
+void tw_trace_pieces_done(tw_trace_pieces *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->slots[p->next_out % (uint64_t)p->slot_count].state = SLOT_FREE;
+    p->next_out++;
+    pthread_cond_broadcast(&p->room);
+    pthread_mutex_unlock(&p->mu);
+}
+
+bool tw_trace_pieces_end(tw_trace_pieces *p, uint64_t *at)
+{
+    *at = p->expected;
+    bool ended = p->ended;
+    pieces_free(p);
+    return ended;
+}
