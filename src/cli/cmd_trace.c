@@ -44,13 +44,25 @@ static const char usage_text[] =
     "  --short-kernel US      kernels shorter than this many microseconds are short (10)\n"
     "  --gap US               idle gaps between GPU work up to this are kernel gaps (10)\n"
     "  --straggler F          a rank whose median step is this x the ranks' median (1.2)\n"
+    "  --threads N            threads reading a large plain (not gzip) trace file: 1 to 16;\n"
+    "                         0, the default, one per core\n"
     "  -h, --help             show this help\n\n"
     "exit status:\n"
     "  0  analysed; no finding at or above the --fail-on severity\n"
     "  1  analysed; a finding at or above the --fail-on severity\n"
     "  2  bad usage, an input that could not be read at all, or the report could not be written\n";
 
-enum { OPT_JSON = 1000, OPT_HTML, OPT_FAIL_ON, OPT_COLOR, OPT_NO_COLOR, OPT_PROGRESS, OPT_HELP, OPT_NUMBER };
+enum {
+    OPT_JSON = 1000,
+    OPT_HTML,
+    OPT_FAIL_ON,
+    OPT_COLOR,
+    OPT_NO_COLOR,
+    OPT_PROGRESS,
+    OPT_THREADS,
+    OPT_HELP,
+    OPT_NUMBER
+};
 
 typedef struct number_option {
     const char *name;
@@ -92,7 +104,7 @@ static int when(const char *flag, const char *arg, int *out)
 
 static int parse_options(int argc, char **argv, trace_cli *c)
 {
-    struct option longopts[NUMBER_COUNT + 9];
+    struct option longopts[NUMBER_COUNT + 10];
     size_t n = 0;
     longopts[n++] = (struct option){"json", no_argument, NULL, OPT_JSON};
     longopts[n++] = (struct option){"html", required_argument, NULL, OPT_HTML};
@@ -100,6 +112,7 @@ static int parse_options(int argc, char **argv, trace_cli *c)
     longopts[n++] = (struct option){"color", required_argument, NULL, OPT_COLOR};
     longopts[n++] = (struct option){"no-color", no_argument, NULL, OPT_NO_COLOR};
     longopts[n++] = (struct option){"progress", required_argument, NULL, OPT_PROGRESS};
+    longopts[n++] = (struct option){"threads", required_argument, NULL, OPT_THREADS};
     longopts[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
     for (size_t i = 0; i < NUMBER_COUNT; i++)
         longopts[n++] = (struct option){numbers[i].name, required_argument, NULL, OPT_NUMBER + (int)i};
@@ -138,6 +151,17 @@ static int parse_options(int argc, char **argv, trace_cli *c)
             if (when("progress", optarg, &c->progress) != 0)
                 return -1;
             break;
+        case OPT_THREADS: {
+            double v;
+            if (tw_cli_number("trace", "threads", optarg, &v) != 0)
+                return -1;
+            if (v != (int)v || v < 0 || v > 16) {
+                fprintf(stderr, "trainwatch trace: --threads takes a whole number from 0 to 16, not '%s'\n", optarg);
+                return -1;
+            }
+            c->o.threads = (int)v;
+            break;
+        }
         case 'h':
         case OPT_HELP:
             fputs(usage_text, stdout);

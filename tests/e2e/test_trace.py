@@ -384,3 +384,31 @@ def test_no_progress_line_when_not_a_tty():
     assert result.stderr == ""
     result = run(["trainwatch", "trace", "--progress=always", TRACES / "kineto-resnet50-num_workers_4.pt.trace.json.gz"])
     assert result.returncode == 0
+
+
+# ---- several threads ---------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["kineto-resnet50-num_workers_0.pt.trace.json.gz",
+                                  "kineto-resnet50-num_workers_4.pt.trace.json.gz"])
+def test_threads_give_the_one_thread_report(tmp_path, name):
+    """A plain file of 25 MB is read in 4 MiB pieces by several threads (the
+    default on a machine with more than one core): byte for byte the report
+    of --threads 1, which itself agrees with the Python reference above; the
+    same for the file cut short in the middle of a piece, error included."""
+    data = gzip.decompress((TRACES / name).read_bytes())
+    plain = tmp_path / "trace.json"
+    for size in (len(data), len(data) * 5 // 9):
+        plain.write_bytes(data[:size])
+        one = run(["trainwatch", "trace", "--json", "--threads", "1", plain])
+        assert one.returncode in (0, 1)
+        for threads in ("2", "4", "0"):
+            many = run(["trainwatch", "trace", "--json", "--threads", threads, plain])
+            assert (many.returncode, many.stdout, many.stderr) == (one.returncode, one.stdout, one.stderr), threads
+        rank = json.loads(one.stdout)["ranks"][0]
+        assert (rank["error"] is None) == (size == len(data))
+
+
+@pytest.mark.parametrize("value", ["-1", "17", "2.5", "many"])
+def test_threads_option_is_checked(value):
+    result = run(["trainwatch", "trace", "--threads", value, TRACES / KINETO[0].name])
+    assert result.returncode == 2 and "--threads" in result.stderr
