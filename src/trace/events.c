@@ -51,6 +51,7 @@ typedef struct reader {
     void (*deliver)(struct reader *r); /* r->ev read: finish_event, or pack_event into chunk */
     tw_trace_chunk *chunk;
     const tw_trace_par *par; /* the events array by several threads, or NULL */
+    bool ev_classified;      /* r->ev came classified from a piece */
 } reader;
 
 static bool fail(reader *r, const char *why)
@@ -318,7 +319,8 @@ static void finish_event(reader *r)
     } else if (e->ph == 'B') {
         begin_span(r, e);
     }
-    tw_trace_classify(e);
+    if (e != &r->ev || !r->ev_classified)
+        tw_trace_classify(e);
     r->st->events++;
     r->fn(r->arg, e);
 }
@@ -370,15 +372,19 @@ static int read_items(reader *r, bool first, uint64_t limit)
 
 /* ---- the events array in pieces, by several threads --------------------- */
 
-/* r->ev into r->chunk (a worker's part: pairing, classifying and handing
- * over are the reading thread's, in order). An event without ph is
+/* r->ev into r->chunk, classified unless it is half of a B/E pair (a
+ * worker's part: pairing and handing over are the reading thread's, in
+ * order). An event without ph is
  * dropped here as finish_event drops it; out of memory fails the piece. */
 static void pack_event(reader *r)
 {
-    const tw_trace_event *e = &r->ev;
+    tw_trace_event *e = &r->ev;
     tw_trace_chunk *c = r->chunk;
     if (e->ph == 0 || c->status == TW_CHUNK_FAIL)
         return;
+    bool classified = e->ph != 'B' && e->ph != 'E'; /* a pair is classified as one, when it is one */
+    if (classified)
+        tw_trace_classify(e);
     size_t cat_len = strlen(e->cat), need = e->name_len + cat_len;
     if (c->count == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 4096;
@@ -415,6 +421,8 @@ static void pack_event(reader *r)
                                               .name_len = (uint16_t)e->name_len,
                                               .cat_len = (uint8_t)cat_len,
                                               .ph = e->ph,
+                                              .kind = (uint8_t)e->kind,
+                                              .classified = classified,
                                               .has_ts = e->has_ts,
                                               .has_dur = e->has_dur};
     memcpy(c->text + c->text_len, e->name, e->name_len);
@@ -427,6 +435,8 @@ static void unpack_event(reader *r, const tw_trace_chunk *c, const tw_trace_pack
 {
     tw_trace_event *e = &r->ev;
     e->ph = p->ph;
+    e->kind = p->kind;
+    r->ev_classified = p->classified;
     e->ts = p->ts, e->dur = p->dur;
     e->has_ts = p->has_ts, e->has_dur = p->has_dur;
     e->pid = p->pid, e->tid = p->tid;
@@ -486,6 +496,7 @@ static int read_pieces(reader *r)
             par->progress(par->progress_arg, c->stop);
         tw_trace_pieces_done(p);
     }
+    r->ev_classified = false;
     uint64_t at;
     bool ended = tw_trace_pieces_end(p, &at);
     if (!par->seek(par->src, at))

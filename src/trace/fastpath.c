@@ -524,6 +524,21 @@ static const char *fast_member(tw_trace_event *e, const char *k, size_t n, const
     return fast_skip(p, in);
 }
 
+/* Whether the len (at most 8) bytes at p are text's: one masked 8-byte
+ * compare where a call to memcmp would cost more than the compare (the
+ * caller has at least 9 bytes at p; text is zero-padded to 8). */
+static inline bool same_start(const char *p, const char text[9], size_t len)
+{
+    uint64_t a, b;
+    memcpy(&a, p, 8);
+    memcpy(&b, text, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    a = __builtin_bswap64(a), b = __builtin_bswap64(b); /* the first byte lowest, as below */
+#endif
+    uint64_t mask = len == 8 ? ~0ull : (1ull << (8 * len)) - 1;
+    return ((a ^ b) & mask) == 0;
+}
+
 /* A key of an event at its quote p, written as Kineto writes the eight an
  * event is read for ("ts": and a value): told from its bytes in one look,
  * without scanning for the closing quote; any other key, or other spacing,
@@ -531,7 +546,7 @@ static const char *fast_member(tw_trace_event *e, const char *k, size_t n, const
 TW_HOT const char *fast_event_key(const char *p, tw_trace_fast_in *in, const char **k, size_t *n)
 {
     static const struct {
-        const char *text; /* the key, its quotes, ": " */
+        char text[9]; /* the key, its quotes, ": "; zeros after */
         size_t len;
     } keys[] = {{"\"ph\": ", 6},  {"\"ts\": ", 6},  {"\"cat\": ", 7},  {"\"dur\": ", 7},
                 {"\"pid\": ", 7}, {"\"tid\": ", 7}, {"\"name\": ", 8}, {"\"args\": ", 8}};
@@ -559,7 +574,7 @@ TW_HOT const char *fast_event_key(const char *p, tw_trace_fast_in *in, const cha
         return fast_key(p, in, k, n);
     }
     size_t len = keys[i].len;
-    if (memcmp(p, keys[i].text, len) != 0 || space(p[len]))
+    if (!same_start(p, keys[i].text, len) || space(p[len]))
         return fast_key(p, in, k, n);
     *k = p + 1;
     *n = len - 4;

@@ -340,7 +340,7 @@ tw_jtok tw_jstream_next(tw_jstream *s)
     }
 }
 
-int tw_jstream_peek(tw_jstream *s)
+int tw_jstream_peek_slow(tw_jstream *s)
 {
     for (;;) {
         if (!fill(s))

@@ -77,7 +77,16 @@ bool tw_jstream_skip_next(tw_jstream *s);
 bool tw_jstream_key_fast(tw_jstream *s, bool first, int *result);
 /* Skips white space; the next byte, not consumed, or -1 at the end of the
  * input or on a read error (tw_jstream_next then says which). */
-int tw_jstream_peek(tw_jstream *s);
+int tw_jstream_peek_slow(tw_jstream *s);
+static inline int tw_jstream_peek(tw_jstream *s)
+{
+    if (s->pos < s->len) {
+        char c = s->buf[s->pos];
+        if (c != ' ' && c != '\n' && c != '\t' && c != '\r')
+            return (unsigned char)c;
+    }
+    return tw_jstream_peek_slow(s);
+}
 /* Drops the buffer: the next byte read is the source's, which the caller
  * has placed at offset off. */
 void tw_jstream_restart(tw_jstream *s, uint64_t off);

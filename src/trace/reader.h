@@ -65,7 +65,8 @@ typedef struct tw_trace_packed {
     uint16_t name_len;
     uint8_t cat_len;
     char ph;
-    bool has_ts, has_dur;
+    uint8_t kind; /* tw_trace_kind, when classified */
+    bool classified, has_ts, has_dur;
 } tw_trace_packed;
 
 typedef enum tw_chunk_status {
