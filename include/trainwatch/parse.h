@@ -34,14 +34,14 @@ typedef struct tw_parse_stats {
     uint64_t bytes;
     uint64_t lines;
     uint64_t steps, evals, events;
-    uint64_t lines_cut;       /* lines longer than TW_LINE_MAX, cut there */
-    uint64_t binary_lines;    /* lines with NUL bytes, skipped */
-    uint64_t blocks;          /* read in blocks on threads (tw_parser_set_jobs): how many */
-    uint64_t blocks_reparsed; /* of those, parsed again in order (their start state differed) */
-    const char *format;       /* the format locked in, or NULL */
+    uint64_t lines_cut;        /* lines longer than TW_LINE_MAX, cut there */
+    uint64_t binary_lines;     /* lines with NUL bytes, skipped */
+    uint64_t blocks;           /* read in blocks on threads (tw_parser_set_jobs): how many */
+    uint64_t blocks_reparsed;  /* of those, parsed again in order (their start state differed) */
+    const char *format;        /* the format locked in, or NULL */
 } tw_parse_stats;
 
-#define TW_LINE_MAX (1u << 20) /* longer lines are cut (and counted) */
+#define TW_LINE_MAX (1u << 20)  /* longer lines are cut (and counted) */
 /* Line numbers a record's content may give (trainwatch JSON lines) stay
  * below this; the parser's own numbering may use the range above. */
 #define TW_LINE_NUMBER_MAX (1ull << 39)
@@ -64,9 +64,9 @@ int tw_parser_open(tw_parser **out, const char *path, const tw_format *forced, i
  * with jobs > 1 a file of at least 4 blocks is read in blocks of block_size
  * bytes (0: the default) on that many threads, in file order, records as
  * if read by one. */
-#define TW_PARSE_JOBS_MAX      64
+#define TW_PARSE_JOBS_MAX 64
 #define TW_PARSE_BLOCK_DEFAULT (2u << 20)
-#define TW_PARSE_BLOCK_MIN     256u
+#define TW_PARSE_BLOCK_MIN 256u
 void tw_parser_set_jobs(tw_parser *p, int jobs, size_t block_size);
 
 /* Parses the whole input, calling fn for each record. Returns 0, or a

@@ -26,14 +26,14 @@
 #ifndef TRAINWATCH_RECORD_H
 #define TRAINWATCH_RECORD_H
 
-#include <stdbool.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
-#define TW_NAME_MAX    48                  /* longest metric name kept, including NUL */
-#define TW_METRICS_MAX 24                  /* named metrics kept per record */
-#define TW_MESSAGE_MAX 240                 /* event message kept, including NUL */
-#define TW_USER_FRAME  " | in your code: " /* in an exception's detail, before the user's deepest frame */
+#define TW_NAME_MAX 48      /* longest metric name kept, including NUL */
+#define TW_METRICS_MAX 24   /* named metrics kept per record */
+#define TW_MESSAGE_MAX 240  /* event message kept, including NUL */
+#define TW_USER_FRAME " | in your code: " /* in an exception's detail, before the user's deepest frame */
 
 typedef enum tw_record_kind {
     TW_REC_STEP,
@@ -43,20 +43,20 @@ typedef enum tw_record_kind {
 } tw_record_kind;
 
 /* Event kinds; tw_event_name() gives the stable lower-case name used in JSON. */
-#define TW_EVENT_LIST(X)                                                                                               \
-    X(TW_EV_NONE, "none")                                                                                              \
-    X(TW_EV_OOM, "oom")                                                                                                \
-    X(TW_EV_NAN, "nan")                                                                                                \
-    X(TW_EV_EXCEPTION, "exception")                                                                                    \
-    X(TW_EV_CHECKPOINT, "checkpoint")                                                                                  \
-    X(TW_EV_RESUME, "resume")                                                                                          \
-    X(TW_EV_WARNING, "warning")                                                                                        \
-    X(TW_EV_EXIT, "exit")                                                                                              \
-    X(TW_EV_SIGNAL, "signal")                                                                                          \
-    X(TW_EV_FINISHED, "finished")                                                                                      \
-    X(TW_EV_LAUNCH, "launch")                                                                                          \
-    X(TW_EV_ENVIRONMENT, "environment")                                                                                \
-    X(TW_EV_LAUNCHER, "launcher")                                                                                      \
+#define TW_EVENT_LIST(X)                                                       \
+    X(TW_EV_NONE, "none")                                                      \
+    X(TW_EV_OOM, "oom")                                                        \
+    X(TW_EV_NAN, "nan")                                                        \
+    X(TW_EV_EXCEPTION, "exception")                                            \
+    X(TW_EV_CHECKPOINT, "checkpoint")                                          \
+    X(TW_EV_RESUME, "resume")                                                  \
+    X(TW_EV_WARNING, "warning")                                                \
+    X(TW_EV_EXIT, "exit")                                                      \
+    X(TW_EV_SIGNAL, "signal")                                                  \
+    X(TW_EV_FINISHED, "finished")                                              \
+    X(TW_EV_LAUNCH, "launch")                                                  \
+    X(TW_EV_ENVIRONMENT, "environment")                                        \
+    X(TW_EV_LAUNCHER, "launcher")                                              \
     X(TW_EV_RANKS, "rank-assignment")
 
 typedef enum tw_event_kind {
@@ -84,36 +84,36 @@ typedef struct tw_metric {
 } tw_metric;
 
 typedef struct tw_source {
-    const char *file; /* borrowed: owned by the reader, valid while it lives */
-    uint64_t line;    /* 1-based */
+    const char *file;   /* borrowed: owned by the reader, valid while it lives */
+    uint64_t line;      /* 1-based */
 } tw_source;
 
 typedef struct tw_record {
     tw_record_kind kind;
-    tw_event_kind event; /* TW_REC_EVENT only */
+    tw_event_kind event;      /* TW_REC_EVENT only */
     tw_source source;
-    int rank;        /* -1: unknown (treated as rank 0) */
-    unsigned fields; /* TW_F_* bits: which doubles below are set */
-    double time;     /* seconds since the epoch (TW_F_TIME) */
+    int rank;                 /* -1: unknown (treated as rank 0) */
+    unsigned fields;          /* TW_F_* bits: which doubles below are set */
+    double time;              /* seconds since the epoch (TW_F_TIME) */
 
-    int64_t epoch; /* as the log counts it; -1 unknown */
+    int64_t epoch;            /* as the log counts it; -1 unknown */
     int64_t epoch_total;
-    int64_t step;        /* step within the epoch, or the only counter */
-    int64_t step_total;  /* steps per epoch (or in the run) if printed */
-    int64_t global_step; /* a run-wide counter, when the log has one */
+    int64_t step;             /* step within the epoch, or the only counter */
+    int64_t step_total;       /* steps per epoch (or in the run) if printed */
+    int64_t global_step;      /* a run-wide counter, when the log has one */
 
     double loss;
     double lr;
-    double batch_time; /* seconds per step */
-    double data_time;  /* seconds per step spent waiting for data */
+    double batch_time;        /* seconds per step */
+    double data_time;         /* seconds per step spent waiting for data */
     double samples_per_sec;
-    double eta;       /* seconds */
-    double mem_bytes; /* device memory the framework reports */
+    double eta;               /* seconds */
+    double mem_bytes;         /* device memory the framework reports */
 
     int metric_count;
     tw_metric metrics[TW_METRICS_MAX];
 
-    int exit_code;                /* TW_EV_EXIT: the status; TW_EV_SIGNAL: the signal */
+    int exit_code;            /* TW_EV_EXIT: the status; TW_EV_SIGNAL: the signal */
     char message[TW_MESSAGE_MAX]; /* events: the text (exception "Type: msg", path...) */
     char detail[TW_MESSAGE_MAX];  /* events: the last stack frame (then TW_USER_FRAME and the deepest
                                      frame of the user's own code, when another), op/tensor, ... */

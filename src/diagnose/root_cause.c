@@ -31,8 +31,8 @@
  * launch says the job has one node. Otherwise it is said as a local rank and
  * names no rank: it breaks no tie and no rank is said missing because of it.
  * A log without a rank in its name, given among others, that holds the
- * launcher's report and no training record is the launcher's log, not a
- * rank's: it is neither a cause nor a victim.
+ * launcher's report and neither a training record nor an error of its own
+ * is the launcher's log, not a rank's: it is neither a cause nor a victim.
  *
  * The crash rule (rule_failure.c) reports the cause with its victims in
  * one finding and the rank-stopped rule does not blame a victim; this file
@@ -275,19 +275,24 @@ static void choose_launcher(const tw_run *run, tw_root_cause *rc)
 }
 
 /* A log whose name says no rank, among several inputs, holding the
- * launcher's words (its report, the agents' rank assignment) and no
- * training record: the launcher's log, not a rank's. */
+ * launcher's words (its report, the agents' rank assignment) and neither a
+ * training record nor an error of its own: the launcher's log, not a
+ * rank's. */
 static bool launcher_log(const tw_run *run, const tw_rank *rk)
 {
     if (rk->used || run->rank_count < 2)
         return false;
+    bool launcher = false;
     for (int i = 0; i < run->events_kept_count; i++) {
         const tw_event_note *e = &run->events_kept[i];
-        if (e->rank == rk->rank && (e->kind == TW_EV_LAUNCHER || e->kind == TW_EV_RANKS) && e->file < run->file_count &&
-            tw_rank_from_path(run->files[e->file]) < 0)
-            return true;
+        if (e->rank != rk->rank)
+            continue;
+        if (is_failure(e)) /* an error of its own: a rank's console too */
+            return false;
+        launcher |= (e->kind == TW_EV_LAUNCHER || e->kind == TW_EV_RANKS) && e->file < run->file_count &&
+                    tw_rank_from_path(run->files[e->file]) < 0;
     }
-    return false;
+    return launcher;
 }
 
 int tw_root_cause_find(const tw_run *run, tw_root_cause *rc)

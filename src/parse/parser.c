@@ -26,24 +26,15 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "formats.h"
 #include "keywords.h"
+#include "formats.h"
 #include "parser.h"
 #include "scan.h"
 #include "trainwatch/error.h"
 
-const char *tw_parser_path(const tw_parser *p)
-{
-    return p->path;
-}
-const tw_parse_stats *tw_parser_stats(const tw_parser *p)
-{
-    return &p->stats;
-}
-void tw_parser_set_unparsed(tw_parser *p, bool on)
-{
-    p->unparsed = on;
-}
+const char *tw_parser_path(const tw_parser *p) { return p->path; }
+const tw_parse_stats *tw_parser_stats(const tw_parser *p) { return &p->stats; }
+void tw_parser_set_unparsed(tw_parser *p, bool on) { p->unparsed = on; }
 
 uint64_t tw_parser_progress(const tw_parser *p)
 {
@@ -101,6 +92,7 @@ int tw_rank_from_log_dir(const char *path, size_t *node)
     *node = attempt > path ? (size_t)(attempt - 1 - path) : 0;
     return tw_rank_value(v);
 }
+
 
 int tw_parser_new(tw_parser **out, const char *name, const tw_format *forced, int rank)
 {
@@ -254,7 +246,7 @@ static int try_format(tw_parser *p, size_t i, const tw_format *f, const tw_line 
 
 /* One index over every format's anchors; anchor_owner maps a needle to its format. */
 static tw_keywords anchor_index;
-static uint64_t anchored_formats; /* formats that declared anchors */
+static uint64_t anchored_formats;        /* formats that declared anchors */
 static uint64_t anchor_owner_mask[TW_KEYWORDS_MAX];
 static pthread_once_t anchor_once = PTHREAD_ONCE_INIT;
 
@@ -500,10 +492,7 @@ static bool at_rest(tw_parser *p)
     return true;
 }
 
-static uint64_t records_emitted(const tw_parser *p)
-{
-    return p->stats.steps + p->stats.evals + p->stats.events;
-}
+static uint64_t records_emitted(const tw_parser *p) { return p->stats.steps + p->stats.evals + p->stats.events; }
 
 /* Moves the resume point after a line [start, end) (stream positions) was
  * processed: past it when nothing is left open; to its start when it
@@ -615,14 +604,8 @@ void tw_parser_push(tw_parser *p, const char *data, size_t len, tw_record_fn fn,
     tw_parser_ingest(p, data, len);
 }
 
-size_t tw_parser_pending(const tw_parser *p)
-{
-    return p->skipping ? 0 : p->have;
-}
-uint64_t tw_parser_line(const tw_parser *p)
-{
-    return p->line_no;
-}
+size_t tw_parser_pending(const tw_parser *p) { return p->skipping ? 0 : p->have; }
+uint64_t tw_parser_line(const tw_parser *p) { return p->line_no; }
 
 void tw_parser_set_line(tw_parser *p, uint64_t line)
 {
@@ -743,9 +726,9 @@ void tw_parser_copy_state(tw_parser *dst, const tw_parser *src)
 
 bool tw_parser_same_state(const tw_parser *a, const tw_parser *b)
 {
-    if (a->forced != b->forced || a->locked != b->locked || a->continuing != b->continuing || a->rank != b->rank ||
-        memcmp(a->recent, b->recent, sizeof a->recent) != 0 || a->have != 0 || b->have != 0 || a->skipping ||
-        b->skipping)
+    if (a->forced != b->forced || a->locked != b->locked || a->continuing != b->continuing ||
+        a->rank != b->rank || memcmp(a->recent, b->recent, sizeof a->recent) != 0 ||
+        a->have != 0 || b->have != 0 || a->skipping || b->skipping)
         return false;
     size_t count;
     const tw_format *const *table = tw_formats(&count);

@@ -2,11 +2,11 @@
  * test_parser.c: the driver between input and formats: files, gzip, stdin,
  * line splitting and its limits, bad input of every kind.
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <cmocka.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -16,8 +16,8 @@
 #include "trainwatch/error.h"
 #include "trainwatch/record_json.h"
 
-static const char step_line[] = "[2024/03/09 15:15:33] ppocr INFO: epoch: [1/2], global_step: %d, lr: 0.1, loss: 0.5, "
-                                "avg_reader_cost: 0.1 s, avg_batch_cost: 0.5 s\n";
+static const char step_line[] =
+    "[2024/03/09 15:15:33] ppocr INFO: epoch: [1/2], global_step: %d, lr: 0.1, loss: 0.5, avg_reader_cost: 0.1 s, avg_batch_cost: 0.5 s\n";
 
 static char *temp_path(const char *suffix)
 {
@@ -190,10 +190,7 @@ static void test_resume_point_inside_a_cut_line(void **state)
     assert_int_equal(r.back, 0);
     assert_true(r.skip_line);
     char line[512];
-    int n = snprintf(line, sizeof line,
-                     "tail\n"
-                     "%s",
-                     "");
+    int n = snprintf(line, sizeof line, "tail\n" "%s", "");
     tw_parser_push(p, line, (size_t)n, collect_record, c);
     tw_parser_resume_point(p, &r);
     assert_int_equal(r.back, 0);
@@ -202,10 +199,7 @@ static void test_resume_point_inside_a_cut_line(void **state)
     tw_parser *q;
     assert_int_equal(tw_parser_new(&q, "train.log", NULL, -1), TW_OK);
     tw_parser_skip_line(q);
-    snprintf(line, sizeof line,
-             "xxxx global_step: 999, loss: 0.1\n"
-             "%s",
-             "");
+    snprintf(line, sizeof line, "xxxx global_step: 999, loss: 0.1\n" "%s", "");
     push_text(q, line, c);
     snprintf(line, sizeof line, step_line, 2);
     push_text(q, line, c);
@@ -320,7 +314,7 @@ static void test_mixed_formats_in_one_file(void **state)
                   "{'loss': 0.25, 'learning_rate': 0.001, 'epoch': 1.0}\n");
     snprintf(text + n, sizeof text - (size_t)n, step_line, 20);
     collected_records *c = parse_text(text, NULL, NULL);
-    assert_string_equal(c->stats.format, "ppocr");   /* locked on the first */
+    assert_string_equal(c->stats.format, "ppocr"); /* locked on the first */
     assert_int_equal(count_kind(c, TW_REC_STEP), 3); /* per-line fallback got the dict line */
     assert_non_null(find_event(c, TW_EV_EXCEPTION));
     free(c);
@@ -329,8 +323,7 @@ static void test_mixed_formats_in_one_file(void **state)
 static void test_invalid_utf8_survives(void **state)
 {
     (void)state;
-    collected_records *c =
-        parse_text("Traceback (most recent call last):\nValueError: bad \xff\xfe bytes \xc3\n", NULL, NULL);
+    collected_records *c = parse_text("Traceback (most recent call last):\nValueError: bad \xff\xfe bytes \xc3\n", NULL, NULL);
     const tw_record *e = find_event(c, TW_EV_EXCEPTION);
     assert_non_null(e);
     assert_non_null(strstr(e->message, "bad"));
@@ -420,15 +413,11 @@ static void test_blocks_give_the_records_of_one_reader(void **state)
     for (int i = 1; i <= 6000; i++) {
         fprintf(f, step_line, i * 10);
         if (i % 97 == 0)
-            fprintf(f,
-                    "Traceback (most recent call last):\n  File \"tools/train.py\", line %d, in <module>\n"
-                    "    main()\nValueError: bad sample %d\n",
-                    i, i);
+            fprintf(f, "Traceback (most recent call last):\n  File \"tools/train.py\", line %d, in <module>\n"
+                       "    main()\nValueError: bad sample %d\n", i, i);
         if (i % 131 == 0)
-            fprintf(f,
-                    "C++ Traceback (most recent call last):\n------\n0   paddle::Run%d\n1   paddle::Op\n"
-                    "------\nError Message Summary:\n------\nResourceExhaustedError: Out of memory %d\n",
-                    i, i);
+            fprintf(f, "C++ Traceback (most recent call last):\n------\n0   paddle::Run%d\n1   paddle::Op\n"
+                       "------\nError Message Summary:\n------\nResourceExhaustedError: Out of memory %d\n", i, i);
         if (i % 173 == 0)
             fprintf(f,
                     "Traceback (most recent call last):\n  File \"tools/program.py\", line %d, in eval\n"
@@ -442,8 +431,7 @@ static void test_blocks_give_the_records_of_one_reader(void **state)
                     "    main()\nOSError: (External) CUDA error(719), unspecified launch failure.\n",
                     i);
         if (i % 50 == 0)
-            fprintf(f, "[2024/03/09 15:15:33] ppocr INFO: cur metric, precision: 0.%d, recall: 0.7, hmean: 0.75\n",
-                    i % 10);
+            fprintf(f, "[2024/03/09 15:15:33] ppocr INFO: cur metric, precision: 0.%d, recall: 0.7, hmean: 0.75\n", i % 10);
         if (i % 1000 == 0) {
             for (int k = 0; k < 70000; k++)
                 fputc('x', f);
