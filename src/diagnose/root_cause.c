@@ -235,8 +235,12 @@ static const tw_event_note *assignment_for(const tw_run *run, tw_root_cause *rc,
         any = any ? any : e;
         if (e->file != l->file || e->line > l->line)
             continue;
-        if (!mine || strcmp(mine->detail, e->detail) != 0)
-            rc->assignments++;
+        bool seen = false; /* the same node again (a restart): one assignment */
+        for (int j = 0; j < i && !seen; j++) {
+            const tw_event_note *o = &run->events_kept[j];
+            seen = o->kind == TW_EV_RANKS && o->file == l->file && strcmp(o->detail, e->detail) == 0;
+        }
+        rc->assignments += !seen;
         mine = mine ? mine : e;
     }
     if (rc->assignments > 1)
