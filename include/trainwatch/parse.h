@@ -124,7 +124,14 @@ void tw_parser_skip_line(tw_parser *p);
 /* Opens a parser on no file at all, for tw_parser_feed() (name is borrowed). */
 int tw_parser_new(tw_parser **out, const char *name, const tw_format *forced, int rank);
 
-/* Rank implied by a file name: workerlog.N, rank N, ...; -1 when none. */
+/* Rank implied by a file name: workerlog.N, rank N, ...; else by torchrun's
+ * --log-dir layout (tw_rank_from_log_dir); -1 when none. */
 int tw_rank_from_path(const char *path);
+/* torchrun --log-dir writes LOGDIR/<run_id>_<random>/attempt_<n>/<local
+ * rank>/stdout.log and stderr.log, one run directory per agent (node): the
+ * local rank of such a path, and in *node the length of its prefix up to the
+ * run directory (the node's); -1 when the path is not so laid out. A local
+ * rank is the job's rank only on a single-node job. */
+int tw_rank_from_log_dir(const char *path, size_t *node);
 
 #endif

@@ -510,6 +510,71 @@ static bool use_colour(const analyze_options *o)
     return isatty(STDOUT_FILENO) && !(no && *no);
 }
 
+/* Whether rank is among the n numbers of taken. */
+static bool rank_taken(const int *taken, int n, int rank)
+{
+    for (int i = 0; i < n; i++) {
+        if (taken[i] == rank)
+            return true;
+    }
+    return false;
+}
+
+/* How many agents' (nodes') torchrun log directories the inputs come from. */
+static int log_dir_nodes(int argc, char **argv, int first, const input_kind *kind)
+{
+    int nodes = 0;
+    for (int i = first; i < argc; i++) {
+        size_t node, other;
+        if (kind[i] != INPUT_LOG || tw_rank_from_log_dir(argv[i], &node) < 0)
+            continue;
+        bool seen = false;
+        for (int j = first; j < i && !seen; j++)
+            seen = kind[j] == INPUT_LOG && tw_rank_from_log_dir(argv[j], &other) >= 0 && other == node &&
+                   strncmp(argv[i], argv[j], node) == 0;
+        nodes += !seen;
+    }
+    return nodes;
+}
+
+/* The rank of each log input (ranks[i] for argv[i]): its name's
+ * (workerlog.3, rank3), else its torchrun log directory's (attempt_0/3/
+ * stderr.log) when every such input comes from one agent's directory. On
+ * several nodes local ranks repeat and the path does not say which node is
+ * which (its group_rank), so those are numbered like names without a rank:
+ * in order, with the numbers no name took (a launcher's log among ranks'
+ * logs must not take a rank's number). A lone input keeps -1: the parser's
+ * own hints decide. */
+static int input_ranks(int argc, char **argv, int first, const input_kind *kind, int files, int *ranks)
+{
+    int nodes = log_dir_nodes(argc, argv, first, kind), taken = 0;
+    int *named = malloc(sizeof *named * (size_t)(argc - first + 1));
+    if (!named)
+        return TW_ENOMEM;
+    if (nodes > 1)
+        fprintf(stderr,
+                "trainwatch analyze: the inputs come from the log directories of %d torchrun agents (nodes): "
+                "their numbers are local ranks, which repeat from node to node, so the inputs are numbered in "
+                "the order given\n",
+                nodes);
+    for (int i = first; i < argc; i++) {
+        size_t node;
+        bool local = nodes > 1 && tw_rank_from_log_dir(argv[i], &node) >= 0;
+        ranks[i] = kind[i] == INPUT_LOG && !local ? tw_rank_from_path(argv[i]) : -1;
+        if (ranks[i] >= 0)
+            named[taken++] = ranks[i];
+    }
+    for (int i = first, next = 0; i < argc && files > 1; i++) {
+        if (kind[i] != INPUT_LOG || ranks[i] >= 0)
+            continue;
+        while (rank_taken(named, taken, next))
+            next++;
+        ranks[i] = next++;
+    }
+    free(named);
+    return TW_OK;
+}
+
 static int analyze(analyze_options o, int argc, char **argv, int first)
 {
     char err[600];
@@ -532,11 +597,19 @@ static int analyze(analyze_options o, int argc, char **argv, int first)
         tw_run_free(trun);
         return TW_EXIT_USAGE;
     }
-    int files = 0, failed = 0, logs = 0;
+    int files = 0, failed = 0;
     uint64_t total = 0;
     for (int i = first; i < argc; i++) {
         files += (gpu[i] = input_kind_of(argv[i], &o)) == INPUT_LOG;
         total += gpu[i] ? 0 : input_size(argv[i]);
+    }
+    int *ranks = malloc(sizeof *ranks * (size_t)argc);
+    if (!ranks || input_ranks(argc, argv, first, gpu, files, ranks) != TW_OK) {
+        free(ranks);
+        fprintf(stderr, "trainwatch: out of memory\n");
+        free(gpu);
+        tw_run_free(trun);
+        return TW_EXIT_USAGE;
     }
     progress_state ps = {tw_progress_wanted(o.quiet, total, files) ? tw_progress_start(total, files) : NULL, 0, 0};
     for (int i = first; i < argc; i++) {
@@ -549,14 +622,11 @@ static int analyze(analyze_options o, int argc, char **argv, int first)
             failed += analyze_gpu_input(argv[i], &o, trun, files == 0) != 0;
             continue;
         }
-        int rank = tw_rank_from_path(argv[i]);
-        if (rank < 0 && files > 1)
-            rank = logs; /* several files without rank names: one rank each */
-        logs++;
-        if (analyze_input(argv[i], rank, &o, trun, &ps) != 0)
+        if (analyze_input(argv[i], ranks[i], &o, trun, &ps) != 0)
             failed++;
     }
     tw_progress_stop(ps.line);
+    free(ranks);
     free(gpu);
     files = argc - first;
     int status = failed ? TW_EXIT_USAGE : TW_EXIT_OK;

@@ -78,6 +78,11 @@ typedef struct tw_root_cause {
     int launcher_rank;             /* the rank it names as failed, -1: none or several in no order */
     bool launcher_decided;         /* own failures at once (same second, no times): it named the cause */
     bool launcher_disagrees;       /* it names another rank than the timestamps' first */
+    /* the elastic agent's "local_rank: R": the rank within its node */
+    int launcher_local;              /* R, -1: the report names global ranks */
+    const tw_event_note *assignment; /* the agent's rank assignment that made R a global rank, NULL: none */
+    int assignments;                 /* distinct rank assignments (nodes) in the report's file */
+    tw_event_note resolved;          /* the report with that global rank: launcher points here */
 } tw_root_cause;
 
 /* Fills rc for a launch (nothing for fewer than two ranks); free with
@@ -95,8 +100,14 @@ void tw_root_cause_evidence(const tw_run *run, const tw_root_cause *rc, tw_findi
 /* The next rank number (0 to 2^20) in a launcher report's list of ranks
  * ("1, 2, 3"), advancing *cursor past it; false at the end. */
 bool tw_launcher_next_rank(const char **cursor, int *rank);
-/* True when the launcher's report names rank among those that failed. */
+/* True when the launcher's report names rank among those that failed. A
+ * report of a local rank ("local 2") names no rank of the job. */
 bool tw_launcher_names(const tw_event_note *report, int rank);
+/* The report names a local rank the logs could not make a global one. */
+bool tw_root_cause_local_only(const tw_root_cause *rc);
+/* The rank's log is among the launch's inputs (a launcher's own log, its
+ * name without a rank among ranks' logs, is no rank's). */
+bool tw_root_cause_has_rank(const tw_root_cause *rc, int rank);
 /* The evidence line quoting the launcher's report, and what it settled. */
 void tw_root_cause_launcher_evidence(const tw_run *run, const tw_root_cause *rc, tw_finding *f);
 

@@ -20,6 +20,20 @@
  * or without times, go to the rank it names. Timestamps that say otherwise
  * win, and the finding says which rank the launcher named.
  *
+ * torchrun's Root Cause entry names a global rank ("rank : 9 (local_rank:
+ * 1)"); the elastic agent's "failed (exitcode: 1) local_rank: 1" names the
+ * rank within its node, which is the job's rank only on the first node. A
+ * Root Cause entry of the launch is preferred to any such line. A local rank
+ * becomes a global one through the agent's rank assignment (its "Rendezvous
+ * complete for workers" result: global_ranks in local rank order) in the same
+ * file before it, when that file holds one node's assignment only (srun may
+ * merge several agents into one file), or when every assignment of the
+ * launch says the job has one node. Otherwise it is said as a local rank and
+ * names no rank: it breaks no tie and no rank is said missing because of it.
+ * A log without a rank in its name, given among others, that holds the
+ * launcher's report and neither a training record nor an error of its own
+ * is the launcher's log, not a rank's: it is neither a cause nor a victim.
+ *
  * The crash rule (rule_failure.c) reports the cause with its victims in
  * one finding and the rank-stopped rule does not blame a victim; this file
  * only reads the launch's events, it writes no finding of its own.
@@ -31,6 +45,7 @@
 
 #include "diagnose.h"
 #include "trainwatch/error.h"
+#include "trainwatch/parse.h"
 
 /* What another rank's failure does to a rank: messages that name a lost
  * peer, a broken store connection or a collective that timed out. */
@@ -82,6 +97,8 @@ static bool is_failure(const tw_event_note *e)
 
 bool tw_launcher_next_rank(const char **cursor, int *rank)
 {
+    if (strncmp(*cursor, "local ", 6) == 0) /* a rank within a node, not of the job */
+        return false;
     for (const char *p = *cursor; *p;) {
         char *end;
         long v = strtol(p, &end, 10);
@@ -141,7 +158,7 @@ static bool launcher_prefers(const tw_root_cause *rc, int rank)
 
 static void weigh_launcher(tw_root_cause *rc)
 {
-    if (!rc->launcher || !rc->cause)
+    if (!rc->launcher || !rc->cause || tw_root_cause_local_only(rc))
         return;
     if (!tw_launcher_names(rc->launcher, rc->cause_rank)) {
         rc->launcher_disagrees = true;
@@ -185,24 +202,118 @@ static void choose_cause(tw_root_cause *rc)
     }
 }
 
+bool tw_root_cause_local_only(const tw_root_cause *rc)
+{
+    return rc->launcher && rc->launcher_local >= 0 && !rc->assignment;
+}
+
+/* The n-th number of a rank assignment's list ("4, 5, 6, 7"), -1 none. */
+static int nth_rank(const tw_event_note *assignment, int n)
+{
+    const char *p = assignment->detail;
+    int i = 0;
+    for (int v; tw_launcher_next_rank(&p, &v); i++) {
+        if (i == n)
+            return v;
+    }
+    return -1;
+}
+
+/* The agent's rank assignment that tells which global rank local rank of
+ * report l is: the one node's of l's file, before it; else, when every
+ * assignment of the launch says the job has one node, any. Counts the
+ * distinct assignments of l's file in rc->assignments. */
+static const tw_event_note *assignment_for(const tw_run *run, tw_root_cause *rc, const tw_event_note *l)
+{
+    const tw_event_note *mine = NULL, *any = NULL;
+    bool one_node = true;
+    for (int i = 0; i < run->events_kept_count; i++) {
+        const tw_event_note *e = &run->events_kept[i];
+        if (e->kind != TW_EV_RANKS)
+            continue;
+        one_node &= e->code == 1;
+        any = any ? any : e;
+        if (e->file != l->file || e->line > l->line)
+            continue;
+        bool seen = false; /* the same node again (a restart): one assignment */
+        for (int j = 0; j < i && !seen; j++) {
+            const tw_event_note *o = &run->events_kept[j];
+            seen = o->kind == TW_EV_RANKS && o->file == l->file && strcmp(o->detail, e->detail) == 0;
+        }
+        rc->assignments += !seen;
+        mine = mine ? mine : e;
+    }
+    if (rc->assignments > 1)
+        return NULL;
+    return mine ? mine : one_node ? any : NULL;
+}
+
+/* The launch's report of the failed rank: its last that names global ranks
+ * (torchrun's Root Cause entry, Paddle's), else its last local one, made
+ * global where an assignment tells (rc->resolved). */
+static void choose_launcher(const tw_run *run, tw_root_cause *rc)
+{
+    const tw_event_note *global = NULL, *local = NULL;
+    for (int i = 0; i < run->events_kept_count; i++) {
+        const tw_event_note *e = &run->events_kept[i];
+        if (e->kind == TW_EV_LAUNCHER && strncmp(e->detail, "local ", 6) == 0)
+            local = e;
+        else if (e->kind == TW_EV_LAUNCHER)
+            global = e;
+    }
+    rc->launcher = global ? global : local;
+    rc->launcher_rank = rc->launcher ? rc->launcher->code : -1;
+    if (global || !local)
+        return;
+    rc->launcher_local = local->code;
+    rc->launcher_rank = -1;
+    const tw_event_note *a = assignment_for(run, rc, local);
+    int rank = a ? nth_rank(a, local->code) : -1;
+    if (rank < 0)
+        return;
+    rc->assignment = a;
+    rc->resolved = *local;
+    snprintf(rc->resolved.detail, sizeof rc->resolved.detail, "%d", rank);
+    rc->resolved.code = rc->launcher_rank = rank;
+    rc->launcher = &rc->resolved;
+}
+
+/* A log whose name says no rank, among several inputs, holding the
+ * launcher's words (its report, the agents' rank assignment) and neither a
+ * training record nor an error of its own: the launcher's log, not a
+ * rank's. */
+static bool launcher_log(const tw_run *run, const tw_rank *rk)
+{
+    if (rk->used || run->rank_count < 2)
+        return false;
+    bool launcher = false;
+    for (int i = 0; i < run->events_kept_count; i++) {
+        const tw_event_note *e = &run->events_kept[i];
+        if (e->rank != rk->rank)
+            continue;
+        if (is_failure(e)) /* an error of its own: a rank's console too */
+            return false;
+        launcher |= (e->kind == TW_EV_LAUNCHER || e->kind == TW_EV_RANKS) && e->file < run->file_count &&
+                    tw_rank_from_path(run->files[e->file]) < 0;
+    }
+    return launcher;
+}
+
 int tw_root_cause_find(const tw_run *run, tw_root_cause *rc)
 {
     memset(rc, 0, sizeof *rc);
     rc->cause_rank = -1;
-    rc->launcher_rank = -1;
-    for (int i = 0; i < run->events_kept_count; i++) {
-        if (run->events_kept[i].kind == TW_EV_LAUNCHER) { /* the last report of the launch */
-            rc->launcher = &run->events_kept[i];
-            rc->launcher_rank = rc->launcher->code;
-        }
-    }
+    rc->launcher_local = -1;
+    choose_launcher(run, rc);
     if (run->rank_count < 2 && !rc->launcher)
         return TW_OK;
     rc->ranks = calloc((size_t)(run->rank_count ? run->rank_count : 1), sizeof *rc->ranks);
     if (!rc->ranks)
         return TW_ENOMEM;
-    for (int i = 0; i < run->rank_count; i++)
-        rc->ranks[rc->count++].rank = run->ranks[i]->rank;
+    for (int i = 0; i < run->rank_count; i++) {
+        if (!launcher_log(run, run->ranks[i]))
+            rc->ranks[rc->count++].rank = run->ranks[i]->rank;
+    }
     for (int i = 0; i < run->events_kept_count; i++) {
         const tw_event_note *e = &run->events_kept[i];
         tw_rank_failure *f = failure_of(rc, e->rank);
@@ -218,6 +329,15 @@ int tw_root_cause_find(const tw_run *run, tw_root_cause *rc)
         rc->failed_ranks += rc->ranks[i].first != NULL;
     choose_cause(rc);
     return TW_OK;
+}
+
+bool tw_root_cause_has_rank(const tw_root_cause *rc, int rank)
+{
+    for (int i = 0; i < rc->count; i++) {
+        if (rc->ranks[i].rank == rank)
+            return true;
+    }
+    return false;
 }
 
 void tw_root_cause_free(tw_root_cause *rc)
@@ -280,6 +400,39 @@ static bool timed_apart(const tw_root_cause *rc)
     return false;
 }
 
+/* What the agent's local rank is: the global rank its node's assignment
+ * makes it, or why none is named. */
+static void local_rank_evidence(const tw_run *run, const tw_root_cause *rc, tw_finding *f)
+{
+    if (rc->launcher_local < 0)
+        return;
+    char where[600];
+    if (rc->assignment) {
+        const tw_event_note *a = rc->assignment;
+        int ranks[64], n = 0;
+        const char *p = a->detail;
+        for (int v; n < 64 && tw_launcher_next_rank(&p, &v);)
+            ranks[n++] = v;
+        char list[256];
+        rank_list(list, sizeof list, ranks, n);
+        const char *group = strstr(a->message, "group_rank=");
+        tw_finding_evidence(f,
+                            "local rank %d on the node of global ranks %s (group_rank=%ld, by the agent's rank "
+                            "assignment at %s) is rank %d",
+                            rc->launcher_local, list, group ? strtol(group + 11, NULL, 10) : -1L,
+                            tw_where(run, a->file, a->line, where, sizeof where), rc->launcher_rank);
+        return;
+    }
+    char nodes[64] = "";
+    if (rc->assignments > 1)
+        snprintf(nodes, sizeof nodes, " (the agents of %d nodes wrote into this log)", rc->assignments);
+    tw_finding_evidence(f,
+                        "it names local rank %d on this node, the rank within the node of the agent that wrote "
+                        "it; the log does not say which node%s, so not which global rank%s",
+                        rc->launcher_local, nodes,
+                        rc->own_failures > 1 ? ": it is not used to order the failures" : "");
+}
+
 /* The launcher's report quoted, with what it settled; and where the rank it
  * names left no log among the inputs, say so. */
 void tw_root_cause_launcher_evidence(const tw_run *run, const tw_root_cause *rc, tw_finding *f)
@@ -304,9 +457,10 @@ void tw_root_cause_launcher_evidence(const tw_run *run, const tw_root_cause *rc,
                             strchr(l->detail, ',') ? "s" : "", l->detail, l->message, where, rc->cause_rank);
     else
         tw_finding_evidence(f, "the launcher's report: %s (%s)", l->message, where);
+    local_rank_evidence(run, rc, f);
     const char *p = l->detail;
     for (int v; tw_launcher_next_rank(&p, &v);) {
-        if (!tw_run_rank(run, v))
+        if (rc->ranks ? !tw_root_cause_has_rank(rc, v) : !tw_run_rank(run, v))
             tw_finding_evidence(f,
                                 "rank %d's own log is not among the inputs; its error is there (Paddle: "
                                 "log/workerlog.%d)",

@@ -193,9 +193,10 @@ static int silent_named_rank(const tw_run *run, const tw_root_cause *rc, bool *a
 {
     if (!rc->launcher)
         return -1;
+    (void)run;
     const char *p = rc->launcher->detail;
     for (int v; tw_launcher_next_rank(&p, &v);) {
-        *absent = !tw_run_rank(run, v);
+        *absent = !tw_root_cause_has_rank(rc, v);
         bool failed = false;
         for (int i = 0; i < rc->count; i++)
             failed |= rc->ranks[i].rank == v && rc->ranks[i].first;
@@ -255,6 +256,31 @@ static void report_launcher_named(const tw_run *run, tw_root_cause *rc, int rank
                                 "code. Read the launcher's exit code and the system log of that node.");
 }
 
+/* No rank among the inputs failed of its own, and the elastic agent names a
+ * local rank the logs cannot make a global one: said as the rank within
+ * the agent's node, and where its own log would be. */
+static void report_local_named(const tw_run *run, tw_root_cause *rc, tw_findings *out)
+{
+    const tw_event_note *l = rc->launcher;
+    tw_finding *f = tw_finding_add(out, "crash", TW_SEV_ERROR,
+                                   "Local rank %d on this node failed, by the launcher's report; the log does not "
+                                   "say which global rank that is",
+                                   rc->launcher_local);
+    if (!f)
+        return;
+    tw_finding_at_event(f, run, l);
+    rc->cause_rank = -1;
+    tw_root_cause_launcher_evidence(run, rc, f);
+    exit_code_evidence(f, l);
+    tw_root_cause_evidence(run, rc, f);
+    tw_finding_recommend(f,
+                         "Read the log of the process with LOCAL_RANK=%d on the node whose agent wrote this report "
+                         "(torchrun --log-dir keeps it in LOGDIR/<run_id>_*/attempt_N/%d/stderr.log): its error is "
+                         "the cause. The agent's rank assignment (logged at INFO, LOGLEVEL=INFO) says which global "
+                         "rank it is.",
+                         rc->launcher_local, rc->launcher_local);
+}
+
 /* A launch of several ranks ends in one failure and its consequences: the
  * finding names the rank that failed first and its victims. False when the
  * launch has one rank or nothing to say across ranks. */
@@ -269,6 +295,11 @@ static bool report_across_ranks(const tw_run *run, tw_findings *out)
     int silent = rc.own_failures == 0 ? silent_named_rank(run, &rc, &absent) : -1;
     if (silent >= 0) {
         report_launcher_named(run, &rc, silent, absent, out);
+        tw_root_cause_free(&rc);
+        return true;
+    }
+    if (rc.own_failures == 0 && tw_root_cause_local_only(&rc)) {
+        report_local_named(run, &rc, out);
         tw_root_cause_free(&rc);
         return true;
     }

@@ -8,7 +8,9 @@
  * warnings, process exits, "training finished" markers and the lines that
  * start a launch (an environment banner, the launcher's arguments), and the
  * launcher's report of the rank that failed (Paddle's "ABORT!!! ... rank=[3]",
- * torchrun's "Root Cause (first observed failure)").
+ * torchrun's "Root Cause (first observed failure)", the elastic agent's
+ * "failed ... local_rank: 2": a rank within its node) and the elastic agent's
+ * assignment of its node's ranks ("Rendezvous complete for workers").
  *
  * Multi-line blocks are tracked in a small state machine; everything else is
  * a keyword search. This format sees every line no step format claimed, so
@@ -51,6 +53,11 @@ typedef struct events_state {
     uint64_t assertion_line;        /* its line */
     int root_cause;                 /* lines left of torchrun's "Root Cause (first observed failure)" entry, 0 none */
     char launcher[TW_MESSAGE_MAX];  /* that entry as read so far */
+    struct {                        /* the elastic agent's "Rendezvous complete for workers" block */
+        bool open;                  /* its "  key=value" lines follow */
+        long long group_rank, group_world_size; /* -1: not read (yet) */
+        bool local_in_order;                    /* local_ranks=[0, 1, ..., n-1] */
+    } rendezvous;
 } events_state;
 
 static int emit_event(tw_parser *p, const tw_line *line, tw_event_kind kind, const char *msg, size_t len,
@@ -514,7 +521,10 @@ static int launcher_paddle_container(tw_parser *p, events_state *st, const tw_li
 }
 
 /* torch.distributed.elastic's agent: "failed (exitcode: 1) local_rank: 2
- * (pid: 60554) of binary: ...", quoted up to " of binary". */
+ * (pid: 60554) of binary: ...", quoted up to " of binary". A local rank is
+ * the rank within the agent's node (multiprocessing/api.py), not the job's:
+ * the detail says so ("local 2") and diagnose/root_cause.c turns it into a
+ * global rank only where the agent's rank assignment tells it. */
 static int launcher_elastic_failed(tw_parser *p, events_state *st, const tw_line *line, const char *at)
 {
     (void)st;
@@ -525,7 +535,79 @@ static int launcher_elastic_failed(tw_parser *p, events_state *st, const tw_line
     if (!local || !tw_scan_uint(local + strlen("local_rank: "), end, &rank) || rank > 1 << 20)
         return 0;
     const char *binary = tw_find(at, len, " of binary");
-    return launcher_event(p, line, at, binary ? (size_t)(binary - at) : len, rank);
+    char detail[32];
+    snprintf(detail, sizeof detail, "local %lld", rank);
+    return emit_event(p, line, TW_EV_LAUNCHER, at, binary ? (size_t)(binary - at) : len, detail, (int)rank);
+}
+
+/* The elastic agent after each rendezvous (agent/server/api.py, _rendezvous):
+ * "[default] Rendezvous complete for workers. Result:", then one "  key=value"
+ * line each: restart_count, master_addr, master_port, group_rank (the node),
+ * group_world_size (how many nodes), local_ranks, role_ranks, global_ranks
+ * (its workers' job ranks, in local rank order), role_world_sizes,
+ * global_world_sizes. Read by rendezvous_lines; this line is consumed. */
+static int launcher_rendezvous(tw_parser *p, events_state *st, const tw_line *line, const char *at)
+{
+    (void)p, (void)line, (void)at;
+    st->rendezvous.open = true;
+    st->rendezvous.group_rank = st->rendezvous.group_world_size = -1;
+    st->rendezvous.local_in_order = false;
+    return -1;
+}
+
+/* "[0, 1, 2, 3]": 0 to n-1 in order? */
+static bool counts_up(const char *s, const char *end)
+{
+    long long expect = 0, v;
+    for (; s < end && *s != ']'; s++) {
+        size_t d = tw_scan_uint(s, end, &v);
+        if (!d)
+            continue;
+        if (v != expect++)
+            return false;
+        s += d - 1;
+    }
+    return expect > 0;
+}
+
+/* A line of the agent's rendezvous result. At global_ranks the node's
+ * assignment is emitted as an event of kind ranks: the message names the
+ * node (group_rank) and how many there are (group_world_size, also the
+ * code), the detail lists the global ranks of local ranks 0, 1, ... A line
+ * of another shape ends the block (returns 0: read as usual). */
+static int rendezvous_lines(tw_parser *p, events_state *st, const tw_line *line)
+{
+    const char *s = line->text, *end = s + line->len;
+    while (s < end && tw_is_blank(*s))
+        s++;
+    const char *eq = memchr(s, '=', (size_t)(end - s));
+    if (s == line->text || !eq) {
+        st->rendezvous.open = false;
+        return 0;
+    }
+    size_t key = (size_t)(eq - s);
+    long long v;
+    if (key == 10 && memcmp(s, "group_rank", 10) == 0 && tw_scan_uint(eq + 1, end, &v))
+        st->rendezvous.group_rank = v;
+    else if (key == 16 && memcmp(s, "group_world_size", 16) == 0 && tw_scan_uint(eq + 1, end, &v))
+        st->rendezvous.group_world_size = v;
+    else if (key == 11 && memcmp(s, "local_ranks", 11) == 0)
+        st->rendezvous.local_in_order = counts_up(eq + 1, end);
+    else if (key == 12 && memcmp(s, "global_ranks", 12) == 0 && st->rendezvous.local_in_order &&
+             st->rendezvous.group_rank >= 0 && st->rendezvous.group_world_size > 0 &&
+             st->rendezvous.group_world_size <= 1 << 20) {
+        char ranks[TW_MESSAGE_MAX / 2], msg[TW_MESSAGE_MAX];
+        long long first;
+        if (rank_list(eq + 1, end, ranks, sizeof ranks, &first) == 0)
+            return -1;
+        snprintf(msg, sizeof msg,
+                 "Rendezvous complete for workers: group_rank=%lld group_world_size=%lld "
+                 "global_ranks=[%s]",
+                 st->rendezvous.group_rank, st->rendezvous.group_world_size, ranks);
+        return emit_event(p, line, TW_EV_RANKS, msg, strnlen(msg, sizeof msg - 1), ranks,
+                          (int)st->rendezvous.group_world_size);
+    }
+    return -1;
 }
 
 /* torchrun's "Root Cause (first observed failure):": the entry follows on
@@ -665,6 +747,7 @@ static const keyword_rule rules[] = {
     {"Container rank ", TW_EV_LAUNCHER, launcher_paddle_container},
     {"failed (exitcode: ", TW_EV_LAUNCHER, launcher_elastic_failed},
     {"Root Cause (first observed failure)", TW_EV_LAUNCHER, launcher_torchrun_root_cause},
+    {"Rendezvous complete for workers", TW_EV_RANKS, launcher_rendezvous},
     {"Warning: ", TW_EV_WARNING, NULL},
     {"WARNING", TW_EV_WARNING, NULL},
     {"exited with code", TW_EV_EXIT, NULL},
@@ -672,8 +755,7 @@ static const keyword_rule rules[] = {
     {"exitcode", TW_EV_EXIT, NULL},
     {"training finished", TW_EV_FINISHED, NULL},
     {"Training finished", TW_EV_FINISHED, NULL},
-    {"Training completed", TW_EV_FINISHED, NULL},
-    {"training completed", TW_EV_FINISHED, NULL},
+    {"raining completed", TW_EV_FINISHED, NULL}, /* Training, training (and pretraining) completed */
     {"Training done", TW_EV_FINISHED, NULL},
     {"training done", TW_EV_FINISHED, NULL},
     {"finished training", TW_EV_FINISHED, NULL},
@@ -798,6 +880,11 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
         if (n != 0)
             return n;
     }
+    if (st->rendezvous.open) {
+        int n = rendezvous_lines(p, st, line);
+        if (n != 0)
+            return n;
+    }
     if (st->block != BLOCK_NONE) {
         int n = in_block(p, st, line);
         if (n != 0)
@@ -842,6 +929,7 @@ static void finish(tw_parser *p, void *state)
     }
     st->block = BLOCK_NONE;
     st->root_cause = 0;
+    st->rendezvous.open = false;
 }
 
 /* The text buffers hold old bytes past their strings: compare what is used. */
@@ -857,7 +945,10 @@ static bool same_state(const void *a, const void *b)
            (!(x->await_message || x->name_held) || strcmp(x->pending_name, y->pending_name) == 0) &&
            (!x->name_held || (strcmp(x->frame, y->frame) == 0 && strcmp(x->user_frame, y->user_frame) == 0)) &&
            strcmp(x->assertion, y->assertion) == 0 && x->root_cause == y->root_cause &&
-           (!x->root_cause || strcmp(x->launcher, y->launcher) == 0);
+           (!x->root_cause || strcmp(x->launcher, y->launcher) == 0) && x->rendezvous.open == y->rendezvous.open &&
+           (!x->rendezvous.open || (x->rendezvous.group_rank == y->rendezvous.group_rank &&
+                                    x->rendezvous.group_world_size == y->rendezvous.group_world_size &&
+                                    x->rendezvous.local_in_order == y->rendezvous.local_in_order));
 }
 
 const tw_format tw_format_events = {

@@ -12,7 +12,9 @@
  * the lines each process prints once as it starts (its first NCCL ring, its
  * GPU's compute capability, the launcher's store listening, a worker's
  * connection to that store) become launch
- * events: where a launch begins.
+ * events: where a launch begins. torch.distributed.elastic's agent writes in
+ * this form too (torch 2.x): its report of a failed worker and its rank
+ * assignment are left to the events format, which reads them in any form.
  */
 #include <string.h>
 
@@ -58,6 +60,10 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     if (!detect(line))
         return 0;
     char severity = line->text[0];
+    if (tw_find(line->body, line->body_len, "torch/distributed/elastic/") &&
+        (tw_find(line->body, line->body_len, "failed (exitcode: ") ||
+         tw_find(line->body, line->body_len, "Rendezvous complete for workers")))
+        return 0;
     /* Paddle's collective init names the rank: "init nccl context nranks: 4 local rank: 1" */
     const char *rank = tw_find(line->body, line->body_len, "local rank: ");
     long long value;

@@ -58,8 +58,41 @@ int tw_rank_from_path(const char *path)
         if (tw_scan_uint(d, base + len, &v) && tw_rank_value(v) >= 0)
             return tw_rank_value(v);
     }
-    return -1;
+    size_t node;
+    return tw_rank_from_log_dir(path, &node);
 }
+
+/* The path component ending at end (exclusive) and its start. */
+static const char *component_before(const char *path, const char *end)
+{
+    const char *s = end;
+    while (s > path && s[-1] != '/')
+        s--;
+    return s;
+}
+
+int tw_rank_from_log_dir(const char *path, size_t *node)
+{
+    const char *base = component_before(path, path + strlen(path));
+    if (strcmp(base, "stdout.log") != 0 && strcmp(base, "stderr.log") != 0)
+        return -1;
+    if (base == path)
+        return -1;
+    const char *rank_end = base - 1, *rank = component_before(path, rank_end);
+    long long v;
+    if (rank == rank_end || tw_scan_uint(rank, rank_end, &v) != (size_t)(rank_end - rank) || tw_rank_value(v) < 0 ||
+        rank == path)
+        return -1;
+    const char *attempt_end = rank - 1, *attempt = component_before(path, attempt_end);
+    long long n;
+    size_t prefix = strlen("attempt_");
+    if ((size_t)(attempt_end - attempt) <= prefix || strncmp(attempt, "attempt_", prefix) != 0 ||
+        tw_scan_uint(attempt + prefix, attempt_end, &n) != (size_t)(attempt_end - attempt - prefix))
+        return -1;
+    *node = attempt > path ? (size_t)(attempt - 1 - path) : 0;
+    return tw_rank_value(v);
+}
+
 
 int tw_parser_new(tw_parser **out, const char *name, const tw_format *forced, int rank)
 {

@@ -242,13 +242,15 @@ PADDLE_ABORT = LAUNCHER / "paddle-33074-launcher-abort-trainer3.log"
 @pytest.mark.parametrize("name,line,ranks,code", [
     ("paddle-33074-launcher-abort-trainer3.log", 2, "3", 3),
     ("paddleclas-727-console-abort-trainers123.log", 17, "1, 2, 3", -1),
-    ("repvit-65-console-elastic-failed-local2.log", 7, "2", 2),
+    ("repvit-65-console-elastic-failed-local2.log", 7, "local 2", 2),
+    ("unsloth-10-elastic-failed-local3-glog.log", 4, "local 3", 3),
     ("cppo-6-torchrun-root-cause-sigkill.log", 22, "0", None),
 ])
 def test_the_launchers_report_is_read_as_an_event(name, line, ranks, code):
     """Paddle's legacy launcher (ABORT!!! ... rank=[N]), the elastic agent's
-    "failed (exitcode: 1) local_rank: 2" and torchrun's Root Cause entry, as
-    the launchers printed them: the ranks named, at the report's line."""
+    "failed (exitcode: 1) local_rank: 2" (a rank within its node: "local 2")
+    and torchrun's Root Cause entry, as the launchers printed them: the ranks
+    named, at the report's line."""
     recs, _ = records(LAUNCHER / name)
     (e,) = [r for r in recs if r.get("event") == "launcher"]
     assert e["line"] == line and e["detail"] == ranks and e.get("code", 0) == (code if code is not None else 0)
@@ -272,13 +274,89 @@ def test_ranks_named_by_the_launcher_whose_logs_are_missing():
 
 def test_the_elastic_agent_names_the_local_rank_that_failed():
     """RepViT issue 65: rank 0's epoch lines, the agent's SIGTERMs, then
-    "failed (exitcode: 1) local_rank: 2": rank 0 stopped, rank 2 is the cause."""
+    "failed (exitcode: 1) local_rank: 2". A local rank is the rank within the
+    agent's node, and nothing in the console says which node: local rank 2
+    is named as such, never as global rank 2."""
     report, _ = analyze_json(LAUNCHER / "repvit-65-console-elastic-failed-local2.log")
     (f,) = [f for f in report["findings"] if f["rule"] == "crash"]
-    assert f["title"] == "Rank 2 failed, by the launcher's report; its log is not among the inputs"
+    assert f["title"] == ("Local rank 2 on this node failed, by the launcher's report; the log does not say which "
+                          "global rank that is")
     assert f["line"] == 7 and f["rank"] == 0
     assert "the launcher's report: failed (exitcode: 1) local_rank: 2 (pid: 60554) (" in f["evidence"]
+    assert "local rank 2 on this node" in f["evidence"] and "Rank 2" not in f["title"]
+    assert "rank 2's own log is not among the inputs" not in f["evidence"]
     assert "rank 0: stopped logging at step" in f["evidence"] and "without an error of its own" in f["evidence"]
+    assert "LOCAL_RANK=2" in f["recommendation"]
+
+
+LRC = LAUNCHER / "lrc-2node-torchrun-agents-healthy.log"
+UNSLOTH_FAILED = LAUNCHER / "unsloth-10-elastic-failed-local3-glog.log"
+
+
+def lines_of(path, first, last):
+    """Lines first..last (1-based, inclusive) of a corpus file."""
+    return path.read_text().splitlines(keepends=True)[first - 1:last]
+
+
+def test_the_agents_rank_assignment_is_read_as_an_event():
+    """The two agents of the Lawrencium job print their rendezvous result
+    into one file: group_rank 0 holds global ranks 0-3, group_rank 1 (local
+    ranks 0-3) global ranks 4-7, in a world of 2 nodes."""
+    recs, _ = records(LRC)
+    ranks = [r for r in recs if r.get("event") == "rank-assignment"]
+    assert [(r["line"], r["detail"], r["code"]) for r in ranks] == [(64, "0, 1, 2, 3", 2), (82, "4, 5, 6, 7", 2)]
+    assert "group_rank=1" in ranks[1]["message"] and "global_ranks=[4, 5, 6, 7]" in ranks[1]["message"]
+
+
+def test_the_healthy_two_node_job_gets_no_finding():
+    """The whole Lawrencium job log: two agents, eight ranks' epochs, both
+    worker groups SUCCEEDED. Nothing of the agents' lines is a finding."""
+    report, result = analyze_json(LRC)
+    assert report["findings"] == [] and result.returncode == 0
+
+
+def test_the_agents_rank_assignment_turns_a_local_rank_into_the_global_one(tmp_path):
+    """Node 1's agent (group_rank 1, global ranks 4-7: the Lawrencium job's
+    real lines 74-85) and then an agent's real "failed (exitcode: 1)
+    local_rank: 3" (unsloth issue 10): in the log of that node, local rank 3
+    is global rank 7. The file joins two real excerpts (no public log was
+    found with both and a failure on a node other than the first: searched
+    find_string "group_rank=1", the issues corpus for ChildFailedError with
+    rendezvous results)."""
+    console = tmp_path / "node1-agent.log"
+    console.write_text("".join(lines_of(LRC, 74, 85)) + UNSLOTH_FAILED.read_text())
+    report, result = analyze_json(console)
+    (f,) = [f for f in report["findings"] if f["rule"] == "crash"]
+    assert f["title"] == "Rank 7 failed, by the launcher's report; its log is not among the inputs"
+    assert ("local rank 3 on the node of global ranks 4-7 (group_rank=1, by the agent's rank assignment at "
+            f"{console}:9) is rank 7") in f["evidence"]
+    assert "rank 7's own log is not among the inputs" in f["evidence"]
+    assert result.returncode == 1
+
+
+def test_two_agents_in_one_file_leave_the_local_rank_local(tmp_path):
+    """Both agents of the Lawrencium job wrote into one file (srun): which
+    node's agent reported "local_rank: 3" the file cannot say, so no global
+    rank is named. Real lines 1-85 of that job, then unsloth issue 10's lines."""
+    console = tmp_path / "job.log"
+    console.write_text("".join(lines_of(LRC, 1, 85)) + UNSLOTH_FAILED.read_text())
+    report, _ = analyze_json(console)
+    (f,) = [f for f in report["findings"] if f["rule"] == "crash"]
+    assert f["title"].startswith("Local rank 3 on this node failed, by the launcher's report")
+    assert "the agents of 2 nodes wrote into this log" in f["evidence"]
+
+
+def test_torchruns_root_cause_is_preferred_to_the_agents_local_rank(tmp_path):
+    """A file where torchrun's Root Cause entry (CPPO issue 6: rank 0) comes
+    before another agent's "local_rank: 3" line (unsloth issue 10), as two
+    nodes' consoles merged by srun can order them: the Root Cause's global
+    rank is the report taken, whatever the order."""
+    console = tmp_path / "merged.log"
+    console.write_text((LAUNCHER / "cppo-6-torchrun-root-cause-sigkill.log").read_text() + UNSLOTH_FAILED.read_text())
+    report, _ = analyze_json(console)
+    (f,) = [f for f in report["findings"] if f["rule"] in ("crash", "killed")]
+    assert f["title"].startswith("Rank 0 failed")
+    assert "torchrun's Root Cause (first observed failure): time 2025-05-21_15:43:03 rank 0 (local_rank: 0)" in f["evidence"]
 
 
 def test_torchruns_root_cause_with_a_signal_and_no_error_in_the_log():
@@ -338,7 +416,7 @@ def test_the_launcher_breaks_a_tie_between_failures_without_times(tmp_path):
 
     report, result = analyze_json(PADDLE_ABORT, *ranks)
     (f,) = [f for f in report["findings"] if f["rule"] in ("crash", "killed")]
-    assert f["title"] == "Rank 3 failed first; ranks 0-2 went down with it"
+    assert f["title"] == "Rank 3 failed first; ranks 1, 2 went down with it"  # the launcher's log is no rank
     assert f["rank"] == 3 and f["file"].endswith("workerlog.3") and f["line"] == 5
     assert f["evidence"].startswith("IndexError: list index out of range")
     assert "2 ranks failed of their own; the launcher's report names rank 3" in f["evidence"]
@@ -361,7 +439,7 @@ def test_timestamps_win_over_the_launchers_report(tmp_path):
         3: ["F0524 17:17:09.450000 4250 gpu_info.cc:33] Check failed: cudaSuccess == e (700 vs. 0)"]})
     report, _ = analyze_json(PADDLE_ABORT, *ranks)
     (f,) = [f for f in report["findings"] if f["rule"] in ("crash", "killed")]
-    assert f["rank"] == 1 and f["title"] == "Rank 1 failed first; ranks 0, 2, 3 went down with it"
+    assert f["rank"] == 1 and f["title"] == "Rank 1 failed first; ranks 2, 3 went down with it"
     assert "2 ranks failed of their own; rank 1's error is the earliest" in f["evidence"]
     assert ("the launcher named rank 3: ABORT!!! Out of all 4 trainers, the trainer process with rank=[3] was "
             "aborted. Please check its log. (") in f["evidence"]
@@ -376,6 +454,87 @@ def test_the_launcher_names_the_first_of_ranks_failing_alike(tmp_path):
     (f,) = [f for f in report["findings"] if f["rule"] in ("crash", "killed")]
     assert f["title"] == "3 ranks failed with the same error" and f["rank"] == 3
     assert "the launcher's report names rank 3: ABORT!!! Out of all 4 trainers" in f["evidence"]
+
+
+def test_a_launchers_log_among_rank_logs_is_no_rank_wherever_it_stands(tmp_path):
+    """The launcher's log (Paddle issue 33074's ABORT naming rank 3) given
+    between rank 1's and rank 2's logs took the number of its place (1) and
+    was read as rank 1's lines. It is the launcher's, not a rank's: rank 1
+    keeps its own log, and no rank 0 appears. Rank logs written here."""
+    ranks = rank_logs(tmp_path, {1: traceback("ValueError: rank one broke"), 2: SIGTERM_BLOCK,
+                                 3: traceback("IndexError: list index out of range")})
+    report, _ = analyze_json(ranks[0], PADDLE_ABORT, ranks[1], ranks[2])
+    (f,) = [f for f in report["findings"] if f["rule"] in ("crash", "killed")]
+    assert f["title"] == "Rank 3 failed first; ranks 1, 2 went down with it"
+    assert "rank 1: also failed: ValueError: rank one broke" in f["evidence"]
+    assert "rank 0" not in f["evidence"]
+
+
+def test_an_unresolved_local_rank_breaks_no_tie(tmp_path):
+    """Ranks 1 and 3 fail without times; the only launcher line is an
+    agent's "local_rank: 3" with nothing saying which node (unsloth issue
+    10's real lines): it is not taken for global rank 3, and rank 1 stays the
+    lowest, not known to be the first. With node 0's rank assignment before it
+    (the Lawrencium job's lines 56-67: global ranks 0-3) local rank 3 is
+    global rank 3 and breaks the tie. Rank logs written here."""
+    ranks = rank_logs(tmp_path, {1: traceback("ValueError: rank one broke"), 2: SIGTERM_BLOCK,
+                                 3: traceback("IndexError: list index out of range")})
+    report, _ = analyze_json(UNSLOTH_FAILED, *ranks)
+    (f,) = [f for f in report["findings"] if f["rule"] in ("crash", "killed")]
+    assert f["rank"] == 1 and "rank 1 is the lowest, not known to be the first" in f["evidence"]
+    assert "local rank 3 on this node" in f["evidence"] and "not used to order the failures" in f["evidence"]
+    assert "the launcher's report names rank 3" not in f["evidence"]
+
+    agent = tmp_path / "agent.log"
+    agent.write_text("".join(lines_of(LRC, 56, 67)) + UNSLOTH_FAILED.read_text())
+    report, _ = analyze_json(agent, *ranks)
+    (f,) = [f for f in report["findings"] if f["rule"] in ("crash", "killed")]
+    assert f["rank"] == 3 and f["title"] == "Rank 3 failed first; ranks 1, 2 went down with it"
+    assert "2 ranks failed of their own; the launcher's report names rank 3" in f["evidence"]
+
+
+def torchrun_log_dir(tmp_path, node, errors):
+    """torchrun --log-dir's layout for one node: LOGDIR/<run_id>_<random>/
+    attempt_0/<local rank>/stderr.log (torch.distributed.elastic.multiprocessing
+    api.py, DefaultLogsSpecs.reify), each with one training record and then
+    what the test gives."""
+    files = []
+    for rank, lines in errors.items():
+        d = tmp_path / node / "10889_zhbb_9hb" / "attempt_0" / str(rank)
+        d.mkdir(parents=True)
+        path = d / "stderr.log"
+        path.write_text("[2021/05/24 17:16:50] ppocr INFO: epoch: [1/500], global_step: 10, lr: 0.001000, "
+                        "loss: 2.000000, avg_reader_cost: 0.01000 s, avg_batch_cost: 0.50000 s, "
+                        "ips: 32.00000 samples/s\n" + "".join(line + "\n" for line in lines))
+        files.append(path)
+    return files
+
+
+def test_the_rank_is_read_from_torchruns_log_dir(tmp_path):
+    """Files named stderr.log in torchrun's log directory: the directory
+    above each is its local rank, which on one node is its rank. Without it
+    the four files were numbered in the order given (here reversed), and
+    rank 3's error was blamed on "rank 0"."""
+    files = torchrun_log_dir(tmp_path, "node0", {0: SIGTERM_BLOCK, 1: SIGTERM_BLOCK, 2: SIGTERM_BLOCK,
+                                                 3: traceback("IndexError: list index out of range")})
+    report, _ = analyze_json(*reversed(files))
+    (f,) = [f for f in report["findings"] if f["rule"] in ("crash", "killed")]
+    assert f["title"] == "Rank 3 failed first; ranks 0-2 went down with it"
+    assert f["file"].endswith("attempt_0/3/stderr.log")
+
+
+def test_two_nodes_log_dirs_do_not_merge_their_local_ranks(tmp_path):
+    """Two nodes' log directories both hold a local rank 0: read as rank 0
+    both would be one rank. The path cannot say which node is which
+    (group_rank), so the directories' numbers are not taken as ranks: the
+    files are numbered in the order given, and trainwatch says why."""
+    a = torchrun_log_dir(tmp_path, "node-a", {0: traceback("IndexError: list index out of range")})
+    b = torchrun_log_dir(tmp_path, "node-b", {0: SIGTERM_BLOCK})
+    report, result = analyze_json(*a, *b)
+    (f,) = [f for f in report["findings"] if f["rule"] in ("crash", "killed")]
+    assert f["title"] == "Rank 0 failed first; rank 1 went down with it"
+    assert "log directories of 2 torchrun agents (nodes)" in result.stderr
+    assert "local ranks" in result.stderr
 
 
 def test_no_launcher_report_no_launcher_evidence(corpus):

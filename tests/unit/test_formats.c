@@ -435,6 +435,76 @@ static void test_nccl_error_quotes_its_last_error(void **state)
     free(c);
 }
 
+/* torch.distributed.elastic's agent: its rank assignment after a rendezvous
+ * (the lines of the Lawrencium job in tests/corpus-extra/launcher) and its
+ * report of a failed worker, by local rank. */
+static const char rendezvous_block[] =
+    "INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous complete for workers. Result:\n"
+    "  restart_count=0\n"
+    "  master_addr=n0000.es1\n"
+    "  master_port=57850\n"
+    "  group_rank=1\n"
+    "  group_world_size=2\n"
+    "  local_ranks=[0, 1, 2, 3]\n"
+    "  role_ranks=[4, 5, 6, 7]\n"
+    "  global_ranks=[4, 5, 6, 7]\n"
+    "  role_world_sizes=[8, 8, 8, 8]\n"
+    "  global_world_sizes=[8, 8, 8, 8]\n"
+    "\n";
+
+static void test_elastic_agent_rank_assignment(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(rendezvous_block, NULL, NULL);
+    const tw_record *e = find_event(c, TW_EV_RANKS);
+    assert_non_null(e);
+    assert_int_equal(e->source.line, 9);
+    assert_string_equal(e->detail, "4, 5, 6, 7");
+    assert_int_equal(e->exit_code, 2);
+    assert_non_null(strstr(e->message, "group_rank=1 group_world_size=2 global_ranks=[4, 5, 6, 7]"));
+    assert_int_equal(count_kind(c, TW_REC_STEP), 0);
+    free(c);
+}
+
+static void test_elastic_agent_rank_assignment_needs_its_lines(void **state)
+{
+    (void)state;
+    /* local ranks not 0..n-1 in order: which global rank is whose is not said */
+    collected_records *c = parse_text("[default] Rendezvous complete for workers. Result:\n"
+                                      "  group_rank=1\n  group_world_size=2\n  local_ranks=[1, 0]\n"
+                                      "  global_ranks=[4, 5]\n",
+                                      NULL, NULL);
+    assert_null(find_event(c, TW_EV_RANKS));
+    free(c);
+    /* the block ends at a line of another shape: a later global_ranks is not its */
+    c = parse_text("[default] Rendezvous complete for workers. Result:\n  group_rank=0\n  group_world_size=1\n"
+                   "  local_ranks=[0, 1]\nsomething else\n  global_ranks=[0, 1]\n",
+                   NULL, NULL);
+    assert_null(find_event(c, TW_EV_RANKS));
+    free(c);
+}
+
+static void test_elastic_agent_failure_names_a_local_rank(void **state)
+{
+    (void)state;
+    /* torch 2.x writes the agent's lines in glog form: they are the events format's */
+    collected_records *c =
+        parse_text("W0801 13:23:17.366000 32974 torch/distributed/elastic/multiprocessing/api.py:900] Sending process "
+                   "33051 closing signal SIGTERM\n"
+                   "W0801 13:23:17.367000 32974 torch/distributed/elastic/multiprocessing/api.py:900] Sending process "
+                   "33052 closing signal SIGTERM\n"
+                   "E0801 13:23:20.000000 32974 torch/distributed/elastic/multiprocessing/api.py:874] "
+                   "failed (exitcode: 1) local_rank: 3 (pid: 33054) of binary: /usr/bin/python3\n",
+                   NULL, NULL);
+    const tw_record *e = find_event(c, TW_EV_LAUNCHER);
+    assert_non_null(e);
+    assert_string_equal(e->detail, "local 3");
+    assert_int_equal(e->exit_code, 3);
+    assert_string_equal(e->message, "failed (exitcode: 1) local_rank: 3 (pid: 33054)");
+    assert_null(find_event(c, TW_EV_WARNING));
+    free(c);
+}
+
 static void test_oom_nan_checkpoint_resume_events(void **state)
 {
     (void)state;
@@ -722,6 +792,9 @@ int main(void)
         cmocka_unit_test(test_paddle_assertion_is_the_error_at_its_line),
         cmocka_unit_test(test_device_side_assertion_is_the_error),
         cmocka_unit_test(test_nccl_error_quotes_its_last_error),
+        cmocka_unit_test(test_elastic_agent_rank_assignment),
+        cmocka_unit_test(test_elastic_agent_rank_assignment_needs_its_lines),
+        cmocka_unit_test(test_elastic_agent_failure_names_a_local_rank),
         cmocka_unit_test(test_oom_nan_checkpoint_resume_events),
         cmocka_unit_test(test_megatron_iteration_line),
         cmocka_unit_test(test_deepspeed_rank_lines),

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -282,6 +283,27 @@ static void test_rank_from_file_names(void **state)
     free(c);
 }
 
+/* torchrun --log-dir: LOGDIR/<run_id>_<random>/attempt_<n>/<local rank>/stdout.log
+ * (torch/distributed/elastic/multiprocessing/api.py, DefaultLogsSpecs.reify). */
+static void test_rank_from_torchrun_log_dirs(void **state)
+{
+    (void)state;
+    assert_int_equal(tw_rank_from_path("logs/10889_zhbb_9hb/attempt_0/3/stdout.log"), 3);
+    assert_int_equal(tw_rank_from_path("/tmp/x/none_mjqneoph/attempt_2/12/stderr.log"), 12);
+    assert_int_equal(tw_rank_from_path("attempt_0/5/stderr.log"), 5);
+    assert_int_equal(tw_rank_from_path("logs/run/attempt_0/filtered_stdout.log"), -1);
+    assert_int_equal(tw_rank_from_path("runs/2024/stdout.log"), -1);  /* no attempt_N above it */
+    assert_int_equal(tw_rank_from_path("attempt_0/3/train.log"), -1); /* not the agent's file */
+    assert_int_equal(tw_rank_from_path("attempt_x/3/stdout.log"), -1);
+    assert_int_equal(tw_rank_from_path("attempt_0/3a/stdout.log"), -1);
+    assert_int_equal(tw_rank_from_path("attempt_0/9999999999/stdout.log"), -1);
+    assert_int_equal(tw_rank_from_path("logs/attempt_0/1/workerlog.4"), 4); /* a rank in the name wins */
+    size_t node = 0;
+    assert_int_equal(tw_rank_from_log_dir("logs/10889_zhbb_9hb/attempt_0/3/stdout.log", &node), 3);
+    assert_int_equal(node, strlen("logs/10889_zhbb_9hb"));
+    assert_int_equal(tw_rank_from_log_dir("log/workerlog.3", &node), -1);
+}
+
 static void test_mixed_formats_in_one_file(void **state)
 {
     (void)state;
@@ -515,6 +537,7 @@ int main(void)
         cmocka_unit_test(test_binary_file_is_refused),
         cmocka_unit_test(test_gzip_file_and_truncated_gzip),
         cmocka_unit_test(test_rank_from_file_names),
+        cmocka_unit_test(test_rank_from_torchrun_log_dirs),
         cmocka_unit_test(test_mixed_formats_in_one_file),
         cmocka_unit_test(test_invalid_utf8_survives),
         cmocka_unit_test(test_stdin_is_read),
