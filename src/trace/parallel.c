@@ -28,7 +28,8 @@
 #include "reader.h"
 #include "trainwatch/error.h"
 
-#define GUESS_WINDOW (64u << 10) /* bytes looked at for a piece's first event */
+#define GUESS_WINDOW (64u << 10) /* bytes looked at for a piece's first event: */
+#define GUESS_FIRST  (4u << 10)  /* these first, the rest when they hold none */
 
 enum { SLOT_FREE, SLOT_BUSY, SLOT_DONE };
 
@@ -37,11 +38,15 @@ typedef struct slot {
     int state;
 } slot;
 
-/* A tokenizer's source: pread from off, up to end. */
+/* A tokenizer's source: pread from off, up to end; reads stop at soft
+ * (a piece's end and a little) while they can, then go on in steps of
+ * SOFT_STEP, so a piece costs about its own bytes, not a buffer more. */
 typedef struct pread_src {
     int fd;
-    uint64_t off, end;
+    uint64_t off, end, soft;
 } pread_src;
+
+#define SOFT_STEP (64u << 10)
 
 struct tw_trace_pieces {
     tw_trace_par par;
@@ -67,6 +72,9 @@ static long pread_read(void *arg, char *buf, size_t cap)
     pread_src *s = arg;
     if (s->off >= s->end)
         return 0;
+    uint64_t room = s->soft > s->off + SOFT_STEP ? s->soft - s->off : SOFT_STEP;
+    if (cap > room)
+        cap = (size_t)room;
     if (cap > s->end - s->off)
         cap = (size_t)(s->end - s->off);
     ssize_t n;
@@ -112,6 +120,24 @@ static bool guess_start(const char *buf, size_t n, uint64_t a, uint64_t *start)
     return false;
 }
 
+/* Where the piece at offset a likely has its first event: guess_start
+ * over its first GUESS_FIRST bytes, then over GUESS_WINDOW. */
+static bool find_start(int fd, char *window, uint64_t a, uint64_t *start)
+{
+    static const size_t sizes[] = {GUESS_FIRST, GUESS_WINDOW};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        ssize_t n;
+        do
+            n = pread(fd, window, sizes[i], (off_t)a);
+        while (n < 0 && errno == EINTR);
+        if (n > 0 && guess_start(window, (size_t)n, a, start))
+            return true;
+        if (n < (ssize_t)sizes[i])
+            return false; /* the file's end, or an error the reading thread will meet */
+    }
+    return false;
+}
+
 /* Reads piece i into c with js (a thread's own tokenizer and source). */
 static void read_piece(tw_trace_pieces *p, uint64_t i, tw_jstream *js, pread_src *src, char *window)
 {
@@ -121,11 +147,7 @@ static void read_piece(tw_trace_pieces *p, uint64_t i, tw_jstream *js, pread_src
     if (i == 0) {
         start = a;
     } else {
-        ssize_t n;
-        do
-            n = pread(p->par.fd, window, GUESS_WINDOW, (off_t)a);
-        while (n < 0 && errno == EINTR);
-        if (n <= 0 || !guess_start(window, (size_t)n, a, &start)) {
+        if (!find_start(p->par.fd, window, a, &start)) {
             c->start = UINT64_MAX;
             c->status = TW_CHUNK_FAIL;
             return;
@@ -133,6 +155,7 @@ static void read_piece(tw_trace_pieces *p, uint64_t i, tw_jstream *js, pread_src
     }
     c->start = start;
     src->off = start;
+    src->soft = b == UINT64_MAX ? UINT64_MAX : b + SOFT_STEP;
     tw_jstream_restart(js, start);
     tw_trace_read_chunk(js, b, c);
 }
@@ -140,7 +163,7 @@ static void read_piece(tw_trace_pieces *p, uint64_t i, tw_jstream *js, pread_src
 static void *worker(void *arg)
 {
     tw_trace_pieces *p = arg;
-    pread_src src = {.fd = p->par.fd, .end = p->par.size};
+    pread_src src = {.fd = p->par.fd, .end = p->par.size, .soft = UINT64_MAX};
     tw_jstream js;
     char *window = malloc(GUESS_WINDOW);
     bool ok = window && tw_jstream_init(&js, pread_read, &src) == TW_OK;
@@ -205,7 +228,7 @@ int tw_trace_pieces_start(tw_trace_pieces **out, const tw_trace_par *par, uint64
     p->begin = p->expected = begin;
     p->count = (par->size - begin + par->chunk - 1) / par->chunk;
     p->slot_count = par->threads + 2;
-    p->src = (pread_src){.fd = par->fd, .end = par->size};
+    p->src = (pread_src){.fd = par->fd, .end = par->size, .soft = UINT64_MAX};
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->done, NULL);
     pthread_cond_init(&p->room, NULL);
@@ -243,6 +266,7 @@ const tw_trace_chunk *tw_trace_pieces_next(tw_trace_pieces *p)
         uint64_t a, b;
         piece_range(p, i, &a, &b);
         c->start = p->src.off = p->expected;
+        p->src.soft = b == UINT64_MAX ? UINT64_MAX : b + SOFT_STEP;
         tw_jstream_restart(&p->js, p->expected);
         tw_trace_read_chunk(&p->js, b, c);
         if (c->status == TW_CHUNK_FAIL) {

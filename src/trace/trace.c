@@ -204,7 +204,7 @@ static int read_json(tw_trace *t, tw_trace_rank *r, source *src, int rank)
     tw_trace_par par = {.fd = src->fd,
                         .size = src->total,
                         .threads = reader_threads(&t->o),
-                        .chunk = t->o.chunk_bytes ? t->o.chunk_bytes : CHUNK_DEFAULT,
+                        .chunk = t->o.chunk_bytes ? t->o.chunk_bytes : getenv("TWCHUNK") ? strtoull(getenv("TWCHUNK"), NULL, 10) : CHUNK_DEFAULT,
                         .seek = source_seek,
                         .src = src,
                         .progress = par_progress,
