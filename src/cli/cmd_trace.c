@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -239,10 +240,31 @@ static int write_page(FILE *out, const void *arg)
     return tw_trace_write_html(out, p->trace, p->title);
 }
 
+/* Plain files are read through mappings (tw_trace_options.map_files): a
+ * file cut shorter while it is read faults there. That is said in one
+ * line, as any unreadable input is, not left to kill the process. */
+static void cut_while_mapped(int sig)
+{
+    static const char msg[] = "trainwatch trace: an input file became shorter while it was read\n";
+    (void)sig;
+    ssize_t n = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)n;
+    _exit(TW_EXIT_USAGE);
+}
+
+static void catch_cut_files(void)
+{
+    struct sigaction sa = {.sa_handler = cut_while_mapped};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, NULL);
+}
+
 static int run(int argc, char **argv)
 {
     trace_cli c = {.colour = -1, .progress = -1, .fail_on = TW_SEV_ERROR};
     tw_trace_options_default(&c.o);
+    c.o.map_files = true;
+    catch_cut_files();
     int first = parse_options(argc, argv, &c);
     if (first < 0)
         return TW_EXIT_USAGE;

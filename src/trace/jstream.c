@@ -18,14 +18,14 @@ int tw_jstream_init(tw_jstream *s, tw_jstream_read_fn read, void *src)
     memset(s, 0, sizeof *s);
     s->read = read;
     s->src = src;
-    s->buf = malloc(TW_JSTREAM_BUFFER);
-    return s->buf ? TW_OK : TW_ENOMEM;
+    s->buf = s->own = malloc(TW_JSTREAM_BUFFER);
+    return s->own ? TW_OK : TW_ENOMEM;
 }
 
 void tw_jstream_free(tw_jstream *s)
 {
-    free(s->buf);
-    s->buf = NULL;
+    free(s->own);
+    s->buf = s->own = NULL;
 }
 
 static bool refill(tw_jstream *s);
@@ -42,7 +42,13 @@ static bool refill(tw_jstream *s)
         return false;
     s->base += s->len;
     s->pos = s->len = 0;
-    long n = s->read(s->src, s->buf, TW_JSTREAM_BUFFER);
+    long n;
+    if (s->view) {
+        n = s->view(s->src, &s->buf);
+    } else {
+        s->buf = s->own;
+        n = s->read(s->src, s->own, TW_JSTREAM_BUFFER);
+    }
     if (n <= 0) {
         s->eof = true;
         s->read_error = n < 0;

@@ -41,11 +41,17 @@ typedef enum tw_jtok {
 
 /* Fills buf with up to cap bytes; returns the count, 0 at the end, -1 on error. */
 typedef long (*tw_jstream_read_fn)(void *src, char *buf, size_t cap);
+/* Or, without a copy: makes the source's next bytes readable where they lie
+ * (*bytes) and returns their count, 0 at the end, -1 on error; they stay
+ * readable until the next call (filesrc.c maps a file this way). */
+typedef long (*tw_jstream_view_fn)(void *src, const char **bytes);
 
 typedef struct tw_jstream {
     tw_jstream_read_fn read;
+    tw_jstream_view_fn view; /* set after init: read is not used */
     void *src;
-    char *buf;
+    const char *buf; /* the bytes being read: own, or the source's view */
+    char *own;       /* TW_JSTREAM_BUFFER bytes read fills */
     size_t len, pos;
     uint64_t base; /* bytes before buf[0] */
     bool eof, read_error;

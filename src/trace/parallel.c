@@ -25,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "filesrc.h"
 #include "reader.h"
 #include "trainwatch/error.h"
 
@@ -139,7 +140,21 @@ static bool find_start(int fd, char *window, uint64_t a, uint64_t *start)
 }
 
 /* Reads piece i into c with js (a thread's own tokenizer and source). */
-static void read_piece(tw_trace_pieces *p, uint64_t i, tw_jstream *js, pread_src *src, char *window)
+/* Places a thread's source (js->src: a tw_file_view when mapped, else a
+ * pread_src) at start, its reads to end near soft. */
+static void place(tw_jstream *js, uint64_t start, uint64_t soft)
+{
+    if (js->view) {
+        tw_file_view *v = js->src;
+        v->off = start, v->soft = soft;
+    } else {
+        pread_src *s = js->src;
+        s->off = start, s->soft = soft;
+    }
+    tw_jstream_restart(js, start);
+}
+
+static void read_piece(tw_trace_pieces *p, uint64_t i, tw_jstream *js, char *window)
 {
     uint64_t a, b, start;
     piece_range(p, i, &a, &b);
@@ -154,9 +169,7 @@ static void read_piece(tw_trace_pieces *p, uint64_t i, tw_jstream *js, pread_src
         }
     }
     c->start = start;
-    src->off = start;
-    src->soft = b == UINT64_MAX ? UINT64_MAX : b + SOFT_STEP;
-    tw_jstream_restart(js, start);
+    place(js, start, b == UINT64_MAX ? UINT64_MAX : b + SOFT_STEP);
     tw_trace_read_chunk(js, b, c);
 }
 
@@ -164,9 +177,12 @@ static void *worker(void *arg)
 {
     tw_trace_pieces *p = arg;
     pread_src src = {.fd = p->par.fd, .end = p->par.size, .soft = UINT64_MAX};
+    tw_file_view view = tw_file_view_of(p->par.fd, p->par.size);
     tw_jstream js;
     char *window = malloc(GUESS_WINDOW);
     bool ok = window && tw_jstream_init(&js, pread_read, &src) == TW_OK;
+    if (ok && p->par.map)
+        js.view = tw_file_view_next, js.src = &view;
     pthread_mutex_lock(&p->mu);
     for (;;) {
         while (!p->stop && p->next_claim < p->count && p->next_claim >= p->next_out + (uint64_t)p->slot_count)
@@ -178,7 +194,7 @@ static void *worker(void *arg)
         s->state = SLOT_BUSY;
         pthread_mutex_unlock(&p->mu);
         if (ok) {
-            read_piece(p, i, &js, &src, window);
+            read_piece(p, i, &js, window);
         } else { /* no memory for this thread: the reading thread reads it */
             s->c.start = UINT64_MAX;
             s->c.status = TW_CHUNK_FAIL;
@@ -190,6 +206,7 @@ static void *worker(void *arg)
     pthread_mutex_unlock(&p->mu);
     if (window && ok)
         tw_jstream_free(&js);
+    tw_file_view_close(&view);
     free(window);
     return NULL;
 }
@@ -265,9 +282,8 @@ const tw_trace_chunk *tw_trace_pieces_next(tw_trace_pieces *p)
     if (c->status == TW_CHUNK_FAIL || c->start != p->expected) { /* read again from where the last one stopped */
         uint64_t a, b;
         piece_range(p, i, &a, &b);
-        c->start = p->src.off = p->expected;
-        p->src.soft = b == UINT64_MAX ? UINT64_MAX : b + SOFT_STEP;
-        tw_jstream_restart(&p->js, p->expected);
+        c->start = p->expected;
+        place(&p->js, p->expected, b == UINT64_MAX ? UINT64_MAX : b + SOFT_STEP);
         tw_trace_read_chunk(&p->js, b, c);
         if (c->status == TW_CHUNK_FAIL) {
             p->finished = true; /* the one thread goes on from expected */

@@ -19,6 +19,7 @@
 #include <zlib.h>
 
 #include "../core/grow.h"
+#include "filesrc.h"
 #include "internal.h"
 #include "trainwatch/error.h"
 #include "trainwatch/parse.h"
@@ -93,7 +94,9 @@ static tw_trace_rank *new_rank(tw_trace *t, const char *path)
 typedef struct source {
     gzFile gz; /* or NULL: a plain file (fd >= 0) or memory */
     int fd;
-    uint64_t off; /* a plain file's next byte */
+    uint64_t off; /* a plain file's next byte, read with pread */
+    bool mapped;  /* or the plain file read through fv */
+    tw_file_view fv;
     const char *mem;
     size_t mem_len, mem_pos;
     const char *head; /* bytes already read, handed out first */
@@ -131,8 +134,17 @@ static bool source_seek(void *arg, uint64_t off)
 {
     source *s = arg;
     s->head_pos = s->head_len;
-    s->off = off;
+    s->off = s->fv.off = off;
     return true;
+}
+
+/* The tokenizer's view of a mapped plain file. */
+static long source_view(void *arg, const char **bytes)
+{
+    source *s = arg;
+    long n = tw_file_view_next(&s->fv, bytes);
+    source_progress(s, s->fv.off);
+    return n;
 }
 
 static void par_progress(void *arg, uint64_t done)
@@ -198,13 +210,16 @@ static int read_json(tw_trace *t, tw_trace_rank *r, source *src, int rank)
         tw_rank_acc_free(acc);
         return TW_ENOMEM;
     }
+    if (src->mapped)
+        js.view = source_view;
     src->events = &r->events;
     tw_trace_reader_stats st;
     const char *error = NULL;
     tw_trace_par par = {.fd = src->fd,
                         .size = src->total,
                         .threads = reader_threads(&t->o),
-                        .chunk = t->o.chunk_bytes ? t->o.chunk_bytes : getenv("TWCHUNK") ? strtoull(getenv("TWCHUNK"), NULL, 10) : CHUNK_DEFAULT,
+                        .chunk = t->o.chunk_bytes ? t->o.chunk_bytes : CHUNK_DEFAULT,
+                        .map = src->mapped,
                         .seek = source_seek,
                         .src = src,
                         .progress = par_progress,
@@ -262,14 +277,20 @@ static int read_summary(tw_trace_rank *r, source *src, int rank, int order)
 static int read_source(tw_trace *t, tw_trace_rank *r, source *src, int rank)
 {
     char head[HEAD];
-    long n = source_read(src, head, sizeof head);
-    if (n < 0) {
-        snprintf(r->error, sizeof r->error, "%s", "corrupt gzip data");
-        return TW_EGZIP;
+    long n;
+    if (src->mapped) { /* looked at where it lies: the view starts at 0 */
+        ssize_t got = pread(src->fd, head, sizeof head, 0);
+        n = got < 0 ? 0 : got;
+    } else {
+        n = source_read(src, head, sizeof head);
+        if (n < 0) {
+            snprintf(r->error, sizeof r->error, "%s", "corrupt gzip data");
+            return TW_EGZIP;
+        }
+        src->head = head;
+        src->head_len = (size_t)n;
+        src->head_pos = 0;
     }
-    src->head = head;
-    src->head_len = (size_t)n;
-    src->head_pos = 0;
     if (tw_trace_summary_detect(head, (size_t)n))
         return read_summary(r, src, rank, t->n - 1);
     return read_json(t, r, src, rank);
@@ -308,6 +329,8 @@ int tw_trace_add_file(tw_trace *t, const char *path, int rank, tw_trace_progress
     source src = {.fd = -1, .progress = progress, .arg = arg, .total = is_stdin ? 0 : (uint64_t)sb.st_size};
     if (!is_stdin && S_ISREG(sb.st_mode) && !gzip_file(fd)) {
         src.fd = fd;
+        src.mapped = t->o.map_files;
+        src.fv = tw_file_view_of(fd, (uint64_t)sb.st_size);
     } else if (!(src.gz = gzdopen(fd, "rb"))) {
         close(fd);
         snprintf(r->error, sizeof r->error, "%s", tw_strerror(TW_ENOMEM));
@@ -319,6 +342,7 @@ int tw_trace_add_file(tw_trace *t, const char *path, int rank, tw_trace_progress
     uint64_t none = 0;
     src.events = &none;
     int rc = read_source(t, r, &src, rank);
+    tw_file_view_close(&src.fv);
     if (src.gz)
         gzclose(src.gz);
     else

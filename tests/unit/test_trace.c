@@ -208,7 +208,7 @@ static bool skip_text(const char *text, bool drip_it, const char **error)
     tw_jstream s;
     assert_int_equal(tw_jstream_init(&s, drip_it ? drip_read : NULL, &d), 0);
     if (!drip_it) { /* the whole text in one read */
-        memcpy(s.buf, text, strlen(text));
+        memcpy(s.own, text, strlen(text));
         s.len = strlen(text);
         s.eof = true;
     }
@@ -334,7 +334,7 @@ static void read_both_ways(const char *doc, size_t len)
     tw_jstream s;
     assert_true(len <= TW_JSTREAM_BUFFER);
     assert_int_equal(tw_jstream_init(&s, NULL, NULL), 0);
-    memcpy(s.buf, doc, len);
+    memcpy(s.own, doc, len);
     s.len = len;
     s.eof = true;
     int ra = tw_trace_read(&s, keep_event, &a, &sa, &ea);

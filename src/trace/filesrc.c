@@ -1,0 +1,49 @@
+/*
+ * filesrc.c: windows of a plain file for the tokenizer (filesrc.h). Each
+ * window starts at the page holding the next byte and runs TW_FILE_WINDOW
+ * bytes, or to the soft end (a piece's end, page-rounded) when that comes
+ * first and lies ahead, or to the file's end; the kernel is told it will
+ * be read in order. A mapping that fails is an error (-1), never a
+ * silent end.
+ */
+#include "filesrc.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+tw_file_view tw_file_view_of(int fd, uint64_t size)
+{
+    return (tw_file_view){.fd = fd, .size = size, .soft = UINT64_MAX};
+}
+
+void tw_file_view_close(tw_file_view *v)
+{
+    if (v->map)
+        munmap(v->map, v->map_len);
+    v->map = NULL;
+    v->map_len = 0;
+}
+
+long tw_file_view_next(void *arg, const char **bytes)
+{
+    tw_file_view *v = arg;
+    tw_file_view_close(v);
+    if (v->off >= v->size)
+        return 0;
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t from = v->off / page * page, to = from + TW_FILE_WINDOW;
+    if (v->soft > v->off && v->soft < to)
+        to = (v->soft + page - 1) / page * page;
+    if (to > v->size)
+        to = v->size;
+    void *map = mmap(NULL, (size_t)(to - from), PROT_READ, MAP_PRIVATE, v->fd, (off_t)from);
+    if (map == MAP_FAILED)
+        return -1;
+    madvise(map, (size_t)(to - from), MADV_SEQUENTIAL);
+    v->map = map;
+    v->map_len = (size_t)(to - from);
+    *bytes = (const char *)map + (v->off - from);
+    long n = (long)(to - v->off);
+    v->off = to;
+    return n;
+}
