@@ -37,6 +37,9 @@ typedef struct tw_trace_options {
     double idle_share;      /* GPU idle above this share of step time is reported (0.30) */
     int threads;            /* threads reading a large plain file: 0 one per core (at most 16), 1 one */
     uint64_t chunk_bytes;   /* bytes a thread reads at a time (0: 4 MiB); tests make it small */
+    bool map_files;         /* read plain files through read-only mappings, not copies: faster,
+                             * but a file cut shorter meanwhile raises SIGBUS, which the caller
+                             * must handle (trainwatch trace does) */
 } tw_trace_options;
 
 void tw_trace_options_default(tw_trace_options *o);

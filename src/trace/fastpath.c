@@ -539,46 +539,93 @@ static inline bool same_start(const char *p, const char text[9], size_t len)
     return ((a ^ b) & mask) == 0;
 }
 
+/* The eight keys an event is read for, in the order Kineto writes an X
+ * event's; K_OTHER: any other key. */
+enum { K_PH, K_CAT, K_NAME, K_PID, K_TID, K_TS, K_DUR, K_ARGS, K_OTHER };
+
+static const struct {
+    char text[9]; /* the key, its quotes, ": "; zeros after */
+    size_t len;
+} event_keys[K_OTHER] = {
+    [K_PH] = {"\"ph\": ", 6},   [K_CAT] = {"\"cat\": ", 7}, [K_NAME] = {"\"name\": ", 8}, [K_PID] = {"\"pid\": ", 7},
+    [K_TID] = {"\"tid\": ", 7}, [K_TS] = {"\"ts\": ", 6},   [K_DUR] = {"\"dur\": ", 7},   [K_ARGS] = {"\"args\": ", 8}};
+
+/* Which of the eight keys the bytes at p (9 or more of them) spell. */
+static inline int key_by_bytes(const char *p)
+{
+    switch (p[1]) {
+    case 'p':
+        return p[2] == 'h' ? K_PH : K_PID;
+    case 't':
+        return p[2] == 's' ? K_TS : K_TID;
+    case 'c':
+        return K_CAT;
+    case 'd':
+        return K_DUR;
+    case 'n':
+        return K_NAME;
+    case 'a':
+        return K_ARGS;
+    default:
+        return K_OTHER;
+    }
+}
+
 /* A key of an event at its quote p, written as Kineto writes the eight an
  * event is read for ("ts": and a value): told from its bytes in one look,
- * without scanning for the closing quote; any other key, or other spacing,
- * goes through fast_key. */
-TW_HOT const char *fast_event_key(const char *p, tw_trace_fast_in *in, const char **k, size_t *n)
+ * without scanning for the closing quote, the key after *key in Kineto's
+ * order tried first; *key is set to the key read (K_OTHER for any other,
+ * or other spacing, which goes through fast_key with its text in k, n). */
+TW_HOT const char *fast_event_key(const char *p, tw_trace_fast_in *in, int *key, const char **k, size_t *n)
 {
-    static const struct {
-        char text[9]; /* the key, its quotes, ": "; zeros after */
-        size_t len;
-    } keys[] = {{"\"ph\": ", 6},  {"\"ts\": ", 6},  {"\"cat\": ", 7},  {"\"dur\": ", 7},
-                {"\"pid\": ", 7}, {"\"tid\": ", 7}, {"\"name\": ", 8}, {"\"args\": ", 8}};
-    int i;
-    switch (in->end - p >= 9 ? p[1] : 0) {
-    case 'p':
-        i = p[2] == 'h' ? 0 : 4;
-        break;
-    case 't':
-        i = p[2] == 's' ? 1 : 5;
-        break;
-    case 'c':
-        i = 2;
-        break;
-    case 'd':
-        i = 3;
-        break;
-    case 'n':
-        i = 6;
-        break;
-    case 'a':
-        i = 7;
-        break;
-    default:
-        return fast_key(p, in, k, n);
+    if (in->end - p >= 9) {
+        int i = *key + 1 < K_OTHER ? *key + 1 : K_PH; /* the next, as Kineto writes them */
+        bool known = same_start(p, event_keys[i].text, event_keys[i].len);
+        if (!known) {
+            i = key_by_bytes(p);
+            known = i != K_OTHER && same_start(p, event_keys[i].text, event_keys[i].len);
+        }
+        if (known && !space(p[event_keys[i].len])) {
+            *key = i;
+            return p + event_keys[i].len;
+        }
     }
-    size_t len = keys[i].len;
-    if (!same_start(p, keys[i].text, len) || space(p[len]))
-        return fast_key(p, in, k, n);
-    *k = p + 1;
-    *n = len - 4;
-    return p + len;
+    *key = K_OTHER;
+    return fast_key(p, in, k, n);
+}
+
+/* The value of one of the eight keys at p: as fast_member. */
+TW_HOT const char *fast_known(tw_trace_event *e, int key, const char *p, tw_trace_fast_in *in)
+{
+    double v = NAN;
+    bool str;
+    switch (key) {
+    case K_PH: {
+        char ph[8] = "";
+        p = fast_copy(p, in, ph, sizeof ph, NULL);
+        e->ph = ph[0];
+        return p;
+    }
+    case K_TS:
+        p = fast_value_number(p, in, &v, &str);
+        e->ts = v, e->has_ts = !str && isfinite(v);
+        return p;
+    case K_DUR:
+        p = fast_value_number(p, in, &v, &str);
+        e->dur = v, e->has_dur = !str && isfinite(v) && v >= 0;
+        return p;
+    case K_PID:
+    case K_TID:
+        p = fast_value_number(p, in, &v, &str);
+        *(key == K_PID ? &e->pid : &e->tid) = tw_trace_as_id(v);
+        return p;
+    case K_CAT:
+        return fast_copy(p, in, e->cat, sizeof e->cat, NULL);
+    case K_NAME:
+        return fast_copy(p, in, e->name, sizeof e->name, &e->name_len);
+    default: /* K_ARGS */
+        return *p == '{' ? fast_args(e, p, in) : NULL;
+    }
 }
 
 /* An event whose { is at p, whole in [p, end): read into e; the byte
@@ -589,10 +636,11 @@ static const char *fast_event(tw_trace_event *e, const char *p, tw_trace_fast_in
     bool more;
     const char *k;
     size_t n;
+    int key = K_ARGS; /* so that ph is tried first */
     for (p = fast_first(p + 1, in, &more); p && more; p = fast_next(p, in, &more)) {
-        p = fast_event_key(p, in, &k, &n);
+        p = fast_event_key(p, in, &key, &k, &n);
         if (p)
-            p = fast_member(e, k, n, p, in);
+            p = key == K_OTHER ? fast_member(e, k, n, p, in) : fast_known(e, key, p, in);
         if (!p)
             return NULL;
     }
