@@ -243,12 +243,21 @@ static int write_page(FILE *out, const void *arg)
 /* Plain files are read through mappings (tw_trace_options.map_files): a
  * file cut shorter while it is read faults there. That is said in one
  * line, as any unreadable input is, not left to kill the process. */
+static const char *volatile reading; /* the input being read, for the handler */
+
+static void say(const char *text)
+{
+    ssize_t n = write(STDERR_FILENO, text, strlen(text));
+    (void)n;
+}
+
 static void cut_while_mapped(int sig)
 {
-    static const char msg[] = "trainwatch trace: an input file became shorter while it was read\n";
     (void)sig;
-    ssize_t n = write(STDERR_FILENO, msg, sizeof msg - 1);
-    (void)n;
+    const char *path = reading;
+    say("trainwatch: ");
+    say(path ? path : "an input");
+    say(": the file became shorter while it was read\n");
     _exit(TW_EXIT_USAGE);
 }
 
@@ -283,7 +292,9 @@ static int run(int argc, char **argv)
     for (int i = first; i < argc; i++) {
         progress_state ps = {.path = argv[i]};
         clock_gettime(CLOCK_MONOTONIC, &ps.start);
+        reading = argv[i];
         int rc = tw_trace_add_file(t, argv[i], -1, progress ? show_progress : NULL, &ps);
+        reading = NULL;
         if (ps.shown)
             fputs("\r\x1b[K", stderr);
         const tw_trace_rank *r = tw_trace_rank_at(t, tw_trace_rank_count(t) - 1);

@@ -5,13 +5,16 @@ a paddle.profiler chrome trace made by a generator that follows REFERENCE.md
 summary-text excerpts, and bad input."""
 import gzip
 import json
+import os
 import pathlib
 import re
+import subprocess
+import time
 
 import pytest
 
 import trace_reference
-from conftest import CORPUS, run
+from conftest import CORPUS, binary, run
 
 TRACES = CORPUS / "traces"
 KINETO = sorted(TRACES.glob("*.json.gz"))
@@ -412,3 +415,30 @@ def test_threads_give_the_one_thread_report(tmp_path, name):
 def test_threads_option_is_checked(value):
     result = run(["trainwatch", "trace", "--threads", value, TRACES / KINETO[0].name])
     assert result.returncode == 2 and "--threads" in result.stderr
+
+
+def test_a_file_cut_while_it_is_read_is_an_error_not_a_crash(tmp_path):
+    """trace reads plain files through read-only mappings; a file cut shorter
+    while it is read faults where the mapping is read (SIGBUS). Whatever
+    moment the cut comes (before, during or after the read), trace must end
+    by itself: a report, or exit 2 with one line naming what happened, never
+    killed by a signal."""
+    path = tmp_path / "big.json"
+    line = '{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": %d, "dur": 5},\n'
+    body = "".join(line % (10 * i) for i in range(600000))
+    data = ('{"traceEvents": [\n' + body + '{}]}\n').encode()
+    seen = set()
+    for threads in ("1", "2"):
+        for delay in (0.0, 0.002, 0.005, 0.01, 0.02, 0.05):
+            path.write_bytes(data)
+            proc = subprocess.Popen([binary("trainwatch"), "trace", "--json", "--threads", threads, str(path)],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            time.sleep(delay)
+            os.truncate(path, 4096)
+            _, err = proc.communicate(timeout=60)
+            assert proc.returncode in (0, 1, 2), (threads, delay, proc.returncode, err)
+            if proc.returncode == 2:
+                lines = [l for l in err.splitlines() if l]
+                assert len(lines) == 1 and "big.json" in lines[0], err
+            seen.add(proc.returncode)
+    assert seen, "no run ended"
