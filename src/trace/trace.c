@@ -29,6 +29,7 @@
 #define PROGRESS_EVERY (16u << 20)
 #define CHUNK_DEFAULT  (4u << 20)
 #define THREADS_MAX    16
+#define PIECES_MEMORY  (40u << 20) /* what the pieces in flight may hold, about */
 
 struct tw_trace {
     tw_trace_options o;
@@ -198,6 +199,15 @@ static int reader_threads(const tw_trace_options *o)
     return n < 1 ? 1 : n > THREADS_MAX ? THREADS_MAX : (int)n;
 }
 
+/* The bytes of a piece for n threads: each thread holds a piece's mapping
+ * and n + 2 pieces' events wait, each about a piece's size, so 2n + 2
+ * pieces share PIECES_MEMORY; 4 MiB at most, 1 MiB at least. */
+static uint64_t piece_bytes(int n)
+{
+    uint64_t bytes = PIECES_MEMORY / (2 * (uint64_t)n + 2);
+    return bytes > CHUNK_DEFAULT ? CHUNK_DEFAULT : bytes < (1u << 20) ? 1u << 20 : bytes;
+}
+
 /* Streams the JSON of src into rank r. */
 static int read_json(tw_trace *t, tw_trace_rank *r, source *src, int rank)
 {
@@ -218,7 +228,7 @@ static int read_json(tw_trace *t, tw_trace_rank *r, source *src, int rank)
     tw_trace_par par = {.fd = src->fd,
                         .size = src->total,
                         .threads = reader_threads(&t->o),
-                        .chunk = t->o.chunk_bytes ? t->o.chunk_bytes : CHUNK_DEFAULT,
+                        .chunk = t->o.chunk_bytes ? t->o.chunk_bytes : piece_bytes(reader_threads(&t->o)),
                         .map = src->mapped,
                         .seek = source_seek,
                         .src = src,
