@@ -24,12 +24,16 @@
  *     percent; the template's tokens that differ from the line's become
  *     <*>. Otherwise the line starts a group of its own.
  *
- * The threshold is 50%, not Drain3's default 0.4: it is what the LogPAI
- * benchmark (Zhu et al., ICSE-SEIP 2019) tuned Drain to on most of its 16
- * data sets, and these lines come whole, with no log format to cut their
- * header off: at 0.4, five-token lines that share a leading word and one
- * more (a colon) merge, at 0.5 they need three of five. A person reads the
- * result; a line merged away is a line nobody sees.
+ * The threshold is 50%, not Drain3's default 0.4: 0.5 is what LogPAI's
+ * benchmark settings for Drain (logparser, Drain/benchmark.py) use on 9 of
+ * its 16 data sets, and these lines come whole, with no log format to cut
+ * their header off, so a few shared leading words weigh more. On the
+ * corpus, 0.4 merged "INFO - Total parameters: <*> M." with "INFO -
+ * =====> Start epoch <*>" (VinVL) and "<*> INFO Saving config to <PATH>"
+ * with "<*> INFO Wrapping model with DDP..." (OLMo); 0.5 kept them apart
+ * and still made a config dump ("ppocr INFO: name : ResNet_vd", "...
+ * layers : 50") one template. A person reads the result; a line merged
+ * away is a line nobody sees.
  *
  * Domain guard: a token that holds a trouble word (trouble_words below,
  * searched in the masked line lowercased; a phrase such as "timed out"
@@ -42,16 +46,21 @@
  * which is understood costs nothing. A line costs O(its tokens): the mask,
  * the guard, one hop per tree level (a hash compare per child, at most
  * TW_TEMPLATES_CHILDREN_MAX), and the templates of one leaf, at most
- * TW_TEMPLATES_LEAF_MAX. A line that would start a group in a full leaf, or
- * past TW_TEMPLATES_MAX groups in all, is counted as "other". Joining a
- * group allocates nothing (its text has room for every token widened to
- * <*>); a new group allocates its text and the tree nodes on its path.
+ * TW_TEMPLATES_LEAF_MAX. Past a full leaf, a line that joins none of its
+ * templates is grouped by its exact masked text (a hash lookup, what this
+ * miner did before it clustered; such groups never merge), so prose of
+ * many shapes (a tool's help text) is still counted line by line. A line
+ * that would start a group past TW_TEMPLATES_MAX groups in all is counted
+ * as "other". Joining a group allocates nothing (its text has room for
+ * every token widened to <*>); a new group allocates its text and the tree
+ * nodes on its path.
  *
  * Each group keeps its count, the ranks it appeared on (a 64-bit set of
  * rank mod 64, and the first rank), its first line and its text, and per
  * launch (the launch its rank was in when the line came: run.c's cursor)
  * its count and first line, grown to the last launch it appeared in.
- * Ownership: tw_templates owns the groups (text, launches) and the tree.
+ * Ownership: tw_templates owns the groups (text, launches), the tree and
+ * the exact-text table.
  *
  * A template is unusual when it is rare (at most TW_UNUSUAL_RARE lines) and
  * either says trouble (error, fatal, fail, timeout, killed, refused,
@@ -117,6 +126,7 @@ struct tw_templates {
     tw_template *groups; /* [0, count) of cap */
     size_t count, cap;
     tree_node *by_length[TEMPLATE_TOKENS_MAX + 1]; /* the first level: token count */
+    uint32_t *exact; /* groups past a full leaf, by exact text: index + 1 (0: empty); 2 * TW_TEMPLATES_MAX */
     uint64_t lines, other;
 };
 
@@ -154,6 +164,7 @@ void tw_templates_free(tw_templates *t)
         free(t->groups[i].launches);
     }
     free(t->groups);
+    free(t->exact);
     for (int n = 0; n <= TEMPLATE_TOKENS_MAX; n++)
         node_free(t->by_length[n]);
     free(t);
@@ -409,38 +420,52 @@ static void generalise(tw_template *e, const line_tokens *l)
         memcpy(e->text, out, o + 1);
 }
 
-/* A new group for l in leaf; NULL with *err 0: a cap is reached (the line
- * is other). */
-static tw_template *new_group(tw_templates *t, const line_tokens *l, const tw_record *r, uint32_t file, int *err)
+/* Room for one more group (and its index in leaf, when leaf). */
+static int make_room(tw_templates *t, tree_node *leaf)
 {
-    *err = TW_OK;
-    if (t->count == TW_TEMPLATES_MAX)
-        return NULL;
     if (t->count == t->cap) {
         size_t cap = t->cap ? 2 * t->cap : 64;
         tw_template *grown = realloc(t->groups, sizeof *grown * cap);
         if (!grown)
-            goto nomem;
+            return TW_ENOMEM;
         t->groups = grown;
         t->cap = cap;
     }
-    tree_node *leaf = make_leaf(t, l);
-    if (!leaf)
-        goto nomem;
-    if (leaf->group_count == TW_TEMPLATES_LEAF_MAX)
-        return NULL;
-    if (leaf->group_count == leaf->group_cap) {
+    if (leaf && leaf->group_count == leaf->group_cap) {
         int cap = leaf->group_cap ? 2 * leaf->group_cap : 4;
         uint32_t *grown = realloc(leaf->groups, sizeof *grown * (size_t)cap);
         if (!grown)
-            goto nomem;
+            return TW_ENOMEM;
         leaf->groups = grown;
         leaf->group_cap = cap;
     }
+    if (!leaf && !t->exact && !(t->exact = calloc(2 * TW_TEMPLATES_MAX, sizeof *t->exact)))
+        return TW_ENOMEM;
+    return TW_OK;
+}
+
+/* The group of l's exact text among those past a full leaf; *slot: where
+ * it is, or where it goes. */
+static tw_template *exact_group(tw_templates *t, const line_tokens *l, size_t *slot)
+{
+    size_t i = hash_bytes(l->text, strlen(l->text)) % (2 * TW_TEMPLATES_MAX);
+    for (; t->exact && t->exact[i]; i = (i + 1) % (2 * TW_TEMPLATES_MAX)) {
+        tw_template *e = &t->groups[t->exact[i] - 1];
+        if (strcmp(e->text, l->text) == 0)
+            break;
+    }
+    *slot = i;
+    return t->exact && t->exact[i] ? &t->groups[t->exact[i] - 1] : NULL;
+}
+
+/* The group l starts, in leaf or (NULL: past a full leaf) by its exact text. */
+static tw_template *start_group(tw_templates *t, const line_tokens *l, const tw_record *r, uint32_t file,
+                                tree_node *leaf, size_t slot)
+{
     tw_template *e = &t->groups[t->count];
     memset(e, 0, sizeof *e);
     if (!(e->text = malloc(TEMPLATE_CAP + (size_t)l->n)))
-        goto nomem;
+        return NULL;
     e->flag = (uint8_t *)e->text + TEMPLATE_CAP;
     memcpy(e->text, l->text, strlen(l->text) + 1);
     memcpy(e->flag, l->flag, (size_t)l->n);
@@ -449,11 +474,40 @@ static tw_template *new_group(tw_templates *t, const line_tokens *l, const tw_re
     e->file = file;
     e->first_line = r->source.line;
     snprintf(e->example, sizeof e->example, "%s", r->message);
-    leaf->groups[leaf->group_count++] = (uint32_t)t->count++;
+    if (leaf)
+        leaf->groups[leaf->group_count++] = (uint32_t)t->count;
+    else
+        t->exact[slot] = (uint32_t)t->count + 1;
+    t->count++;
     return e;
-nomem:
+}
+
+/* The group of a line that joined none in its leaf: a new one in the leaf
+ * Drain's insertion gives it; past a full leaf, the group of its exact
+ * text (made when new). NULL with *err TW_OK: TW_TEMPLATES_MAX groups made,
+ * the line is other. */
+static tw_template *place(tw_templates *t, const line_tokens *l, const tw_record *r, uint32_t file, int *err)
+{
     *err = TW_ENOMEM;
-    return NULL;
+    tree_node *leaf = make_leaf(t, l);
+    if (!leaf)
+        return NULL;
+    size_t slot = 0;
+    if (leaf->group_count == TW_TEMPLATES_LEAF_MAX) {
+        tw_template *e = exact_group(t, l, &slot);
+        if (e)
+            return e;
+        leaf = NULL;
+    }
+    if (t->count == TW_TEMPLATES_MAX) {
+        *err = TW_OK;
+        return NULL;
+    }
+    if (make_room(t, leaf) != TW_OK)
+        return NULL;
+    if (!leaf) /* the table may have been made just now */
+        exact_group(t, l, &slot);
+    return start_group(t, l, r, file, leaf, slot);
 }
 
 /* Counts a line of e in launch (0-based), growing its launches. */
@@ -497,7 +551,7 @@ int tw_templates_add(tw_templates **tp, const tw_record *r, uint32_t file, int l
         generalise(e, &l);
     } else {
         int err;
-        if (!(e = new_group(t, &l, r, file, &err))) {
+        if (!(e = place(t, &l, r, file, &err))) {
             t->other += err == TW_OK;
             return err;
         }

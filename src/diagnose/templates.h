@@ -13,7 +13,7 @@
 #include "run.h"
 
 #define TW_TEMPLATES_MAX          4096 /* templates kept; lines that would start more are counted as other */
-#define TW_TEMPLATES_LEAF_MAX     128  /* templates in one leaf of the parse tree; the same past it */
+#define TW_TEMPLATES_LEAF_MAX     128  /* templates in one parse-tree leaf; more are grouped by exact text */
 #define TW_TEMPLATES_CHILDREN_MAX 100  /* children of a parse-tree node, the last the wildcard (Drain3's) */
 #define TW_TEMPLATES_SIMILARITY   50   /* percent of a template's tokens a line must share to join it */
 

@@ -278,25 +278,45 @@ static void test_widened_template_fits(void **state)
 }
 
 /* A leaf (token count, leading token) holds TW_TEMPLATES_LEAF_MAX templates;
- * lines that would start more are other, lines of those kept still join. */
-static void test_full_leaf_counts_new_templates_as_other(void **state)
+ * a line that joins none of them is grouped by its exact masked text (no
+ * merge: a line like another past the cap stays apart), and nothing is
+ * other; lines of the templates in the leaf still join them. */
+static void node_line(char *line, size_t cap, int i, int variant)
+{
+    char w1[16], w2[16], w3[16];
+    word(w1, i, 1), word(w2, i, 2), word(w3, variant ? i + 1000 : i, 3);
+    snprintf(line, cap, "node %s %s %s", w1, w2, w3);
+}
+
+static void test_past_a_full_leaf_lines_are_grouped_by_exact_text(void **state)
 {
     (void)state;
     tw_run *run = new_run();
-    char line[128], w1[16], w2[16], w3[16];
+    char line[128];
     uint64_t number = 0;
-    for (int i = 0; i < TW_TEMPLATES_LEAF_MAX + 5; i++) {
-        word(w1, i, 1), word(w2, i, 2), word(w3, i, 3);
-        snprintf(line, sizeof line, "node %s %s %s", w1, w2, w3);
+    for (int i = 0; i < TW_TEMPLATES_LEAF_MAX + 5; i++) { /* one leaf: 4 tokens, "node"; 1 of 4 alike */
+        node_line(line, sizeof line, i, 0);
         add_line(run, 0, ++number, line);
     }
-    word(w1, 0, 1), word(w2, 0, 2), word(w3, 0, 3);
-    snprintf(line, sizeof line, "node %s %s %s", w1, w2, w3);
+    node_line(line, sizeof line, 0, 0); /* in the leaf */
+    add_line(run, 0, ++number, line);
+    node_line(line, sizeof line, TW_TEMPLATES_LEAF_MAX + 1, 0); /* past it, twice */
+    add_line(run, 0, ++number, line);
+    node_line(line, sizeof line, TW_TEMPLATES_LEAF_MAX + 1, 1); /* 3 of 4 alike, but past the leaf */
+    add_line(run, 0, ++number, line);
+    node_line(line, sizeof line, 1, 1); /* 3 of 4 alike, in the leaf: merges */
     add_line(run, 0, ++number, line);
     table t = read_table(run);
-    assert_int_equal(t.count, TW_TEMPLATES_LEAF_MAX);
-    assert_int_equal(t.other, 5);
+    assert_int_equal(t.count, TW_TEMPLATES_LEAF_MAX + 6);
+    assert_int_equal(t.other, 0);
+    node_line(line, sizeof line, 0, 0);
     assert_int_equal(find_row(&t, line)->lines, 2);
+    node_line(line, sizeof line, TW_TEMPLATES_LEAF_MAX + 1, 0);
+    assert_int_equal(find_row(&t, line)->lines, 2);
+    node_line(line, sizeof line, TW_TEMPLATES_LEAF_MAX + 1, 1);
+    assert_int_equal(find_row(&t, line)->lines, 1);
+    node_line(line, sizeof line, 1, 1);
+    assert_null(find_row(&t, line));
     free(t.rows);
     tw_run_free(run);
 }
@@ -356,7 +376,7 @@ int main(void)
         cmocka_unit_test(test_trouble_words_are_never_generalised),
         cmocka_unit_test(test_similarity_threshold_boundary),
         cmocka_unit_test(test_widened_template_fits),
-        cmocka_unit_test(test_full_leaf_counts_new_templates_as_other),
+        cmocka_unit_test(test_past_a_full_leaf_lines_are_grouped_by_exact_text),
         cmocka_unit_test(test_new_leading_tokens_past_the_children_cap_share_the_wildcard),
         cmocka_unit_test(test_templates_past_the_cap_are_other),
     };
