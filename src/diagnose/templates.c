@@ -51,16 +51,18 @@
  * miner did before it clustered; such groups never merge), so prose of
  * many shapes (a tool's help text) is still counted line by line. A line
  * that would start a group past TW_TEMPLATES_MAX groups in all is counted
- * as "other". Joining a group allocates nothing (its text has room for
- * every token widened to <*>); a new group allocates its text and the tree
- * nodes on its path.
+ * as "other". A line seen before, while its leaf has not changed since,
+ * goes straight to its group (line_cache: what a repeated line costs is
+ * the mask and one compare). Joining a group allocates nothing (its text
+ * has room for every token widened to <*>); a new group allocates its
+ * tokens and text in one block, and the tree nodes on its path.
  *
  * Each group keeps its count, the ranks it appeared on (a 64-bit set of
  * rank mod 64, and the first rank), its first line and its text, and per
  * launch (the launch its rank was in when the line came: run.c's cursor)
  * its count and first line, grown to the last launch it appeared in.
- * Ownership: tw_templates owns the groups (text, launches), the tree and
- * the exact-text table.
+ * Ownership: tw_templates owns the groups (block, launches), the tree,
+ * the exact-text table and the cache.
  *
  * A template is unusual when it is rare (at most TW_UNUSUAL_RARE lines) and
  * either says trouble (error, fatal, fail, timeout, killed, refused,
@@ -81,6 +83,7 @@
 #define TEMPLATE_TOKENS_MAX    (TEMPLATE_TEXT_MAX / 2)   /* a character and a space each */
 #define TEMPLATE_CAP           (4 * TEMPLATE_TOKENS_MAX) /* every token widened to <*>, the spaces, NUL */
 #define TEMPLATE_PREFIX_TOKENS 1
+#define TEMPLATE_CACHE         4096 /* lines remembered (line_cache) */
 #define TW_UNUSUAL_RARE        5
 
 static const char wildcard[] = "<*>";
@@ -93,10 +96,16 @@ typedef struct tw_template_launch {
     int rank;
 } tw_template_launch;
 
+/* A template: the first line's tokens (never change: a merge only marks
+ * one TOKEN_WILD) and the text shown, rebuilt when a merge marks one. */
 typedef struct tw_template {
-    char *text;    /* owned, TEMPLATE_CAP bytes and then flag: tokens split by one space */
-    uint8_t *flag; /* in text's block: TOKEN_* of each token */
-    int tokens;
+    void *block;                  /* owned: the arrays below, first then text */
+    uint32_t *hash;               /* each token's */
+    uint16_t *at, *len;           /* each token in first */
+    uint8_t *flag;                /* TOKEN_* of each token */
+    const char *first;            /* the first line, masked */
+    char *text;                   /* TEMPLATE_CAP: tokens, <*> where TOKEN_WILD, split by one space */
+    int tokens, wild;             /* wild: tokens with TOKEN_WILD */
     tw_template_launch *launches; /* owned; [0, launch_count) */
     int launch_count;
     uint64_t count;
@@ -120,22 +129,35 @@ struct tree_node {
     int edge_count, edge_cap;
     uint32_t *groups;
     int group_count, group_cap;
+    uint32_t version; /* bumped when a group is added or its template changes */
 };
+
+/* Where a masked line went last, while its leaf has not changed since:
+ * the same search would find the same group (a join only generalises the
+ * group it chose, which keeps it the best), so a repeated line skips it. */
+typedef struct line_cache {
+    uint64_t hash; /* of the masked line */
+    const tree_node *leaf;
+    uint32_t version, group; /* group: index + 1 (0: empty) */
+} line_cache;
 
 struct tw_templates {
     tw_template *groups; /* [0, count) of cap */
     size_t count, cap;
     tree_node *by_length[TEMPLATE_TOKENS_MAX + 1]; /* the first level: token count */
-    uint32_t *exact; /* groups past a full leaf, by exact text: index + 1 (0: empty); 2 * TW_TEMPLATES_MAX */
+    uint32_t *exact;   /* groups past a full leaf, by exact text: index + 1 (0: empty); 2 * TW_TEMPLATES_MAX */
+    line_cache *cache; /* TEMPLATE_CACHE, by the masked line's hash */
     uint64_t lines, other;
 };
 
 /* A masked line cut into tokens (views into text). */
 typedef struct line_tokens {
     char text[TEMPLATE_TEXT_MAX];
+    uint32_t hash[TEMPLATE_TOKENS_MAX];
     uint16_t at[TEMPLATE_TOKENS_MAX], len[TEMPLATE_TOKENS_MAX];
-    uint8_t flag[TEMPLATE_TOKENS_MAX]; /* TOKEN_GUARD */
+    uint8_t flag[TEMPLATE_TOKENS_MAX]; /* TOKEN_GUARD, once guarded */
     int n;
+    bool guarded;
 } line_tokens;
 
 static const char *const trouble_words[] = {"error",        "fatal",        "fail",  "timeout", "timed out",
@@ -160,11 +182,12 @@ void tw_templates_free(tw_templates *t)
     if (!t)
         return;
     for (size_t i = 0; i < t->count; i++) {
-        free(t->groups[i].text);
+        free(t->groups[i].block);
         free(t->groups[i].launches);
     }
     free(t->groups);
     free(t->exact);
+    free(t->cache);
     for (int n = 0; n <= TEMPLATE_TOKENS_MAX; n++)
         node_free(t->by_length[n]);
     free(t);
@@ -222,6 +245,9 @@ static void mask(const char *text, char *out)
 /* Marks the tokens a trouble word touches (TOKEN_GUARD). */
 static void guard(line_tokens *l)
 {
+    if (l->guarded)
+        return;
+    l->guarded = true;
     char lower[TEMPLATE_TEXT_MAX];
     size_t i = 0;
     for (; l->text[i]; i++)
@@ -239,21 +265,24 @@ static void guard(line_tokens *l)
     }
 }
 
-/* Masks message and cuts it into tokens; n 0: nothing left. */
+/* Masks message and cuts it into tokens (not yet guarded); n 0: nothing
+ * left. */
 static void tokenize(const char *message, line_tokens *l)
 {
     mask(message, l->text);
     l->n = 0;
     for (size_t i = 0; l->text[i];) {
+        uint32_t h = 2166136261u;
         size_t end = i;
-        while (l->text[end] && l->text[end] != ' ')
-            end++;
+        for (; l->text[end] && l->text[end] != ' '; end++)
+            h = (h ^ (unsigned char)l->text[end]) * 16777619u;
+        l->hash[l->n] = h;
         l->at[l->n] = (uint16_t)i;
         l->len[l->n] = (uint16_t)(end - i);
         l->flag[l->n++] = 0;
         i = l->text[end] ? end + 1 : end;
     }
-    guard(l);
+    l->guarded = false; /* guard() when it matters: not for a line seen before */
 }
 
 static uint64_t hash_bytes(const char *s, size_t n)
@@ -353,23 +382,30 @@ static tree_node *make_leaf(tw_templates *t, const line_tokens *l)
     return node;
 }
 
+static bool token_equal(const tw_template *e, const line_tokens *l, int i)
+{
+    return e->hash[i] == l->hash[i] && e->len[i] == l->len[i] &&
+           memcmp(e->first + e->at[i], l->text + l->at[i], l->len[i]) == 0;
+}
+
 /* How much of e's template l shares: *same tokens equal, *wild positions a
- * merge generalised. False when a guarded token differs (l may not join). */
-static bool similarity(const tw_template *e, const line_tokens *l, int *same, int *wild)
+ * merge generalised. False when a guarded token differs (l may not join),
+ * or when fewer than floor tokens can be equal (l will not). */
+static bool similarity(const tw_template *e, const line_tokens *l, int floor, int *same, int *wild)
 {
     *same = *wild = 0;
-    const char *p = e->text;
     for (int i = 0; i < l->n; i++) {
-        const char *end = strchr(p, ' ');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        bool equal = len == l->len[i] && memcmp(p, l->text + l->at[i], len) == 0;
-        if (!equal && ((e->flag[i] | l->flag[i]) & TOKEN_GUARD))
-            return false;
-        if (e->flag[i] & TOKEN_WILD)
+        if (e->flag[i] & TOKEN_WILD) {
+            if (l->flag[i] & TOKEN_GUARD)
+                return false; /* a trouble word is never taken into a <*> */
             (*wild)++;
-        else
-            *same += equal;
-        p = end ? end + 1 : p + len;
+        } else if (token_equal(e, l, i)) {
+            (*same)++;
+        } else if ((e->flag[i] | l->flag[i]) & TOKEN_GUARD) {
+            return false;
+        }
+        if (*same + (l->n - 1 - i) < floor)
+            return false;
     }
     return true;
 }
@@ -377,12 +413,13 @@ static bool similarity(const tw_template *e, const line_tokens *l, int *same, in
 /* The group of leaf l joins (Drain's fast match), or NULL. */
 static tw_template *best_match(tw_templates *t, const tree_node *leaf, const line_tokens *l)
 {
+    int needed = (TW_TEMPLATES_SIMILARITY * l->n + 99) / 100;
     tw_template *best = NULL;
     int best_same = -1, best_wild = -1;
     for (int i = 0; i < leaf->group_count; i++) {
         tw_template *e = &t->groups[leaf->groups[i]];
         int same, wild;
-        if (!similarity(e, l, &same, &wild))
+        if (!similarity(e, l, best_same > needed ? best_same : needed, &same, &wild))
             continue;
         if (same > best_same || (same == best_same && wild > best_wild)) {
             best = e;
@@ -390,34 +427,39 @@ static tw_template *best_match(tw_templates *t, const tree_node *leaf, const lin
             best_wild = wild;
         }
     }
-    return best && 100 * best_same >= TW_TEMPLATES_SIMILARITY * l->n ? best : NULL;
+    return best;
 }
 
-/* e's template with each token that differs from l's made <*>, in place. */
-static void generalise(tw_template *e, const line_tokens *l)
+/* e's text, from its first line's tokens and <*>. */
+static void write_text(tw_template *e)
 {
-    char out[TEMPLATE_CAP];
     size_t o = 0;
+    for (int i = 0; i < e->tokens; i++) {
+        const char *token = e->flag[i] & TOKEN_WILD ? wildcard : e->first + e->at[i];
+        size_t n = e->flag[i] & TOKEN_WILD ? strlen(wildcard) : e->len[i];
+        if (o)
+            e->text[o++] = ' ';
+        memcpy(e->text + o, token, n);
+        o += n;
+    }
+    e->text[o] = '\0';
+}
+
+/* e's template with each token that differs from l's made <*>; true when
+ * one did. */
+static bool generalise(tw_template *e, const line_tokens *l)
+{
     bool changed = false;
-    const char *p = e->text;
     for (int i = 0; i < l->n; i++) {
-        const char *end = strchr(p, ' ');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (!(e->flag[i] & TOKEN_WILD) && (len != l->len[i] || memcmp(p, l->text + l->at[i], len) != 0)) {
+        if (!(e->flag[i] & TOKEN_WILD) && !token_equal(e, l, i)) {
             e->flag[i] |= TOKEN_WILD;
+            e->wild++;
             changed = true;
         }
-        const char *token = e->flag[i] & TOKEN_WILD ? wildcard : p;
-        size_t n = e->flag[i] & TOKEN_WILD ? strlen(wildcard) : len;
-        if (o)
-            out[o++] = ' ';
-        memcpy(out + o, token, n);
-        o += n;
-        p = end ? end + 1 : p + len;
     }
-    out[o] = '\0';
     if (changed)
-        memcpy(e->text, out, o + 1);
+        write_text(e);
+    return changed;
 }
 
 /* Room for one more group (and its index in leaf, when leaf). */
@@ -464,19 +506,25 @@ static tw_template *start_group(tw_templates *t, const line_tokens *l, const tw_
 {
     tw_template *e = &t->groups[t->count];
     memset(e, 0, sizeof *e);
-    if (!(e->text = malloc(TEMPLATE_CAP + (size_t)l->n)))
+    size_t n = (size_t)l->n, first = strlen(l->text) + 1;
+    char *block = malloc(n * (sizeof *e->hash + 2 * sizeof *e->at + sizeof *e->flag) + first + TEMPLATE_CAP);
+    if (!(e->block = block))
         return NULL;
-    e->flag = (uint8_t *)e->text + TEMPLATE_CAP;
-    memcpy(e->text, l->text, strlen(l->text) + 1);
-    memcpy(e->flag, l->flag, (size_t)l->n);
+    e->hash = memcpy(block, l->hash, n * sizeof *e->hash); /* the widest first: each array aligned */
+    e->at = memcpy(block + n * sizeof *e->hash, l->at, n * sizeof *e->at);
+    e->len = memcpy(e->at + n, l->len, n * sizeof *e->len);
+    e->flag = memcpy(e->len + n, l->flag, n * sizeof *e->flag);
+    e->first = memcpy(e->flag + n, l->text, first);
+    e->text = memcpy((char *)e->first + first, l->text, first);
     e->tokens = l->n;
     e->first_rank = r->rank < 0 ? 0 : r->rank;
     e->file = file;
     e->first_line = r->source.line;
     snprintf(e->example, sizeof e->example, "%s", r->message);
-    if (leaf)
+    if (leaf) {
         leaf->groups[leaf->group_count++] = (uint32_t)t->count;
-    else
+        leaf->version++;
+    } else
         t->exact[slot] = (uint32_t)t->count + 1;
     t->count++;
     return e;
@@ -532,12 +580,55 @@ static int count_in_launch(tw_template *e, int launch, const tw_record *r, uint3
     return TW_OK;
 }
 
+/* The group l went to last time, when its leaf has not changed since. A
+ * template with no <*> that equals l needs no guard: no token differs. */
+static tw_template *cached(tw_templates *t, const tree_node *leaf, line_tokens *l, uint64_t hash)
+{
+    const line_cache *c = &t->cache[hash % TEMPLATE_CACHE];
+    if (!leaf || !c->group || c->hash != hash || c->leaf != leaf || c->version != leaf->version)
+        return NULL;
+    tw_template *e = &t->groups[c->group - 1];
+    if (e->wild)
+        guard(l);
+    int same, wild; /* against a hash collision: the template already covers l as it is */
+    return similarity(e, l, 0, &same, &wild) && same + wild == l->n ? e : NULL;
+}
+
+static void remember(tw_templates *t, const tree_node *leaf, uint64_t hash, const tw_template *e)
+{
+    if (leaf)
+        t->cache[hash % TEMPLATE_CACHE] =
+            (line_cache){.hash = hash, .leaf = leaf, .version = leaf->version, .group = (uint32_t)(e - t->groups) + 1};
+}
+
+/* The group of l: remembered, Drain's match in its leaf (generalised), or
+ * placed anew; NULL with *err TW_OK: other. */
+static tw_template *group_of(tw_templates *t, line_tokens *l, const tw_record *r, uint32_t file, int *err)
+{
+    *err = TW_OK;
+    uint64_t hash = hash_bytes(l->text, strlen(l->text));
+    tree_node *leaf = find_leaf(t, l);
+    tw_template *e = cached(t, leaf, l, hash);
+    if (e)
+        return e;
+    guard(l);
+    if (leaf && (e = best_match(t, leaf, l)) != NULL) {
+        leaf->version += generalise(e, l);
+    } else if (!(e = place(t, l, r, file, err))) {
+        return NULL;
+    }
+    remember(t, leaf, hash, e);
+    return e;
+}
+
 int tw_templates_add(tw_templates **tp, const tw_record *r, uint32_t file, int launch)
 {
     tw_templates *t = *tp;
     if (!t) {
-        if (!(t = calloc(1, sizeof *t)))
+        if (!(t = calloc(1, sizeof *t)) || !(t->cache = calloc(TEMPLATE_CACHE, sizeof *t->cache))) {
+            free(t);
             return TW_ENOMEM;
+        }
         *tp = t;
     }
     t->lines++;
@@ -545,16 +636,11 @@ int tw_templates_add(tw_templates **tp, const tw_record *r, uint32_t file, int l
     tokenize(r->message, &l);
     if (l.n == 0)
         return TW_OK;
-    const tree_node *leaf = find_leaf(t, &l);
-    tw_template *e = leaf ? best_match(t, leaf, &l) : NULL;
-    if (e) {
-        generalise(e, &l);
-    } else {
-        int err;
-        if (!(e = place(t, &l, r, file, &err))) {
-            t->other += err == TW_OK;
-            return err;
-        }
+    int err;
+    tw_template *e = group_of(t, &l, r, file, &err);
+    if (!e) {
+        t->other += err == TW_OK;
+        return err;
     }
     e->count++;
     e->ranks_seen |= 1ull << ((r->rank < 0 ? 0 : r->rank) % 64);
