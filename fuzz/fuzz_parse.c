@@ -3,7 +3,8 @@
  *
  * Built once per format (TW_FUZZ_FORMAT names it: the parser is forced to
  * that format) and once without (auto-detection over the whole table, with
- * the records fed through the diagnosis rules). The input is fed as a whole
+ * the records fed through the diagnosis rules, and the lines no format read
+ * through the template miner). The input is fed as a whole
  * file: line splitting, long lines and multi-line blocks are all in play.
  */
 #include <stddef.h>
@@ -32,6 +33,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         tw_parser_close(p);
         return 0;
     }
+#ifndef TW_FUZZ_FORMAT
+    tw_parser_set_unparsed(p, true);
+#endif
     tw_parser_feed(p, (const char *)data, size, tw_run_add, run);
 #ifndef TW_FUZZ_FORMAT
     tw_thresholds t;
@@ -42,6 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (null) {
             tw_report_write_json(null, report);
             tw_report_write_text(null, report, true);
+            tw_run_write_templates(null, run);
             fclose(null);
         }
         tw_report_free(report);

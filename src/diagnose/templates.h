@@ -1,6 +1,7 @@
 /*
  * templates.h: the template miner over the lines no format read
- * (templates.c): grouping, the unusual ones, the --templates table.
+ * (templates.c): Drain-style grouping, the unusual ones, the --templates
+ * table.
  *
  * Ownership: the first tw_run owns its tw_templates (tw_run_free frees it).
  */
@@ -11,7 +12,10 @@
 
 #include "run.h"
 
-#define TW_TEMPLATES_MAX 4096 /* distinct templates kept; lines of more are counted as other */
+#define TW_TEMPLATES_MAX          4096 /* templates kept; lines that would start more are counted as other */
+#define TW_TEMPLATES_LEAF_MAX     128  /* templates in one parse-tree leaf; more are grouped by exact text */
+#define TW_TEMPLATES_CHILDREN_MAX 100  /* children of a parse-tree node, the last the wildcard (Drain3's) */
+#define TW_TEMPLATES_SIMILARITY   50   /* percent of a template's tokens a line must share to join it */
 
 /* Adds one TW_REC_LINE record (file: its interned index; launch: 0-based,
  * the launch its rank is in); *t is made on first use. */

@@ -79,6 +79,22 @@ def test_templates_table_counts_masked_lines(corpus):
     assert not any(re.search(r"\d", t) for t in rows)
 
 
+def test_config_dump_lines_are_one_template(corpus):
+    """DRRG's config dump, 'ppocr INFO: <key> : <value>' with a different key
+    on each line, is one template once Drain generalises the keys: as many
+    lines as Python counts, first seen at the first of them; the trouble
+    line beside it keeps its own."""
+    out = run(["trainwatch", "analyze", "--no-color", "--templates", corpus / DRRG]).stdout
+    rows = [l for l in out.splitlines() if l.endswith("  ppocr INFO: <*> : <*>")]
+    assert len(rows) == 1
+    text = (corpus / DRRG).read_text(encoding="utf-8", errors="replace").splitlines()
+    dump = [i for i, l in enumerate(text, 1) if re.fullmatch(r"\[[^\]]*\] ppocr INFO:\s+\S+ : \S+\s*", l)]
+    assert len(dump) > 100
+    lines, _, _, first = rows[0].split()[:4]
+    assert int(lines) == len(dump) and int(first.rsplit(":", 1)[1]) == dump[0]
+    assert any(l.endswith("  list index out of range") for l in out.splitlines())
+
+
 def launch_ranges(report, path):
     """(first line, last line) of each launch of a one-file log, from where
     the report says each starts."""
