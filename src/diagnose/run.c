@@ -1219,7 +1219,8 @@ void tw_run_add(void *arg, const tw_record *r)
     tw_run *root = arg;
     if (r->kind == TW_REC_LINE) { /* a line no format read: the template miner's, no rank's record */
         uint32_t file = intern_file(root, r->source.file);
-        tw_templates_add(&root->templates, r, file, launch_of(root, r->rank));
+        if (tw_templates_add(&root->templates, r, file, launch_of(root, r->rank)) != TW_OK)
+            root->lines_not_mined++;       /* out of memory: said under --templates */
         if (tw_gpu_hint_maybe(r->message)) /* which GPU the rank uses (gpu.c) */
             tw_gpu_note_hint(root, r, file, launch_of(root, r->rank));
         return;

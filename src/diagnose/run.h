@@ -12,10 +12,10 @@
 
 #include "trainwatch/analyze.h"
 
-#define TW_RANKS_MAX   65536 /* distinct ranks kept; steps of more are counted, not kept */
-#define TW_RECENT      32    /* recent losses kept for spike detection */
-#define TW_HIST_BINS   1200  /* log-spaced step-time bins, 1 us .. 1e6 s */
-#define TW_EVENTS_KEPT 256
+#define TW_RANKS_MAX    65536 /* distinct ranks kept; steps of more are counted, not kept */
+#define TW_RECENT       32    /* recent losses kept for spike detection */
+#define TW_HIST_BINS    1200  /* log-spaced step-time bins, 1 us .. 1e6 s */
+#define TW_EVENTS_KEPT  256
 #define TW_LAUNCHES_MAX 64 /* launches kept apart; later ones are analysed with the last kept */
 
 /* Durations (seconds) in log-spaced bins, with the exact extremes so that a
@@ -82,7 +82,7 @@ typedef struct tw_series {
 typedef struct tw_eval_point {
     double pos, time; /* time: NAN without a timestamp */
     double value;
-    int metric;       /* index into eval_metrics.items */
+    int metric; /* index into eval_metrics.items */
     int rank;
     uint64_t ordinal; /* of the evaluation record, from 0 */
 } tw_eval_point;
@@ -145,8 +145,8 @@ typedef struct tw_rank {
     bool event_since_last; /* eval/checkpoint since the last step */
     int restarts;
     tw_restart first_restart, last_restart;
-    tw_record last_step_record;    /* the last step as parsed (for metrics) */
-    uint64_t duplicates;           /* step records that repeated the one before exactly, not counted */
+    tw_record last_step_record; /* the last step as parsed (for metrics) */
+    uint64_t duplicates;        /* step records that repeated the one before exactly, not counted */
     /* a step-time field that is a running total ("time: 512.3" growing) */
     double total_first, total_last; /* the field's value at the start of the rising run and now */
     int total_rises;                /* records in a row where it rose */
@@ -200,7 +200,7 @@ typedef struct tw_launch_info {
     uint32_t file;
     uint64_t line;
     int rank;
-    tw_point before;          /* TW_START_STEP_BACK: the last point of the launch before */
+    tw_point before;              /* TW_START_STEP_BACK: the last point of the launch before */
     double first_time, last_time; /* of its timestamped records, NAN without */
 } tw_launch_info;
 
@@ -249,11 +249,11 @@ typedef struct tw_input_note {
  * lends it the file names). The rules see one launch at a time. */
 struct tw_run {
     tw_thresholds th;
-    tw_launch_info launch;     /* this launch's place in the log */
-    struct tw_run **launches;  /* the later launches (the first run only) */
+    tw_launch_info launch;        /* this launch's place in the log */
+    struct tw_run **launches;     /* the later launches (the first run only) */
     int launch_count, launch_cap; /* later launches: launch_count + 1 in all */
-    uint64_t launches_folded;  /* launch starts past TW_LAUNCHES_MAX, not kept apart */
-    tw_cursor *cursors;        /* one per rank seen, sorted by rank (the first run only) */
+    uint64_t launches_folded;     /* launch starts past TW_LAUNCHES_MAX, not kept apart */
+    tw_cursor *cursors;           /* one per rank seen, sorted by rank (the first run only) */
     int cursor_count, cursor_cap, cursor_last;
     tw_rank **ranks; /* the ranks seen, sorted by rank number */
     int rank_count, rank_cap;
@@ -263,9 +263,9 @@ struct tw_run {
     int over_limit_first;      /* the first such rank */
     char **files;              /* file names, interned: records cite them by index */
     uint32_t file_count, file_cap;
-    uint32_t *file_slots;      /* open addressing over files by name hash: index + 1, 0 empty */
-    uint32_t file_slot_count;  /* a power of two, at least twice file_count */
-    uint32_t last_file;        /* the file interned last: records come one parser at a time */
+    uint32_t *file_slots;     /* open addressing over files by name hash: index + 1, 0 empty */
+    uint32_t file_slot_count; /* a power of two, at least twice file_count */
+    uint32_t last_file;       /* the file interned last: records come one parser at a time */
     uint64_t steps, evals, events;
     uint64_t event_counts[TW_EV_COUNT];
     tw_event_note events_kept[TW_EVENTS_KEPT];
@@ -279,9 +279,10 @@ struct tw_run {
     tw_input_note *inputs;
     int input_count, input_cap;
     tw_eval_series eval_series;
-    struct tw_gpu_notes *gpu;           /* GPU telemetry beside the logs (gpu.c); the first run owns it */
-    const tw_gpu_summary *gpu_summary;  /* this launch's share of it, set on the view the rules see */
-    struct tw_templates *templates;     /* lines no format read, as templates (templates.c); the first run's */
+    struct tw_gpu_notes *gpu;          /* GPU telemetry beside the logs (gpu.c); the first run owns it */
+    const tw_gpu_summary *gpu_summary; /* this launch's share of it, set on the view the rules see */
+    struct tw_templates *templates;    /* lines no format read, as templates (templates.c); the first run's */
+    uint64_t lines_not_mined;          /* of those, lines the miner had no memory for */
 };
 
 /* Launch i (0-based) of the run: i == 0 is the run itself. */

@@ -784,8 +784,12 @@ static const char *by_launch(const tw_template *e, char *buf, size_t cap)
 void tw_templates_write(FILE *out, const tw_run *run)
 {
     const tw_templates *t = run->templates;
+    if (run->lines_not_mined)
+        fprintf(out, "\nTemplates  %llu unread lines could not be grouped: out of memory\n",
+                (unsigned long long)run->lines_not_mined);
     if (!t || t->count == 0) {
-        fputs("\nTemplates  no line went unread by the formats\n", out);
+        if (!run->lines_not_mined)
+            fputs("\nTemplates  no line went unread by the formats\n", out);
         return;
     }
     fprintf(out, "\nTemplates  %zu of the %llu lines no format read%s\n", t->count, (unsigned long long)t->lines,
