@@ -265,6 +265,7 @@ def main():
         small_size, _ = make_trace(small, max(1, size_mb // 16))
         print(f"trace benchmark: {size / 1e6:.0f} MB Kineto trace, {steps} steps, generated in "
               f"{time.perf_counter() - t0:.0f} s; {os.cpu_count()} cores")
+        os.sync()  # the generated gigabyte written back now, not while the tools are timed
         subprocess.run(["cat", str(trace)], stdout=subprocess.DEVNULL)  # warm the page cache
         res = {}
         res["tw"] = measure(f"trainwatch trace --json ({os.cpu_count()} threads)",

@@ -241,7 +241,8 @@ static bool end_span(reader *r, const tw_trace_event *e)
     tw_trace_event *x = &r->paired;
     *x = *e; /* the E's args count where the B had none (chrome's merge) */
     x->ph = 'X';
-    copy_cut(x->name, sizeof x->name, o->name, strlen(o->name));
+    x->name = x->name_buf;
+    copy_cut(x->name_buf, sizeof x->name_buf, o->name, strlen(o->name));
     x->name_len = strlen(x->name);
     copy_cut(x->cat, sizeof x->cat, o->cat, strlen(o->cat));
     x->ts = o->ts;
@@ -276,7 +277,7 @@ static bool parse_event(reader *r)
             ok = read_string(r, ph, sizeof ph, NULL);
             e->ph = ph[0];
         } else if (strcmp(key, "name") == 0) {
-            ok = read_string(r, e->name, sizeof e->name, &e->name_len);
+            ok = read_string(r, e->name_buf, sizeof e->name_buf, &e->name_len);
         } else if (strcmp(key, "cat") == 0) {
             ok = read_string(r, e->cat, sizeof e->cat, NULL);
         } else if (strcmp(key, "ts") == 0 || strcmp(key, "dur") == 0) {
@@ -385,7 +386,7 @@ static void pack_event(reader *r)
     bool classified = e->ph != 'B' && e->ph != 'E'; /* a pair is classified as one, when it is one */
     if (classified)
         tw_trace_classify(e);
-    size_t cat_len = strlen(e->cat), need = e->name_len + cat_len;
+    size_t cat_len = strlen(e->cat), need = e->name_len + 1 + cat_len; /* the name with its NUL */
     if (c->count == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 4096;
         tw_trace_packed *v = realloc(c->events, cap * sizeof *v);
@@ -426,12 +427,14 @@ static void pack_event(reader *r)
                                               .has_ts = e->has_ts,
                                               .has_dur = e->has_dur};
     memcpy(c->text + c->text_len, e->name, e->name_len);
-    memcpy(c->text + c->text_len + e->name_len, e->cat, cat_len);
+    c->text[c->text_len + e->name_len] = '\0';
+    memcpy(c->text + c->text_len + e->name_len + 1, e->cat, cat_len);
     c->text_len += need;
 }
 
-/* A packed event of c back into r->ev, as the reader had read it. */
-static void unpack_event(reader *r, const tw_trace_chunk *c, const tw_trace_packed *p)
+/* A packed event of c back into r->ev, as the reader had read it; its
+ * name stays where c keeps it. */
+static void unpack_event(reader *r, tw_trace_chunk *c, const tw_trace_packed *p)
 {
     tw_trace_event *e = &r->ev;
     e->ph = p->ph;
@@ -443,10 +446,9 @@ static void unpack_event(reader *r, const tw_trace_chunk *c, const tw_trace_pack
     e->correlation = p->correlation, e->external_id = p->external_id;
     e->bytes = p->bytes, e->device = p->device, e->stream = p->stream;
     e->allocated = p->allocated, e->reserved = p->reserved;
-    memcpy(e->name, c->text + p->text, p->name_len);
-    e->name[p->name_len] = '\0';
+    e->name = c->text + p->text; /* the piece's own copy, NUL-terminated: classify may cut it */
     e->name_len = p->name_len;
-    memcpy(e->cat, c->text + p->text + p->name_len, p->cat_len);
+    memcpy(e->cat, c->text + p->text + p->name_len + 1, p->cat_len);
     e->cat[p->cat_len] = '\0';
 }
 
@@ -485,7 +487,7 @@ static int read_pieces(reader *r)
     if (par->threads < 2 || par->size < begin || par->size - begin < 2 * par->chunk ||
         tw_trace_pieces_start(&p, par, begin) != TW_OK)
         return -1;
-    const tw_trace_chunk *c;
+    tw_trace_chunk *c;
     while ((c = tw_trace_pieces_next(p))) {
         for (size_t i = 0; i < c->count; i++) {
             unpack_event(r, c, &c->events[i]);

@@ -35,8 +35,9 @@ typedef enum tw_trace_kind {
 typedef struct tw_trace_event {
     char ph;
     tw_trace_kind kind;
-    char name[TW_JSTR_MAX + 1];
+    char *name; /* NUL-terminated, name_len bytes: name_buf, or the text of a piece (parallel.c) */
     size_t name_len;
+    char name_buf[TW_JSTR_MAX + 1];
     char cat[48];
     double ts, dur;
     bool has_ts, has_dur;

@@ -514,7 +514,7 @@ static const char *fast_member(tw_trace_event *e, const char *k, size_t n, const
         break;
     case 4:
         if (memcmp(k, "name", 4) == 0)
-            return fast_copy(p, in, e->name, sizeof e->name, &e->name_len);
+            return fast_copy(p, in, e->name_buf, sizeof e->name_buf, &e->name_len);
         if (memcmp(k, "args", 4) == 0)
             return *p == '{' ? fast_args(e, p, in) : NULL;
         break;
@@ -622,7 +622,7 @@ TW_HOT const char *fast_known(tw_trace_event *e, int key, const char *p, tw_trac
     case K_CAT:
         return fast_copy(p, in, e->cat, sizeof e->cat, NULL);
     case K_NAME:
-        return fast_copy(p, in, e->name, sizeof e->name, &e->name_len);
+        return fast_copy(p, in, e->name_buf, sizeof e->name_buf, &e->name_len);
     default: /* K_ARGS */
         return *p == '{' ? fast_args(e, p, in) : NULL;
     }

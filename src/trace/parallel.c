@@ -268,7 +268,7 @@ int tw_trace_pieces_start(tw_trace_pieces **out, const tw_trace_par *par, uint64
     return TW_OK;
 }
 
-const tw_trace_chunk *tw_trace_pieces_next(tw_trace_pieces *p)
+tw_trace_chunk *tw_trace_pieces_next(tw_trace_pieces *p)
 {
     if (p->finished || p->next_out >= p->count)
         return NULL;

@@ -39,6 +39,7 @@ bool tw_trace_fast_event(tw_jstream *s, tw_trace_fast_in *in, tw_trace_event *e,
 static inline void tw_trace_event_reset(tw_trace_event *e)
 {
     e->ph = 0;
+    e->name = e->name_buf;
     e->name[0] = e->cat[0] = '\0';
     e->name_len = 0;
     e->has_ts = e->has_dur = false;
@@ -55,9 +56,9 @@ static inline int64_t tw_trace_as_id(double v)
 }
 
 /* An event as a piece of the events array keeps it until it is handed
- * over: a tw_trace_event without its inline strings, whose name (name_len
- * bytes) and cat (cat_len) lie one after the other at text in the piece's
- * text. */
+ * over: a tw_trace_event without its strings, whose name (name_len bytes
+ * and a NUL) and cat (cat_len bytes) lie one after the other at text in
+ * the piece's text. */
 typedef struct tw_trace_packed {
     double ts, dur, bytes, device, stream, allocated, reserved;
     int64_t pid, tid, correlation, external_id;
@@ -95,14 +96,15 @@ void tw_trace_chunk_free(tw_trace_chunk *c);
 
 /* parallel.c: the pieces of the events array that begins at offset begin
  * of par's file, read by par->threads threads, handed out in order by
- * tw_trace_pieces_next (NULL after the last one; each given back with
+ * tw_trace_pieces_next (NULL after the last one; the reading thread's, to
+ * read and change, until given back with
  * tw_trace_pieces_done before the next). tw_trace_pieces_end stops the
  * threads, says where the tokenizer goes on (*at) and whether the array
  * was read to its ] (true) or the rest is the one thread's (false: at is an
  * item's first byte), and frees. */
 typedef struct tw_trace_pieces tw_trace_pieces;
 int tw_trace_pieces_start(tw_trace_pieces **out, const tw_trace_par *par, uint64_t begin);
-const tw_trace_chunk *tw_trace_pieces_next(tw_trace_pieces *p);
+tw_trace_chunk *tw_trace_pieces_next(tw_trace_pieces *p);
 void tw_trace_pieces_done(tw_trace_pieces *p);
 bool tw_trace_pieces_end(tw_trace_pieces *p, uint64_t *at);
 

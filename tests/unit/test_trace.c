@@ -166,6 +166,7 @@ static void test_paddle_suffix_and_steps(void **state)
 {
     (void)state;
     tw_trace_event e = {.ph = 'X'};
+    e.name = e.name_buf;
     strcpy(e.name, "ProfileStep#12[35.281 ms]");
     e.name_len = strlen(e.name);
     strcpy(e.cat, "ProfileStep");
@@ -313,6 +314,10 @@ static void keep_event(void *arg, const tw_trace_event *e)
     seen *s = arg;
     if (s->n < SEEN_MAX)
         s->v[s->n] = *e;
+    if (s->n < SEEN_MAX) { /* the name where the copy keeps it */
+        memcpy(s->v[s->n].name_buf, e->name, e->name_len + 1);
+        s->v[s->n].name = s->v[s->n].name_buf;
+    }
     s->n++;
 }
 
