@@ -8,8 +8,18 @@
  */
 #include "filesrc.h"
 
+#include <errno.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+long tw_file_pread(int fd, char *buf, size_t cap, uint64_t off)
+{
+    ssize_t n;
+    do
+        n = pread(fd, buf, cap, (off_t)off);
+    while (n < 0 && errno == EINTR);
+    return n < 0 ? -1 : (long)n;
+}
 
 tw_file_view tw_file_view_of(int fd, uint64_t size)
 {

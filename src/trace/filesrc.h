@@ -4,7 +4,8 @@
  * last unmapped when the next is asked for, so memory stays about one
  * window whatever the file's size. The file is read as it was when its
  * size was taken: a file cut shorter while mapped raises SIGBUS, which
- * the program that maps (trainwatch trace) must catch.
+ * the program that maps (trainwatch trace) must catch. tw_file_pread is the
+ * copying read the other sources use.
  */
 #ifndef TW_TRACE_FILESRC_H
 #define TW_TRACE_FILESRC_H
@@ -22,6 +23,10 @@ typedef struct tw_file_view {
     void *map;     /* the window handed out last, or NULL */
     size_t map_len;
 } tw_file_view;
+
+/* pread, again when a signal interrupts it: the count read, 0 at the end,
+ * -1 on an error. */
+long tw_file_pread(int fd, char *buf, size_t cap, uint64_t off);
 
 /* The view of a file open at fd, size bytes, from offset 0. */
 tw_file_view tw_file_view_of(int fd, uint64_t size);

@@ -19,11 +19,9 @@
  * each holding its events packed (tw_trace_packed) and a tokenizer buffer
  * per thread; the threads never touch the reading thread's state.
  */
-#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "filesrc.h"
 #include "reader.h"
@@ -78,14 +76,10 @@ static long pread_read(void *arg, char *buf, size_t cap)
         cap = (size_t)room;
     if (cap > s->end - s->off)
         cap = (size_t)(s->end - s->off);
-    ssize_t n;
-    do
-        n = pread(s->fd, buf, cap, (off_t)s->off);
-    while (n < 0 && errno == EINTR);
-    if (n < 0)
-        return -1;
-    s->off += (uint64_t)n;
-    return (long)n;
+    long n = tw_file_pread(s->fd, buf, cap, s->off);
+    if (n > 0)
+        s->off += (uint64_t)n;
+    return n;
 }
 
 /* Piece i's bytes: [*a, *b); the last one runs to the file's end. */
@@ -127,13 +121,10 @@ static bool find_start(int fd, char *window, uint64_t a, uint64_t *start)
 {
     static const size_t sizes[] = {GUESS_FIRST, GUESS_WINDOW};
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
-        ssize_t n;
-        do
-            n = pread(fd, window, sizes[i], (off_t)a);
-        while (n < 0 && errno == EINTR);
+        long n = tw_file_pread(fd, window, sizes[i], a);
         if (n > 0 && guess_start(window, (size_t)n, a, start))
             return true;
-        if (n < (ssize_t)sizes[i])
+        if (n < (long)sizes[i])
             return false; /* the file's end, or an error the reading thread will meet */
     }
     return false;

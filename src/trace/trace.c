@@ -119,15 +119,12 @@ static void source_progress(source *s, uint64_t done)
 
 static long plain_read(source *s, char *buf, size_t cap)
 {
-    ssize_t n;
-    do
-        n = pread(s->fd, buf, cap, (off_t)s->off);
-    while (n < 0 && errno == EINTR);
+    long n = tw_file_pread(s->fd, buf, cap, s->off);
     if (n < 0)
         return -1;
     s->off += (uint64_t)n;
     source_progress(s, s->off);
-    return (long)n;
+    return n;
 }
 
 /* tw_trace_par's seek: a plain file's next byte at off (the head read). */
