@@ -469,13 +469,6 @@ void tw_trace_read_chunk(tw_jstream *s, uint64_t limit, tw_trace_chunk *c)
     c->strings_cut = s->strings_cut - cut;
 }
 
-void tw_trace_chunk_free(tw_trace_chunk *c)
-{
-    free(c->events);
-    free(c->text);
-    *c = (tw_trace_chunk){0};
-}
-
 /* The events array by the pieces parallel.c hands out: 1 read to its ],
  * 0 on an error, -1 when the one thread goes on (the tokenizer placed at
  * an item's first byte), or the array is too small to share. */
@@ -484,8 +477,14 @@ static int read_pieces(reader *r)
     const tw_trace_par *par = r->par;
     uint64_t begin = tw_jstream_offset(r->s);
     tw_trace_pieces *p;
+    tw_trace_pieces_cfg cfg = {.fd = par->fd,
+                               .size = par->size,
+                               .threads = par->threads,
+                               .chunk = par->chunk,
+                               .map = par->map,
+                               .read = tw_trace_read_chunk};
     if (par->threads < 2 || par->size < begin || par->size - begin < 2 * par->chunk ||
-        tw_trace_pieces_start(&p, par, begin) != TW_OK)
+        tw_trace_pieces_start(&p, &cfg, begin) != TW_OK)
         return -1;
     tw_trace_chunk *c;
     while ((c = tw_trace_pieces_next(p))) {

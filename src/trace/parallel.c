@@ -1,10 +1,11 @@
 /*
  * parallel.c: a large plain file's events array read by several threads.
- * The array is cut into pieces of par->chunk bytes; a thread takes the next
+ * The array is cut into pieces of cfg->chunk bytes; a thread takes the next
  * piece, guesses where its first event begins (the first { that opens a
  * line, or follows "}," as events are written one after another), and
- * reads events from there with the reader's own two paths
- * (tw_trace_read_chunk) until one begins past the piece's end. The reading
+ * reads events from there with the reader's own two paths (cfg->read:
+ * events.c's tw_trace_read_chunk, handed in so that this file stays below
+ * the reader) until one begins past the piece's end. The reading
  * thread takes the pieces back in the file's order and keeps only a piece
  * whose guessed start is exactly where the one before it stopped: then it
  * holds the very events one thread would have read. A wrong guess (a {
@@ -48,7 +49,7 @@ typedef struct pread_src {
 #define SOFT_STEP (64u << 10)
 
 struct tw_trace_pieces {
-    tw_trace_par par;
+    tw_trace_pieces_cfg cfg;
     uint64_t begin, count; /* the array's first byte; pieces */
     slot *slots;
     int slot_count;
@@ -85,8 +86,8 @@ static long pread_read(void *arg, char *buf, size_t cap)
 /* Piece i's bytes: [*a, *b); the last one runs to the file's end. */
 static void piece_range(const tw_trace_pieces *p, uint64_t i, uint64_t *a, uint64_t *b)
 {
-    *a = p->begin + i * p->par.chunk;
-    *b = i + 1 == p->count ? UINT64_MAX : *a + p->par.chunk;
+    *a = p->begin + i * p->cfg.chunk;
+    *b = i + 1 == p->count ? UINT64_MAX : *a + p->cfg.chunk;
 }
 
 static bool space(char c)
@@ -153,7 +154,7 @@ static void read_piece(tw_trace_pieces *p, uint64_t i, tw_jstream *js, char *win
     if (i == 0) {
         start = a;
     } else {
-        if (!find_start(p->par.fd, window, a, &start)) {
+        if (!find_start(p->cfg.fd, window, a, &start)) {
             c->start = UINT64_MAX;
             c->status = TW_CHUNK_FAIL;
             return;
@@ -161,18 +162,18 @@ static void read_piece(tw_trace_pieces *p, uint64_t i, tw_jstream *js, char *win
     }
     c->start = start;
     place(js, start, b == UINT64_MAX ? UINT64_MAX : b + SOFT_STEP);
-    tw_trace_read_chunk(js, b, c);
+    p->cfg.read(js, b, c);
 }
 
 static void *worker(void *arg)
 {
     tw_trace_pieces *p = arg;
-    pread_src src = {.fd = p->par.fd, .end = p->par.size, .soft = UINT64_MAX};
-    tw_file_view view = tw_file_view_of(p->par.fd, p->par.size);
+    pread_src src = {.fd = p->cfg.fd, .end = p->cfg.size, .soft = UINT64_MAX};
+    tw_file_view view = tw_file_view_of(p->cfg.fd, p->cfg.size);
     tw_jstream js;
     char *window = malloc(GUESS_WINDOW);
     bool ok = window && tw_jstream_init(&js, pread_read, &src) == TW_OK;
-    if (ok && p->par.map)
+    if (ok && p->cfg.map)
         js.view = tw_file_view_next, js.src = &view;
     pthread_mutex_lock(&p->mu);
     for (;;) {
@@ -202,6 +203,13 @@ static void *worker(void *arg)
     return NULL;
 }
 
+void tw_trace_chunk_free(tw_trace_chunk *c)
+{
+    free(c->events);
+    free(c->text);
+    *c = (tw_trace_chunk){0};
+}
+
 static void stop_threads(tw_trace_pieces *p)
 {
     pthread_mutex_lock(&p->mu);
@@ -227,26 +235,26 @@ static void pieces_free(tw_trace_pieces *p)
     free(p);
 }
 
-int tw_trace_pieces_start(tw_trace_pieces **out, const tw_trace_par *par, uint64_t begin)
+int tw_trace_pieces_start(tw_trace_pieces **out, const tw_trace_pieces_cfg *cfg, uint64_t begin)
 {
     tw_trace_pieces *p = calloc(1, sizeof *p);
     if (!p)
         return TW_ENOMEM;
-    p->par = *par;
+    p->cfg = *cfg;
     p->begin = p->expected = begin;
-    p->count = (par->size - begin + par->chunk - 1) / par->chunk;
-    p->slot_count = par->threads + 2;
-    p->src = (pread_src){.fd = par->fd, .end = par->size, .soft = UINT64_MAX};
+    p->count = (cfg->size - begin + cfg->chunk - 1) / cfg->chunk;
+    p->slot_count = cfg->threads + 2;
+    p->src = (pread_src){.fd = cfg->fd, .end = cfg->size, .soft = UINT64_MAX};
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->done, NULL);
     pthread_cond_init(&p->room, NULL);
     p->slots = calloc((size_t)p->slot_count, sizeof *p->slots);
-    p->threads = calloc((size_t)par->threads, sizeof *p->threads);
+    p->threads = calloc((size_t)cfg->threads, sizeof *p->threads);
     if (!p->slots || !p->threads || tw_jstream_init(&p->js, pread_read, &p->src) != TW_OK) {
         pieces_free(p);
         return TW_ENOMEM;
     }
-    for (int i = 0; i < par->threads; i++) {
+    for (int i = 0; i < cfg->threads; i++) {
         if (pthread_create(&p->threads[i], NULL, worker, p) != 0)
             break;
         p->started++;
@@ -275,7 +283,7 @@ tw_trace_chunk *tw_trace_pieces_next(tw_trace_pieces *p)
         piece_range(p, i, &a, &b);
         c->start = p->expected;
         place(&p->js, p->expected, b == UINT64_MAX ? UINT64_MAX : b + SOFT_STEP);
-        tw_trace_read_chunk(&p->js, b, c);
+        p->cfg.read(&p->js, b, c);
         if (c->status == TW_CHUNK_FAIL) {
             p->finished = true; /* the one thread goes on from expected */
             return NULL;

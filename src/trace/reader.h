@@ -90,12 +90,25 @@ typedef struct tw_trace_chunk {
 
 /* Reads the items of an events array from where s stands (an item's first
  * byte, no comma before it) into c, until an item begins at or past limit
- * or the array ends; c->start is the caller's. */
+ * or the array ends; c->start is the caller's. events.c's; parallel.c's
+ * threads call it through tw_trace_pieces_cfg. */
 void tw_trace_read_chunk(tw_jstream *s, uint64_t limit, tw_trace_chunk *c);
+typedef void (*tw_trace_chunk_fn)(tw_jstream *s, uint64_t limit, tw_trace_chunk *c);
 void tw_trace_chunk_free(tw_trace_chunk *c);
 
+/* What parallel.c reads: the file (tw_trace_par's fd, size, threads, chunk
+ * and map) and how a piece is read. */
+typedef struct tw_trace_pieces_cfg {
+    int fd;
+    uint64_t size;
+    int threads;
+    uint64_t chunk;
+    bool map;
+    tw_trace_chunk_fn read;
+} tw_trace_pieces_cfg;
+
 /* parallel.c: the pieces of the events array that begins at offset begin
- * of par's file, read by par->threads threads, handed out in order by
+ * of cfg's file, read by cfg->threads threads, handed out in order by
  * tw_trace_pieces_next (NULL after the last one; the reading thread's, to
  * read and change, until given back with
  * tw_trace_pieces_done before the next). tw_trace_pieces_end stops the
@@ -103,7 +116,7 @@ void tw_trace_chunk_free(tw_trace_chunk *c);
  * was read to its ] (true) or the rest is the one thread's (false: at is an
  * item's first byte), and frees. */
 typedef struct tw_trace_pieces tw_trace_pieces;
-int tw_trace_pieces_start(tw_trace_pieces **out, const tw_trace_par *par, uint64_t begin);
+int tw_trace_pieces_start(tw_trace_pieces **out, const tw_trace_pieces_cfg *cfg, uint64_t begin);
 tw_trace_chunk *tw_trace_pieces_next(tw_trace_pieces *p);
 void tw_trace_pieces_done(tw_trace_pieces *p);
 bool tw_trace_pieces_end(tw_trace_pieces *p, uint64_t *at);
