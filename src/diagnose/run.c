@@ -1166,6 +1166,26 @@ static void note_fact(tw_run *root, tw_run *run, const tw_record *r)
     f->line = r->source.line;
 }
 
+/* Events a long run logs by the hundred (every epoch's checkpoint, every
+ * skipped NaN step, deprecation warnings). */
+static bool routine_event(tw_event_kind kind)
+{
+    return kind == TW_EV_WARNING || kind == TW_EV_CHECKPOINT || kind == TW_EV_RESUME || kind == TW_EV_NAN;
+}
+
+/* Keeps an event for the rules while there is room; routine ones take at
+ * most half of it, so hundreds of warnings never crowd out the OOM, the
+ * crash or the launcher's report that follows them (all are counted in
+ * event_counts either way). */
+static void keep_event(tw_run *run, const tw_event_note *note)
+{
+    bool routine = routine_event(note->kind);
+    if (run->events_kept_count == TW_EVENTS_KEPT || (routine && run->routine_kept == TW_EVENTS_KEPT / 2))
+        return;
+    run->events_kept[run->events_kept_count++] = *note;
+    run->routine_kept += routine;
+}
+
 static void add_event(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r)
 {
     if (c && r->event == TW_EV_LAUNCH)
@@ -1199,8 +1219,7 @@ static void add_event(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *
         run->last_exception = note;
         run->have_last_exception = true;
     }
-    if (run->events_kept_count < TW_EVENTS_KEPT)
-        run->events_kept[run->events_kept_count++] = note;
+    keep_event(run, &note);
 }
 
 static void note_time(tw_launch_info *l, const tw_record *r)

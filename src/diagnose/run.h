@@ -270,6 +270,7 @@ struct tw_run {
     uint64_t event_counts[TW_EV_COUNT];
     tw_event_note events_kept[TW_EVENTS_KEPT];
     int events_kept_count;
+    int routine_kept;             /* of which warnings, checkpoints, resumes, NaN lines: at most half */
     tw_event_note last_exception; /* the last one, even past the kept ones */
     bool have_last_exception;
     tw_metric_notes eval_metrics;

@@ -30,6 +30,8 @@ import pathlib
 import re
 import subprocess
 
+import pytest
+
 from conftest import analyze_json, binary
 
 EXTRA = pathlib.Path(__file__).resolve().parents[1] / "corpus-extra" / "paddle-distributed"
@@ -245,3 +247,23 @@ def test_an_nccl_error_is_quoted_by_its_cause():
     assert f["line"] == 11
     assert f["evidence"].startswith("NCCL error: Duplicate GPU detected : rank 2 and rank 0 both on CUDA device 4000 "
                                     "(reported as: torch.distributed.DistBackendError: NCCL error in: ")
+
+
+@pytest.mark.parametrize("name,rule", [("telling-line/pytorch-152135-oom-fragmentation.log", "oom"),
+                                       ("launcher/repvit-65-console-elastic-failed-local2.log", "crash")])
+def test_hundreds_of_warnings_do_not_hide_the_error_after_them(tmp_path, name, rule):
+    """A run that logs a deprecation warning every step keeps hundreds of
+    warning events; the error at the end must still be found. Before, the
+    first 256 events of a launch were all that rules saw, so 300 warnings
+    (the real FutureWarning from the nanoGPT log in tests/corpus-extra,
+    repeated) ahead of a real OOM message or a real launcher report left
+    the run with no error finding at all."""
+    extra = TELLING.parent
+    warning = next(l for l in (extra / "fallback/nanogpt-termux-shakespeare-train.log").read_text().splitlines()
+                   if "FutureWarning" in l)
+    log = tmp_path / "run.log"
+    log.write_text("\n".join([warning] * 300) + "\n" + (extra / name).read_text())
+    report, result = analyze_json(log)
+    assert report["summary"]["event_counts"]["warning"] >= 300
+    assert rule in [f["rule"] for f in report["findings"]], [f["rule"] for f in report["findings"]]
+    assert result.returncode == 1
