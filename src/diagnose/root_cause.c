@@ -459,8 +459,17 @@ void tw_root_cause_launcher_evidence(const tw_run *run, const tw_root_cause *rc,
         tw_finding_evidence(f, "the launcher's report: %s (%s)", l->message, where);
     local_rank_evidence(run, rc, f);
     const char *p = l->detail;
+    bool torch = strstr(l->message, "exitcode") || strstr(l->message, "Root Cause") || strstr(l->message, "torch");
     for (int v; tw_launcher_next_rank(&p, &v);) {
-        if (rc->ranks ? !tw_root_cause_has_rank(rc, v) : !tw_run_rank(run, v))
+        if (!(rc->ranks ? !tw_root_cause_has_rank(rc, v) : !tw_run_rank(run, v)))
+            continue;
+        if (torch)
+            tw_finding_evidence(f,
+                                "rank %d's own log is not among the inputs; its error is there (torchrun: "
+                                "--log-dir's attempt_N/LOCAL_RANK/stderr.log on its node, else that node's "
+                                "console)",
+                                v);
+        else
             tw_finding_evidence(f,
                                 "rank %d's own log is not among the inputs; its error is there (Paddle: "
                                 "log/workerlog.%d)",

@@ -330,7 +330,9 @@ def test_the_agents_rank_assignment_turns_a_local_rank_into_the_global_one(tmp_p
     assert f["title"] == "Rank 7 failed, by the launcher's report; its log is not among the inputs"
     assert ("local rank 3 on the node of global ranks 4-7 (group_rank=1, by the agent's rank assignment at "
             f"{console}:9) is rank 7") in f["evidence"]
-    assert "rank 7's own log is not among the inputs" in f["evidence"]
+    assert ("rank 7's own log is not among the inputs; its error is there (torchrun: --log-dir's "
+            "attempt_N/LOCAL_RANK/stderr.log on its node, else that node's console)") in f["evidence"]
+    assert "workerlog" not in f["evidence"]  # a Paddle file name for a torch job, before
     assert result.returncode == 1
 
 
