@@ -537,17 +537,52 @@ static int log_dir_nodes(int argc, char **argv, int first, const input_kind *kin
     return nodes;
 }
 
+/* The length of path's directory part ("" for a bare name: 0). */
+static size_t dir_len(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? (size_t)(slash - path) : 0;
+}
+
+/* A rank number that the names of two log inputs in different directories
+ * both give (node0/log/workerlog.0 and node1/log/workerlog.0: Paddle writes
+ * workerlog.N by local rank on each node), or -1; *a, *b: the two inputs. */
+static int repeated_name_rank(int argc, char **argv, int first, const input_kind *kind, int *a, int *b)
+{
+    for (int i = first; i < argc; i++) {
+        size_t node;
+        int r = kind[i] == INPUT_LOG && tw_rank_from_log_dir(argv[i], &node) < 0 ? tw_rank_from_path(argv[i]) : -1;
+        for (int j = first; r >= 0 && j < i; j++) {
+            bool same_dir = dir_len(argv[i]) == dir_len(argv[j]) && strncmp(argv[i], argv[j], dir_len(argv[i])) == 0;
+            if (kind[j] == INPUT_LOG && !same_dir && tw_rank_from_log_dir(argv[j], &node) < 0 &&
+                tw_rank_from_path(argv[j]) == r) {
+                *a = j, *b = i;
+                return r;
+            }
+        }
+    }
+    return -1;
+}
+
 /* The rank of each log input (ranks[i] for argv[i]): its name's
  * (workerlog.3, rank3), else its torchrun log directory's (attempt_0/3/
  * stderr.log) when every such input comes from one agent's directory. On
  * several nodes local ranks repeat and the path does not say which node is
  * which (its group_rank), so those are numbered like names without a rank:
  * in order, with the numbers no name took (a launcher's log among ranks'
- * logs must not take a rank's number). A lone input keeps -1: the parser's
+ * logs must not take a rank's number). The same holds when two names in
+ * different directories give one number (several nodes' workerlog.N): then
+ * every input is numbered in order. A lone input keeps -1: the parser's
  * own hints decide. */
 static int input_ranks(int argc, char **argv, int first, const input_kind *kind, int files, int *ranks)
 {
-    int nodes = log_dir_nodes(argc, argv, first, kind), taken = 0;
+    int nodes = log_dir_nodes(argc, argv, first, kind), taken = 0, a, b;
+    int repeated = repeated_name_rank(argc, argv, first, kind, &a, &b);
+    if (repeated >= 0)
+        fprintf(stderr,
+                "trainwatch analyze: %s and %s both name rank %d from different directories: on several nodes "
+                "these numbers are local ranks, which repeat, so the inputs are numbered in the order given\n",
+                argv[a], argv[b], repeated);
     int *named = malloc(sizeof *named * (size_t)(argc - first + 1));
     if (!named)
         return TW_ENOMEM;
@@ -559,7 +594,7 @@ static int input_ranks(int argc, char **argv, int first, const input_kind *kind,
                 nodes);
     for (int i = first; i < argc; i++) {
         size_t node;
-        bool local = nodes > 1 && tw_rank_from_log_dir(argv[i], &node) >= 0;
+        bool local = (nodes > 1 && tw_rank_from_log_dir(argv[i], &node) >= 0) || repeated >= 0;
         ranks[i] = kind[i] == INPUT_LOG && !local ? tw_rank_from_path(argv[i]) : -1;
         if (ranks[i] >= 0)
             named[taken++] = ranks[i];

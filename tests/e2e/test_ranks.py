@@ -570,3 +570,37 @@ def test_nccl_says_two_ranks_share_a_gpu(name, line, ranks, bus):
     (crash,) = [f for f in report["findings"] if f["rule"] == "crash"]
     assert crash["line"] == line  # the cause's line, not the DistBackendError's
     assert crash["evidence"].startswith("NCCL error: Duplicate GPU detected")
+
+
+def test_two_nodes_workerlogs_of_one_local_rank_do_not_merge(tmp_path, corpus):
+    """A two-node Paddle job leaves node0/log/workerlog.0 and
+    node1/log/workerlog.0: each node numbers its workers by local rank. Read
+    by name both were rank 0, one rank: the two processes' launches
+    interleaved (4 launches) and the report said nothing of two ranks. The
+    real RT-DETR pair (ranks 0 and 1 of one job) is copied into that layout:
+    numbered in the order given, it reads as the pair does under its own
+    names, and trainwatch says why."""
+    src = corpus / "paddle-distributed"
+    paths = []
+    for node, name in (("node0", "ppdet-rtdetr-2gpu-sigterm-workerlog.0"), ("node1", "ppdet-rtdetr-2gpu-sigterm-workerlog.1")):
+        d = tmp_path / node / "log"
+        d.mkdir(parents=True)
+        (d / "workerlog.0").write_bytes((src / name).read_bytes())
+        paths.append(d / "workerlog.0")
+    report, result = analyze_json(*paths)
+    own, _ = analyze_json(src / "ppdet-rtdetr-2gpu-sigterm-workerlog.0", src / "ppdet-rtdetr-2gpu-sigterm-workerlog.1")
+    assert [(f["rule"], f["title"]) for f in report["findings"]] == [(f["rule"], f["title"]) for f in own["findings"]]
+    assert len(report["launches"]) == len(own["launches"]) == 2
+    assert "both name rank 0 from different directories" in result.stderr and "local ranks" in result.stderr
+
+
+def test_rotated_files_of_one_rank_in_one_directory_stay_one_rank(tmp_path, corpus):
+    """workerlog.0 and workerlog.0.1 side by side are one rank's files (the
+    same number in one directory): nothing is renumbered."""
+    src = corpus / "paddle-distributed" / "ppdet-rtdetr-2gpu-sigterm-workerlog.0"
+    text = src.read_text().splitlines(keepends=True)
+    (tmp_path / "workerlog.0.1").write_text("".join(text[: len(text) // 2]))
+    (tmp_path / "workerlog.0").write_text("".join(text[len(text) // 2:]))
+    report, result = analyze_json(tmp_path / "workerlog.0.1", tmp_path / "workerlog.0")
+    assert "different directories" not in result.stderr
+    assert {r["rank"] for r in report["rank_health"]} == {0}
