@@ -384,7 +384,8 @@ static void check_exceptions(const tw_run *run, const tw_thresholds *t, tw_findi
             tw_finding_evidence(f, "last step logged before it: %.0f%s", fatal->last_pos,
                                 planned_extent(tw_run_rank(run, fatal->rank), extent, sizeof extent));
         if (fatal_count > 1)
-            tw_finding_evidence(f, "%d failure reports after the last step", fatal_count);
+            tw_finding_evidence(f, "%s%d failure reports after the last step", run->events_not_kept ? "at least " : "",
+                                fatal_count);
         if (signal)
             tw_finding_recommend(f, "A SIGTERM usually comes from the launcher or scheduler: another rank failed first "
                                     "(read every workerlog), the job hit its time limit, or the node was preempted. "
@@ -394,8 +395,8 @@ static void check_exceptions(const tw_run *run, const tw_thresholds *t, tw_findi
     }
     if (recovered > 0) {
         tw_finding *f = tw_finding_add(out, "failed_launches", TW_SEV_WARNING,
-                                       "%d failure%s before training went on (earlier launches crashed)", recovered,
-                                       recovered == 1 ? "" : "s");
+                                       "%s%d failure%s before training went on (earlier launches crashed)",
+                                       run->events_not_kept ? "At least " : "", recovered, recovered == 1 ? "" : "s");
         if (!f)
             return;
         tw_finding_at_event(f, run, first_recovered);

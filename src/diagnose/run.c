@@ -1173,17 +1173,33 @@ static bool routine_event(tw_event_kind kind)
     return kind == TW_EV_WARNING || kind == TW_EV_CHECKPOINT || kind == TW_EV_RESUME || kind == TW_EV_NAN;
 }
 
-/* Keeps an event for the rules while there is room; routine ones take at
- * most half of it, so hundreds of warnings never crowd out the OOM, the
- * crash or the launcher's report that follows them (all are counted in
- * event_counts either way). */
+/* Keeps an event for the rules, in the order they came: the first ones
+ * while there is room, routine ones in at most half of it and never in the
+ * last TW_EVENTS_TAIL slots. Those keep the latest events that are not
+ * routine: when all is full a new one slides the oldest of them out. So
+ * neither hundreds of warnings nor hundreds of caught exceptions crowd out
+ * the OOM, the crash or the launcher's report at the end (every event is
+ * counted in event_counts either way). */
 static void keep_event(tw_run *run, const tw_event_note *note)
 {
-    bool routine = routine_event(note->kind);
-    if (run->events_kept_count == TW_EVENTS_KEPT || (routine && run->routine_kept == TW_EVENTS_KEPT / 2))
+    tw_event_note *kept = run->events_kept;
+    if (routine_event(note->kind)) {
+        if (run->routine_kept < TW_EVENTS_KEPT / 2 && run->events_kept_count < TW_EVENTS_KEPT - TW_EVENTS_TAIL) {
+            kept[run->events_kept_count++] = *note;
+            run->routine_kept++;
+        } else {
+            run->events_not_kept++;
+        }
         return;
-    run->events_kept[run->events_kept_count++] = *note;
-    run->routine_kept += routine;
+    }
+    if (run->events_kept_count < TW_EVENTS_KEPT) {
+        kept[run->events_kept_count++] = *note;
+        return;
+    }
+    tw_event_note *tail = kept + TW_EVENTS_KEPT - TW_EVENTS_TAIL;
+    memmove(tail, tail + 1, (TW_EVENTS_TAIL - 1) * sizeof *tail);
+    kept[TW_EVENTS_KEPT - 1] = *note;
+    run->events_not_kept++;
 }
 
 static void add_event(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r)

@@ -16,6 +16,7 @@
 #define TW_RECENT       32    /* recent losses kept for spike detection */
 #define TW_HIST_BINS    1200  /* log-spaced step-time bins, 1 us .. 1e6 s */
 #define TW_EVENTS_KEPT  256
+#define TW_EVENTS_TAIL  16 /* of which the last slots keep the latest events that are not routine */
 #define TW_LAUNCHES_MAX 64 /* launches kept apart; later ones are analysed with the last kept */
 
 /* Durations (seconds) in log-spaced bins, with the exact extremes so that a
@@ -271,6 +272,7 @@ struct tw_run {
     tw_event_note events_kept[TW_EVENTS_KEPT];
     int events_kept_count;
     int routine_kept;             /* of which warnings, checkpoints, resumes, NaN lines: at most half */
+    uint64_t events_not_kept;     /* events the rules do not see (all are in event_counts) */
     tw_event_note last_exception; /* the last one, even past the kept ones */
     bool have_last_exception;
     tw_metric_notes eval_metrics;

@@ -32,7 +32,7 @@ import subprocess
 
 import pytest
 
-from conftest import analyze_json, binary
+from conftest import CORPUS, analyze_json, binary
 
 EXTRA = pathlib.Path(__file__).resolve().parents[1] / "corpus-extra" / "paddle-distributed"
 
@@ -249,21 +249,37 @@ def test_an_nccl_error_is_quoted_by_its_cause():
                                     "(reported as: torch.distributed.DistBackendError: NCCL error in: ")
 
 
-@pytest.mark.parametrize("name,rule", [("telling-line/pytorch-152135-oom-fragmentation.log", "oom"),
-                                       ("launcher/repvit-65-console-elastic-failed-local2.log", "crash")])
-def test_hundreds_of_warnings_do_not_hide_the_error_after_them(tmp_path, name, rule):
-    """A run that logs a deprecation warning every step keeps hundreds of
-    warning events; the error at the end must still be found. Before, the
-    first 256 events of a launch were all that rules saw, so 300 warnings
-    (the real FutureWarning from the nanoGPT log in tests/corpus-extra,
-    repeated) ahead of a real OOM message or a real launcher report left
-    the run with no error finding at all."""
+def filler(kind, extra):
+    """300 real lines a long run repeats ahead of its error: nanoGPT's
+    FutureWarning (tests/corpus-extra), or IBOT's NameError traceback (the
+    shared corpus, its lines 34-41), the name numbered so that each is an
+    exception of its own."""
+    if kind == "warnings":
+        log = (extra / "fallback/nanogpt-termux-shakespeare-train.log").read_text().splitlines()
+        return "\n".join([next(l for l in log if "FutureWarning" in l)] * 300) + "\n"
+    ibot = (CORPUS / "paddle-errors/ibot-launch-crashes-workerlog.0").read_text().splitlines(keepends=True)
+    block = "".join(ibot[33:41])
+    assert block.startswith("Traceback") and "NameError" in block
+    return "".join(block.replace("name 'torch'", f"name 'torch{i}'") for i in range(300))
+
+
+@pytest.mark.parametrize("kind,count,name,rule", [
+    ("warnings", "warning", "telling-line/pytorch-152135-oom-fragmentation.log", "oom"),
+    ("warnings", "warning", "launcher/repvit-65-console-elastic-failed-local2.log", "crash"),
+    ("exceptions", "exception", "telling-line/pytorch-152135-oom-fragmentation.log", "oom"),
+])
+def test_hundreds_of_events_do_not_hide_the_error_after_them(tmp_path, name, rule, kind, count):
+    """A run that logs a deprecation warning every step, or catches and logs
+    an exception per bad sample, has hundreds of events; the error at the
+    end must still be found. Before, the rules saw the first 256 events of
+    a launch, so 300 of either ahead of a real OOM message or a real
+    launcher report left the run with no finding of it at all."""
+    if not CORPUS.is_dir():
+        pytest.skip(f"shared corpus not found at {CORPUS}")
     extra = TELLING.parent
-    warning = next(l for l in (extra / "fallback/nanogpt-termux-shakespeare-train.log").read_text().splitlines()
-                   if "FutureWarning" in l)
     log = tmp_path / "run.log"
-    log.write_text("\n".join([warning] * 300) + "\n" + (extra / name).read_text())
+    log.write_text(filler(kind, extra) + (extra / name).read_text())
     report, result = analyze_json(log)
-    assert report["summary"]["event_counts"]["warning"] >= 300
+    assert report["summary"]["event_counts"][count] >= 300
     assert rule in [f["rule"] for f in report["findings"]], [f["rule"] for f in report["findings"]]
     assert result.returncode == 1
