@@ -156,7 +156,7 @@ static int parse_options(int argc, char **argv, trace_cli *c)
             double v;
             if (tw_cli_number("trace", "threads", optarg, &v) != 0)
                 return -1;
-            if (v != (int)v || v < 0 || v > 16) {
+            if (!(v >= 0 && v <= 16) || v != (int)v) { /* the range first: (int) of 1e30 is undefined */
                 fprintf(stderr, "trainwatch trace: --threads takes a whole number from 0 to 16, not '%s'\n", optarg);
                 return -1;
             }
@@ -251,9 +251,14 @@ static void say(const char *text)
     (void)n;
 }
 
-static void cut_while_mapped(int sig)
+static void cut_while_mapped(int sig, siginfo_t *info, void *context)
 {
-    (void)sig;
+    (void)context;
+    if (info->si_code != BUS_ADRERR) { /* not a page past the file's end: die of it as without the handler */
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
     const char *path = reading;
     say("trainwatch: ");
     say(path ? path : "an input");
@@ -263,7 +268,7 @@ static void cut_while_mapped(int sig)
 
 static void catch_cut_files(void)
 {
-    struct sigaction sa = {.sa_handler = cut_while_mapped};
+    struct sigaction sa = {.sa_sigaction = cut_while_mapped, .sa_flags = SA_SIGINFO};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGBUS, &sa, NULL);
 }

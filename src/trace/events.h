@@ -78,7 +78,7 @@ typedef struct tw_trace_par {
     int threads;    /* 2 or more; fewer: read by the one thread */
     uint64_t chunk; /* bytes per piece; the array must span two or more */
     bool map;       /* threads read through mappings (filesrc.c), not pread */
-    bool (*seek)(void *src, uint64_t off);
+    void (*seek)(void *src, uint64_t off);
     void *src;
     void (*progress)(void *arg, uint64_t done);
     void *progress_arg;

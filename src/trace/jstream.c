@@ -231,19 +231,13 @@ double tw_jstream_number(const char *t, size_t n)
     return *end ? NAN : v;
 }
 
-static tw_jtok number(tw_jstream *s)
+/* A number read byte by byte across reads, after the bytes of prefix
+ * already consumed (a '-' that ended the last read). */
+static tw_jtok number_across(tw_jstream *s, const char *prefix)
 {
-    /* fast: the number ends inside the buffer, read where it lies */
-    const char *p = s->buf + s->pos, *end = s->buf + s->len, *q = p;
-    while (q < end && tw_jnumber_char((unsigned char)*q))
-        q++;
-    if (q < end && q - p < 72) {
-        s->num = tw_jstream_number(p, (size_t)(q - p));
-        s->pos += (size_t)(q - p);
-        return TW_JT_NUMBER;
-    }
     char tmp[72];
-    size_t n = 0;
+    size_t n = strlen(prefix);
+    memcpy(tmp, prefix, n);
     bool overlong = false;
     for (;;) {
         if (!fill(s))
@@ -261,10 +255,27 @@ static tw_jtok number(tw_jstream *s)
     return TW_JT_NUMBER;
 }
 
-static tw_jtok word(tw_jstream *s)
+static tw_jtok number(tw_jstream *s)
+{
+    /* fast: the number ends inside the buffer, read where it lies */
+    const char *p = s->buf + s->pos, *end = s->buf + s->len, *q = p;
+    while (q < end && tw_jnumber_char((unsigned char)*q))
+        q++;
+    if (q < end && q - p < 72) {
+        s->num = tw_jstream_number(p, (size_t)(q - p));
+        s->pos += (size_t)(q - p);
+        return TW_JT_NUMBER;
+    }
+    return number_across(s, "");
+}
+
+/* A word (true, false, null, NaN, Infinity, -Infinity), after the bytes of
+ * prefix already consumed. */
+static tw_jtok word_after(tw_jstream *s, const char *prefix)
 {
     char w[16];
-    size_t n = 0;
+    size_t n = strlen(prefix);
+    memcpy(w, prefix, n);
     bool neg = false;
     for (;;) {
         if (!fill(s))
@@ -333,13 +344,18 @@ tw_jtok tw_jstream_next(tw_jstream *s)
             s->pos++;
             return string(s);
         default:
+            if (c == '-' && s->pos + 1 == s->len) { /* what follows the - is in the next read */
+                s->pos++;
+                int next = fill(s) ? (unsigned char)s->buf[s->pos] : -1;
+                return next == 'I' || next == 'N' ? word_after(s, "-") : number_across(s, "-");
+            }
             if ((c >= '0' && c <= '9') || c == '-') {
                 if (c == '-' && s->pos + 1 < s->len && (s->buf[s->pos + 1] == 'I' || s->buf[s->pos + 1] == 'N'))
-                    return word(s);
+                    return word_after(s, "");
                 return number(s);
             }
             if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
-                return word(s);
+                return word_after(s, "");
             s->error = "not JSON";
             return TW_JT_ERROR;
         }
@@ -489,21 +505,22 @@ bool tw_jstream_key_fast(tw_jstream *s, bool first, int *result)
 
 bool tw_jstream_skip_next(tw_jstream *s)
 {
-    const char *p = s->buf + s->pos, *end = s->buf + s->len;
-    p = skip_space(p, end);
-    if (end - p < 2)
+    if (tw_jstream_peek(s) < 0) /* white space passed, across reads */
         return tw_jstream_skip(s, tw_jstream_next(s));
+    const char *p = s->buf + s->pos, *end = s->buf + s->len;
     char c = *p;
-    if (c == '{' || c == '[') {
-        s->pos = (size_t)(p + 1 - s->buf);
-        return skip_container(s, c == '{');
-    }
-    if (c == '"') {
-        s->pos = (size_t)(p + 1 - s->buf);
+    if (c == '"') { /* passed, never kept: a long one is not counted as cut, wherever the reads end */
+        s->pos++;
         if (skip_string(s))
             return true;
         s->error = s->read_error ? "read error" : "unterminated string";
         return false;
+    }
+    if (end - p < 2)
+        return tw_jstream_skip(s, tw_jstream_next(s));
+    if (c == '{' || c == '[') {
+        s->pos = (size_t)(p + 1 - s->buf);
+        return skip_container(s, c == '{');
     }
     if ((c >= '0' && c <= '9') || (c == '-' && p[1] >= '0' && p[1] <= '9')) { /* a number: passed, not parsed */
         const char *q = p + 1;

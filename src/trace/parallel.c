@@ -131,7 +131,6 @@ static bool find_start(int fd, char *window, uint64_t a, uint64_t *start)
     return false;
 }
 
-/* Reads piece i into c with js (a thread's own tokenizer and source). */
 /* Places a thread's source (js->src: a tw_file_view when mapped, else a
  * pread_src) at start, its reads to end near soft. */
 static void place(tw_jstream *js, uint64_t start, uint64_t soft)
@@ -146,6 +145,7 @@ static void place(tw_jstream *js, uint64_t start, uint64_t soft)
     tw_jstream_restart(js, start);
 }
 
+/* Reads piece i into its slot with js (a thread's own tokenizer and source). */
 static void read_piece(tw_trace_pieces *p, uint64_t i, tw_jstream *js, char *window)
 {
     uint64_t a, b, start;
@@ -196,7 +196,7 @@ static void *worker(void *arg)
         pthread_cond_broadcast(&p->done);
     }
     pthread_mutex_unlock(&p->mu);
-    if (window && ok)
+    if (ok)
         tw_jstream_free(&js);
     tw_file_view_close(&view);
     free(window);

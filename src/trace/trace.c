@@ -128,12 +128,11 @@ static long plain_read(source *s, char *buf, size_t cap)
 }
 
 /* tw_trace_par's seek: a plain file's next byte at off (the head read). */
-static bool source_seek(void *arg, uint64_t off)
+static void source_seek(void *arg, uint64_t off)
 {
     source *s = arg;
     s->head_pos = s->head_len;
     s->off = s->fv.off = off;
-    return true;
 }
 
 /* The tokenizer's view of a mapped plain file. */

@@ -377,6 +377,84 @@ static void read_both_ways(const char *doc, size_t len)
     }
 }
 
+typedef struct stepper {
+    const char *s;
+    size_t len, pos, step;
+} stepper;
+
+/* step bytes per read: the reads end at every offset in turn. */
+static long step_read(void *arg, char *buf, size_t cap)
+{
+    stepper *d = arg;
+    size_t n = d->len - d->pos < d->step ? d->len - d->pos : d->step;
+    if (n > cap)
+        n = cap;
+    memcpy(buf, d->s + d->pos, n);
+    d->pos += n;
+    return (long)n;
+}
+
+/* Where the reads end must not change what is read: doc read whole and in
+ * reads of 1 to 80 bytes hands over the same events, ends the same way and
+ * counts the same strings cut (several threads' pieces and mapped windows
+ * end reads anywhere, and their report must be one thread's). */
+static void test_where_reads_end_changes_nothing(void **state)
+{
+    (void)state;
+    static char long_skipped[2200];
+    memset(long_skipped, 0, sizeof long_skipped);
+    strcpy(long_skipped, "{\"traceEvents\": [{\"ph\": \"X\", \"args\": {\"foo\": \"");
+    memset(long_skipped + strlen(long_skipped), 'x', 2000);
+    strcat(long_skipped, "\", \"device\": -0}, \"ts\": 1, \"dur\": 2, \"name\": \"k\"}]}");
+    static const char *docs[] = {
+        "{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 1, \"dur\": -Infinity, \"name\": \"a\"}, {\"ph\": \"X\", "
+        "\"ts\": -NaN, \"dur\": 2, \"pid\": -7, \"name\": \"b\"}, {\"ph\": \"X\", \"ts\": -5e-1, \"x\": -Infinity, "
+        "\"y\": -12, \"z\": -NaN, \"dur\": 1}]}",
+        "{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 10, \"dur\": -", /* cut after a - */
+        "{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 10, \"dur\": -Inf}]}",
+        "[{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"ts\": 1, \"dur\": 2, \"args\": {\"stream\": 7, "
+        "\"note\": \"\\u00e9\\n\", \"grid\": [1, -2, 3], \"correlation\": -1}}, -Infinity, \"s\", {\"ph\": \"i\", "
+        "\"name\": \"[memory]\", \"ts\": 3, \"args\": {\"Total Allocated\": -0.0}}]",
+        long_skipped,
+    };
+    for (size_t d = 0; d < sizeof docs / sizeof *docs; d++) {
+        const char *doc = docs[d];
+        size_t len = strlen(doc);
+        static seen a, b;
+        memset(&a, 0, sizeof a);
+        tw_trace_reader_stats sa, sb;
+        const char *ea = NULL, *eb = NULL;
+        tw_jstream s;
+        assert_int_equal(tw_jstream_init(&s, NULL, NULL), 0);
+        memcpy(s.own, doc, len);
+        s.len = len;
+        s.eof = true;
+        int ra = tw_trace_read(&s, keep_event, &a, &sa, &ea);
+        uint64_t cut_a = s.strings_cut;
+        tw_jstream_free(&s);
+        for (size_t step = 1; step <= 80; step++) {
+            memset(&b, 0, sizeof b);
+            stepper st = {doc, len, 0, step};
+            assert_int_equal(tw_jstream_init(&s, step_read, &st), 0);
+            int rb = tw_trace_read(&s, keep_event, &b, &sb, &eb);
+            uint64_t cut_b = s.strings_cut;
+            tw_jstream_free(&s);
+            if (ra != rb || a.n != b.n || cut_a != cut_b || (ra != 0 && strcmp(ea, eb) != 0))
+                fail_msg("doc %zu, reads of %zu bytes: rc %d/%d, events %d/%d, cut %llu/%llu, %s / %s", d, step, ra, rb,
+                         a.n, b.n, (unsigned long long)cut_a, (unsigned long long)cut_b, ra ? ea : "-", rb ? eb : "-");
+            for (int i = 0; i < a.n && i < SEEN_MAX; i++) {
+                const tw_trace_event *x = &a.v[i], *y = &b.v[i];
+                if (x->ph != y->ph || !same_double(x->ts, y->ts) || !same_double(x->dur, y->dur) ||
+                    x->has_ts != y->has_ts || x->has_dur != y->has_dur || x->pid != y->pid ||
+                    strcmp(x->name, y->name) != 0 || !same_double(x->allocated, y->allocated) ||
+                    !same_double(x->stream, y->stream) || x->correlation != y->correlation)
+                    fail_msg("doc %zu, reads of %zu bytes: event %d differs (ts %g/%g, dur %g/%g)", d, step, i, x->ts,
+                             y->ts, x->dur, y->dur);
+            }
+        }
+    }
+}
+
 static void test_fast_path_reads_as_the_token_path(void **state)
 {
     (void)state;
@@ -698,6 +776,7 @@ int main(void)
         cmocka_unit_test(test_begin_end_pairs_and_bounds),
         cmocka_unit_test(test_host_spans_first_wait_for_the_gpu),
         cmocka_unit_test(test_fast_path_reads_as_the_token_path),
+        cmocka_unit_test(test_where_reads_end_changes_nothing),
         cmocka_unit_test(test_scans_agree_with_the_portable_path),
         cmocka_unit_test(test_threads_read_synthetic_layouts_as_one),
         cmocka_unit_test(test_threads_read_corpus_traces_as_one),
