@@ -391,6 +391,10 @@ static void pack_event(reader *r)
     if (classified)
         tw_trace_classify(e);
     size_t cat_len = strlen(e->cat), need = e->name_len + 1 + cat_len; /* the name with its NUL */
+    if ((c->count + 1) * sizeof *c->events + c->text_len + need > c->budget) {
+        c->status = TW_CHUNK_FAIL; /* denser than a profiler's events: memory stays bounded */
+        return;
+    }
     if (c->count == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 4096;
         tw_trace_packed *v = realloc(c->events, cap * sizeof *v);

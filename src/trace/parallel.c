@@ -17,8 +17,10 @@
  * corpus traces and broken ones.
  *
  * Memory: at most threads + 2 pieces are read ahead of the one handed out,
- * each holding its events packed (tw_trace_packed) and a tokenizer buffer
- * per thread; the threads never touch the reading thread's state.
+ * each holding its events packed (tw_trace_packed) in at most twice its
+ * bytes (a piece denser than that fails, and so the one thread reads on),
+ * and a mapped window or a tokenizer buffer per thread; the threads never
+ * touch the reading thread's state.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -81,6 +83,14 @@ static long pread_read(void *arg, char *buf, size_t cap)
     if (n > 0)
         s->off += (uint64_t)n;
     return n;
+}
+
+/* What a piece's events may pack into: twice its bytes (a profiler's
+ * events pack to about theirs), 64 KiB at least. */
+static size_t piece_budget(const tw_trace_pieces_cfg *cfg)
+{
+    uint64_t twice = 2 * cfg->chunk;
+    return twice < (64u << 10) ? 64u << 10 : (size_t)twice;
 }
 
 /* Piece i's bytes: [*a, *b); the last one runs to the file's end. */
@@ -161,6 +171,7 @@ static void read_piece(tw_trace_pieces *p, uint64_t i, tw_jstream *js, char *win
         }
     }
     c->start = start;
+    c->budget = piece_budget(&p->cfg);
     place(js, start, b == UINT64_MAX ? UINT64_MAX : b + SOFT_STEP);
     p->cfg.read(js, b, c);
 }
@@ -282,6 +293,7 @@ tw_trace_chunk *tw_trace_pieces_next(tw_trace_pieces *p)
         uint64_t a, b;
         piece_range(p, i, &a, &b);
         c->start = p->expected;
+        c->budget = piece_budget(&p->cfg);
         place(&p->js, p->expected, b == UINT64_MAX ? UINT64_MAX : b + SOFT_STEP);
         p->cfg.read(&p->js, b, c);
         if (c->status == TW_CHUNK_FAIL) {

@@ -77,10 +77,13 @@ typedef enum tw_chunk_status {
 } tw_chunk_status;
 
 /* A piece of an events array, read from start (an item's first byte). Its
- * arrays are owned by it and reused from piece to piece; tw_trace_chunk_free. */
+ * arrays are owned by it and reused from piece to piece; tw_trace_chunk_free.
+ * Events pack to about their bytes in a profiler's trace; a piece of tiny
+ * events packing past its budget fails, and the one thread reads on. */
 typedef struct tw_trace_chunk {
     uint64_t start, stop;
     tw_chunk_status status;
+    size_t budget; /* bytes its events may pack into; past them it fails (set by parallel.c) */
     tw_trace_packed *events;
     size_t count, cap;
     char *text;

@@ -195,13 +195,13 @@ static int reader_threads(const tw_trace_options *o)
     return n < 1 ? 1 : n > THREADS_MAX ? THREADS_MAX : (int)n;
 }
 
-/* The bytes of a piece for n threads: each thread holds a piece's mapping
- * and n + 2 pieces' events wait, each about a piece's size, so 2n + 2
- * pieces share PIECES_MEMORY; 4 MiB at most, 1 MiB at least. */
+/* The bytes of a piece for n threads: each thread maps a piece and n + 2
+ * pieces' events wait, each in at most twice a piece's bytes, so 3n + 4
+ * pieces' bytes share PIECES_MEMORY; 4 MiB at most, 512 KiB at least. */
 static uint64_t piece_bytes(int n)
 {
-    uint64_t bytes = PIECES_MEMORY / (2 * (uint64_t)n + 2);
-    return bytes > CHUNK_DEFAULT ? CHUNK_DEFAULT : bytes < (1u << 20) ? 1u << 20 : bytes;
+    uint64_t bytes = PIECES_MEMORY / (3 * (uint64_t)n + 4);
+    return bytes > CHUNK_DEFAULT ? CHUNK_DEFAULT : bytes < (512u << 10) ? 512u << 10 : bytes;
 }
 
 /* Streams the JSON of src into rank r. */

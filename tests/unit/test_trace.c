@@ -722,6 +722,29 @@ static void test_threads_read_synthetic_layouts_as_one(void **state)
     unlink(path);
 }
 
+/* Events of a few bytes each pack to several times their bytes: a piece
+ * past its budget fails and the one thread reads on; the report is still
+ * the one thread's. */
+static void test_threads_give_dense_pieces_to_the_one_thread(void **state)
+{
+    (void)state;
+    static const uint64_t chunks[] = {65536, 200000};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    fputs("{\"traceEvents\": [", f);
+    for (int i = 0; i < 60000; i++)
+        fprintf(f, "%s{\"ph\":\"X\",\"ts\":%d,\"dur\":1}", i ? "," : "", 2 * i);
+    fputs("]}", f);
+    fclose(f);
+    char *path = temp_path();
+    write_file(path, text, len);
+    same_as_one_thread(path, "dense events", chunks, 2);
+    unlink(path);
+    free(text);
+}
+
 static void test_threads_read_corpus_traces_as_one(void **state)
 {
     (void)state;
@@ -780,6 +803,7 @@ int main(void)
         cmocka_unit_test(test_scans_agree_with_the_portable_path),
         cmocka_unit_test(test_threads_read_synthetic_layouts_as_one),
         cmocka_unit_test(test_threads_read_corpus_traces_as_one),
+        cmocka_unit_test(test_threads_give_dense_pieces_to_the_one_thread),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
