@@ -142,17 +142,28 @@ static bool find_start(int fd, char *window, uint64_t a, uint64_t *start)
 }
 
 /* Places a thread's source (js->src: a tw_file_view when mapped, else a
- * pread_src) at start, its reads to end near soft. */
-static void place(tw_jstream *js, uint64_t start, uint64_t soft)
+ * pread_src) at start, its reads to end near soft and to stop at end (an
+ * end of input there). */
+static void place(tw_jstream *js, uint64_t start, uint64_t soft, uint64_t end)
 {
     if (js->view) {
         tw_file_view *v = js->src;
-        v->off = start, v->soft = soft;
+        v->off = start, v->soft = soft, v->size = end;
     } else {
         pread_src *s = js->src;
-        s->off = start, s->soft = soft;
+        s->off = start, s->soft = soft, s->end = end;
     }
     tw_jstream_restart(js, start);
+}
+
+/* Where a thread stops reading piece [a, b): an event still open two
+ * pieces past b is given up there (an end of input: the piece fails, and
+ * the reading thread reads it from a known start), so a guess that opened
+ * an object running to the file's end costs two pieces, not the rest of
+ * the file. */
+static uint64_t reach(const tw_trace_pieces *p, uint64_t b)
+{
+    return b == UINT64_MAX || p->cfg.size - b < 2 * p->cfg.chunk ? p->cfg.size : b + 2 * p->cfg.chunk;
 }
 
 /* Reads piece i into its slot with js (a thread's own tokenizer and source). */
@@ -172,7 +183,7 @@ static void read_piece(tw_trace_pieces *p, uint64_t i, tw_jstream *js, char *win
     }
     c->start = start;
     c->budget = piece_budget(&p->cfg);
-    place(js, start, b == UINT64_MAX ? UINT64_MAX : b + SOFT_STEP);
+    place(js, start, b == UINT64_MAX ? UINT64_MAX : b + SOFT_STEP, reach(p, b));
     p->cfg.read(js, b, c);
 }
 
@@ -294,7 +305,7 @@ tw_trace_chunk *tw_trace_pieces_next(tw_trace_pieces *p)
         piece_range(p, i, &a, &b);
         c->start = p->expected;
         c->budget = piece_budget(&p->cfg);
-        place(&p->js, p->expected, b == UINT64_MAX ? UINT64_MAX : b + SOFT_STEP);
+        place(&p->js, p->expected, b == UINT64_MAX ? UINT64_MAX : b + SOFT_STEP, p->cfg.size);
         p->cfg.read(&p->js, b, c);
         if (c->status == TW_CHUNK_FAIL) {
             p->finished = true; /* the one thread goes on from expected */
