@@ -117,8 +117,14 @@ static void source_progress(source *s, uint64_t done)
     }
 }
 
+/* A plain file read as it was when its size was taken (as its mapped
+ * windows and the threads' pieces read it). */
 static long plain_read(source *s, char *buf, size_t cap)
 {
+    if (s->off >= s->total)
+        return 0;
+    if (cap > s->total - s->off)
+        cap = (size_t)(s->total - s->off);
     long n = tw_file_pread(s->fd, buf, cap, s->off);
     if (n < 0)
         return -1;
