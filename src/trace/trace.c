@@ -339,7 +339,7 @@ int tw_trace_add_file(tw_trace *t, const char *path, int rank, tw_trace_progress
         return rc;
     }
     source src = {.fd = -1, .progress = progress, .arg = arg, .total = is_stdin ? 0 : (uint64_t)sb.st_size};
-    if (!is_stdin && S_ISREG(sb.st_mode) && !gzip_file(fd)) {
+    if (!is_stdin && S_ISREG(sb.st_mode) && sb.st_size > 0 && !gzip_file(fd)) {
         src.fd = fd;
         src.mapped = t->o.map_files;
         src.fv = tw_file_view_of(fd, (uint64_t)sb.st_size);
