@@ -16,6 +16,34 @@
 
 #include "trainwatch/error.h"
 
+/* ---- the run's hooks: unread lines to the template miner, GPU hints ---- */
+
+static int mine_line(tw_run *root, const tw_record *r, uint32_t file, int launch)
+{
+    return tw_templates_add(&root->templates, r, file, launch);
+}
+
+static void note_gpu_hint(tw_run *root, const tw_record *r, uint32_t file, int launch)
+{
+    /* fails only out of memory: the rank's GPU then stays unknown, as past
+     * gpu.c's own cap on bindings, and the GPU rules say nothing of it */
+    (void)tw_gpu_note_hint(root, r, file, launch);
+}
+
+static void free_kept(tw_run *root)
+{
+    tw_gpu_notes_free(root->gpu);
+    tw_templates_free(root->templates);
+}
+
+static const tw_run_hooks run_hooks = {
+    .unread_line = mine_line, .gpu_hint_maybe = tw_gpu_hint_maybe, .gpu_hint = note_gpu_hint, .free = free_kept};
+
+int tw_run_new(tw_run **out, const tw_thresholds *t)
+{
+    return tw_run_new_with(out, t, &run_hooks);
+}
+
 static const tw_rule *const rules[] = {
     &tw_rule_oom,
     &tw_rule_nan,
@@ -46,7 +74,6 @@ static const tw_rule *const rules[] = {
     &tw_rule_environment_differs,
     &tw_rule_gpu, /* last: it adds GPU evidence to the findings above */
 };
-
 
 /* ---- summary ---------------------------------------------------------- */
 

@@ -21,15 +21,13 @@
 #include <strings.h>
 
 #include "../core/grow.h"
-#include "gpu.h"
 #include "run.h"
-#include "templates.h"
 #include "trainwatch/error.h"
 
 #define HIST_MIN_LOG10       (-6.0)
 #define HIST_BINS_PER_DECADE 100.0
 
-int tw_run_new(tw_run **out, const tw_thresholds *t)
+int tw_run_new_with(tw_run **out, const tw_thresholds *t, const tw_run_hooks *hooks)
 {
     tw_run *run = calloc(1, sizeof *run);
     if (!run)
@@ -40,6 +38,7 @@ int tw_run_new(tw_run **out, const tw_thresholds *t)
     else
         tw_thresholds_default(&run->th);
     run->launch.first_time = run->launch.last_time = NAN;
+    run->hooks = hooks;
     *out = run;
     return TW_OK;
 }
@@ -69,8 +68,8 @@ void tw_run_free(tw_run *run)
         free(run->inputs[i].error);
     }
     free(run->inputs);
-    tw_gpu_notes_free(run->gpu);
-    tw_templates_free(run->templates);
+    if (run->hooks && run->hooks->free)
+        run->hooks->free(run);
     free(run);
 }
 
@@ -676,7 +675,7 @@ static tw_run *launch_at(tw_run *run, int i)
     if (TW_GROW(run->launches, run->launch_count, run->launch_cap, 4) != TW_OK)
         return NULL;
     tw_run *l;
-    if (tw_run_new(&l, &run->th) != TW_OK)
+    if (tw_run_new_with(&l, &run->th, NULL) != TW_OK) /* a launch keeps no unread lines of its own */
         return NULL;
     l->rank_limit = run->rank_limit;
     l->launch.index = run->launch_count + 1;
@@ -1254,10 +1253,11 @@ void tw_run_add(void *arg, const tw_record *r)
     tw_run *root = arg;
     if (r->kind == TW_REC_LINE) { /* a line no format read: the template miner's, no rank's record */
         uint32_t file = intern_file(root, r->source.file);
-        if (tw_templates_add(&root->templates, r, file, launch_of(root, r->rank)) != TW_OK)
-            root->lines_not_mined++;       /* out of memory: said under --templates */
-        if (tw_gpu_hint_maybe(r->message)) /* which GPU the rank uses (gpu.c) */
-            tw_gpu_note_hint(root, r, file, launch_of(root, r->rank));
+        const tw_run_hooks *h = root->hooks;
+        if (h && h->unread_line(root, r, file, launch_of(root, r->rank)) != TW_OK)
+            root->lines_not_mined++;            /* out of memory: said under --templates */
+        if (h && h->gpu_hint_maybe(r->message)) /* which GPU the rank uses (gpu.c) */
+            h->gpu_hint(root, r, file, launch_of(root, r->rank));
         return;
     }
     tw_cursor *c = cursor_of(root, r->rank);
@@ -1271,8 +1271,8 @@ void tw_run_add(void *arg, const tw_record *r)
         break;
     case TW_REC_EVENT:
         add_event(root, run, c, r);
-        if (tw_gpu_hint_maybe(r->message)) /* after: a start line moves the rank to its next launch */
-            tw_gpu_note_hint(root, r, intern_file(root, r->source.file), launch_of(root, r->rank));
+        if (root->hooks && root->hooks->gpu_hint_maybe(r->message)) /* after: a start line moves the rank on */
+            root->hooks->gpu_hint(root, r, intern_file(root, r->source.file), launch_of(root, r->rank));
         break;
     case TW_REC_LINE:
         break;

@@ -282,11 +282,27 @@ struct tw_run {
     tw_input_note *inputs;
     int input_count, input_cap;
     tw_eval_series eval_series;
+    const struct tw_run_hooks *hooks;  /* the root's: what is done with unread lines and GPU hints */
     struct tw_gpu_notes *gpu;          /* GPU telemetry beside the logs (gpu.c); the first run owns it */
     const tw_gpu_summary *gpu_summary; /* this launch's share of it, set on the view the rules see */
     struct tw_templates *templates;    /* lines no format read, as templates (templates.c); the first run's */
     uint64_t lines_not_mined;          /* of those, lines the miner had no memory for */
 };
+
+/* What the root run does with what no rank's record holds: a line no
+ * format read (the template miner, templates.c) and a record that may say
+ * which GPU a rank uses (gpu.c); free releases what they keep in the run.
+ * diagnose.c's tw_run_new hands them in, so run.c depends on neither. */
+typedef struct tw_run_hooks {
+    int (*unread_line)(tw_run *root, const tw_record *r, uint32_t file, int launch);
+    bool (*gpu_hint_maybe)(const char *message);
+    void (*gpu_hint)(tw_run *root, const tw_record *r, uint32_t file, int launch);
+    void (*free)(tw_run *root);
+} tw_run_hooks;
+
+/* A run whose root hands unread lines and GPU hints to hooks (NULL: kept
+ * nowhere); tw_run_new is this with diagnose.c's. */
+int tw_run_new_with(tw_run **out, const tw_thresholds *t, const tw_run_hooks *hooks);
 
 /* Launch i (0-based) of the run: i == 0 is the run itself. */
 const tw_run *tw_run_launch(const tw_run *run, int i);
