@@ -16,4 +16,9 @@ int tw_grow(void *items, int *cap, int count, int first, size_t size);
 
 #define TW_GROW(array, count, cap, first) tw_grow(&(array), &(cap), (count), (first), sizeof *(array))
 
+/* The same for arrays counted in size_t. */
+int tw_grow_size(void *items, size_t *cap, size_t count, size_t first, size_t size);
+
+#define TW_GROW_SIZE(array, count, cap, first) tw_grow_size(&(array), &(cap), (count), (first), sizeof *(array))
+
 #endif

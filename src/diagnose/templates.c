@@ -77,6 +77,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/grow.h"
 #include "trainwatch/error.h"
 
 #define TEMPLATE_TEXT_MAX      200                       /* a masked line, NUL included */
@@ -329,14 +330,8 @@ static tree_node *node_new(tree_node **slot)
 /* node's child for key, made (NULL: out of memory). */
 static tree_node *add_child(tree_node *node, const char *key, size_t len)
 {
-    if (node->edge_count == node->edge_cap) {
-        int cap = node->edge_cap ? 2 * node->edge_cap : 4;
-        tree_edge *grown = realloc(node->edges, sizeof *grown * (size_t)cap);
-        if (!grown)
-            return NULL;
-        node->edges = grown;
-        node->edge_cap = cap;
-    }
+    if (TW_GROW(node->edges, node->edge_count, node->edge_cap, 4) != TW_OK)
+        return NULL;
     tree_edge *e = &node->edges[node->edge_count];
     if (!(e->key = malloc(len + 1)))
         return NULL;
@@ -465,22 +460,9 @@ static bool generalise(tw_template *e, const line_tokens *l)
 /* Room for one more group (and its index in leaf, when leaf). */
 static int make_room(tw_templates *t, tree_node *leaf)
 {
-    if (t->count == t->cap) {
-        size_t cap = t->cap ? 2 * t->cap : 64;
-        tw_template *grown = realloc(t->groups, sizeof *grown * cap);
-        if (!grown)
-            return TW_ENOMEM;
-        t->groups = grown;
-        t->cap = cap;
-    }
-    if (leaf && leaf->group_count == leaf->group_cap) {
-        int cap = leaf->group_cap ? 2 * leaf->group_cap : 4;
-        uint32_t *grown = realloc(leaf->groups, sizeof *grown * (size_t)cap);
-        if (!grown)
-            return TW_ENOMEM;
-        leaf->groups = grown;
-        leaf->group_cap = cap;
-    }
+    if (TW_GROW_SIZE(t->groups, t->count, t->cap, 64) != TW_OK ||
+        (leaf && TW_GROW(leaf->groups, leaf->group_count, leaf->group_cap, 4) != TW_OK))
+        return TW_ENOMEM;
     if (!leaf && !t->exact && !(t->exact = calloc(2 * TW_TEMPLATES_MAX, sizeof *t->exact)))
         return TW_ENOMEM;
     return TW_OK;

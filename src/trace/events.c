@@ -25,6 +25,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../core/grow.h"
 #include "reader.h"
 #include "trainwatch/error.h"
 
@@ -391,29 +392,14 @@ static void pack_event(reader *r)
     if (classified)
         tw_trace_classify(e);
     size_t cat_len = strlen(e->cat), need = e->name_len + 1 + cat_len; /* the name with its NUL */
-    if ((c->count + 1) * sizeof *c->events + c->text_len + need > c->budget) {
+    if ((c->count + 1) * sizeof *c->events + c->text.len + need > c->budget) {
         c->status = TW_CHUNK_FAIL; /* denser than a profiler's events: memory stays bounded */
         return;
     }
-    if (c->count == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 4096;
-        tw_trace_packed *v = realloc(c->events, cap * sizeof *v);
-        if (!v) {
-            c->status = TW_CHUNK_FAIL;
-            return;
-        }
-        c->events = v, c->cap = cap;
-    }
-    if (c->text_cap - c->text_len < need) {
-        size_t cap = c->text_cap ? c->text_cap : 1u << 16;
-        while (cap - c->text_len < need)
-            cap *= 2;
-        char *t = realloc(c->text, cap);
-        if (!t) {
-            c->status = TW_CHUNK_FAIL;
-            return;
-        }
-        c->text = t, c->text_cap = cap;
+    if ((c->count == c->cap && TW_GROW_SIZE(c->events, c->count, c->cap, 4096) != TW_OK) ||
+        !tw_buffer_reserve(&c->text, need)) {
+        c->status = TW_CHUNK_FAIL;
+        return;
     }
     c->events[c->count++] = (tw_trace_packed){.ts = e->ts,
                                               .dur = e->dur,
@@ -426,7 +412,7 @@ static void pack_event(reader *r)
                                               .tid = e->tid,
                                               .correlation = e->correlation,
                                               .external_id = e->external_id,
-                                              .text = c->text_len,
+                                              .text = c->text.len,
                                               .name_len = (uint16_t)e->name_len,
                                               .cat_len = (uint8_t)cat_len,
                                               .ph = e->ph,
@@ -434,10 +420,9 @@ static void pack_event(reader *r)
                                               .classified = classified,
                                               .has_ts = e->has_ts,
                                               .has_dur = e->has_dur};
-    memcpy(c->text + c->text_len, e->name, e->name_len);
-    c->text[c->text_len + e->name_len] = '\0';
-    memcpy(c->text + c->text_len + e->name_len + 1, e->cat, cat_len);
-    c->text_len += need;
+    tw_buffer_append(&c->text, e->name, e->name_len);
+    tw_buffer_putc(&c->text, '\0');
+    tw_buffer_append(&c->text, e->cat, cat_len);
 }
 
 /* A packed event of c back into r->ev, as the reader had read it; its
@@ -454,9 +439,9 @@ static void unpack_event(reader *r, tw_trace_chunk *c, const tw_trace_packed *p)
     e->correlation = p->correlation, e->external_id = p->external_id;
     e->bytes = p->bytes, e->device = p->device, e->stream = p->stream;
     e->allocated = p->allocated, e->reserved = p->reserved;
-    e->name = c->text + p->text; /* the piece's own copy, NUL-terminated: classify may cut it */
+    e->name = c->text.data + p->text; /* the piece's own copy, NUL-terminated: classify may cut it */
     e->name_len = p->name_len;
-    memcpy(e->cat, c->text + p->text + p->name_len + 1, p->cat_len);
+    memcpy(e->cat, c->text.data + p->text + p->name_len + 1, p->cat_len);
     e->cat[p->cat_len] = '\0';
 }
 
@@ -465,7 +450,8 @@ void tw_trace_read_chunk(tw_jstream *s, uint64_t limit, tw_trace_chunk *c)
     tw_trace_reader_stats st = {.rank = -1};
     reader r = {.s = s, .st = &st, .deliver = pack_event, .chunk = c};
     uint64_t cut = s->strings_cut;
-    c->count = c->text_len = 0;
+    c->count = 0;
+    tw_buffer_reset(&c->text);
     c->status = TW_CHUNK_MORE;
     int k = read_items(&r, true, limit);
     if (c->status == TW_CHUNK_FAIL || k == 0) {

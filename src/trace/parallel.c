@@ -228,7 +228,7 @@ static void *worker(void *arg)
 void tw_trace_chunk_free(tw_trace_chunk *c)
 {
     free(c->events);
-    free(c->text);
+    tw_buffer_free(&c->text);
     *c = (tw_trace_chunk){0};
 }
 

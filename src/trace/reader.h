@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../core/buffer.h"
 #include "events.h"
 #include "jstream.h"
 
@@ -86,8 +87,7 @@ typedef struct tw_trace_chunk {
     size_t budget; /* bytes its events may pack into; past them it fails (set by parallel.c) */
     tw_trace_packed *events;
     size_t count, cap;
-    char *text;
-    size_t text_len, text_cap;
+    tw_buffer text; /* the events' names and cats */
     uint64_t strings_cut;
 } tw_trace_chunk;
 

@@ -233,6 +233,24 @@ static void test_grow_doubles_and_keeps(void **state)
     assert_int_equal(TW_GROW(v, huge, huge, 4), TW_ENOMEM); /* doubling would overflow */
     assert_ptr_equal(v, before);
     free(v);
+    /* the same counted in size_t (TW_GROW_SIZE) */
+    double *d = NULL;
+    size_t dn = 0, dcap = 0;
+    for (size_t i = 0; i < 100; i++) {
+        assert_int_equal(TW_GROW_SIZE(d, dn, dcap, 4), TW_OK);
+        assert_true(dcap > dn);
+        d[dn++] = (double)i / 2;
+    }
+    assert_int_equal(dcap, 128);
+    for (size_t i = 0; i < dn; i++)
+        assert_true(d[i] == (double)i / 2);
+    double *kept = d;
+    size_t big = SIZE_MAX / 2 + 1;
+    assert_int_equal(TW_GROW_SIZE(d, big, big, 4), TW_ENOMEM); /* doubling would overflow */
+    size_t half = SIZE_MAX / 8; /* doubled: SIZE_MAX / 4 doubles, past size_t */
+    assert_int_equal(TW_GROW_SIZE(d, half, half, 4), TW_ENOMEM); /* more bytes than size_t holds */
+    assert_ptr_equal(d, kept);
+    free(d);
 }
 
 int main(void)
