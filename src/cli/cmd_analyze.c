@@ -544,20 +544,26 @@ static size_t dir_len(const char *path)
     return slash ? (size_t)(slash - path) : 0;
 }
 
-/* A rank number that the names of two log inputs in different directories
- * both give (node0/log/workerlog.0 and node1/log/workerlog.0: Paddle writes
+/* The number a log input's file name gives (workerlog.3, rank3), not its
+ * torchrun directory's (attempt_0/3/stderr.log); -1 when none. */
+static int name_rank(const char *path, input_kind kind)
+{
+    size_t node;
+    return kind == INPUT_LOG && tw_rank_from_log_dir(path, &node) < 0 ? tw_rank_from_path(path) : -1;
+}
+
+/* A number two inputs' names give (by_name[i]) from different directories
+ * (node0/log/workerlog.0 and node1/log/workerlog.0: Paddle writes
  * workerlog.N by local rank on each node), or -1; *a, *b: the two inputs. */
-static int repeated_name_rank(int argc, char **argv, int first, const input_kind *kind, int *a, int *b)
+static int repeated_name_rank(int argc, char **argv, int first, const int *by_name, int *a, int *b)
 {
     for (int i = first; i < argc; i++) {
-        size_t node;
-        int r = kind[i] == INPUT_LOG && tw_rank_from_log_dir(argv[i], &node) < 0 ? tw_rank_from_path(argv[i]) : -1;
-        for (int j = first; r >= 0 && j < i; j++) {
-            bool same_dir = dir_len(argv[i]) == dir_len(argv[j]) && strncmp(argv[i], argv[j], dir_len(argv[i])) == 0;
-            if (kind[j] == INPUT_LOG && !same_dir && tw_rank_from_log_dir(argv[j], &node) < 0 &&
-                tw_rank_from_path(argv[j]) == r) {
+        for (int j = first; by_name[i] >= 0 && j < i; j++) {
+            size_t dir = dir_len(argv[i]);
+            bool same_dir = dir == dir_len(argv[j]) && strncmp(argv[i], argv[j], dir) == 0;
+            if (by_name[j] == by_name[i] && !same_dir) {
                 *a = j, *b = i;
-                return r;
+                return by_name[i];
             }
         }
     }
@@ -577,7 +583,9 @@ static int repeated_name_rank(int argc, char **argv, int first, const input_kind
 static int input_ranks(int argc, char **argv, int first, const input_kind *kind, int files, int *ranks)
 {
     int nodes = log_dir_nodes(argc, argv, first, kind), taken = 0, a, b;
-    int repeated = repeated_name_rank(argc, argv, first, kind, &a, &b);
+    for (int i = first; i < argc; i++)
+        ranks[i] = name_rank(argv[i], kind[i]);
+    int repeated = repeated_name_rank(argc, argv, first, ranks, &a, &b);
     if (repeated >= 0)
         fprintf(stderr,
                 "trainwatch analyze: %s and %s both name rank %d from different directories: on several nodes "
@@ -594,8 +602,11 @@ static int input_ranks(int argc, char **argv, int first, const input_kind *kind,
                 nodes);
     for (int i = first; i < argc; i++) {
         size_t node;
-        bool local = (nodes > 1 && tw_rank_from_log_dir(argv[i], &node) >= 0) || repeated >= 0;
-        ranks[i] = kind[i] == INPUT_LOG && !local ? tw_rank_from_path(argv[i]) : -1;
+        int in_dir = kind[i] == INPUT_LOG ? tw_rank_from_log_dir(argv[i], &node) : -1;
+        if (repeated >= 0 || (in_dir >= 0 && nodes > 1))
+            ranks[i] = -1; /* numbered in order below */
+        else if (in_dir >= 0)
+            ranks[i] = in_dir;
         if (ranks[i] >= 0)
             named[taken++] = ranks[i];
     }
