@@ -122,7 +122,14 @@ def test_receiver_down_then_up_gets_what_was_queued(procs, watches, tmp_path):
     # the queue drains into it: the values from while it was down are there, in order
     wait_until(lambda: queued(w) < 100 and sum(w.metric("trainwatch_remote_write_samples_total").values()) > 0,
                timeout=60, what="the queue to drain")
-    matrix = wait_until(lambda: prom.query('trainwatch_train_loss{run="train"}[10m]') or None, what="the loss series")
+    # the batches go out one interval apart: the series is read once the
+    # value logged while the receiver was down (1.5) has come in; a query
+    # taken earlier read only the first batch (a CI run under load)
+    def loss_series():
+        matrix = prom.query('trainwatch_train_loss{run="train"}[10m]')
+        return matrix if matrix and 1.5 in [float(v) for t, v in matrix[0]["values"]] else None
+
+    matrix = wait_until(loss_series, timeout=30, what="the loss series with the value logged while it was down")
     values = matrix[0]["values"]
     before = [float(v) for t, v in values if t < up_since]
     assert before and min(t for t, v in values) < down_since
