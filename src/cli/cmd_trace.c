@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -258,6 +259,11 @@ static void cut_while_mapped(int sig, siginfo_t *info, void *context)
         signal(sig, SIG_DFL);
         raise(sig);
         return;
+    }
+    static atomic_flag said = ATOMIC_FLAG_INIT; /* several threads may fault at once: one speaks */
+    if (atomic_flag_test_and_set(&said)) {
+        for (;;)
+            pause(); /* until the one that speaks ends the process */
     }
     const char *path = reading;
     say("trainwatch: ");

@@ -6,10 +6,13 @@
  * decides the rest: ProfilerStep#N / ProfileStep#N steps, DataLoader spans,
  * NCCL/RCCL/HCCL kernels. Paddle's "name[1.234 ms]" suffix is stripped
  * here. Every event passes through, so each test looks at the first byte
- * before it compares a whole string.
+ * before it compares a whole string, and a reader keeps the kinds of the
+ * names it has seen (tw_trace_kind_memo): a trace repeats a few hundred
+ * names millions of times, and a kernel's name runs to hundreds of bytes.
  */
 #include "events.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -51,6 +54,7 @@ static void strip_suffix(tw_trace_event *e)
     }
     *open = '\0';
     e->name_len = (size_t)(open - e->name);
+    e->name_hashed = false; /* the hash was of the whole name */
 }
 
 /* NCCL, RCCL, HCCL kernels: by prefix, or ncclKernel, ncclDevKernel,
@@ -132,55 +136,104 @@ static cat_class cat_of(const char *cat)
     return CAT_NONE;
 }
 
-void tw_trace_classify(tw_trace_event *e)
+/* The kind an X event's cat class and name (NUL-terminated) give. */
+static tw_trace_kind kind_of(cat_class cat, const char *n)
 {
-    strip_suffix(e);
-    const char *n = e->name;
-    e->kind = TW_TK_OTHER;
-    if (e->ph == 'i' || e->ph == 'I') {
-        if (strcmp(n, "[memory]") == 0)
-            e->kind = TW_TK_MEMORY;
-        return;
-    }
-    if (e->ph != 'X')
-        return;
-    cat_class cat = cat_of(e->cat);
     switch (cat) {
     case CAT_KERNEL:
-        e->kind = comm_name(n) ? TW_TK_COMM : TW_TK_KERNEL;
         if (starts(n, "Memcpy") || starts(n, "hipMemcpy") || starts(n, "dma"))
-            e->kind = TW_TK_MEMCPY;
-        else if (starts(n, "Memset") || starts(n, "hipMemset"))
-            e->kind = TW_TK_MEMSET;
-        return;
+            return TW_TK_MEMCPY;
+        if (starts(n, "Memset") || starts(n, "hipMemset"))
+            return TW_TK_MEMSET;
+        return comm_name(n) ? TW_TK_COMM : TW_TK_KERNEL;
     case CAT_MEMCPY:
-        e->kind = TW_TK_MEMCPY;
-        return;
+        return TW_TK_MEMCPY;
     case CAT_MEMSET:
-        e->kind = TW_TK_MEMSET;
-        return;
+        return TW_TK_MEMSET;
     case CAT_SYNC:
-        e->kind = TW_TK_SYNC;
-        return;
+        return TW_TK_SYNC;
     case CAT_RUNTIME:
-        e->kind = strstr(n, "Synchronize") ? TW_TK_SYNC : TW_TK_RUNTIME;
-        return;
+        return strstr(n, "Synchronize") ? TW_TK_SYNC : TW_TK_RUNTIME;
     case CAT_GPU_ANNOTATION:
-        return; /* the GPU mirror of host annotations */
+        return TW_TK_OTHER; /* the GPU mirror of host annotations */
     case CAT_DATALOADER:
-        e->kind = tw_trace_step_id(n) >= 0 ? TW_TK_STEP : TW_TK_DATALOADER;
-        return;
+        return tw_trace_step_id(n) >= 0 ? TW_TK_STEP : TW_TK_DATALOADER;
     case CAT_COMM_SPAN:
-        e->kind = TW_TK_COMM_SPAN;
-        return;
+        return TW_TK_COMM_SPAN;
     case CAT_OP:
     case CAT_NONE:
         break;
     }
     if (tw_trace_step_id(n) >= 0)
-        e->kind = TW_TK_STEP;
-    else if (dataloader_name(n))
-        e->kind = TW_TK_DATALOADER;
-    else if (cat == CAT_OP)
-        e->kind = TW_TK_OP;
+        return TW_TK_STEP;
+    if (dataloader_name(n))
+        return TW_TK_DATALOADER;
+    return cat == CAT_OP ? TW_TK_OP : TW_TK_OTHER;
+}
+
+/* ---- the kinds of names seen before ------------------------------------ */
+
+#define MEMO_SLOTS 256 /* direct-mapped: a name shares its slot with the names of its hash */
+#define MEMO_NAME  256 /* longer names are classified each time */
+
+typedef struct memo_slot {
+    uint16_t len; /* 0: empty */
+    uint8_t cat;  /* cat_class */
+    uint8_t kind; /* tw_trace_kind */
+    char name[MEMO_NAME];
+} memo_slot;
+
+struct tw_trace_kind_memo {
+    memo_slot slot[MEMO_SLOTS];
+};
+
+tw_trace_kind_memo *tw_trace_kind_memo_new(void)
+{
+    return calloc(1, sizeof(tw_trace_kind_memo));
+}
+
+void tw_trace_kind_memo_free(tw_trace_kind_memo *m)
+{
+    free(m);
+}
+
+/* kind_of through m: the kinds whose names decide them are looked up by
+ * the name's hash (a name's bytes and cat class compared whole: two names
+ * of one slot cost a recount, never a wrong kind) before they are worked
+ * out. */
+static tw_trace_kind kind_of_memo(tw_trace_kind_memo *m, cat_class cat, tw_trace_event *e)
+{
+    bool by_name = cat == CAT_KERNEL || cat == CAT_RUNTIME || cat == CAT_OP || cat == CAT_NONE;
+    size_t len = e->name_len;
+    if (!m || !by_name || len == 0 || len > MEMO_NAME)
+        return kind_of(cat, e->name);
+    if (!e->name_hashed) {
+        e->name_hash = tw_name_hash(e->name, len);
+        e->name_hashed = true;
+    }
+    memo_slot *s = &m->slot[e->name_hash % MEMO_SLOTS];
+    if (s->len == len && s->cat == cat && memcmp(s->name, e->name, len) == 0)
+        return (tw_trace_kind)s->kind;
+    tw_trace_kind kind = kind_of(cat, e->name);
+    *s = (memo_slot){.len = (uint16_t)len, .cat = (uint8_t)cat, .kind = (uint8_t)kind};
+    memcpy(s->name, e->name, len);
+    return kind;
+}
+
+void tw_trace_classify_memo(tw_trace_kind_memo *m, tw_trace_event *e)
+{
+    strip_suffix(e);
+    e->kind = TW_TK_OTHER;
+    if (e->ph == 'i' || e->ph == 'I') {
+        if (strcmp(e->name, "[memory]") == 0)
+            e->kind = TW_TK_MEMORY;
+        return;
+    }
+    if (e->ph == 'X')
+        e->kind = kind_of_memo(m, cat_of(e->cat), e);
+}
+
+void tw_trace_classify(tw_trace_event *e)
+{
+    tw_trace_classify_memo(NULL, e);
 }

@@ -55,7 +55,8 @@ typedef struct reader {
     tw_trace_fast_in in;               /* the fast path's place in the buffer */
     void (*deliver)(struct reader *r); /* r->ev read: finish_event, or pack_event into chunk */
     tw_trace_chunk *chunk;
-    const tw_trace_par *par; /* the events array by several threads, or NULL */
+    tw_trace_kind_memo *kinds; /* the reader's (or the chunk's) own; NULL: each name worked out */
+    const tw_trace_par *par;   /* the events array by several threads, or NULL */
     bool ev_classified;      /* r->ev came classified from a piece */
 } reader;
 
@@ -249,6 +250,7 @@ static bool end_span(reader *r, const tw_trace_event *e)
     x->name = x->name_buf;
     copy_cut(x->name_buf, sizeof x->name_buf, o->name, strlen(o->name));
     x->name_len = strlen(x->name);
+    x->name_hashed = false;
     copy_cut(x->cat, sizeof x->cat, o->cat, strlen(o->cat));
     x->ts = o->ts;
     x->dur = e->ts - o->ts;
@@ -312,6 +314,7 @@ static void finish_event(reader *r)
     tw_trace_event *e = &r->ev;
     if (e->ph == 0)
         return; /* Paddle's {} sentinel, or not an event */
+    tw_trace_event_keep_ph(e);
     if (!r->st->legacy && (e->cat[0] == 'O' || e->cat[0] == 'R'))
         r->st->legacy = strcmp(e->cat, "Operator") == 0 || strcmp(e->cat, "Runtime") == 0;
     if (!r->st->paddle && (e->cat[0] == 'C' || e->cat[0] == 'P'))
@@ -326,7 +329,7 @@ static void finish_event(reader *r)
         begin_span(r, e);
     }
     if (e != &r->ev || !r->ev_classified)
-        tw_trace_classify(e);
+        tw_trace_classify_memo(r->kinds, e);
     r->st->events++;
     r->fn(r->arg, e);
 }
@@ -388,9 +391,10 @@ static void pack_event(reader *r)
     tw_trace_chunk *c = r->chunk;
     if (e->ph == 0 || c->status == TW_CHUNK_FAIL)
         return;
+    tw_trace_event_keep_ph(e);
     bool classified = e->ph != 'B' && e->ph != 'E'; /* a pair is classified as one, when it is one */
     if (classified)
-        tw_trace_classify(e);
+        tw_trace_classify_memo(r->kinds, e);
     size_t cat_len = strlen(e->cat), need = e->name_len + 1 + cat_len; /* the name with its NUL */
     if ((c->count + 1) * sizeof *c->events + c->text.len + need > c->budget) {
         c->status = TW_CHUNK_FAIL; /* denser than a profiler's events: memory stays bounded */
@@ -441,6 +445,7 @@ static void unpack_event(reader *r, tw_trace_chunk *c, const tw_trace_packed *p)
     e->allocated = p->allocated, e->reserved = p->reserved;
     e->name = c->text.data + p->text; /* the piece's own copy, NUL-terminated: classify may cut it */
     e->name_len = p->name_len;
+    e->name_hashed = false;
     memcpy(e->cat, c->text.data + p->text + p->name_len + 1, p->cat_len);
     e->cat[p->cat_len] = '\0';
 }
@@ -448,7 +453,9 @@ static void unpack_event(reader *r, tw_trace_chunk *c, const tw_trace_packed *p)
 void tw_trace_read_chunk(tw_jstream *s, uint64_t limit, tw_trace_chunk *c)
 {
     tw_trace_reader_stats st = {.rank = -1};
-    reader r = {.s = s, .st = &st, .deliver = pack_event, .chunk = c};
+    if (!c->kinds)
+        c->kinds = tw_trace_kind_memo_new(); /* none: each name is worked out */
+    reader r = {.s = s, .st = &st, .deliver = pack_event, .chunk = c, .kinds = c->kinds};
     uint64_t cut = s->strings_cut;
     c->count = 0;
     tw_buffer_reset(&c->text);
@@ -547,6 +554,7 @@ int tw_trace_read_par(tw_jstream *s, const tw_trace_par *par, tw_trace_event_fn 
     if (!r)
         return TW_ENOMEM;
     *r = (reader){.s = s, .fn = fn, .arg = arg, .st = st, .deliver = finish_event, .par = par};
+    r->kinds = tw_trace_kind_memo_new(); /* none: each name is worked out */
     bool ok;
     tw_jtok t = tw_jstream_next(s);
     if (t == TW_JT_ARRAY) {
@@ -579,6 +587,7 @@ int tw_trace_read_par(tw_jstream *s, const tw_trace_par *par, tw_trace_event_fn 
         st->unpaired += (uint64_t)r->stacks[i].depth; /* begun, never ended */
         free(r->stacks[i].v);
     }
+    tw_trace_kind_memo_free(r->kinds);
     free(r);
     if (ok)
         return TW_OK;

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "jstream.h"
+#include "namehash.h"
 #include "trainwatch/trace.h"
 
 typedef enum tw_trace_kind {
@@ -37,6 +38,8 @@ typedef struct tw_trace_event {
     tw_trace_kind kind;
     char *name; /* NUL-terminated, name_len bytes: name_buf, or the text of a piece (parallel.c) */
     size_t name_len;
+    uint32_t name_hash; /* tw_name_hash of the name, when name_hashed (tw_trace_event_hash) */
+    bool name_hashed;
     char name_buf[TW_JSTR_MAX + 1];
     char cat[48];
     double ts, dur;
@@ -91,9 +94,23 @@ typedef struct tw_trace_par {
 int tw_trace_read_par(tw_jstream *s, const tw_trace_par *par, tw_trace_event_fn fn, void *arg,
                       tw_trace_reader_stats *st, const char **error);
 
+/* The name tables' hash of e's name (namehash.h): the one the reader took
+ * on the way, or worked out. */
+static inline uint32_t tw_trace_event_hash(const tw_trace_event *e)
+{
+    return e->name_hashed ? e->name_hash : tw_name_hash(e->name, e->name_len);
+}
+
 /* Classifies an event whose cat and name are filled; strips Paddle's
  * "[1.234 ms]" name suffix. */
 void tw_trace_classify(tw_trace_event *e);
+/* The kinds of the names a reader has seen, so that each name is worked
+ * out once (about 66 KiB; the reader's, freed with it). */
+typedef struct tw_trace_kind_memo tw_trace_kind_memo;
+tw_trace_kind_memo *tw_trace_kind_memo_new(void); /* NULL: out of memory */
+void tw_trace_kind_memo_free(tw_trace_kind_memo *m);
+/* As tw_trace_classify, through m (NULL: none), to the same kind. */
+void tw_trace_classify_memo(tw_trace_kind_memo *m, tw_trace_event *e);
 /* "ProfilerStep#12" -> 12; -1 when the name is not a step. */
 int64_t tw_trace_step_id(const char *name);
 

@@ -479,6 +479,26 @@ TW_HOT const char *fast_copy(const char *p, tw_trace_fast_in *in, char *out, siz
     return p;
 }
 
+/* The name's value at p into e, with its hash (namehash.h) taken from the
+ * bytes where they lie: read where they were just written, a long name
+ * would wait for its copy to land. */
+TW_HOT const char *fast_name(tw_trace_event *e, const char *p, tw_trace_fast_in *in)
+{
+    const char *body;
+    size_t n;
+    if (*p != '"' || !(p = fast_string(p, in, &body, &n)))
+        return NULL;
+    if (n > sizeof e->name_buf - 1)
+        n = sizeof e->name_buf - 1;
+    memcpy(e->name_buf, body, n);
+    e->name_buf[n] = '\0';
+    e->name = e->name_buf;
+    e->name_len = n;
+    e->name_hash = tw_name_hash(body, n);
+    e->name_hashed = true;
+    return p;
+}
+
 /* One member of an event, its key k, n and its value at p: as parse_event. */
 static const char *fast_member(tw_trace_event *e, const char *k, size_t n, const char *p, tw_trace_fast_in *in)
 {
@@ -514,7 +534,7 @@ static const char *fast_member(tw_trace_event *e, const char *k, size_t n, const
         break;
     case 4:
         if (memcmp(k, "name", 4) == 0)
-            return fast_copy(p, in, e->name_buf, sizeof e->name_buf, &e->name_len);
+            return fast_name(e, p, in);
         if (memcmp(k, "args", 4) == 0)
             return *p == '{' ? fast_args(e, p, in) : NULL;
         break;
@@ -622,10 +642,25 @@ TW_HOT const char *fast_known(tw_trace_event *e, int key, const char *p, tw_trac
     case K_CAT:
         return fast_copy(p, in, e->cat, sizeof e->cat, NULL);
     case K_NAME:
-        return fast_copy(p, in, e->name_buf, sizeof e->name_buf, &e->name_len);
+        return fast_name(e, p, in);
     default: /* K_ARGS */
         return *p == '{' ? fast_args(e, p, in) : NULL;
     }
+}
+
+/* A member of an event after a ph nothing reads past (tw_trace_ph_read):
+ * a number is passed unread, since only the ph is handed over; a string
+ * or args is read as ever (what the token path counts while reading one,
+ * a cut string, is counted the same way); a second ph gives up, since it
+ * could make the event one that is read. */
+TW_HOT const char *fast_unread(tw_trace_event *e, int key, const char *k, size_t n, const char *p,
+                               tw_trace_fast_in *in)
+{
+    if (key == K_PH || (key == K_OTHER && n == 2 && k[0] == 'p' && k[1] == 'h'))
+        return NULL;
+    if (key == K_OTHER || *p == '"' || key == K_ARGS || key == K_NAME || key == K_CAT)
+        return key == K_OTHER ? fast_member(e, k, n, p, in) : fast_known(e, key, p, in);
+    return fast_skip(p, in);
 }
 
 /* An event whose { is at p, whole in [p, end): read into e; the byte
@@ -633,14 +668,18 @@ TW_HOT const char *fast_known(tw_trace_event *e, int key, const char *p, tw_trac
 static const char *fast_event(tw_trace_event *e, const char *p, tw_trace_fast_in *in)
 {
     tw_trace_event_reset(e);
-    bool more;
-    const char *k;
-    size_t n;
+    bool more, unread = false;
+    const char *k = NULL;
+    size_t n = 0;
     int key = K_ARGS; /* so that ph is tried first */
     for (p = fast_first(p + 1, in, &more); p && more; p = fast_next(p, in, &more)) {
         p = fast_event_key(p, in, &key, &k, &n);
-        if (p)
+        if (p && unread) {
+            p = fast_unread(e, key, k, n, p, in);
+        } else if (p) {
             p = key == K_OTHER ? fast_member(e, k, n, p, in) : fast_known(e, key, p, in);
+            unread = key == K_PH && !tw_trace_ph_read(e->ph);
+        }
         if (!p)
             return NULL;
     }

@@ -143,7 +143,7 @@ static void pop(tw_rank_acc *a, thread_stack *t)
  * operator strictly contains the one before it. */
 static void operator(tw_rank_acc *a, const tw_trace_event *e)
 {
-    int32_t row = tw_name_table_row(&a->ops, e->name, e->name_len);
+    int32_t row = tw_name_table_row_hashed(&a->ops, e->name, e->name_len, tw_trace_event_hash(e));
     row_add(&a->ops.rows[row], e->dur);
     if (e->external_id >= 0)
         a->exts[e->external_id % CACHE] = (ext_entry){e->external_id, row};
@@ -304,7 +304,7 @@ static void stream_add(tw_trace_rank *r, const tw_trace_event *e, tw_trace_kind 
 static void kernel(tw_rank_acc *a, const tw_trace_event *e, tw_trace_kind kind)
 {
     tw_trace_rank *r = a->out;
-    int32_t row = tw_name_table_row(&a->kernels, e->name, e->name_len);
+    int32_t row = tw_name_table_row_hashed(&a->kernels, e->name, e->name_len, tw_trace_event_hash(e));
     tw_name_row *k = &a->kernels.rows[row];
     row_add(k, e->dur);
     r->kernels++;
@@ -371,9 +371,14 @@ static void memory(tw_rank_acc *a, const tw_trace_event *e)
     }
 }
 
+/* The phases of the trace event format (every event passes: a table, not
+ * a scan of the list). */
 static bool known_ph(char ph)
 {
-    return ph && strchr("XiIsftMBEbenCPONDRc", ph) != NULL;
+    static const bool known[256] = {['X'] = 1, ['i'] = 1, ['I'] = 1, ['s'] = 1, ['f'] = 1, ['t'] = 1, ['M'] = 1,
+                                    ['B'] = 1, ['E'] = 1, ['b'] = 1, ['e'] = 1, ['n'] = 1, ['C'] = 1, ['P'] = 1,
+                                    ['O'] = 1, ['N'] = 1, ['D'] = 1, ['R'] = 1, ['c'] = 1};
+    return known[(unsigned char)ph];
 }
 
 void tw_rank_acc_event(void *arg, const tw_trace_event *e)

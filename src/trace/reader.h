@@ -43,11 +43,33 @@ static inline void tw_trace_event_reset(tw_trace_event *e)
     e->name = e->name_buf;
     e->name[0] = e->cat[0] = '\0';
     e->name_len = 0;
+    e->name_hashed = false;
     e->has_ts = e->has_dur = false;
     e->ts = e->dur = NAN;
     e->pid = e->tid = -1;
     e->correlation = e->external_id = -1;
     e->bytes = e->device = e->stream = e->allocated = e->reserved = NAN;
+}
+
+/* Whether anything but the ph of an event of this ph is used: complete
+ * events, the halves of a pair and instant events (memory). Of any other
+ * (flows, metadata, counters, Paddle's {} sentinel) only the ph is handed
+ * over (tw_trace_event_keep_ph), so the fast path may pass their numbers
+ * unread. */
+static inline bool tw_trace_ph_read(char ph)
+{
+    return ph == 'X' || ph == 'B' || ph == 'E' || ph == 'i' || ph == 'I';
+}
+
+/* An event of a ph nothing reads past (tw_trace_ph_read false): every
+ * field but ph absent, however much of it either path read. */
+static inline void tw_trace_event_keep_ph(tw_trace_event *e)
+{
+    if (!tw_trace_ph_read(e->ph)) {
+        char ph = e->ph;
+        tw_trace_event_reset(e);
+        e->ph = ph;
+    }
 }
 
 /* A pid or tid from its number; -1 when NaN or out of range. */
@@ -87,7 +109,8 @@ typedef struct tw_trace_chunk {
     size_t budget; /* bytes its events may pack into; past them it fails (set by parallel.c) */
     tw_trace_packed *events;
     size_t count, cap;
-    tw_buffer text; /* the events' names and cats */
+    tw_buffer text;            /* the events' names and cats */
+    tw_trace_kind_memo *kinds; /* kept from piece to piece */
     uint64_t strings_cut;
 } tw_trace_chunk;
 

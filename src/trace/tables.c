@@ -1,6 +1,7 @@
 /*
- * tables.c: the name tables. A word-at-a-time hash, linear probing over twice as
- * many slots as rows, so a probe ends quickly even when the table is full.
+ * tables.c: the name tables. A word-at-a-time hash (namehash.h), linear
+ * probing over twice as many slots as rows, so a probe ends quickly even
+ * when the table is full.
  */
 #include "tables.h"
 
@@ -40,37 +41,15 @@ void tw_name_table_free(tw_name_table *t)
     memset(t, 0, sizeof *t);
 }
 
-/* Eight bytes at a time in two lanes (a name's bytes, not its order of
- * words, decide its row: the hash only picks the slot). */
-static uint32_t name_hash(const char *s, size_t n)
+int32_t tw_name_table_row(tw_name_table *t, const char *name, size_t len)
 {
-    const uint64_t k = 0x9e3779b97f4a7c15ull;
-    uint64_t a = n, b = ~(uint64_t)n, w, x;
-    for (; n >= 16; s += 16, n -= 16) {
-        memcpy(&w, s, 8);
-        memcpy(&x, s + 8, 8);
-        a = (a ^ w) * k;
-        b = (b ^ x) * k;
-        a ^= a >> 29;
-        b ^= b >> 31;
-    }
-    if (n >= 8) {
-        memcpy(&w, s, 8);
-        a = (a ^ w) * k;
-        s += 8, n -= 8;
-    }
-    w = 0;
-    memcpy(&w, s, n);
-    b = (b ^ w) * k;
-    a = (a ^ (b >> 27) ^ b) * k;
-    return (uint32_t)(a >> 32);
+    return tw_name_table_row_hashed(t, name, len, tw_name_hash(name, len));
 }
 
-int32_t tw_name_table_row(tw_name_table *t, const char *name, size_t len)
+int32_t tw_name_table_row_hashed(tw_name_table *t, const char *name, size_t len, uint32_t h)
 {
     if (len > TW_TRACE_NAME_MAX - 1)
         len = TW_TRACE_NAME_MAX - 1;
-    uint32_t h = name_hash(name, len);
     size_t slot = h % SLOTS;
     for (;;) {
         int32_t r = t->slots[slot];

@@ -159,14 +159,36 @@ static bool walk_next(walk *w, double *a, double *b)
     }
 }
 
+static double walk_sum(walk *w)
+{
+    double a, b, sum = 0;
+    while (walk_next(w, &a, &b))
+        sum += b - a;
+    return sum;
+}
+
 static double cover(const tw_ivset *const *sets, int k, double lo, double hi)
 {
     walk w;
     walk_init(&w, sets, k, lo, hi);
-    double a, b, sum = 0;
-    while (walk_next(&w, &a, &b))
-        sum += b - a;
-    return sum;
+    return walk_sum(&w);
+}
+
+/* As cover, for windows that come in order: at[j] is where the last window
+ * of sets[j] began (an interval at or before the first ending after lo),
+ * and moves on to this one's, so a window's gaps cost a step each rather
+ * than a search each. */
+static double cover_on(const tw_ivset *const *sets, int k, double lo, double hi, size_t *at)
+{
+    walk w = {.k = k, .lo = lo, .hi = hi};
+    for (int j = 0; j < k; j++) {
+        const tw_ivset *s = sets[j];
+        while (at[j] < s->n && !(s->v[2 * at[j] + 1] > lo))
+            at[j]++;
+        w.s[j] = s;
+        w.i[j] = at[j];
+    }
+    return walk_sum(&w);
 }
 
 static void account(tw_timeline *t, double lo, double hi, tw_trace_split *sp)
@@ -189,11 +211,13 @@ static void account(tw_timeline *t, double lo, double hi, tw_trace_split *sp)
     walk_init(&w, all, 3, lo, hi);
     double a, b, prev = lo, busy = 0;
     bool first = true;
+    size_t at_d = first_ending_after(d, lo), at_dy[2] = {at_d, first_ending_after(y, lo)};
     for (;;) {
         bool more = walk_next(&w, &a, &b);
         double ga = prev, gb = more ? a : hi;
         if (gb > ga) {
-            double data = cover(&d, 1, ga, gb), either = cover(dy, 2, ga, gb), rest = (gb - ga) - either;
+            double data = cover_on(&d, 1, ga, gb, &at_d), either = cover_on(dy, 2, ga, gb, at_dy);
+            double rest = (gb - ga) - either;
             sp->idle_data += data;
             sp->idle_sync += either - data;
             if (!first && more && gb - ga <= t->gap_us)

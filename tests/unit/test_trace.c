@@ -187,6 +187,62 @@ static void test_paddle_suffix_and_steps(void **state)
     assert_int_equal(tw_trace_step_id("ProfilerStep#"), -1);
 }
 
+/* The kinds' memo gives every name the kind classify gives it: names of
+ * one slot (more names than slots), names longer than the memo keeps,
+ * Paddle's suffixes (the hash taken before the cut is dropped), and the
+ * same name under cats that classify it differently. */
+static void test_kind_memo_agrees_with_classify(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *cat, *name;
+    } seed[] = {
+        {"kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"},
+        {"kernel", "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float> >(int)"},
+        {"kernel", "Memcpy HtoD (Pageable -> Device)"},
+        {"Kernel", "c_allreduce_sum[12.5 us]"},
+        {"cuda_runtime", "cudaStreamSynchronize"},
+        {"cuda_runtime", "cudaLaunchKernel"},
+        {"cpu_op", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"},
+        {"cpu_op", "ProfilerStep#7"},
+        {"Operator", "ProfileStep#12[35.281 ms]"},
+        {"user_annotation", "ProfilerStep#7"},
+        {"cpu_op", "aten::conv2d"},
+        {"", "aten::conv2d"},
+    };
+    const size_t seeds = sizeof seed / sizeof seed[0];
+    static const char tail[] = "x1234567890123456789012345678901234567890123456789012345678901234567890123456789"
+                               "01234567890123456789012345678901234567890123456789012345678901234567890123456789"
+                               "0123456789012345678901234567890123456789012345678901234567890123456789";
+    tw_trace_kind_memo *m = tw_trace_kind_memo_new();
+    assert_non_null(m);
+    static char name[2048];
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 2000; i++) {
+            size_t k = (size_t)i % seeds;
+            int len = snprintf(name, sizeof name, "%s", seed[k].name);
+            if ((size_t)i >= seeds) /* a variant: more names than slots, some longer than the memo keeps */
+                len = snprintf(name, sizeof name, "%s%s%d%s", i % 7 == 0 ? "nccl" : "", seed[k].name, i,
+                               i % 5 == 0 ? tail : "");
+            tw_trace_event a = {.ph = 'X'}, b = {.ph = 'X'};
+            a.name = a.name_buf, b.name = b.name_buf;
+            memcpy(a.name_buf, name, (size_t)len + 1);
+            memcpy(b.name_buf, name, (size_t)len + 1);
+            a.name_len = b.name_len = (size_t)len;
+            b.name_hash = tw_name_hash(name, (size_t)len); /* as the fast path hands it over */
+            b.name_hashed = round == 1;
+            strcpy(a.cat, seed[k].cat);
+            strcpy(b.cat, seed[k].cat);
+            tw_trace_classify(&a);
+            tw_trace_classify_memo(m, &b);
+            if (a.kind != b.kind || a.name_len != b.name_len || strcmp(a.name, b.name) != 0)
+                fail_msg("%s / %s: kind %d, memo %d", seed[k].cat, name, a.kind, b.kind);
+            assert_int_equal(tw_trace_event_hash(&b), tw_name_hash(b.name, b.name_len));
+        }
+    }
+    tw_trace_kind_memo_free(m);
+}
+
 static void test_trailing_sentinel_and_comma(void **state)
 {
     (void)state;
@@ -491,6 +547,14 @@ static void test_fast_path_reads_as_the_token_path(void **state)
         /* white space of every kind, trailing commas, empty objects */
         "[\t{\r\n\"ph\"\t:\r\"X\" ,\n\"cat\" : \"kernel\",\"name\":\"k\",\"ts\":1,\"dur\":2,\"args\":{},},{},"
         "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":1,\"dur\":2,\"args\":{\"device\":1,}},7,\"s\",]",
+        /* events of a ph only counted (flows, metadata): their numbers passed unread, their strings
+         * and args read; a second ph, read or not, counts */
+        "[{\"ph\": \"f\", \"id\": 2, \"pid\": 0, \"tid\": 7, \"ts\": 1.5, \"cat\": \"ac2g\", \"name\": \"ac2g\", "
+        "\"bp\": \"e\"},{\"ph\": \"s\", \"ts\": \"7\", \"dur\": 1e, \"args\": {\"correlation\": 3}},"
+        "{\"ph\": \"M\", \"ts\": 5, \"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"dur\": 2},"
+        "{\"ph\": \"X\", \"ts\": 5, \"dur\": 2, \"ph\": \"C\", \"pid\": 9},"
+        "{\"ph\": \"t\", \"ts\": tru, \"pid\": 1}]",
+        "[{\"ph\": \"f\", \"ts\": [1, {\"a\": 2}], \"pid\": -, \"tid\": 1-2-3}, {\"ph\": \"s\", \"ts\": -Infinity}]",
         /* begin and end */
         "[{\"ph\":\"B\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":7,\"ts\":10,\"args\":{\"stream\":7}},"
         "{\"ph\":\"E\",\"pid\":0,\"tid\":7,\"ts\":35,\"args\":{\"correlation\":4}}]",
@@ -799,6 +863,7 @@ int main(void)
         cmocka_unit_test(test_begin_end_pairs_and_bounds),
         cmocka_unit_test(test_host_spans_first_wait_for_the_gpu),
         cmocka_unit_test(test_fast_path_reads_as_the_token_path),
+        cmocka_unit_test(test_kind_memo_agrees_with_classify),
         cmocka_unit_test(test_where_reads_end_changes_nothing),
         cmocka_unit_test(test_scans_agree_with_the_portable_path),
         cmocka_unit_test(test_threads_read_synthetic_layouts_as_one),
