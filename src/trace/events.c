@@ -57,7 +57,7 @@ typedef struct reader {
     tw_trace_chunk *chunk;
     tw_trace_kind_memo *kinds; /* the reader's (or the chunk's) own; NULL: each name worked out */
     const tw_trace_par *par;   /* the events array by several threads, or NULL */
-    bool ev_classified;      /* r->ev came classified from a piece */
+    bool ev_classified;        /* r->ev came classified from a piece */
 } reader;
 
 static bool fail(reader *r, const char *why)
@@ -423,7 +423,9 @@ static void pack_event(reader *r)
                                               .kind = (uint8_t)e->kind,
                                               .classified = classified,
                                               .has_ts = e->has_ts,
-                                              .has_dur = e->has_dur};
+                                              .has_dur = e->has_dur,
+                                              .name_hash = e->name_hash,
+                                              .name_hashed = e->name_hashed};
     tw_buffer_append(&c->text, e->name, e->name_len);
     tw_buffer_putc(&c->text, '\0');
     tw_buffer_append(&c->text, e->cat, cat_len);
@@ -445,7 +447,8 @@ static void unpack_event(reader *r, tw_trace_chunk *c, const tw_trace_packed *p)
     e->allocated = p->allocated, e->reserved = p->reserved;
     e->name = c->text.data + p->text; /* the piece's own copy, NUL-terminated: classify may cut it */
     e->name_len = p->name_len;
-    e->name_hashed = false;
+    e->name_hash = p->name_hash;
+    e->name_hashed = p->name_hashed;
     memcpy(e->cat, c->text.data + p->text + p->name_len + 1, p->cat_len);
     e->cat[p->cat_len] = '\0';
 }

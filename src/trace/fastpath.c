@@ -653,8 +653,7 @@ TW_HOT const char *fast_known(tw_trace_event *e, int key, const char *p, tw_trac
  * or args is read as ever (what the token path counts while reading one,
  * a cut string, is counted the same way); a second ph gives up, since it
  * could make the event one that is read. */
-TW_HOT const char *fast_unread(tw_trace_event *e, int key, const char *k, size_t n, const char *p,
-                               tw_trace_fast_in *in)
+TW_HOT const char *fast_unread(tw_trace_event *e, int key, const char *k, size_t n, const char *p, tw_trace_fast_in *in)
 {
     if (key == K_PH || (key == K_OTHER && n == 2 && k[0] == 'p' && k[1] == 'h'))
         return NULL;

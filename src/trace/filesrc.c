@@ -13,9 +13,11 @@
 #include <unistd.h>
 
 /* The window's pages are mapped in one call where the system can
- * (Linux): a fault per few pages cost the reader about an eighth of its
- * time. A page the file no longer holds is left unmapped and still
- * raises SIGBUS when read, as without it. */
+ * (Linux), not by a fault every few pages (about 3% of the reader's time;
+ * a pass that only touches the pages of a cached 1.1 GB file took 0.12 s
+ * faulting, 0.04 s so). A page the file no longer holds is left unmapped
+ * and still raises SIGBUS when read, as without it. A mapped window counts
+ * whole in the process's memory at once, hence TW_FILE_WINDOW's 2 MiB. */
 #ifdef MAP_POPULATE
 #define TW_MAP_POPULATE MAP_POPULATE
 #else

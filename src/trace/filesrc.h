@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TW_FILE_WINDOW (8u << 20)
+#define TW_FILE_WINDOW (2u << 20)
 
 typedef struct tw_file_view {
     int fd;        /* borrowed */

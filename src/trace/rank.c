@@ -375,9 +375,9 @@ static void memory(tw_rank_acc *a, const tw_trace_event *e)
  * a scan of the list). */
 static bool known_ph(char ph)
 {
-    static const bool known[256] = {['X'] = 1, ['i'] = 1, ['I'] = 1, ['s'] = 1, ['f'] = 1, ['t'] = 1, ['M'] = 1,
-                                    ['B'] = 1, ['E'] = 1, ['b'] = 1, ['e'] = 1, ['n'] = 1, ['C'] = 1, ['P'] = 1,
-                                    ['O'] = 1, ['N'] = 1, ['D'] = 1, ['R'] = 1, ['c'] = 1};
+    static const bool known[256] = {
+        ['X'] = 1, ['i'] = 1, ['I'] = 1, ['s'] = 1, ['f'] = 1, ['t'] = 1, ['M'] = 1, ['B'] = 1, ['E'] = 1, ['b'] = 1,
+        ['e'] = 1, ['n'] = 1, ['C'] = 1, ['P'] = 1, ['O'] = 1, ['N'] = 1, ['D'] = 1, ['R'] = 1, ['c'] = 1};
     return known[(unsigned char)ph];
 }
 

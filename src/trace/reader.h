@@ -86,11 +86,12 @@ typedef struct tw_trace_packed {
     double ts, dur, bytes, device, stream, allocated, reserved;
     int64_t pid, tid, correlation, external_id;
     size_t text;
+    uint32_t name_hash; /* when name_hashed: the reading thread need not hash the name again */
     uint16_t name_len;
     uint8_t cat_len;
     char ph;
     uint8_t kind; /* tw_trace_kind, when classified */
-    bool classified, has_ts, has_dur;
+    bool classified, has_ts, has_dur, name_hashed;
 } tw_trace_packed;
 
 typedef enum tw_chunk_status {
