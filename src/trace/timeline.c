@@ -71,10 +71,15 @@ static int ivset_add(tw_ivset *s, double a, double b)
             return TW_OK;
         }
     }
-    size_t lo = first_ending_after(s, a - 0.0); /* intervals before lo end at or before a */
-    if (lo > 0 && s->v[2 * (lo - 1) + 1] == a)
-        lo--; /* touching: merge */
-    size_t hi = first_starting_after(s, b);
+    size_t lo, hi;
+    if (s->n == 0 || a > s->v[2 * s->n - 1]) {
+        lo = hi = s->n; /* the next most common: after the last, apart from it */
+    } else {
+        lo = first_ending_after(s, a - 0.0); /* intervals before lo end at or before a */
+        if (lo > 0 && s->v[2 * (lo - 1) + 1] == a)
+            lo--; /* touching: merge */
+        hi = first_starting_after(s, b);
+    }
     if (lo < hi) { /* overlaps [lo, hi): merge into lo */
         s->v[2 * lo] = fmin(a, s->v[2 * lo]);
         s->v[2 * lo + 1] = fmax(b, s->v[2 * (hi - 1) + 1]);
@@ -169,6 +174,16 @@ static double walk_sum(walk *w)
 
 static double cover(const tw_ivset *const *sets, int k, double lo, double hi)
 {
+    if (k == 1) { /* one set's intervals are apart already: clipped and summed */
+        const tw_ivset *s = sets[0];
+        double sum = 0;
+        for (size_t i = first_ending_after(s, lo); i < s->n && s->v[2 * i] < hi; i++) {
+            double a = fmax(s->v[2 * i], lo), b = fmin(s->v[2 * i + 1], hi);
+            if (b > a)
+                sum += b - a;
+        }
+        return sum;
+    }
     walk w;
     walk_init(&w, sets, k, lo, hi);
     return walk_sum(&w);
