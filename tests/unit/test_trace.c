@@ -16,26 +16,11 @@
 
 #include <cmocka.h>
 
+#include "../trace_paths.h"
 #include "trace/events.h"
 #include "trace/jstream.h"
 #include "trace/timeline.h"
 #include "trainwatch/trace.h"
-
-typedef struct drip {
-    const char *s;
-    size_t len, pos;
-} drip;
-
-/* One byte per read: every token straddles a chunk boundary. */
-static long drip_read(void *arg, char *buf, size_t cap)
-{
-    drip *d = arg;
-    (void)cap;
-    if (d->pos == d->len)
-        return 0;
-    buf[0] = d->s[d->pos++];
-    return 1;
-}
 
 static void test_tokens_survive_one_byte_chunks(void **state)
 {
@@ -358,79 +343,14 @@ static void test_summary_text(void **state)
 
 /* ---- the fast path against the token path ------------------------------ */
 
-#define SEEN_MAX 64
-
-typedef struct seen {
-    tw_trace_event v[SEEN_MAX];
-    int n;
-} seen;
-
-static void keep_event(void *arg, const tw_trace_event *e)
-{
-    seen *s = arg;
-    if (s->n < SEEN_MAX)
-        s->v[s->n] = *e;
-    if (s->n < SEEN_MAX) { /* the name where the copy keeps it */
-        memcpy(s->v[s->n].name_buf, e->name, e->name_len + 1);
-        s->v[s->n].name = s->v[s->n].name_buf;
-    }
-    s->n++;
-}
-
-static bool same_double(double a, double b)
-{
-    return (a != a && b != b) || memcmp(&a, &b, sizeof a) == 0; /* -0 and 0 told apart */
-}
-
 /* Reads doc whole (every event lies in the buffer: the fast path) and one
  * byte per read (no event ever does: the token path only); both must hand
- * over the same events and end the same way. */
+ * over the same events and end the same way (trace_paths.h). */
 static void read_both_ways(const char *doc, size_t len)
 {
-    static seen a, b;
-    memset(&a, 0, sizeof a);
-    memset(&b, 0, sizeof b);
-    tw_trace_reader_stats sa, sb;
-    const char *ea = NULL, *eb = NULL;
-    tw_jstream s;
-    assert_true(len <= TW_JSTREAM_BUFFER);
-    assert_int_equal(tw_jstream_init(&s, NULL, NULL), 0);
-    memcpy(s.own, doc, len);
-    s.len = len;
-    s.eof = true;
-    int ra = tw_trace_read(&s, keep_event, &a, &sa, &ea);
-    uint64_t at_a = tw_jstream_offset(&s), cut_a = s.strings_cut;
-    tw_jstream_free(&s);
-    drip d = {doc, len, 0};
-    assert_int_equal(tw_jstream_init(&s, drip_read, &d), 0);
-    int rb = tw_trace_read(&s, keep_event, &b, &sb, &eb);
-    uint64_t at_b = tw_jstream_offset(&s), cut_b = s.strings_cut;
-    tw_jstream_free(&s);
-    if (ra != rb || a.n != b.n)
-        fail_msg("%.80s: rc %d/%d, events %d/%d", doc, ra, rb, a.n, b.n);
-    /* the same error (its byte may differ: a skipped container reports
-     * where the read that held its start began) */
-    if (ra != 0 && strcmp(ea, eb) != 0)
-        fail_msg("%.80s: %s at %llu / %s at %llu", doc, ea, (unsigned long long)at_a, eb, (unsigned long long)at_b);
-    if (ra == 0 && at_a != at_b)
-        fail_msg("%.80s: read %llu / %llu bytes", doc, (unsigned long long)at_a, (unsigned long long)at_b);
-    assert_int_equal(cut_a, cut_b);
-    assert_int_equal(sa.unpaired, sb.unpaired);
-    assert_true(sa.legacy == sb.legacy && sa.paddle == sb.paddle && sa.kineto == sb.kineto);
-    for (int i = 0; i < a.n && i < SEEN_MAX; i++) {
-        const tw_trace_event *x = &a.v[i], *y = &b.v[i];
-        bool same = x->ph == y->ph && x->kind == y->kind && x->name_len == y->name_len &&
-                    memcmp(x->name, y->name, x->name_len + 1) == 0 && strcmp(x->cat, y->cat) == 0 &&
-                    same_double(x->ts, y->ts) && same_double(x->dur, y->dur) && x->has_ts == y->has_ts &&
-                    x->has_dur == y->has_dur && x->pid == y->pid && x->tid == y->tid &&
-                    x->correlation == y->correlation && x->external_id == y->external_id &&
-                    same_double(x->bytes, y->bytes) && same_double(x->device, y->device) &&
-                    same_double(x->stream, y->stream) && same_double(x->allocated, y->allocated) &&
-                    same_double(x->reserved, y->reserved);
-        if (!same)
-            fail_msg("%.80s: event %d differs (ts %g/%g, pid %lld/%lld, corr %lld/%lld)", doc, i, x->ts, y->ts,
-                     (long long)x->pid, (long long)y->pid, (long long)x->correlation, (long long)y->correlation);
-    }
+    const char *why = paths_differ(doc, len);
+    if (why)
+        fail_msg("%.80s: %s", doc, why);
 }
 
 typedef struct stepper {
