@@ -314,7 +314,6 @@ static void finish_event(reader *r)
     tw_trace_event *e = &r->ev;
     if (e->ph == 0)
         return; /* Paddle's {} sentinel, or not an event */
-    tw_trace_event_keep_ph(e);
     if (!r->st->legacy && (e->cat[0] == 'O' || e->cat[0] == 'R'))
         r->st->legacy = strcmp(e->cat, "Operator") == 0 || strcmp(e->cat, "Runtime") == 0;
     if (!r->st->paddle && (e->cat[0] == 'C' || e->cat[0] == 'P'))
@@ -332,6 +331,14 @@ static void finish_event(reader *r)
         tw_trace_classify_memo(r->kinds, e);
     r->st->events++;
     r->fn(r->arg, e);
+}
+
+/* r->ev as either path read it to r->deliver: an event of a ph nothing
+ * reads past as its ph alone (the fast path leaves its numbers unread). */
+static void deliver(reader *r)
+{
+    tw_trace_event_keep_ph(&r->ev);
+    r->deliver(r);
 }
 
 /* Reads the items of an events array (its [ read; first: no comma before
@@ -352,7 +359,7 @@ static int read_items(reader *r, bool first, uint64_t limit)
                 return 2;
             if (c == '{' && tw_trace_fast_event(r->s, &r->in, &r->ev, true)) {
                 first = false;
-                r->deliver(r);
+                deliver(r);
                 continue;
             }
         }
@@ -370,7 +377,7 @@ static int read_items(reader *r, bool first, uint64_t limit)
         if (t == TW_JT_OBJECT) {
             if (!parse_event(r))
                 return 0;
-            r->deliver(r);
+            deliver(r);
         } else if (t == TW_JT_EOF) {
             return fail(r, "unexpected end of input");
         } else if (!tw_jstream_skip(r->s, t)) {
@@ -391,7 +398,6 @@ static void pack_event(reader *r)
     tw_trace_chunk *c = r->chunk;
     if (e->ph == 0 || c->status == TW_CHUNK_FAIL)
         return;
-    tw_trace_event_keep_ph(e);
     bool classified = e->ph != 'B' && e->ph != 'E'; /* a pair is classified as one, when it is one */
     if (classified)
         tw_trace_classify_memo(r->kinds, e);

@@ -479,24 +479,18 @@ TW_HOT const char *fast_copy(const char *p, tw_trace_fast_in *in, char *out, siz
     return p;
 }
 
-/* The name's value at p into e, with its hash (namehash.h) taken from the
- * bytes where they lie: read where they were just written, a long name
- * would wait for its copy to land. */
+/* The name's value at p into e (fast_copy), with its hash (namehash.h)
+ * taken from the bytes where they lie: read where they were just written,
+ * a long name would wait for its copy to land. */
 TW_HOT const char *fast_name(tw_trace_event *e, const char *p, tw_trace_fast_in *in)
 {
-    const char *body;
-    size_t n;
-    if (*p != '"' || !(p = fast_string(p, in, &body, &n)))
-        return NULL;
-    if (n > sizeof e->name_buf - 1)
-        n = sizeof e->name_buf - 1;
-    memcpy(e->name_buf, body, n);
-    e->name_buf[n] = '\0';
-    e->name = e->name_buf;
-    e->name_len = n;
-    e->name_hash = tw_name_hash(body, n);
-    e->name_hashed = true;
-    return p;
+    const char *after = fast_copy(p, in, e->name_buf, sizeof e->name_buf, &e->name_len);
+    if (after) {
+        e->name = e->name_buf;
+        e->name_hash = tw_name_hash(p + 1, e->name_len); /* the body follows the quote */
+        e->name_hashed = true;
+    }
+    return after;
 }
 
 /* One member of an event, its key k, n and its value at p: as parse_event. */
@@ -649,17 +643,18 @@ TW_HOT const char *fast_known(tw_trace_event *e, int key, const char *p, tw_trac
 }
 
 /* A member of an event after a ph nothing reads past (tw_trace_ph_read):
- * a number is passed unread, since only the ph is handed over; a string
- * or args is read as ever (what the token path counts while reading one,
- * a cut string, is counted the same way); a second ph gives up, since it
+ * a number is passed unread, since only the ph is handed over; anything
+ * else is read as ever (what the token path counts while reading it, a
+ * cut string, is counted the same way); a second ph gives up, since it
  * could make the event one that is read. */
 TW_HOT const char *fast_unread(tw_trace_event *e, int key, const char *k, size_t n, const char *p, tw_trace_fast_in *in)
 {
     if (key == K_PH || (key == K_OTHER && n == 2 && k[0] == 'p' && k[1] == 'h'))
         return NULL;
-    if (key == K_OTHER || *p == '"' || key == K_ARGS || key == K_NAME || key == K_CAT)
-        return key == K_OTHER ? fast_member(e, k, n, p, in) : fast_known(e, key, p, in);
-    return fast_skip(p, in);
+    bool number = key == K_TS || key == K_DUR || key == K_PID || key == K_TID;
+    if (number && *p != '"')
+        return fast_skip(p, in);
+    return key == K_OTHER ? fast_member(e, k, n, p, in) : fast_known(e, key, p, in);
 }
 
 /* An event whose { is at p, whole in [p, end): read into e; the byte

@@ -174,16 +174,6 @@ static double walk_sum(walk *w)
 
 static double cover(const tw_ivset *const *sets, int k, double lo, double hi)
 {
-    if (k == 1) { /* one set's intervals are apart already: clipped and summed */
-        const tw_ivset *s = sets[0];
-        double sum = 0;
-        for (size_t i = first_ending_after(s, lo); i < s->n && s->v[2 * i] < hi; i++) {
-            double a = fmax(s->v[2 * i], lo), b = fmin(s->v[2 * i + 1], hi);
-            if (b > a)
-                sum += b - a;
-        }
-        return sum;
-    }
     walk w;
     walk_init(&w, sets, k, lo, hi);
     return walk_sum(&w);
