@@ -143,7 +143,7 @@ static void pop(tw_rank_acc *a, thread_stack *t)
  * operator strictly contains the one before it. */
 static void operator(tw_rank_acc *a, const tw_trace_event *e)
 {
-    int32_t row = tw_name_table_row_hashed(&a->ops, e->name, e->name_len, tw_trace_event_hash(e));
+    int32_t row = tw_name_table_row(&a->ops, e->name, e->name_len, tw_trace_event_hash(e));
     row_add(&a->ops.rows[row], e->dur);
     if (e->external_id >= 0)
         a->exts[e->external_id % CACHE] = (ext_entry){e->external_id, row};
@@ -304,7 +304,7 @@ static void stream_add(tw_trace_rank *r, const tw_trace_event *e, tw_trace_kind 
 static void kernel(tw_rank_acc *a, const tw_trace_event *e, tw_trace_kind kind)
 {
     tw_trace_rank *r = a->out;
-    int32_t row = tw_name_table_row_hashed(&a->kernels, e->name, e->name_len, tw_trace_event_hash(e));
+    int32_t row = tw_name_table_row(&a->kernels, e->name, e->name_len, tw_trace_event_hash(e));
     tw_name_row *k = &a->kernels.rows[row];
     row_add(k, e->dur);
     r->kernels++;

@@ -41,12 +41,7 @@ void tw_name_table_free(tw_name_table *t)
     memset(t, 0, sizeof *t);
 }
 
-int32_t tw_name_table_row(tw_name_table *t, const char *name, size_t len)
-{
-    return tw_name_table_row_hashed(t, name, len, tw_name_hash(name, len));
-}
-
-int32_t tw_name_table_row_hashed(tw_name_table *t, const char *name, size_t len, uint32_t h)
+int32_t tw_name_table_row(tw_name_table *t, const char *name, size_t len, uint32_t h)
 {
     if (len > TW_TRACE_NAME_MAX - 1)
         len = TW_TRACE_NAME_MAX - 1;

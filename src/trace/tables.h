@@ -37,10 +37,9 @@ typedef struct tw_name_table {
 
 int tw_name_table_init(tw_name_table *t);
 void tw_name_table_free(tw_name_table *t);
-/* The row of name (created on first sight); the overflow row when full. */
-int32_t tw_name_table_row(tw_name_table *t, const char *name, size_t len);
-/* As tw_name_table_row, its hash (tw_name_hash of name, len) known. */
-int32_t tw_name_table_row_hashed(tw_name_table *t, const char *name, size_t len, uint32_t hash);
+/* The row of name, whose tw_name_hash is hash (created on first sight);
+ * the overflow row when full. */
+int32_t tw_name_table_row(tw_name_table *t, const char *name, size_t len, uint32_t hash);
 /* Copies the top n rows by total (by self when by_self) into out. */
 int tw_name_table_top(const tw_name_table *t, bool by_self, tw_trace_stat *out, int n, const tw_name_table *issuers);
 
