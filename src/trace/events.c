@@ -464,7 +464,9 @@ void tw_trace_read_chunk(tw_jstream *s, uint64_t limit, tw_trace_chunk *c)
     tw_trace_reader_stats st = {.rank = -1};
     if (!c->kinds)
         c->kinds = tw_trace_kind_memo_new(); /* none: each name is worked out */
-    reader r = {.s = s, .st = &st, .deliver = pack_event, .chunk = c, .kinds = c->kinds};
+    if (!c->shapes)
+        c->shapes = tw_trace_shapes_new(); /* none: each event read member by member */
+    reader r = {.s = s, .st = &st, .deliver = pack_event, .chunk = c, .kinds = c->kinds, .in = {.shapes = c->shapes}};
     uint64_t cut = s->strings_cut;
     c->count = 0;
     tw_buffer_reset(&c->text);
@@ -512,7 +514,7 @@ static int read_pieces(reader *r)
     bool ended = tw_trace_pieces_end(p, &at);
     par->seek(par->src, at);
     tw_jstream_restart(r->s, at);
-    r->in = (tw_trace_fast_in){0};
+    r->in = (tw_trace_fast_in){.shapes = r->in.shapes};
     return ended ? 1 : -1;
 }
 
@@ -564,6 +566,7 @@ int tw_trace_read_par(tw_jstream *s, const tw_trace_par *par, tw_trace_event_fn 
         return TW_ENOMEM;
     *r = (reader){.s = s, .fn = fn, .arg = arg, .st = st, .deliver = finish_event, .par = par};
     r->kinds = tw_trace_kind_memo_new(); /* none: each name is worked out */
+    r->in.shapes = tw_trace_shapes_new(); /* none: each event read member by member */
     bool ok;
     tw_jtok t = tw_jstream_next(s);
     if (t == TW_JT_ARRAY) {
@@ -597,6 +600,7 @@ int tw_trace_read_par(tw_jstream *s, const tw_trace_par *par, tw_trace_event_fn 
         free(r->stacks[i].v);
     }
     tw_trace_kind_memo_free(r->kinds);
+    free(r->in.shapes);
     free(r);
     if (ok)
         return TW_OK;

@@ -400,55 +400,185 @@ TW_HOT const char *fast_first(const char *p, tw_trace_fast_in *in, bool *more)
     return *p == '"' ? (*more = true, p) : NULL;
 }
 
-/* The value of one member of args, its key k, n: as read_args. */
-static const char *fast_arg(tw_trace_event *e, const char *k, size_t n, const char *p, tw_trace_fast_in *in)
+/* The shape of an event after its name, learned from one the fast path
+ * read: the bytes between the numbers (keys, punctuation, the values of
+ * any other kind it passed), and the numbers, each to be read into its
+ * field or passed. An event whose bytes after its name match a shape, but
+ * for its numbers, is read by matching (shape_replay): the same bytes read
+ * the same way, the numbers read as the fast path reads them. */
+enum { SHAPE_OPS = 40, SHAPE_TEXT = 448 };
+
+typedef struct shape_op {
+    uint16_t len;   /* bytes of text to match before the number (or the end) */
+    uint8_t target; /* T_NONE: a number passed; else read into that field */
+    bool end;       /* the last: text to match and nothing after it */
+} shape_op;
+
+struct tw_trace_shape {
+    bool ok;               /* learned whole */
+    bool sets_ph, sets_cat; /* the text holds a ph or a cat member: their values */
+    char ph;
+    char cat[48];
+    uint16_t nops, ntext;
+    shape_op ops[SHAPE_OPS];
+    char text[SHAPE_TEXT + 16]; /* 16 to spare, for same_text */
+};
+
+/* A shape being learned: the text so far ends where from points. */
+typedef struct shape_rec {
+    tw_trace_shape *shape;
+    const char *from;
+    bool unread; /* learned after a ph nothing reads past: names are text */
+    bool bad;    /* too long, or a member a shape cannot hold (a second name) */
+} shape_rec;
+
+/* The bytes from rec->from to at as text, and op after them. */
+static void rec_op(shape_rec *rec, const char *at, shape_op op)
 {
-    double *target = NULL;
-    int64_t *itarget = NULL;
-    switch (n) { /* by length first: most args are none of these */
-    case 5:
-        target = key_is(k, n, "bytes", 5) ? &e->bytes : NULL;
+    tw_trace_shape *sh = rec->shape;
+    size_t len = (size_t)(at - rec->from);
+    if (rec->bad || sh->nops == SHAPE_OPS || len > (size_t)(SHAPE_TEXT - sh->ntext)) {
+        rec->bad = true;
+        return;
+    }
+    memcpy(sh->text + sh->ntext, rec->from, len);
+    sh->ntext = (uint16_t)(sh->ntext + len);
+    op.len = (uint16_t)len;
+    sh->ops[sh->nops++] = op;
+}
+
+/* A number at [at, after) for target. */
+static void rec_value(shape_rec *rec, const char *at, const char *after, int target)
+{
+    rec_op(rec, at, (shape_op){.target = (uint8_t)target});
+    rec->from = after;
+}
+
+tw_trace_shape *tw_trace_shapes_new(void)
+{
+    return calloc(TW_TRACE_SHAPES + 16, sizeof(tw_trace_shape));
+}
+
+/* The fields a number is read into (number_into): T_NONE for a value
+ * passed unread. */
+enum {
+    T_NONE,
+    T_TS,
+    T_DUR,
+    T_PID,
+    T_TID,
+    T_BYTES,
+    T_DEVICE,
+    T_STREAM,
+    T_ALLOCATED,
+    T_RESERVED,
+    T_CORRELATION,
+    T_EXTERNAL_ID
+};
+
+/* A number read for target into e, as the token path stores it. */
+TW_HOT void number_into(tw_trace_event *e, int target, double v, bool str)
+{
+    switch (target) {
+    case T_TS:
+        e->ts = v, e->has_ts = !str && isfinite(v);
         break;
-    case 6:
-        target = key_is(k, n, "device", 6) ? &e->device : key_is(k, n, "stream", 6) ? &e->stream : NULL;
+    case T_DUR:
+        e->dur = v, e->has_dur = !str && isfinite(v) && v >= 0;
         break;
-    case 11: /* Kineto's spellings first */
-        itarget = memcmp(k, "External id", 11) == 0        ? &e->external_id
-                  : memcmp(k, "correlation", 11) == 0      ? &e->correlation
-                  : key_is_nocase(k, n, "correlation", 11) ? &e->correlation
-                  : key_is_nocase(k, n, "external id", 11) ? &e->external_id
-                                                           : NULL;
+    case T_PID:
+        e->pid = tw_trace_as_id(v);
         break;
-    case 14:
-        itarget = key_is_nocase(k, n, "correlation id", 14) ? &e->correlation : NULL;
-        target = key_is(k, n, "Total Reserved", 14) ? &e->reserved : NULL;
+    case T_TID:
+        e->tid = tw_trace_as_id(v);
         break;
-    case 15:
-        target = key_is(k, n, "Total Allocated", 15) ? &e->allocated : NULL;
+    case T_BYTES:
+        e->bytes = v;
         break;
-    case 16:
-        target = key_is(k, n, "current_reserved", 16) ? &e->reserved : NULL;
+    case T_DEVICE:
+        e->device = v;
         break;
-    case 17:
-        target = key_is(k, n, "current_allocated", 17) ? &e->allocated : NULL;
+    case T_STREAM:
+        e->stream = v;
+        break;
+    case T_ALLOCATED:
+        e->allocated = v;
+        break;
+    case T_RESERVED:
+        e->reserved = v;
+        break;
+    case T_CORRELATION:
+    case T_EXTERNAL_ID:
+        if (v == v && v >= 0 && v < 9e18)
+            *(target == T_CORRELATION ? &e->correlation : &e->external_id) = (int64_t)v;
         break;
     default:
         break;
     }
-    if (!target && !itarget)
-        return fast_skip(p, in);
+}
+
+/* What a member of args, its key k, n, is read into: as read_args. */
+static inline int arg_target(const char *k, size_t n)
+{
+    switch (n) { /* by length first: most args are none of these */
+    case 5:
+        return key_is(k, n, "bytes", 5) ? T_BYTES : T_NONE;
+    case 6:
+        return key_is(k, n, "device", 6) ? T_DEVICE : key_is(k, n, "stream", 6) ? T_STREAM : T_NONE;
+    case 11: /* Kineto's spellings first */
+        return memcmp(k, "External id", 11) == 0          ? T_EXTERNAL_ID
+               : memcmp(k, "correlation", 11) == 0        ? T_CORRELATION
+               : key_is_nocase(k, n, "correlation", 11) ? T_CORRELATION
+               : key_is_nocase(k, n, "external id", 11) ? T_EXTERNAL_ID
+                                                          : T_NONE;
+    case 14:
+        return key_is_nocase(k, n, "correlation id", 14) ? T_CORRELATION
+               : key_is(k, n, "Total Reserved", 14)      ? T_RESERVED
+                                                         : T_NONE;
+    case 15:
+        return key_is(k, n, "Total Allocated", 15) ? T_ALLOCATED : T_NONE;
+    case 16:
+        return key_is(k, n, "current_reserved", 16) ? T_RESERVED : T_NONE;
+    case 17:
+        return key_is(k, n, "current_allocated", 17) ? T_ALLOCATED : T_NONE;
+    default:
+        return T_NONE;
+    }
+}
+
+/* A number read for target at p into e (number_into), noted in rec: the
+ * byte after it, or NULL. */
+TW_HOT const char *fast_number_into(tw_trace_event *e, int target, const char *p, tw_trace_fast_in *in, shape_rec *rec)
+{
     double v = NAN;
     bool str;
-    p = fast_value_number(p, in, &v, &str);
-    if (p && target)
-        *target = v;
-    else if (p && v == v && v >= 0 && v < 9e18)
-        *itarget = (int64_t)v;
-    return p;
+    const char *after = fast_value_number(p, in, &v, &str);
+    if (after) {
+        number_into(e, target, v, str);
+        if (rec)
+            rec_value(rec, p, after, target);
+    }
+    return after;
+}
+
+/* A skipped value at p (fast_skip), a number among them noted in rec. */
+TW_HOT const char *fast_skip_noted(const char *p, tw_trace_fast_in *in, shape_rec *rec)
+{
+    const char *after = fast_skip(p, in);
+    if (rec && after && *p != '"' && *p != '{' && *p != '[')
+        rec_value(rec, p, after, T_NONE);
+    return after;
+}
+
+/* The value of one member of args, its key k, n: as read_args. */
+static const char *fast_arg(tw_trace_event *e, const char *k, size_t n, const char *p, tw_trace_fast_in *in, shape_rec *rec)
+{
+    int target = arg_target(k, n);
+    return target == T_NONE ? fast_skip_noted(p, in, rec) : fast_number_into(e, target, p, in, rec);
 }
 
 /* The members of args, its { at p: the byte after its }, or NULL. */
-static const char *fast_args(tw_trace_event *e, const char *p, tw_trace_fast_in *in)
+static const char *fast_args(tw_trace_event *e, const char *p, tw_trace_fast_in *in, shape_rec *rec)
 {
     bool more;
     const char *k;
@@ -456,7 +586,7 @@ static const char *fast_args(tw_trace_event *e, const char *p, tw_trace_fast_in 
     for (p = fast_first(p + 1, in, &more); p && more; p = fast_next(p, in, &more)) {
         p = fast_key(p, in, &k, &n);
         if (p)
-            p = fast_arg(e, k, n, p, in);
+            p = fast_arg(e, k, n, p, in, rec);
         if (!p)
             return NULL;
     }
@@ -493,49 +623,58 @@ TW_HOT const char *fast_name(tw_trace_event *e, const char *p, tw_trace_fast_in 
     return after;
 }
 
-/* One member of an event, its key k, n and its value at p: as parse_event. */
-static const char *fast_member(tw_trace_event *e, const char *k, size_t n, const char *p, tw_trace_fast_in *in)
+/* A ph or cat member's value at p, read into e: as a shape learned holds
+ * them (its text), it holds their values. */
+TW_HOT const char *fast_ph(tw_trace_event *e, const char *p, tw_trace_fast_in *in, shape_rec *rec)
 {
-    double v = NAN;
-    bool str;
+    char ph[8] = "";
+    p = fast_copy(p, in, ph, sizeof ph, NULL);
+    e->ph = ph[0];
+    if (rec)
+        rec->shape->sets_ph = true, rec->shape->ph = e->ph;
+    return p;
+}
+
+TW_HOT const char *fast_cat(tw_trace_event *e, const char *p, tw_trace_fast_in *in, shape_rec *rec)
+{
+    p = fast_copy(p, in, e->cat, sizeof e->cat, NULL);
+    if (rec && p)
+        rec->shape->sets_cat = true, memcpy(rec->shape->cat, e->cat, sizeof e->cat);
+    return p;
+}
+
+/* One member of an event, its key k, n and its value at p: as parse_event. */
+static const char *fast_member(tw_trace_event *e, const char *k, size_t n, const char *p, tw_trace_fast_in *in,
+                               shape_rec *rec)
+{
     switch (n) {
     case 2:
-        if (k[0] == 'p' && k[1] == 'h') {
-            char ph[8] = "";
-            p = fast_copy(p, in, ph, sizeof ph, NULL);
-            e->ph = ph[0];
-            return p;
-        }
-        if (k[0] == 't' && k[1] == 's') {
-            p = fast_value_number(p, in, &v, &str);
-            e->ts = v, e->has_ts = !str && isfinite(v);
-            return p;
-        }
+        if (k[0] == 'p' && k[1] == 'h')
+            return fast_ph(e, p, in, rec);
+        if (k[0] == 't' && k[1] == 's')
+            return fast_number_into(e, T_TS, p, in, rec);
         break;
     case 3:
         if (memcmp(k, "cat", 3) == 0)
-            return fast_copy(p, in, e->cat, sizeof e->cat, NULL);
-        if (memcmp(k, "dur", 3) == 0) {
-            p = fast_value_number(p, in, &v, &str);
-            e->dur = v, e->has_dur = !str && isfinite(v) && v >= 0;
-            return p;
-        }
-        if ((k[0] == 'p' || k[0] == 't') && k[1] == 'i' && k[2] == 'd') {
-            p = fast_value_number(p, in, &v, &str);
-            *(k[0] == 'p' ? &e->pid : &e->tid) = tw_trace_as_id(v);
-            return p;
-        }
+            return fast_cat(e, p, in, rec);
+        if (memcmp(k, "dur", 3) == 0)
+            return fast_number_into(e, T_DUR, p, in, rec);
+        if ((k[0] == 'p' || k[0] == 't') && k[1] == 'i' && k[2] == 'd')
+            return fast_number_into(e, k[0] == 'p' ? T_PID : T_TID, p, in, rec);
         break;
     case 4:
-        if (memcmp(k, "name", 4) == 0)
+        if (memcmp(k, "name", 4) == 0) {
+            if (rec && !rec->unread)
+                rec->bad = true;
             return fast_name(e, p, in);
+        }
         if (memcmp(k, "args", 4) == 0)
-            return *p == '{' ? fast_args(e, p, in) : NULL;
+            return *p == '{' ? fast_args(e, p, in, rec) : NULL;
         break;
     default:
         break;
     }
-    return fast_skip(p, in);
+    return fast_skip_noted(p, in, rec);
 }
 
 /* Whether the len (at most 8) bytes at p are text's: one masked 8-byte
@@ -609,36 +748,27 @@ TW_HOT const char *fast_event_key(const char *p, tw_trace_fast_in *in, int *key,
 }
 
 /* The value of one of the eight keys at p: as fast_member. */
-TW_HOT const char *fast_known(tw_trace_event *e, int key, const char *p, tw_trace_fast_in *in)
+TW_HOT const char *fast_known(tw_trace_event *e, int key, const char *p, tw_trace_fast_in *in, shape_rec *rec)
 {
-    double v = NAN;
-    bool str;
     switch (key) {
-    case K_PH: {
-        char ph[8] = "";
-        p = fast_copy(p, in, ph, sizeof ph, NULL);
-        e->ph = ph[0];
-        return p;
-    }
+    case K_PH:
+        return fast_ph(e, p, in, rec);
     case K_TS:
-        p = fast_value_number(p, in, &v, &str);
-        e->ts = v, e->has_ts = !str && isfinite(v);
-        return p;
+        return fast_number_into(e, T_TS, p, in, rec);
     case K_DUR:
-        p = fast_value_number(p, in, &v, &str);
-        e->dur = v, e->has_dur = !str && isfinite(v) && v >= 0;
-        return p;
+        return fast_number_into(e, T_DUR, p, in, rec);
     case K_PID:
+        return fast_number_into(e, T_PID, p, in, rec);
     case K_TID:
-        p = fast_value_number(p, in, &v, &str);
-        *(key == K_PID ? &e->pid : &e->tid) = tw_trace_as_id(v);
-        return p;
+        return fast_number_into(e, T_TID, p, in, rec);
     case K_CAT:
-        return fast_copy(p, in, e->cat, sizeof e->cat, NULL);
+        return fast_cat(e, p, in, rec);
     case K_NAME:
+        if (rec && !rec->unread)
+            rec->bad = true;
         return fast_name(e, p, in);
     default: /* K_ARGS */
-        return *p == '{' ? fast_args(e, p, in) : NULL;
+        return *p == '{' ? fast_args(e, p, in, rec) : NULL;
     }
 }
 
@@ -647,35 +777,120 @@ TW_HOT const char *fast_known(tw_trace_event *e, int key, const char *p, tw_trac
  * else is read as ever (what the token path counts while reading it, a
  * cut string, is counted the same way); a second ph gives up, since it
  * could make the event one that is read. */
-TW_HOT const char *fast_unread(tw_trace_event *e, int key, const char *k, size_t n, const char *p, tw_trace_fast_in *in)
+TW_HOT const char *fast_unread(tw_trace_event *e, int key, const char *k, size_t n, const char *p, tw_trace_fast_in *in,
+                               shape_rec *rec)
 {
     if (key == K_PH || (key == K_OTHER && n == 2 && k[0] == 'p' && k[1] == 'h'))
         return NULL;
     bool number = key == K_TS || key == K_DUR || key == K_PID || key == K_TID;
     if (number && *p != '"')
-        return fast_skip(p, in);
-    return key == K_OTHER ? fast_member(e, k, n, p, in) : fast_known(e, key, p, in);
+        return fast_skip_noted(p, in, rec);
+    return key == K_OTHER ? fast_member(e, k, n, p, in, rec) : fast_known(e, key, p, in, rec);
+}
+
+/* Whether the len bytes of text at t are the bytes at p (before end): 16
+ * at a time, the last 16 masked (t has 16 bytes to spare past its text). */
+static inline bool same_text(const char *p, const char *end, const char *t, size_t len)
+{
+    if ((size_t)(end - p) < len)
+        return false;
+#if defined(__SSE2__)
+    if ((size_t)(end - p) >= len + 16) {
+        for (;; p += 16, t += 16) {
+            __m128i a = _mm_loadu_si128((const __m128i *)(const void *)p);
+            __m128i b = _mm_loadu_si128((const __m128i *)(const void *)t);
+            unsigned differ = ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(a, b)) & 0xffff;
+            if (len <= 16)
+                return (differ & ((1u << len) - 1)) == 0;
+            if (differ)
+                return false;
+            len -= 16;
+        }
+    }
+#endif
+    return memcmp(p, t, len) == 0;
+}
+
+/* The rest of an event after its name, at p, read by matching shape sh:
+ * the byte after the event's }, or NULL (the bytes are not of the shape;
+ * e may then hold some of the members after the name, which the fast path
+ * reads again). */
+static const char *shape_replay(const tw_trace_shape *sh, tw_trace_event *e, const char *p, tw_trace_fast_in *in)
+{
+    const char *t = sh->text, *end = in->end;
+    for (const shape_op *op = sh->ops;; op++) {
+        if (!same_text(p, end, t, op->len))
+            return NULL;
+        p += op->len, t += op->len;
+        if (op->end)
+            break;
+        if (p == end)
+            return NULL;
+        char c = *p;
+        if (op->target == T_NONE) { /* a number, as fast_skip passes one */
+            if (!((c >= '0' && c <= '9') || (c == '-' && p + 1 < end && p[1] >= '0' && p[1] <= '9')))
+                return NULL;
+            const char *q = p + 1;
+            while (q < end && number_byte(*q))
+                q++;
+            if (q == end)
+                return NULL;
+            p = q;
+        } else {
+            double v = NAN;
+            bool str;
+            const char *q = fast_value_number(p, in, &v, &str);
+            if (!q)
+                return NULL;
+            number_into(e, op->target, v, str);
+            p = q;
+        }
+    }
+    if (sh->sets_ph)
+        e->ph = sh->ph;
+    if (sh->sets_cat)
+        memcpy(e->cat, sh->cat, sizeof e->cat);
+    return p;
 }
 
 /* An event whose { is at p, whole in [p, end): read into e; the byte
- * after its }, or NULL (e then holds nothing the token path keeps). */
+ * after its }, or NULL (e then holds nothing the token path keeps). After
+ * its name, the rest is matched against the shape learned for names of
+ * that hash, when there is one; when it does not match, the rest is read
+ * member by member and the shape learned from it. */
 static const char *fast_event(tw_trace_event *e, const char *p, tw_trace_fast_in *in)
 {
     tw_trace_event_reset(e);
-    bool more, unread = false;
+    bool more, unread = false, anchored = false;
     const char *k = NULL;
     size_t n = 0;
     int key = K_ARGS; /* so that ph is tried first */
+    shape_rec learn = {0}, *rec = NULL;
     for (p = fast_first(p + 1, in, &more); p && more; p = fast_next(p, in, &more)) {
         p = fast_event_key(p, in, &key, &k, &n);
         if (p && unread) {
-            p = fast_unread(e, key, k, n, p, in);
+            p = fast_unread(e, key, k, n, p, in, rec);
         } else if (p) {
-            p = key == K_OTHER ? fast_member(e, k, n, p, in) : fast_known(e, key, p, in);
+            p = key == K_OTHER ? fast_member(e, k, n, p, in, rec) : fast_known(e, key, p, in, rec);
             unread = key == K_PH && !tw_trace_ph_read(e->ph);
+            if (p && !anchored && in->shapes && (key == K_NAME || unread)) {
+                /* after the name, or after a ph nothing reads past */
+                anchored = true;
+                tw_trace_shape *sh = &in->shapes[unread ? TW_TRACE_SHAPES + (unsigned)(e->ph & 15) : e->name_hash % TW_TRACE_SHAPES];
+                const char *after = sh->ok ? shape_replay(sh, e, p, in) : NULL;
+                if (after)
+                    return after;
+                *sh = (tw_trace_shape){0};
+                learn = (shape_rec){.shape = sh, .from = p, .unread = unread};
+                rec = &learn;
+            }
         }
         if (!p)
             return NULL;
+    }
+    if (rec && p) {
+        rec_op(rec, p, (shape_op){.end = true});
+        rec->shape->ok = !rec->bad;
     }
     return p;
 }
@@ -686,7 +901,7 @@ bool tw_trace_fast_event(tw_jstream *s, tw_trace_fast_in *in, tw_trace_event *e,
 {
     const char *end = s->buf + s->len, *p = ws(s->buf + s->pos, end);
     if (in->end != end || in->base != s->base) /* the buffer was refilled */
-        *in = (tw_trace_fast_in){.end = end, .base = s->base};
+        *in = (tw_trace_fast_in){.end = end, .base = s->base, .shapes = in->shapes};
     if (!first) {
         if (p == end || *p != ',')
             return false;

@@ -230,6 +230,7 @@ void tw_trace_chunk_free(tw_trace_chunk *c)
     free(c->events);
     tw_buffer_free(&c->text);
     tw_trace_kind_memo_free(c->kinds);
+    free(c->shapes);
     *c = (tw_trace_chunk){0};
 }
 

@@ -24,12 +24,16 @@
  * of one 64-byte block as bits (found once per block, then each string's
  * end is a bit scan rather than a scan of its bytes). Kept by the reader
  * across events; zeroed at the start. */
+typedef struct tw_trace_shape tw_trace_shape;
+#define TW_TRACE_SHAPES 128
 typedef struct tw_trace_fast_in {
     const char *end;
     const char *block; /* NULL: none */
     uint64_t bits;
-    uint64_t base; /* the stream offset of the buffer block lies in */
+    uint64_t base;          /* the stream offset of the buffer block lies in */
+    tw_trace_shape *shapes; /* TW_TRACE_SHAPES of them, or NULL */
 } tw_trace_fast_in;
+tw_trace_shape *tw_trace_shapes_new(void);
 
 /* The next event read in place, when it lies whole in s's buffer: [,] {
  * ... } consumed (first: no comma before it) and read into e; false, with
@@ -112,6 +116,7 @@ typedef struct tw_trace_chunk {
     size_t count, cap;
     tw_buffer text;            /* the events' names and cats */
     tw_trace_kind_memo *kinds; /* kept from piece to piece */
+    tw_trace_shape *shapes;    /* the same */
     uint64_t strings_cut;
 } tw_trace_chunk;
 
