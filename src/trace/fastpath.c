@@ -400,65 +400,6 @@ TW_HOT const char *fast_first(const char *p, tw_trace_fast_in *in, bool *more)
     return *p == '"' ? (*more = true, p) : NULL;
 }
 
-/* The shape of an event after its name, learned from one the fast path
- * read: the bytes between the numbers (keys, punctuation, the values of
- * any other kind it passed), and the numbers, each to be read into its
- * field or passed. An event whose bytes after its name match a shape, but
- * for its numbers, is read by matching (shape_replay): the same bytes read
- * the same way, the numbers read as the fast path reads them. */
-enum { SHAPE_OPS = 40, SHAPE_TEXT = 448 };
-
-typedef struct shape_op {
-    uint16_t len;   /* bytes of text to match before the number (or the end) */
-    uint8_t target; /* T_NONE: a number passed; else read into that field */
-    bool end;       /* the last: text to match and nothing after it */
-} shape_op;
-
-struct tw_trace_shape {
-    bool ok;               /* learned whole */
-    bool sets_ph, sets_cat; /* the text holds a ph or a cat member: their values */
-    char ph;
-    char cat[48];
-    uint16_t nops, ntext;
-    shape_op ops[SHAPE_OPS];
-    char text[SHAPE_TEXT + 16]; /* 16 to spare, for same_text */
-};
-
-/* A shape being learned: the text so far ends where from points. */
-typedef struct shape_rec {
-    tw_trace_shape *shape;
-    const char *from;
-    bool unread; /* learned after a ph nothing reads past: names are text */
-    bool bad;    /* too long, or a member a shape cannot hold (a second name) */
-} shape_rec;
-
-/* The bytes from rec->from to at as text, and op after them. */
-static void rec_op(shape_rec *rec, const char *at, shape_op op)
-{
-    tw_trace_shape *sh = rec->shape;
-    size_t len = (size_t)(at - rec->from);
-    if (rec->bad || sh->nops == SHAPE_OPS || len > (size_t)(SHAPE_TEXT - sh->ntext)) {
-        rec->bad = true;
-        return;
-    }
-    memcpy(sh->text + sh->ntext, rec->from, len);
-    sh->ntext = (uint16_t)(sh->ntext + len);
-    op.len = (uint16_t)len;
-    sh->ops[sh->nops++] = op;
-}
-
-/* A number at [at, after) for target. */
-static void rec_value(shape_rec *rec, const char *at, const char *after, int target)
-{
-    rec_op(rec, at, (shape_op){.target = (uint8_t)target});
-    rec->from = after;
-}
-
-tw_trace_shape *tw_trace_shapes_new(void)
-{
-    return calloc(TW_TRACE_SHAPES + 16, sizeof(tw_trace_shape));
-}
-
 /* The fields a number is read into (number_into): T_NONE for a value
  * passed unread. */
 enum {
@@ -475,6 +416,107 @@ enum {
     T_CORRELATION,
     T_EXTERNAL_ID
 };
+
+/* The shape of an event after its name, learned from one the fast path
+ * read: the bytes between the numbers (keys, punctuation, the values of
+ * any other kind it passed), and the numbers, each to be read into its
+ * field or passed. An event whose bytes after its name match a shape, but
+ * for its numbers, is read by matching (shape_replay): the same bytes read
+ * the same way, the numbers read as the fast path reads them. */
+enum { SHAPE_OPS = 40, SHAPE_TEXT = 448 };
+
+typedef struct shape_op {
+    uint16_t len;   /* bytes of text to match before the number (or the end) */
+    uint16_t vlen;  /* the number's bytes in the event it was learned from */
+    uint8_t target; /* T_NONE: a number passed; else read into that field */
+    bool end;       /* the last: text to match and nothing after it */
+} shape_op;
+
+/* Text and numbers, in turn. */
+typedef struct shape_ops {
+    uint16_t nops, ntext;
+    shape_op ops[SHAPE_OPS];
+    char text[SHAPE_TEXT + 16]; /* 16 to spare, for same_text */
+} shape_ops;
+
+struct tw_trace_shape {
+    bool ok;                /* learned whole */
+    bool exact;             /* try same first: it has matched every event since it was learned */
+    bool sets_ph, sets_cat; /* the text holds a ph or a cat member: their values */
+    char ph;
+    char cat[48];
+    shape_ops any;  /* every number an op */
+    shape_ops same; /* the numbers passed as text too: where they do not change, fewer ops */
+};
+
+/* A shape being learned: the text so far ends where from points. */
+typedef struct shape_rec {
+    tw_trace_shape *shape;
+    const char *start; /* where it begins in the event */
+    const char *from;
+    bool unread; /* learned after a ph nothing reads past: names are text */
+    bool bad;    /* too long, or a member a shape cannot hold (a second name) */
+} shape_rec;
+
+/* The bytes from rec->from to at as text, and op after them. */
+static void rec_op(shape_rec *rec, const char *at, shape_op op)
+{
+    shape_ops *o = &rec->shape->any;
+    size_t len = (size_t)(at - rec->from);
+    if (rec->bad || o->nops == SHAPE_OPS || len > (size_t)(SHAPE_TEXT - o->ntext)) {
+        rec->bad = true;
+        return;
+    }
+    memcpy(o->text + o->ntext, rec->from, len);
+    o->ntext = (uint16_t)(o->ntext + len);
+    op.len = (uint16_t)len;
+    o->ops[o->nops++] = op;
+}
+
+/* The shape learned to the event's end at: its ops, and the same ops with
+ * the numbers passed as the text they were in this event. */
+static void rec_end(shape_rec *rec, const char *at)
+{
+    rec_op(rec, at, (shape_op){.end = true});
+    tw_trace_shape *sh = rec->shape;
+    if (rec->bad)
+        return;
+    const char *src = rec->start;
+    shape_ops *o = &sh->same;
+    size_t len = 0, ntext = (size_t)(at - rec->start);
+    o->nops = o->ntext = 0;
+    sh->ok = true;
+    sh->exact = ntext <= SHAPE_TEXT;
+    if (!sh->exact)
+        return;
+    memcpy(o->text, src, ntext); /* the read numbers' bytes are dropped as they are met */
+    for (const shape_op *op = sh->any.ops;; op++) {
+        len += op->len, src += op->len;
+        if (op->end || op->target != T_NONE) {
+            memmove(o->text + o->ntext, o->text + (src - rec->start) - len, len);
+            o->ntext = (uint16_t)(o->ntext + len);
+            o->ops[o->nops++] = (shape_op){.len = (uint16_t)len, .target = op->target, .end = op->end};
+            len = 0;
+            if (op->end)
+                return;
+        } else {
+            len += op->vlen;
+        }
+        src += op->vlen;
+    }
+}
+
+/* A number at [at, after) for target. */
+static void rec_value(shape_rec *rec, const char *at, const char *after, int target)
+{
+    rec_op(rec, at, (shape_op){.target = (uint8_t)target, .vlen = (uint16_t)(after - at)});
+    rec->from = after;
+}
+
+tw_trace_shape *tw_trace_shapes_new(void)
+{
+    return calloc(TW_TRACE_SHAPES + 16, sizeof(tw_trace_shape));
+}
 
 /* A number read for target into e, as the token path stores it. */
 TW_HOT void number_into(tw_trace_event *e, int target, double v, bool str)
@@ -811,19 +853,17 @@ static inline bool same_text(const char *p, const char *end, const char *t, size
     return memcmp(p, t, len) == 0;
 }
 
-/* The rest of an event after its name, at p, read by matching shape sh:
- * the byte after the event's }, or NULL (the bytes are not of the shape;
- * e may then hold some of the members after the name, which the fast path
- * reads again). */
-static const char *shape_replay(const tw_trace_shape *sh, tw_trace_event *e, const char *p, tw_trace_fast_in *in)
+/* The text and numbers of o matched at p: the byte after the last text,
+ * or NULL. */
+static const char *match_ops(const shape_ops *o, tw_trace_event *e, const char *p, tw_trace_fast_in *in)
 {
-    const char *t = sh->text, *end = in->end;
-    for (const shape_op *op = sh->ops;; op++) {
+    const char *t = o->text, *end = in->end;
+    for (const shape_op *op = o->ops;; op++) {
         if (!same_text(p, end, t, op->len))
             return NULL;
         p += op->len, t += op->len;
         if (op->end)
-            break;
+            return p;
         if (p == end)
             return NULL;
         char c = *p;
@@ -846,11 +886,27 @@ static const char *shape_replay(const tw_trace_shape *sh, tw_trace_event *e, con
             p = q;
         }
     }
+}
+
+/* The rest of an event after its name, at p, read by matching shape sh:
+ * the byte after the event's }, or NULL (the bytes are not of the shape;
+ * e may then hold some of the members after the name, which the fast path
+ * reads again). The numbers passed as they were (sh->same) are tried first
+ * until an event has other numbers there. */
+static const char *shape_replay(tw_trace_shape *sh, tw_trace_event *e, const char *p, tw_trace_fast_in *in)
+{
+    const char *after = sh->exact ? match_ops(&sh->same, e, p, in) : NULL;
+    if (!after) {
+        sh->exact = false;
+        after = match_ops(&sh->any, e, p, in);
+    }
+    if (!after)
+        return NULL;
     if (sh->sets_ph)
         e->ph = sh->ph;
     if (sh->sets_cat)
         memcpy(e->cat, sh->cat, sizeof e->cat);
-    return p;
+    return after;
 }
 
 /* An event whose { is at p, whole in [p, end): read into e; the byte
@@ -880,18 +936,17 @@ static const char *fast_event(tw_trace_event *e, const char *p, tw_trace_fast_in
                 const char *after = sh->ok ? shape_replay(sh, e, p, in) : NULL;
                 if (after)
                     return after;
-                *sh = (tw_trace_shape){0};
-                learn = (shape_rec){.shape = sh, .from = p, .unread = unread};
+                sh->ok = sh->sets_ph = sh->sets_cat = false;
+                sh->any.nops = sh->any.ntext = 0;
+                learn = (shape_rec){.shape = sh, .start = p, .from = p, .unread = unread};
                 rec = &learn;
             }
         }
         if (!p)
             return NULL;
     }
-    if (rec && p) {
-        rec_op(rec, p, (shape_op){.end = true});
-        rec->shape->ok = !rec->bad;
-    }
+    if (rec && p)
+        rec_end(rec, p);
     return p;
 }
 

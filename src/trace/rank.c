@@ -297,8 +297,8 @@ static void stream_add(tw_trace_rank *r, const tw_trace_event *e, tw_trace_kind 
         *(kind == TW_TK_COMM ? &st->comm : &st->compute) += e->dur;
     }
     st->busy += e->dur;
-    st->first = fmin(st->first, e->ts);
-    st->last = fmax(st->last, e->ts + e->dur);
+    st->first = tw_dmin(st->first, e->ts);
+    st->last = tw_dmax(st->last, e->ts + e->dur);
 }
 
 static void kernel(tw_rank_acc *a, const tw_trace_event *e, tw_trace_kind kind)

@@ -81,8 +81,8 @@ static int ivset_add(tw_ivset *s, double a, double b)
         hi = first_starting_after(s, b);
     }
     if (lo < hi) { /* overlaps [lo, hi): merge into lo */
-        s->v[2 * lo] = fmin(a, s->v[2 * lo]);
-        s->v[2 * lo + 1] = fmax(b, s->v[2 * (hi - 1) + 1]);
+        s->v[2 * lo] = tw_dmin(s->v[2 * lo], a);
+        s->v[2 * lo + 1] = tw_dmax(s->v[2 * (hi - 1) + 1], b);
         memmove(&s->v[2 * (lo + 1)], &s->v[2 * hi], (s->n - hi) * 2 * sizeof(double));
         s->n -= hi - lo - 1;
         return TW_OK;
@@ -157,8 +157,8 @@ static bool walk_next(walk *w, double *a, double *b)
         bool more = walk_merge(w, a, b);
         if (!more)
             return false;
-        *a = fmax(*a, w->lo);
-        *b = fmin(*b, w->hi);
+        *a = tw_dmax(*a, w->lo);
+        *b = tw_dmin(*b, w->hi);
         if (*b > *a)
             return true;
     }
@@ -298,8 +298,8 @@ void tw_timeline_add(tw_timeline *t, tw_set_kind k, double start, double end)
     if (!(end > start))
         return; /* empty: takes no time */
     if (k <= TW_SET_MEMCPY) {
-        t->gpu_first = fmin(t->gpu_first, start);
-        t->gpu_last = fmax(t->gpu_last, end);
+        t->gpu_first = tw_dmin(t->gpu_first, start);
+        t->gpu_last = tw_dmax(t->gpu_last, end);
     }
     if (end <= t->watermark) {
         t->late++;

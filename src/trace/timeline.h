@@ -65,4 +65,17 @@ void tw_timeline_finish(tw_timeline *t);
 /* Sum of the steps' splits, or the stepless window's. */
 void tw_timeline_total(const tw_timeline *t, tw_trace_split *out);
 
+/* The larger and the smaller of a and b, where b is never NaN (a NaN a
+ * gives b, as fmax and fmin do): a compare, where fmax and fmin are a call
+ * to keep their other NaN and signed-zero rules. */
+static inline double tw_dmax(double a, double b)
+{
+    return a > b ? a : b;
+}
+
+static inline double tw_dmin(double a, double b)
+{
+    return a < b ? a : b;
+}
+
 #endif
