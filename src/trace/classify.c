@@ -110,21 +110,22 @@ static cat_class cat_of(const char *cat)
         size_t len;
         cat_class c;
     } cats[] = {
+        /* the most frequent first: no two are the same in any case */
+        CAT("cpu_op", CAT_OP),
         CAT("kernel", CAT_KERNEL),
+        CAT("cuda_runtime", CAT_RUNTIME),
+        CAT("operator", CAT_OP),
+        CAT("cudaruntime", CAT_RUNTIME),
+        CAT("runtime", CAT_RUNTIME),
         CAT("gpu_memcpy", CAT_MEMCPY),
         CAT("memcpy", CAT_MEMCPY),
         CAT("gpu_memset", CAT_MEMSET),
         CAT("memset", CAT_MEMSET),
         CAT("cuda_sync", CAT_SYNC),
-        CAT("cuda_runtime", CAT_RUNTIME),
-        CAT("runtime", CAT_RUNTIME),
-        CAT("cudaruntime", CAT_RUNTIME),
         CAT("cuda_driver", CAT_RUNTIME),
         CAT("gpu_user_annotation", CAT_GPU_ANNOTATION),
         CAT("dataloader", CAT_DATALOADER),
         CAT("communication", CAT_COMM_SPAN),
-        CAT("cpu_op", CAT_OP),
-        CAT("operator", CAT_OP),
     };
     char first = (char)(*cat | 0x20);
     size_t n = strlen(cat);

@@ -669,9 +669,14 @@ TW_HOT const char *fast_name(tw_trace_event *e, const char *p, tw_trace_fast_in 
  * them (its text), it holds their values. */
 TW_HOT const char *fast_ph(tw_trace_event *e, const char *p, tw_trace_fast_in *in, shape_rec *rec)
 {
-    char ph[8] = "";
-    p = fast_copy(p, in, ph, sizeof ph, NULL);
-    e->ph = ph[0];
+    if (in->end - p >= 3 && p[0] == '"' && p[2] == '"' && p[1] != '\\' && p[1] != '"' && p[1] != '\0') {
+        e->ph = p[1]; /* one letter, as every ph is written: as fast_copy reads it */
+        p += 3;
+    } else {
+        char ph[8] = "";
+        p = fast_copy(p, in, ph, sizeof ph, NULL);
+        e->ph = ph[0];
+    }
     if (rec)
         rec->shape->sets_ph = true, rec->shape->ph = e->ph;
     return p;
