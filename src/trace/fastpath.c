@@ -446,7 +446,13 @@ struct tw_trace_shape {
     char ph;
     char cat[48];
     shape_ops any;  /* every number an op */
-    shape_ops same; /* the numbers passed as text too: where they do not change, fewer ops */
+    shape_ops same; /* the numbers passed, and the lane's, as text too: where they do not change, fewer ops */
+    uint8_t nlanes;
+    struct { /* the numbers of the event's lane (pid, tid, device, stream) as learned: same's to store */
+        uint8_t target;
+        bool str;
+        double v;
+    } lanes[4];
 };
 
 /* A shape being learned: the text so far ends where from points. */
@@ -473,8 +479,31 @@ static void rec_op(shape_rec *rec, const char *at, shape_op op)
     o->ops[o->nops++] = op;
 }
 
+/* Whether target is of the event's lane (pid, tid, device, stream): the
+ * numbers that repeat from one event of a name to the next. */
+static inline bool lane_target(int target)
+{
+    return target == T_PID || target == T_TID || target == T_DEVICE || target == T_STREAM;
+}
+
+/* Whether same may hold op's number as text: a number passed, or one of
+ * the lane's read once in the shape (its value stored after the match, as
+ * learned, can then be overwritten by no later member). */
+static bool as_text(const tw_trace_shape *sh, const shape_op *op)
+{
+    if (op->target == T_NONE)
+        return true;
+    if (!lane_target(op->target))
+        return false;
+    int times = 0;
+    for (const shape_op *o = sh->any.ops; !o->end; o++)
+        times += o->target == op->target;
+    return times == 1;
+}
+
 /* The shape learned to the event's end at: its ops, and the same ops with
- * the numbers passed as the text they were in this event. */
+ * the numbers passed, and the lane's, as the text they were in this
+ * event. */
 static void rec_end(shape_rec *rec, const char *at)
 {
     rec_op(rec, at, (shape_op){.end = true});
@@ -487,12 +516,15 @@ static void rec_end(shape_rec *rec, const char *at)
     o->nops = o->ntext = 0;
     sh->ok = true;
     sh->exact = ntext <= SHAPE_TEXT;
+    for (const shape_op *op = sh->any.ops; !op->end; op++)
+        if (lane_target(op->target) && !as_text(sh, op))
+            sh->exact = false; /* a lane's number twice: same would store the one learned over the one read */
     if (!sh->exact)
         return;
     memcpy(o->text, src, ntext); /* the read numbers' bytes are dropped as they are met */
     for (const shape_op *op = sh->any.ops;; op++) {
         len += op->len, src += op->len;
-        if (op->end || op->target != T_NONE) {
+        if (op->end || !as_text(sh, op)) {
             memmove(o->text + o->ntext, o->text + (src - rec->start) - len, len);
             o->ntext = (uint16_t)(o->ntext + len);
             o->ops[o->nops++] = (shape_op){.len = (uint16_t)len, .target = op->target, .end = op->end};
@@ -506,11 +538,19 @@ static void rec_end(shape_rec *rec, const char *at)
     }
 }
 
-/* A number at [at, after) for target. */
-static void rec_value(shape_rec *rec, const char *at, const char *after, int target)
+/* A number at [at, after) for target, read as v (str: from a string). */
+static void rec_value(shape_rec *rec, const char *at, const char *after, int target, double v, bool str)
 {
+    tw_trace_shape *sh = rec->shape;
     rec_op(rec, at, (shape_op){.target = (uint8_t)target, .vlen = (uint16_t)(after - at)});
     rec->from = after;
+    if (lane_target(target)) {
+        if (sh->nlanes == 4)
+            rec->bad = true;
+        else
+            sh->lanes[sh->nlanes].target = (uint8_t)target, sh->lanes[sh->nlanes].str = str,
+            sh->lanes[sh->nlanes++].v = v;
+    }
 }
 
 tw_trace_shape *tw_trace_shapes_new(void)
@@ -598,7 +638,7 @@ TW_HOT const char *fast_number_into(tw_trace_event *e, int target, const char *p
     if (after) {
         number_into(e, target, v, str);
         if (rec)
-            rec_value(rec, p, after, target);
+            rec_value(rec, p, after, target, v, str);
     }
     return after;
 }
@@ -608,7 +648,7 @@ TW_HOT const char *fast_skip_noted(const char *p, tw_trace_fast_in *in, shape_re
 {
     const char *after = fast_skip(p, in);
     if (rec && after && *p != '"' && *p != '{' && *p != '[')
-        rec_value(rec, p, after, T_NONE);
+        rec_value(rec, p, after, T_NONE, 0, false);
     return after;
 }
 
@@ -901,7 +941,10 @@ static const char *match_ops(const shape_ops *o, tw_trace_event *e, const char *
 static const char *shape_replay(tw_trace_shape *sh, tw_trace_event *e, const char *p, tw_trace_fast_in *in)
 {
     const char *after = sh->exact ? match_ops(&sh->same, e, p, in) : NULL;
-    if (!after) {
+    if (after) {
+        for (int i = 0; i < sh->nlanes; i++) /* as learned: the text held them as they were */
+            number_into(e, sh->lanes[i].target, sh->lanes[i].v, sh->lanes[i].str);
+    } else {
         sh->exact = false;
         after = match_ops(&sh->any, e, p, in);
     }
@@ -942,7 +985,7 @@ static const char *fast_event(tw_trace_event *e, const char *p, tw_trace_fast_in
                 if (after)
                     return after;
                 sh->ok = sh->sets_ph = sh->sets_cat = false;
-                sh->any.nops = sh->any.ntext = 0;
+                sh->any.nops = sh->any.ntext = sh->nlanes = 0;
                 learn = (shape_rec){.shape = sh, .start = p, .from = p, .unread = unread};
                 rec = &learn;
             }
