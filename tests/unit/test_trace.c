@@ -353,6 +353,57 @@ static void read_both_ways(const char *doc, size_t len)
         fail_msg("%.80s: %s", doc, why);
 }
 
+/* Events read by matching the shape learned from an earlier event of
+ * their name (or ph) come to what the token path reads: numbers that
+ * change, lanes that change, a member more or less, values of another
+ * kind where a number was, cats and phs after the name, duplicates. */
+static void test_shapes_read_as_the_token_path(void **state)
+{
+    (void)state;
+#define KERNEL(ts, pid, tid, stream, extra)                                                                      \
+    "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k<1>\", \"pid\": " pid ", \"tid\": " tid ", \"ts\": " ts \
+    ", \"dur\": 2.5, \"args\": {\"External id\": 3, \"queued\": 0, \"device\": 0, \"stream\": " stream        \
+    ", \"correlation\": 9" extra ", \"grid\": [1, 1, 1]}}"
+    static const char *docs[] = {
+        /* the same kernel again and again: its numbers, then its lane, then its members change */
+        "[" KERNEL("1", "0", "7", "7", "") "," KERNEL("2.25", "0", "7", "7", "") "," KERNEL("3", "1", "7", "7", "") ","
+        KERNEL("4", "1", "8", "9", "") "," KERNEL("5", "1", "8", "9", ", \"bytes\": 64") "," KERNEL("-0", "1", "8", "9", "")
+        "," KERNEL("1e3", "\"2 (Python)\"", "8", "\"stream 9\"", "") "," KERNEL("7", "1", "8", "9", ", \"x\": \"y\"") ","
+        KERNEL("8", "1", "8", "9", ", \"x\": \"y\"") "," KERNEL("9", "1", "8", "9", ", \"x\": -1e-3") "]",
+        /* a number where the shape has one, of every other kind */
+        "[" KERNEL("1", "0", "7", "7", ", \"q\": 1") "," KERNEL("2", "0", "7", "7", ", \"q\": [1]") ","
+        KERNEL("3", "0", "7", "7", ", \"q\": 1") "," KERNEL("4", "0", "7", "7", ", \"q\": \"1\"") ","
+        KERNEL("5", "0", "7", "7", ", \"q\": 1") "," KERNEL("6", "0", "7", "7", ", \"q\": -Infinity") ","
+        KERNEL("7", "0", "7", "7", ", \"q\": 1") "," KERNEL("8", "0", "7", "7", ", \"q\": 1.5.2") "]",
+        "[" KERNEL("1", "0", "7", "7", "") "," KERNEL("NaN", "0", "7", "7", "") "]",
+        "[" KERNEL("1", "0", "7", "7", "") "," KERNEL("2", "0", "7", "-", "") "]",
+        /* Paddle's order: the ph and cat after the name */
+        "[{\"name\": \"conv2d\", \"ph\": \"X\", \"cat\": \"Operator\", \"pid\": 1, \"tid\": \"7\", \"ts\": 1, \"dur\": 2},"
+        "{\"name\": \"conv2d\", \"ph\": \"X\", \"cat\": \"Operator\", \"pid\": 1, \"tid\": \"7\", \"ts\": 3, \"dur\": 2},"
+        "{\"name\": \"conv2d\", \"ph\": \"B\", \"cat\": \"Operator\", \"pid\": 1, \"tid\": \"7\", \"ts\": 5, \"dur\": 2},"
+        "{\"name\": \"conv2d\", \"ph\": \"X\", \"cat\": \"Kernel\", \"pid\": 1, \"tid\": \"8\", \"ts\": 6, \"dur\": 2},"
+        "{\"name\": \"conv2d\", \"ph\": \"X\", \"cat\": \"Kernel\", \"pid\": 1, \"tid\": \"8\", \"ts\": 7, \"dur\": 2},"
+        "{\"name\": \"conv2d\", \"ph\": \"s\", \"cat\": \"Kernel\", \"pid\": 1, \"tid\": \"8\", \"ts\": 8, \"dur\": 2}]",
+        /* a lane's key twice: the last one counts */
+        "[{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"a\", \"pid\": 1, \"ts\": 1, \"pid\": 2, \"dur\": 1},"
+        "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"a\", \"pid\": 1, \"ts\": 2, \"pid\": 3, \"dur\": 1},"
+        "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"a\", \"pid\": 1, \"ts\": 3, \"pid\": 3, \"dur\": 1}]",
+        /* flows again and again, then a string, an array, a second ph where a number was */
+        "[{\"ph\": \"s\", \"id\": 1, \"pid\": 2, \"tid\": 3, \"ts\": 4, \"cat\": \"ac2g\", \"name\": \"ac2g\"},"
+        "{\"ph\": \"s\", \"id\": 11, \"pid\": 2, \"tid\": 3, \"ts\": 4.5, \"cat\": \"ac2g\", \"name\": \"ac2g\"},"
+        "{\"ph\": \"s\", \"id\": 12, \"pid\": 2, \"tid\": 3, \"ts\": \"4\", \"cat\": \"ac2g\", \"name\": \"ac2g\"},"
+        "{\"ph\": \"s\", \"id\": 13, \"pid\": 2, \"tid\": 3, \"ts\": [4], \"cat\": \"ac2g\", \"name\": \"ac2g\"},"
+        "{\"ph\": \"s\", \"id\": 14, \"pid\": 2, \"tid\": 3, \"ts\": 4, \"cat\": \"ac2g\", \"name\": \"other\"},"
+        "{\"ph\": \"s\", \"id\": 15, \"pid\": 2, \"tid\": 3, \"ph\": \"X\", \"cat\": \"ac2g\", \"name\": \"ac2g\"}]",
+        /* an event cut short where it matches the shape so far */
+        "[" KERNEL("1", "0", "7", "7", "") "," KERNEL("2", "0", "7", "7", "") ",{\"ph\": \"X\", \"cat\": \"kernel\", "
+        "\"name\": \"k<1>\", \"pid\": 0, \"tid\": 7, \"ts\": 3, \"dur\": 2.5, \"args\": {\"External id\": 3",
+    };
+#undef KERNEL
+    for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++)
+        read_both_ways(docs[i], strlen(docs[i]));
+}
+
 typedef struct stepper {
     const char *s;
     size_t len, pos, step;
@@ -783,6 +834,7 @@ int main(void)
         cmocka_unit_test(test_begin_end_pairs_and_bounds),
         cmocka_unit_test(test_host_spans_first_wait_for_the_gpu),
         cmocka_unit_test(test_fast_path_reads_as_the_token_path),
+        cmocka_unit_test(test_shapes_read_as_the_token_path),
         cmocka_unit_test(test_kind_memo_agrees_with_classify),
         cmocka_unit_test(test_where_reads_end_changes_nothing),
         cmocka_unit_test(test_scans_agree_with_the_portable_path),
