@@ -13,6 +13,16 @@
  * tw_trace_fast_event, is declared in reader.h; everything else here is
  * static, the small steps inlined where they are called (TW_HOT). It
  * hands nothing over: events.c does, whichever path read the event.
+ *
+ * Shapes: a profiler writes millions of events of a few hundred names, and
+ * the events of one name are written alike but for their numbers. After an
+ * event's name (or after a ph nothing reads past), the rest is matched
+ * against the shape learned from the last event read member by member with
+ * a name of that hash: its bytes between the numbers compared as text, its
+ * numbers read (or passed) as the member-by-member reading reads them. The
+ * same bytes in the same place are read the same way, so a match comes to
+ * the same event; anything else is read member by member and the shape is
+ * learned again. The shapes are the reader's (tw_trace_shapes_new).
  */
 #include "reader.h"
 

@@ -24,6 +24,9 @@
  * of one 64-byte block as bits (found once per block, then each string's
  * end is a bit scan rather than a scan of its bytes). Kept by the reader
  * across events; zeroed at the start. */
+/* The shapes of events a reader has learned (fastpath.c): TW_TRACE_SHAPES
+ * by name and 16 by ph, 216 KiB, from tw_trace_shapes_new (NULL: out
+ * of memory, and each event is read member by member), freed with free. */
 typedef struct tw_trace_shape tw_trace_shape;
 #define TW_TRACE_SHAPES 128
 typedef struct tw_trace_fast_in {
