@@ -91,7 +91,7 @@ static void rotation_never_splits_a_line(void **state)
             snprintf(name, sizeof name, "%s.%d", path, g);
         else
             snprintf(name, sizeof name, "%s", path);
-        size_t n;
+        size_t n = 0;
         char *text = slurp(name, &n);
         assert_non_null(text);
         assert_true(n > 0 && n <= 300);
