@@ -49,6 +49,7 @@ typedef struct launch {
 typedef struct ext_entry {
     int64_t ext;
     int32_t op;
+    bool set; /* zero (calloc): empty, so an unused slot is never touched */
 } ext_entry;
 
 struct tw_rank_acc {
@@ -71,17 +72,16 @@ int tw_rank_acc_new(tw_rank_acc **out, tw_trace_rank *rank, const tw_trace_optio
     a->out = rank;
     a->o = *o;
     tw_timeline_init(&a->tl, o->gap_us);
-    a->launches = malloc(CACHE * sizeof *a->launches);
-    a->exts = malloc(CACHE * sizeof *a->exts);
+    /* zeroed by calloc, as the kernel hands out pages: a slot is empty
+     * until a call, a kernel or an operator fills it (has_call, has_kernel,
+     * set), and a small trace touches only the pages it uses */
+    a->launches = calloc(CACHE, sizeof *a->launches);
+    a->exts = calloc(CACHE, sizeof *a->exts);
     a->threads = calloc(THREADS, sizeof *a->threads);
     if (!a->launches || !a->exts || !a->threads || tw_name_table_init(&a->kernels) != TW_OK ||
         tw_name_table_init(&a->ops) != TW_OK) {
         tw_rank_acc_free(a);
         return TW_ENOMEM;
-    }
-    for (size_t i = 0; i < CACHE; i++) {
-        a->launches[i].correlation = -1;
-        a->exts[i].ext = -1;
     }
     rank->peak_allocated = rank->peak_reserved = NAN;
     rank->reader_ratio = rank->dataloader_ratio = rank->ips = NAN;
@@ -146,7 +146,7 @@ static void operator(tw_rank_acc *a, const tw_trace_event *e)
     int32_t row = tw_name_table_row(&a->ops, e->name, e->name_len, tw_trace_event_hash(e));
     row_add(&a->ops.rows[row], e->dur);
     if (e->external_id >= 0)
-        a->exts[e->external_id % CACHE] = (ext_entry){e->external_id, row};
+        a->exts[e->external_id % CACHE] = (ext_entry){e->external_id, row, true};
     thread_stack *t = thread_of(a, e->pid, e->tid);
     double end = e->ts + e->dur, self = e->dur;
     if (!t) {
@@ -182,7 +182,7 @@ static int32_t issuer_of(tw_rank_acc *a, const tw_trace_event *e)
 {
     if (e->external_id >= 0) {
         const ext_entry *x = &a->exts[e->external_id % CACHE];
-        if (x->ext == e->external_id)
+        if (x->set && x->ext == e->external_id)
             return x->op;
     }
     for (int i = 0; i < a->thread_count; i++) {
@@ -318,7 +318,7 @@ static void kernel(tw_rank_acc *a, const tw_trace_event *e, tw_trace_kind kind)
     stream_add(r, e, kind);
     if (k->issuer < 0 && e->external_id >= 0) {
         const ext_entry *x = &a->exts[e->external_id % CACHE];
-        if (x->ext == e->external_id)
+        if (x->set && x->ext == e->external_id)
             k->issuer = x->op;
     }
     if (e->correlation < 0 || row == TW_TABLE_MAX)

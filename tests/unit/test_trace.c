@@ -244,6 +244,42 @@ static void test_trailing_sentinel_and_comma(void **state)
     tw_trace_free(t);
 }
 
+/* The correlation and External id caches start empty (zeroed pages, so a
+ * small trace touches only what it uses): id 0 must find nothing until an
+ * event with id 0 fills its slot, and a slot holds one id (65536 shares
+ * 0's slot). Seen failing with empty slots taken for
+ * id 0 (the kernel given the operator of row 0 as its issuer). */
+static void test_empty_cache_slots_match_nothing(void **state)
+{
+    (void)state;
+    const char *doc = "[{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::mm\",\"pid\":1,\"tid\":1,\"ts\":1,"
+                      "\"dur\":50,\"args\":{\"External id\":5}},"
+                      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"orphan\",\"pid\":0,\"tid\":7,\"ts\":100,"
+                      "\"dur\":5,\"args\":{\"External id\":0,\"correlation\":65536,\"stream\":7}},"
+                      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::add\",\"pid\":1,\"tid\":1,\"ts\":200,"
+                      "\"dur\":50,\"args\":{\"External id\":0}},"
+                      "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,\"tid\":1,"
+                      "\"ts\":210,\"dur\":5,\"args\":{\"External id\":0,\"correlation\":0}},"
+                      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"launched\",\"pid\":0,\"tid\":7,\"ts\":230,"
+                      "\"dur\":5,\"args\":{\"External id\":0,\"correlation\":0,\"stream\":7}}]";
+    tw_trace *t;
+    assert_int_equal(tw_trace_new(&t, NULL), 0);
+    assert_int_equal(tw_trace_add_buffer(t, "ids.json", doc, strlen(doc), -1), 0);
+    assert_int_equal(tw_trace_finish(t), 0);
+    const tw_trace_rank *r = tw_trace_rank_at(t, 0);
+    assert_string_equal(r->error, "");
+    assert_int_equal(r->kernels, 2);
+    assert_int_equal(r->launches, 1); /* the second kernel and its call only */
+    for (int i = 0; i < 2; i++) {
+        const tw_trace_stat *k = &r->top_kernels[i];
+        if (strcmp(k->name, "orphan") == 0)
+            assert_string_equal(k->issuer, "");
+        else
+            assert_string_equal(k->issuer, "aten::add");
+    }
+    tw_trace_free(t);
+}
+
 static bool skip_text(const char *text, bool drip_it, const char **error)
 {
     drip d = {text, strlen(text), 0};
@@ -829,6 +865,7 @@ int main(void)
         cmocka_unit_test(test_flush_keeps_totals_exact_in_time_order),
         cmocka_unit_test(test_paddle_suffix_and_steps),
         cmocka_unit_test(test_trailing_sentinel_and_comma),
+        cmocka_unit_test(test_empty_cache_slots_match_nothing),
         cmocka_unit_test(test_summary_text),
         cmocka_unit_test(test_skip_passes_containers_byte_by_byte),
         cmocka_unit_test(test_begin_end_pairs_and_bounds),
