@@ -258,7 +258,9 @@ TW_HOT const char *fast_number(const char *p, const char *end, double *v)
 }
 
 /* A string value read as a number (read_number): skipped to its first
- * digit or -, then strtod; NULL for a long one. */
+ * digit or -, then strtod; NULL for a long one. A string of 1 to 19
+ * digits alone (a thread id as Kineto writes it) is that integer, rounded
+ * to a double as strtod rounds it. */
 static const char *fast_string_number(const char *p, tw_trace_fast_in *in, double *v)
 {
     const char *body;
@@ -267,6 +269,16 @@ static const char *fast_string_number(const char *p, tw_trace_fast_in *in, doubl
     const char *after = fast_string(p, in, &body, &n);
     if (!after || n >= sizeof tmp)
         return NULL;
+    if (n >= 1 && n <= 19) {
+        uint64_t m = 0;
+        size_t i = 0;
+        while (i < n && (unsigned)(body[i] - '0') < 10)
+            m = m * 10 + (uint64_t)(body[i++] - '0');
+        if (i == n) {
+            *v = (double)m;
+            return after;
+        }
+    }
     memcpy(tmp, body, n);
     tmp[n] = '\0';
     const char *t = tmp;
@@ -410,8 +422,9 @@ TW_HOT const char *fast_first(const char *p, tw_trace_fast_in *in, bool *more)
     return *p == '"' ? (*more = true, p) : NULL;
 }
 
-/* The fields a number is read into (number_into): T_NONE for a value
- * passed unread. */
+/* The fields a number is read into (number_into): T_NONE for a number
+ * passed unread; T_SKIP (a shape's op only) for an object or array passed
+ * unread. */
 enum {
     T_NONE,
     T_TS,
@@ -424,21 +437,24 @@ enum {
     T_ALLOCATED,
     T_RESERVED,
     T_CORRELATION,
-    T_EXTERNAL_ID
+    T_EXTERNAL_ID,
+    T_SKIP
 };
 
 /* The shape of an event after its name, learned from one the fast path
- * read: the bytes between the numbers (keys, punctuation, the values of
- * any other kind it passed), and the numbers, each to be read into its
- * field or passed. An event whose bytes after its name match a shape, but
- * for its numbers, is read by matching (shape_replay): the same bytes read
- * the same way, the numbers read as the fast path reads them. */
+ * read: the bytes between the values (keys, punctuation, the strings),
+ * and the values: numbers, each to be read into its field or passed, and
+ * objects and arrays passed unread (a kernel's grid, an operator's input
+ * dims). An event whose bytes after its name match a shape, but for those
+ * values, is read by matching (shape_replay): the same bytes read the
+ * same way, the numbers read as the fast path reads them, the objects and
+ * arrays passed as it passes them, whatever they hold. */
 enum { SHAPE_OPS = 40, SHAPE_TEXT = 448 };
 
 typedef struct shape_op {
     uint16_t len;   /* bytes of text to match before the number (or the end) */
     uint16_t vlen;  /* the number's bytes in the event it was learned from */
-    uint8_t target; /* T_NONE: a number passed; else read into that field */
+    uint8_t target; /* T_NONE: a number passed; T_SKIP: an object or array passed; else read into that field */
     bool end;       /* the last: text to match and nothing after it */
 } shape_op;
 
@@ -455,8 +471,8 @@ struct tw_trace_shape {
     bool sets_ph, sets_cat; /* the text holds a ph or a cat member: their values */
     char ph;
     char cat[48];
-    shape_ops any;  /* every number an op */
-    shape_ops same; /* the numbers passed, and the lane's, as text too: where they do not change, fewer ops */
+    shape_ops any;  /* every number and every object or array passed an op */
+    shape_ops same; /* those passed, and the lane's numbers, as text too: where they do not change, fewer ops */
     uint8_t nlanes;
     struct { /* the numbers of the event's lane (pid, tid, device, stream) as learned: same's to store */
         uint8_t target;
@@ -496,12 +512,12 @@ static inline bool lane_target(int target)
     return target == T_PID || target == T_TID || target == T_DEVICE || target == T_STREAM;
 }
 
-/* Whether same may hold op's number as text: a number passed, or one of
+/* Whether same may hold op's value as text: a value passed, or one of
  * the lane's read once in the shape (its value stored after the match, as
  * learned, can then be overwritten by no later member). */
 static bool as_text(const tw_trace_shape *sh, const shape_op *op)
 {
-    if (op->target == T_NONE)
+    if (op->target == T_NONE || op->target == T_SKIP)
         return true;
     if (!lane_target(op->target))
         return false;
@@ -548,10 +564,15 @@ static void rec_end(shape_rec *rec, const char *at)
     }
 }
 
-/* A number at [at, after) for target, read as v (str: from a string). */
+/* A value at [at, after) for target: a number read as v (str: from a
+ * string), or passed (T_NONE, T_SKIP). */
 static void rec_value(shape_rec *rec, const char *at, const char *after, int target, double v, bool str)
 {
     tw_trace_shape *sh = rec->shape;
+    if (after - at > UINT16_MAX) { /* longer than any shape's text: none is learned */
+        rec->bad = true;
+        return;
+    }
     rec_op(rec, at, (shape_op){.target = (uint8_t)target, .vlen = (uint16_t)(after - at)});
     rec->from = after;
     if (lane_target(target)) {
@@ -653,12 +674,13 @@ TW_HOT const char *fast_number_into(tw_trace_event *e, int target, const char *p
     return after;
 }
 
-/* A skipped value at p (fast_skip), a number among them noted in rec. */
+/* A skipped value at p (fast_skip), noted in rec: a number, an object or
+ * an array as an op (the shape passes any other there), a string as text. */
 TW_HOT const char *fast_skip_noted(const char *p, tw_trace_fast_in *in, shape_rec *rec)
 {
     const char *after = fast_skip(p, in);
-    if (rec && after && *p != '"' && *p != '{' && *p != '[')
-        rec_value(rec, p, after, T_NONE, 0, false);
+    if (rec && after && *p != '"')
+        rec_value(rec, p, after, *p == '{' || *p == '[' ? T_SKIP : T_NONE, 0, false);
     return after;
 }
 
@@ -931,6 +953,12 @@ static const char *match_ops(const shape_ops *o, tw_trace_event *e, const char *
             if (q == end)
                 return NULL;
             p = q;
+        } else if (op->target == T_SKIP) { /* an object or array, as fast_skip passes one */
+            if (c != '{' && c != '[')
+                return NULL;
+            p = fast_skip_container(p, in);
+            if (!p)
+                return NULL;
         } else {
             double v = NAN;
             bool str;

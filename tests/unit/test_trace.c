@@ -392,7 +392,9 @@ static void read_both_ways(const char *doc, size_t len)
 /* Events read by matching the shape learned from an earlier event of
  * their name (or ph) come to what the token path reads: numbers that
  * change, lanes that change, a member more or less, values of another
- * kind where a number was, cats and phs after the name, duplicates. */
+ * kind where a number was, objects and arrays passed whatever they hold
+ * (or not: another kind, too deep, not JSON), thread ids as strings, cats
+ * and phs after the name, duplicates. */
 static void test_shapes_read_as_the_token_path(void **state)
 {
     (void)state;
@@ -400,6 +402,9 @@ static void test_shapes_read_as_the_token_path(void **state)
     "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k<1>\", \"pid\": " pid ", \"tid\": " tid ", \"ts\": " ts \
     ", \"dur\": 2.5, \"args\": {\"External id\": 3, \"queued\": 0, \"device\": 0, \"stream\": " stream        \
     ", \"correlation\": 9" extra ", \"grid\": [1, 1, 1]}}"
+#define GRID(ts, grid)                                                                                           \
+    "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k<2>\", \"pid\": 0, \"tid\": 7, \"ts\": " ts                    \
+    ", \"dur\": 1, \"args\": {\"External id\": 3, \"grid\": " grid ", \"block\": [128, 1, 1], \"correlation\": 9}}"
     static const char *docs[] = {
         /* the same kernel again and again: its numbers, then its lane, then its members change */
         "[" KERNEL("1", "0", "7", "7", "") "," KERNEL("2.25", "0", "7", "7", "") "," KERNEL("3", "1", "7", "7", "") ","
@@ -429,13 +434,33 @@ static void test_shapes_read_as_the_token_path(void **state)
         "{\"ph\": \"s\", \"id\": 11, \"pid\": 2, \"tid\": 3, \"ts\": 4.5, \"cat\": \"ac2g\", \"name\": \"ac2g\"},"
         "{\"ph\": \"s\", \"id\": 12, \"pid\": 2, \"tid\": 3, \"ts\": \"4\", \"cat\": \"ac2g\", \"name\": \"ac2g\"},"
         "{\"ph\": \"s\", \"id\": 13, \"pid\": 2, \"tid\": 3, \"ts\": [4], \"cat\": \"ac2g\", \"name\": \"ac2g\"},"
+        "{\"ph\": \"s\", \"id\": 16, \"pid\": 2, \"tid\": 3, \"ts\": {\"t\": [5]}, \"cat\": \"ac2g\", \"name\": \"ac2g\"},"
+        "{\"ph\": \"s\", \"id\": 17, \"pid\": 2, \"tid\": 3, \"ts\": \"6\", \"cat\": \"ac2g\", \"name\": \"ac2g\"},"
+        "{\"ph\": \"s\", \"id\": 18, \"pid\": 2, \"tid\": 3, \"ts\": [7], \"cat\": \"ac2g\", \"name\": \"ac2g\"},"
         "{\"ph\": \"s\", \"id\": 14, \"pid\": 2, \"tid\": 3, \"ts\": 4, \"cat\": \"ac2g\", \"name\": \"other\"},"
         "{\"ph\": \"s\", \"id\": 15, \"pid\": 2, \"tid\": 3, \"ph\": \"X\", \"cat\": \"ac2g\", \"name\": \"ac2g\"}]",
+        /* the objects and arrays passed unread change (a kernel's grid, an
+         * operator's input dims): other contents, other kinds, nesting, a
+         * string holding brackets, a value of another kind in their place,
+         * one deeper than the fast path follows, one that is not JSON */
+        "[" GRID("1", "[1, 1, 1]") "," GRID("2", "[2, 1, 1]") "," GRID("3", "[[3, 224], [], {\"a\": [2]}]") ","
+        GRID("4", "{\"x\": 1, \"y\": \"]}\\\"[\"}") "," GRID("5", "[]") "," GRID("6", "{}") "," GRID("7", "5") ","
+        GRID("8", "[1]") "," GRID("9", "\"[1]\"") "," GRID("10", "[1]") "," GRID("11", "null") "," GRID("12", "[1]") ","
+        GRID("13", "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]") ","
+        GRID("14", "[1]") "," GRID("15", "[1 @ 2]") "]",
+        "[" GRID("1", "[1]") "," GRID("2", "[1, [2, 3]") "]",
+        /* thread ids as strings: digits alone (read as integers), and not */
+        "[" KERNEL("1", "0", "\"7\"", "7", "") "," KERNEL("2", "0", "\"1890023232\"", "7", "") ","
+        KERNEL("3", "0", "\"9999999999999999999\"", "7", "") "," KERNEL("4", "0", "\"99999999999999999999\"", "7", "") ","
+        KERNEL("5", "0", "\"9007199254740993\"", "7", "") "," KERNEL("6", "0", "\"0012\"", "7", "") ","
+        KERNEL("7", "0", "\"\"", "7", "") "," KERNEL("8", "0", "\"-5\"", "7", "") "," KERNEL("9", "0", "\"12a\"", "7", "") ","
+        KERNEL("10", "0", "\" 5\"", "7", "") "," KERNEL("11", "0", "\"5e3\"", "7", "") "]",
         /* an event cut short where it matches the shape so far */
         "[" KERNEL("1", "0", "7", "7", "") "," KERNEL("2", "0", "7", "7", "") ",{\"ph\": \"X\", \"cat\": \"kernel\", "
         "\"name\": \"k<1>\", \"pid\": 0, \"tid\": 7, \"ts\": 3, \"dur\": 2.5, \"args\": {\"External id\": 3",
     };
 #undef KERNEL
+#undef GRID
     for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++)
         read_both_ways(docs[i], strlen(docs[i]));
 }
