@@ -12,8 +12,10 @@ the same)
 
 The trace is generated into a temporary directory (never committed) in the
 current Kineto schema and order: the host events (ProfilerStep#N and
-DataLoader annotations, nested cpu_ops) of every step first, then the
-device side (runtime launches, kernels on a compute stream, an NCCL
+DataLoader annotations, nested cpu_ops with the input dims and types that
+record_shapes=True writes) of every step first, then the
+device side (runtime launches, kernels on a compute stream with each
+layer's launch grid and occupancy, an NCCL
 all-reduce on a second stream overlapping the backward kernels, a pinned or
 pageable HtoD copy, a stream synchronisation, ac2g flow events), as Kineto
 writes them. Every step has the same shape with varied durations, so the
@@ -21,13 +23,16 @@ figures of trainwatch and the reference can be compared to the microsecond:
 the bench says whether they agree (per-step figures, kernel totals) and
 how many intervals went past the sets' bound (the watermark flushes).
 trainwatch (and a baseline) and the Python script run ROUNDS times each, the
-round with the least CPU time counting. Prints MB/s, ratios and peak RSS;
-nothing here is a test.
+round with the least CPU time counting. Then the real traces of
+../shared/corpus/traces, small ones, trainwatch against the Python script on
+each. Prints MB/s, ratios and peak RSS; nothing here is a test.
 """
+import gzip
 import json
 import os
 import pathlib
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -56,6 +61,16 @@ OPS = [("aten::conv2d", "aten::convolution"), ("aten::add_", None), ("aten::batc
        ("aten::linear", "aten::addmm"), ("aten::max_pool2d", "aten::max_pool2d_with_indices"),
        ("aten::relu_", "aten::clamp_min_")]
 OPS_PER_STEP = 160
+# what record_shapes=True writes on an operator, by layer: its inputs' dims
+# and types, and the launch grid of the layer's kernel (they change from one
+# layer to the next, as in a real network)
+DIMS = ["[[32, 64, 56, 56], [64, 64, 3, 3], [], [], [], [], [], [], []]", "[[32, 256, 14, 14], [32, 256, 14, 14], []]",
+        "[[32, 128, 28, 28], [128], [128], [128], [128], [], [], [], []]", "[[32, 2048], [1000, 2048], [1000]]",
+        "[[32, 64, 112, 112], [], [], [], [], []]", "[[32, 512, 7, 7]]"]
+TYPES = ['["float", "float", "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"]',
+         '["float", "float", "Scalar"]', '["float", "float", "float", "float", "float", "Scalar", "Scalar", "Scalar", "Scalar"]',
+         '["float", "float", "float"]', '["float", "ScalarList", "ScalarList", "ScalarList", "ScalarList", "Scalar"]',
+         '["float"]']
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 
 
@@ -93,7 +108,8 @@ def host_events(n, out):
         e = ext + 2 + 2 * i
         out.append(f'{{"ph": "X", "cat": "cpu_op", "name": "{parent}", "pid": {PID}, "tid": {TID}, "ts": {t}, '
                    f'"dur": {dur}, "args": {{"External id": {e}, "Sequence number": {e}, "Fwd thread id": 0, '
-                   f'"Record function id": 0, "Ev Idx": {e}}}}}')
+                   f'"Record function id": 0, "Input Dims": {DIMS[(k + i) % len(DIMS)]}, '
+                   f'"Input type": {TYPES[(k + i) % len(TYPES)]}, "Ev Idx": {e}}}}}')
         if child:
             out.append(f'{{"ph": "X", "cat": "cpu_op", "name": "{child}", "pid": {PID}, "tid": {TID}, "ts": {t + 2}, '
                        f'"dur": {dur - 4}, "args": {{"External id": {e + 1}, "Ev Idx": {e + 1}}}}}')
@@ -113,6 +129,7 @@ def device_events(n, out):
                f'"stream": 7, "correlation": {corr}, "bytes": 602112, "memory bandwidth (GB/s)": 20.07}}}}')
     for i, (k, t, dur, g, kdur) in enumerate(ops):
         c = corr + 1 + i
+        grid = 64 << ((k + i) % 6)  # the layer's launch grid
         e = ext + 3 + 2 * i if OPS[k][1] else ext + 2 + 2 * i
         out.append(f'{{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": {PID}, "tid": {TID}, '
                    f'"ts": {t + 4}, "dur": 6, "args": {{"External id": {e}, "cbid": 211, "correlation": {c}}}}}')
@@ -120,8 +137,8 @@ def device_events(n, out):
         out.append(f'{{"ph": "X", "cat": "kernel", "name": "{KERNELS[k]}", "pid": 0, "tid": 7, "ts": {g:.3f}, '
                    f'"dur": {kdur:.3f}, "args": {{"External id": {e}, "queued": 0, "device": 0, "context": 1, '
                    f'"stream": 7, "correlation": {c}, "registers per thread": 32, "shared memory": 0, '
-                   f'"blocks per SM": 1.5, "warps per SM": 6.0, "grid": [256, 1, 1], "block": [128, 1, 1], '
-                   f'"est. achieved occupancy %": 12}}}}')
+                   f'"blocks per SM": {grid / 108:.6f}, "warps per SM": {grid / 108 * 4:.6f}, '
+                   f'"grid": [{grid}, {1 + i % 3}, 1], "block": [128, 1, 1], "est. achieved occupancy %": {grid % 100}}}}}')
         out.append(f'{{"ph": "f", "id": {c}, "pid": 0, "tid": 7, "ts": {g:.3f}, "cat": "ac2g", "name": "ac2g", '
                    f'"bp": "e"}}')
     # the gradients all-reduced on stream 20 while the last kernels run
@@ -248,6 +265,46 @@ def reader_bench(build, work, trace, size):
                                                    "error: " + proc.stderr.strip().splitlines()[0]))
 
 
+def corpus_bench(trainwatch, work):
+    """The real traces of ../shared/corpus/traces (written by PyTorch's and
+    HTA's profilers, not by this generator), decompressed, each read by
+    trainwatch --threads 1 and by the Python reference: CPU seconds, best of
+    several rounds (they are small), and the ratio per core. Small files
+    weigh trainwatch's start-up (a few milliseconds) and the Python
+    interpreter's alike."""
+    corpus = HERE.parent.parent / "shared" / "corpus" / "traces"
+    files = sorted(corpus.glob("*.json.gz")) if corpus.is_dir() else []
+    if not files:
+        print(f"  (no corpus traces at {corpus}: skipped)")
+        return
+    print("the corpus's real traces, CPU seconds per file (trainwatch --threads 1 best of 10, Python best of 3):")
+    tw_total = py_total = size_total = 0.0
+    for gz in files:
+        plain = work / gz.name[:-3]
+        with gzip.open(gz) as src, open(plain, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        size = plain.stat().st_size
+        tw = cpu_seconds([trainwatch, "trace", "--json", "--threads", "1", str(plain)], 10)
+        py = cpu_seconds(["/usr/bin/python3", str(REFERENCE), str(plain)], 3)
+        tw_total, py_total, size_total = tw_total + tw, py_total + py, size_total + size
+        print(f"  {gz.name[:-3]:<46} {size / 1e6:6.1f} MB  trainwatch {tw * 1e3:7.1f} ms  python {py * 1e3:7.1f} ms  "
+              f"{py / tw:5.1f}x")
+        plain.unlink()
+    print(f"  {'all together':<46} {size_total / 1e6:6.1f} MB  trainwatch {tw_total * 1e3:7.1f} ms  python "
+          f"{py_total * 1e3:7.1f} ms  {py_total / tw_total:5.1f}x")
+
+
+def cpu_seconds(cmd, rounds):
+    """The least CPU time (user + system) of cmd over rounds runs."""
+    best = float("inf")
+    for _ in range(rounds):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        best = min(best, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return best
+
+
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     keep = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--keep=")), None)
@@ -308,6 +365,7 @@ def main():
                       f"peak RSS {res[key][1] / res['tw'][1]:8.1f}x")
         print(f"trainwatch memory: {res['tw_small'][1]:.1f} MiB at {small_size / 1e6:.0f} MB, {res['tw'][1]:.1f} MiB "
               f"at {size / 1e6:.0f} MB")
+        corpus_bench(trainwatch, work)
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)

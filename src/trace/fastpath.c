@@ -456,6 +456,7 @@ typedef struct shape_op {
     uint16_t vlen;  /* the number's bytes in the event it was learned from */
     uint8_t target; /* T_NONE: a number passed; T_SKIP: an object or array passed; else read into that field */
     bool end;       /* the last: text to match and nothing after it */
+    bool varies;    /* any's: seen to differ from the event learned, so same reads it too */
 } shape_op;
 
 /* Text and numbers, in turn. */
@@ -465,20 +466,27 @@ typedef struct shape_ops {
     char text[SHAPE_TEXT + 16]; /* 16 to spare, for same_text */
 } shape_ops;
 
+/* A number of the event's lane (pid, tid, device, stream) as learned. */
+typedef struct shape_lane {
+    uint8_t target;
+    uint8_t op; /* its op in any */
+    bool str;
+    double v;
+} shape_lane;
+
 struct tw_trace_shape {
     bool ok;                /* learned whole */
-    bool exact;             /* try same first: it has matched every event since it was learned */
+    bool exact;             /* try same first (it can be built: the event learned fits, no lane read twice) */
     bool sets_ph, sets_cat; /* the text holds a ph or a cat member: their values */
     char ph;
     char cat[48];
     shape_ops any;  /* every number and every object or array passed an op */
-    shape_ops same; /* those passed, and the lane's numbers, as text too: where they do not change, fewer ops */
-    uint8_t nlanes;
-    struct { /* the numbers of the event's lane (pid, tid, device, stream) as learned: same's to store */
-        uint8_t target;
-        bool str;
-        double v;
-    } lanes[4];
+    shape_ops same; /* those passed, and the lane's numbers, as text where they have not varied: fewer ops */
+    uint8_t nlanes, nsame_lanes;
+    shape_lane lanes[4];      /* as learned, in the order read */
+    shape_lane same_lanes[4]; /* those same holds as text: stored after it matches */
+    uint16_t nlearned;
+    char learned[SHAPE_TEXT]; /* the bytes of the event learned, after its name */
 };
 
 /* A shape being learned: the text so far ends where from points. */
@@ -527,19 +535,50 @@ static bool as_text(const tw_trace_shape *sh, const shape_op *op)
     return times == 1;
 }
 
-/* The shape learned to the event's end at: its ops, and the same ops with
- * the numbers passed, and the lane's, as the text they were in this
- * event. */
+/* Whether same holds op's value as text: one that has not varied since
+ * the shape was learned, passed or of the lane. */
+static bool folded(const tw_trace_shape *sh, const shape_op *op)
+{
+    return !op->end && !op->varies && as_text(sh, op);
+}
+
+/* same, from the event learned: the values that may be text (folded) as
+ * they were in it, every other value an op as in any; the lanes it holds
+ * as text, to be stored after a match. */
+static void build_same(tw_trace_shape *sh)
+{
+    shape_ops *o = &sh->same;
+    const char *from = sh->learned, *at = sh->learned;
+    o->nops = o->ntext = 0;
+    sh->nsame_lanes = 0;
+    for (const shape_op *op = sh->any.ops;; op++) {
+        at += op->len;
+        if (folded(sh, op)) {
+            for (int i = 0; i < sh->nlanes; i++)
+                if (sh->lanes[i].op == op - sh->any.ops)
+                    sh->same_lanes[sh->nsame_lanes++] = sh->lanes[i];
+            at += op->vlen;
+            continue;
+        }
+        size_t len = (size_t)(at - from);
+        memcpy(o->text + o->ntext, from, len);
+        o->ntext = (uint16_t)(o->ntext + len);
+        o->ops[o->nops++] = (shape_op){.len = (uint16_t)len, .target = op->target, .end = op->end};
+        if (op->end)
+            return;
+        from = at += op->vlen;
+    }
+}
+
+/* The shape learned to the event's end at: its ops, the event's bytes,
+ * and same built from them. */
 static void rec_end(shape_rec *rec, const char *at)
 {
     rec_op(rec, at, (shape_op){.end = true});
     tw_trace_shape *sh = rec->shape;
     if (rec->bad)
         return;
-    const char *src = rec->start;
-    shape_ops *o = &sh->same;
-    size_t len = 0, ntext = (size_t)(at - rec->start);
-    o->nops = o->ntext = 0;
+    size_t ntext = (size_t)(at - rec->start);
     sh->ok = true;
     sh->exact = ntext <= SHAPE_TEXT;
     for (const shape_op *op = sh->any.ops; !op->end; op++)
@@ -547,21 +586,29 @@ static void rec_end(shape_rec *rec, const char *at)
             sh->exact = false; /* a lane's number twice: same would store the one learned over the one read */
     if (!sh->exact)
         return;
-    memcpy(o->text, src, ntext); /* the read numbers' bytes are dropped as they are met */
-    for (const shape_op *op = sh->any.ops;; op++) {
-        len += op->len, src += op->len;
-        if (op->end || !as_text(sh, op)) {
-            memmove(o->text + o->ntext, o->text + (src - rec->start) - len, len);
-            o->ntext = (uint16_t)(o->ntext + len);
-            o->ops[o->nops++] = (shape_op){.len = (uint16_t)len, .target = op->target, .end = op->end};
-            len = 0;
-            if (op->end)
-                return;
-        } else {
-            len += op->vlen;
-        }
-        src += op->vlen;
+    memcpy(sh->learned, rec->start, ntext);
+    sh->nlearned = (uint16_t)ntext;
+    build_same(sh);
+}
+
+/* After same missed and any matched an event: the values folded into
+ * same that differ in it (span[2i], span[2i + 1]: op i's value) now vary,
+ * and same is built again with them as ops; false when none differs
+ * (same cannot match this event: it is not tried again). */
+static bool vary_same(tw_trace_shape *sh, const char *const *span)
+{
+    bool changed = false;
+    const char *at = sh->learned;
+    for (shape_op *op = sh->any.ops; !op->end; op++) {
+        at += op->len;
+        size_t n = (size_t)(span[2 * (op - sh->any.ops) + 1] - span[2 * (op - sh->any.ops)]);
+        if (folded(sh, op) && (n != op->vlen || memcmp(at, span[2 * (op - sh->any.ops)], n) != 0))
+            op->varies = changed = true;
+        at += op->vlen;
     }
+    if (changed)
+        build_same(sh);
+    return changed;
 }
 
 /* A value at [at, after) for target: a number read as v (str: from a
@@ -575,12 +622,12 @@ static void rec_value(shape_rec *rec, const char *at, const char *after, int tar
     }
     rec_op(rec, at, (shape_op){.target = (uint8_t)target, .vlen = (uint16_t)(after - at)});
     rec->from = after;
-    if (lane_target(target)) {
+    if (lane_target(target) && !rec->bad) {
         if (sh->nlanes == 4)
             rec->bad = true;
         else
-            sh->lanes[sh->nlanes].target = (uint8_t)target, sh->lanes[sh->nlanes].str = str,
-            sh->lanes[sh->nlanes++].v = v;
+            sh->lanes[sh->nlanes++] =
+                (shape_lane){.target = (uint8_t)target, .op = (uint8_t)(sh->any.nops - 1), .str = str, .v = v};
     }
 }
 
@@ -930,9 +977,10 @@ static inline bool same_text(const char *p, const char *end, const char *t, size
     return memcmp(p, t, len) == 0;
 }
 
-/* The text and numbers of o matched at p: the byte after the last text,
- * or NULL. */
-static const char *match_ops(const shape_ops *o, tw_trace_event *e, const char *p, tw_trace_fast_in *in)
+/* The text and values of o matched at p: the byte after the last text,
+ * or NULL. With span, where each op's value begins and ends, in turn. */
+TW_HOT const char *match_ops(const shape_ops *o, tw_trace_event *e, const char *p, tw_trace_fast_in *in,
+                             const char **span)
 {
     const char *t = o->text, *end = in->end;
     for (const shape_op *op = o->ops;; op++) {
@@ -943,6 +991,8 @@ static const char *match_ops(const shape_ops *o, tw_trace_event *e, const char *
             return p;
         if (p == end)
             return NULL;
+        if (span)
+            *span++ = p;
         char c = *p;
         if (op->target == T_NONE) { /* a number, as fast_skip passes one */
             if (!((c >= '0' && c <= '9') || (c == '-' && p + 1 < end && p[1] >= '0' && p[1] <= '9')))
@@ -968,23 +1018,30 @@ static const char *match_ops(const shape_ops *o, tw_trace_event *e, const char *
             number_into(e, op->target, v, str);
             p = q;
         }
+        if (span)
+            *span++ = p;
     }
 }
 
 /* The rest of an event after its name, at p, read by matching shape sh:
  * the byte after the event's }, or NULL (the bytes are not of the shape;
  * e may then hold some of the members after the name, which the fast path
- * reads again). The numbers passed as they were (sh->same) are tried first
- * until an event has other numbers there. */
+ * reads again). same is tried first; when it misses and any matches, the
+ * values that differed become ops of same, so that same comes to hold as
+ * text only the values that do not change from one event to the next. */
 static const char *shape_replay(tw_trace_shape *sh, tw_trace_event *e, const char *p, tw_trace_fast_in *in)
 {
-    const char *after = sh->exact ? match_ops(&sh->same, e, p, in) : NULL;
+    const char *after = sh->exact ? match_ops(&sh->same, e, p, in, NULL) : NULL;
     if (after) {
-        for (int i = 0; i < sh->nlanes; i++) /* as learned: the text held them as they were */
-            number_into(e, sh->lanes[i].target, sh->lanes[i].v, sh->lanes[i].str);
+        for (int i = 0; i < sh->nsame_lanes; i++) /* as learned: the text held them as they were */
+            number_into(e, sh->same_lanes[i].target, sh->same_lanes[i].v, sh->same_lanes[i].str);
+    } else if (sh->exact) {
+        const char *span[2 * SHAPE_OPS];
+        after = match_ops(&sh->any, e, p, in, span);
+        if (after && !vary_same(sh, span))
+            sh->exact = false;
     } else {
-        sh->exact = false;
-        after = match_ops(&sh->any, e, p, in);
+        after = match_ops(&sh->any, e, p, in, NULL);
     }
     if (!after)
         return NULL;

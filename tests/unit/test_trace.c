@@ -392,7 +392,8 @@ static void read_both_ways(const char *doc, size_t len)
 /* Events read by matching the shape learned from an earlier event of
  * their name (or ph) come to what the token path reads: numbers that
  * change, lanes that change, a member more or less, values of another
- * kind where a number was, objects and arrays passed whatever they hold
+ * kind where a number was, one value at a time (same reading what
+ * varied), objects and arrays passed whatever they hold
  * (or not: another kind, too deep, not JSON), thread ids as strings, cats
  * and phs after the name, duplicates. */
 static void test_shapes_read_as_the_token_path(void **state)
@@ -439,6 +440,16 @@ static void test_shapes_read_as_the_token_path(void **state)
         "{\"ph\": \"s\", \"id\": 18, \"pid\": 2, \"tid\": 3, \"ts\": [7], \"cat\": \"ac2g\", \"name\": \"ac2g\"},"
         "{\"ph\": \"s\", \"id\": 14, \"pid\": 2, \"tid\": 3, \"ts\": 4, \"cat\": \"ac2g\", \"name\": \"other\"},"
         "{\"ph\": \"s\", \"id\": 15, \"pid\": 2, \"tid\": 3, \"ph\": \"X\", \"cat\": \"ac2g\", \"name\": \"ac2g\"}]",
+        /* one value at a time changes, the members staying: same comes to
+         * read what varied (a passed number, the lane, an array) and to hold
+         * the rest as text; a lane that varied is read, never stored */
+        "[" KERNEL("1", "0", "7", "7", ", \"q\": 0, \"g\": [1]") "," KERNEL("2", "0", "7", "7", ", \"q\": 0, \"g\": [1]") ","
+        KERNEL("3", "0", "7", "7", ", \"q\": 5, \"g\": [1]") "," KERNEL("4", "0", "7", "7", ", \"q\": 6, \"g\": [1]") ","
+        KERNEL("5", "0", "7", "9", ", \"q\": 6, \"g\": [1]") "," KERNEL("6", "0", "7", "7", ", \"q\": 6, \"g\": [1]") ","
+        KERNEL("7", "0", "8", "7", ", \"q\": 6, \"g\": [1]") "," KERNEL("8", "0", "7", "7", ", \"q\": 6, \"g\": [2, 3]") ","
+        KERNEL("9", "0", "7", "3", ", \"q\": 60, \"g\": [2]") "," KERNEL("10", "1", "7", "7", ", \"q\": 6, \"g\": [1]") ","
+        KERNEL("11", "0", "7", "7", ", \"q\": 6, \"g\": [1]") "," KERNEL("12", "0", "\"7\"", "7", ", \"q\": 6, \"g\": [1]") ","
+        KERNEL("13", "0", "7", "7", ", \"q\": 6, \"g\": 1") "," KERNEL("14", "0", "7", "7", ", \"q\": 6, \"g\": [1]") "]",
         /* the objects and arrays passed unread change (a kernel's grid, an
          * operator's input dims): other contents, other kinds, nesting, a
          * string holding brackets, a value of another kind in their place,
