@@ -20,6 +20,13 @@ TRACES = CORPUS / "traces"
 KINETO = sorted(TRACES.glob("*.json.gz"))
 
 
+@pytest.fixture
+def traces(corpus):
+    """The corpus's traces folder; the test is skipped, with a message, when
+    ../shared/corpus is absent (conftest's corpus fixture)."""
+    return corpus / "traces"
+
+
 def trace_json(*paths, expect=(0, 1)):
     result = run(["trainwatch", "trace", "--json", *paths])
     assert result.returncode in expect, result.stderr
@@ -28,6 +35,12 @@ def trace_json(*paths, expect=(0, 1)):
 
 def close(a, b):
     return abs(a - b) <= 1e-6 * max(1.0, abs(a)) + 0.01
+
+
+def test_corpus_traces_are_there(corpus):
+    """The corpus's traces (when ../shared/corpus is there at all): an empty
+    folder must not pass as every trace agreeing with the reference."""
+    assert len(KINETO) >= 8, f"{corpus / 'traces'} holds {len(KINETO)} traces"
 
 
 @pytest.mark.parametrize("path", KINETO, ids=lambda p: p.name)
@@ -71,25 +84,25 @@ def rules(doc):
     return {f["rule"] for f in doc["findings"]}
 
 
-def test_resnet50_without_workers_is_data_loading_bound():
-    doc, result = trace_json(TRACES / "kineto-resnet50-num_workers_0.pt.trace.json.gz")
+def test_resnet50_without_workers_is_data_loading_bound(traces):
+    doc, result = trace_json(traces / "kineto-resnet50-num_workers_0.pt.trace.json.gz")
     assert "data_loading_bound" in rules(doc)
     f = next(f for f in doc["findings"] if f["rule"] == "data_loading_bound")
     assert f["severity"] == "warning" and f["value"] > 0.15 and f["step"] is not None
-    text = run(["trainwatch", "trace", "--no-color", TRACES / "kineto-resnet50-num_workers_0.pt.trace.json.gz"])
+    text = run(["trainwatch", "trace", "--no-color", traces / "kineto-resnet50-num_workers_0.pt.trace.json.gz"])
     assert "Data loading bound" in text.stdout and "num_workers" in text.stdout
 
 
-def test_resnet50_with_four_workers_is_not():
-    doc, _ = trace_json(TRACES / "kineto-resnet50-num_workers_4.pt.trace.json.gz")
+def test_resnet50_with_four_workers_is_not(traces):
+    doc, _ = trace_json(traces / "kineto-resnet50-num_workers_4.pt.trace.json.gz")
     assert "data_loading_bound" not in rules(doc)
     assert doc["healthy"] is True
-    text = run(["trainwatch", "trace", "--no-color", TRACES / "kineto-resnet50-num_workers_4.pt.trace.json.gz"])
+    text = run(["trainwatch", "trace", "--no-color", traces / "kineto-resnet50-num_workers_4.pt.trace.json.gz"])
     assert text.returncode == 0 and "Healthy" in text.stdout
 
 
-def test_legacy_schema_self_time_and_launches():
-    doc, _ = trace_json(TRACES / "kineto-resnet50-num_workers_0.pt.trace.json.gz")
+def test_legacy_schema_self_time_and_launches(traces):
+    doc, _ = trace_json(traces / "kineto-resnet50-num_workers_0.pt.trace.json.gz")
     rank = doc["ranks"][0]
     assert rank["source"] == "kineto-legacy"
     ops = {o["name"]: o for o in rank["top_operators"]}
@@ -101,14 +114,14 @@ def test_legacy_schema_self_time_and_launches():
     assert rank["pageable_copies"] == 12
 
 
-def test_paddle_summary_reader_ratio():
-    doc, result = trace_json(TRACES / "paddle-profiler-summary-dataloader-bound-before-after.md.txt")
+def test_paddle_summary_reader_ratio(traces):
+    doc, result = trace_json(traces / "paddle-profiler-summary-dataloader-bound-before-after.md.txt")
     rank = doc["ranks"][0]
     assert rank["source"] == "paddle-summary"
     assert rank["reader_ratios"] == pytest.approx([0.53514, 0.01653])
     bound = [f for f in doc["findings"] if f["rule"] == "data_loading_bound"]
     assert len(bound) == 1 and bound[0]["value"] == pytest.approx(0.53514)  # 53.5%: bound; 1.65%: not
-    doc, _ = trace_json(TRACES / "paddle-profiler-summary-tables-reference.md.txt")
+    doc, _ = trace_json(traces / "paddle-profiler-summary-tables-reference.md.txt")
     assert doc["ranks"][0]["reader_ratios"] == pytest.approx([0.00989])
     assert "data_loading_bound" not in rules(doc)
 
@@ -133,8 +146,8 @@ def summary_tables_by_hand(text):
     return tables
 
 
-def test_paddle_summary_tables():
-    path = TRACES / "paddle-profiler-summary-tables-reference.md.txt"
+def test_paddle_summary_tables(traces):
+    path = traces / "paddle-profiler-summary-tables-reference.md.txt"
     hand = summary_tables_by_hand(path.read_text())
     doc, _ = trace_json(path)
     rank = doc["ranks"][0]
@@ -237,8 +250,8 @@ def test_paddle_chrome_trace_from_the_generator(tmp_path):
     assert "data_loading_bound" not in rules(doc)
 
 
-def test_stream_table_in_text():
-    text = run(["trainwatch", "trace", "--no-color", TRACES / "hta-nccl-a100.kineto.json.gz"]).stdout
+def test_stream_table_in_text(traces):
+    text = run(["trainwatch", "trace", "--no-color", traces / "hta-nccl-a100.kineto.json.gz"]).stdout
     lines = text.splitlines()
     head = next(i for i, l in enumerate(lines) if l.split()[:1] == ["device/stream"])
     rows = {l.split()[0]: l.split() for l in lines[head + 1:head + 3]}
@@ -298,8 +311,8 @@ def test_paddle_communication_spans_make_their_kernels_communication(tmp_path):
     assert ref["streams"]["0/9"]["comm_us"] == 4 * 2000
 
 
-def test_two_ranks_from_distributed_info():
-    doc, _ = trace_json(TRACES / "hta-sampled-rank1-ws128.kineto.json.gz", TRACES / "hta-sampled-rank0-ws128.kineto.json.gz")
+def test_two_ranks_from_distributed_info(traces):
+    doc, _ = trace_json(traces / "hta-sampled-rank1-ws128.kineto.json.gz", traces / "hta-sampled-rank0-ws128.kineto.json.gz")
     assert [r["rank"] for r in doc["ranks"]] == [1, 0]
     assert "comm_wait" in rules(doc)
     for r in doc["ranks"]:
@@ -319,8 +332,8 @@ def test_straggler_across_ranks(tmp_path):
 
 # ---- bad input ---------------------------------------------------------------
 
-def test_truncated_trace_reports_where_and_analyses_what_it_read(tmp_path):
-    data = gzip.decompress((TRACES / "kineto-resnet50-num_workers_0.pt.trace.json.gz").read_bytes())
+def test_truncated_trace_reports_where_and_analyses_what_it_read(tmp_path, traces):
+    data = gzip.decompress((traces / "kineto-resnet50-num_workers_0.pt.trace.json.gz").read_bytes())
     cut = tmp_path / "cut.json"
     cut.write_bytes(data[: len(data) // 2])
     result = run(["trainwatch", "trace", "--json", cut])
@@ -330,7 +343,7 @@ def test_truncated_trace_reports_where_and_analyses_what_it_read(tmp_path):
     assert rank["events"] > 10000 and "at byte" in rank["error"]
     assert "trace_incomplete" in rules(json.loads(result.stdout))
     gz = tmp_path / "cut.json.gz"
-    gz.write_bytes((TRACES / "kineto-resnet50-num_workers_0.pt.trace.json.gz").read_bytes()[:400000])
+    gz.write_bytes((traces / "kineto-resnet50-num_workers_0.pt.trace.json.gz").read_bytes()[:400000])
     result = run(["trainwatch", "trace", "--json", gz])
     assert result.returncode in (0, 1) and "gzip" in result.stderr
     assert json.loads(result.stdout)["ranks"][0]["events"] > 1000
@@ -382,10 +395,10 @@ def test_stdin_and_bare_array(tmp_path):
     assert rank["total"]["wall_us"] == 15 and rank["total"]["compute_us"] == 10 and rank["total"]["idle_us"] == 5
 
 
-def test_no_progress_line_when_not_a_tty():
-    result = run(["trainwatch", "trace", TRACES / "kineto-resnet50-num_workers_4.pt.trace.json.gz"])
+def test_no_progress_line_when_not_a_tty(traces):
+    result = run(["trainwatch", "trace", traces / "kineto-resnet50-num_workers_4.pt.trace.json.gz"])
     assert result.stderr == ""
-    result = run(["trainwatch", "trace", "--progress=always", TRACES / "kineto-resnet50-num_workers_4.pt.trace.json.gz"])
+    result = run(["trainwatch", "trace", "--progress=always", traces / "kineto-resnet50-num_workers_4.pt.trace.json.gz"])
     assert result.returncode == 0
 
 
@@ -393,12 +406,12 @@ def test_no_progress_line_when_not_a_tty():
 
 @pytest.mark.parametrize("name", ["kineto-resnet50-num_workers_0.pt.trace.json.gz",
                                   "kineto-resnet50-num_workers_4.pt.trace.json.gz"])
-def test_threads_give_the_one_thread_report(tmp_path, name):
+def test_threads_give_the_one_thread_report(tmp_path, name, traces):
     """A plain file of 25 MB is read in 4 MiB pieces by several threads (the
     default on a machine with more than one core): byte for byte the report
     of --threads 1, which itself agrees with the Python reference above; the
     same for the file cut short in the middle of a piece, error included."""
-    data = gzip.decompress((TRACES / name).read_bytes())
+    data = gzip.decompress((traces / name).read_bytes())
     plain = tmp_path / "trace.json"
     for size in (len(data), len(data) * 5 // 9):
         plain.write_bytes(data[:size])
@@ -412,8 +425,10 @@ def test_threads_give_the_one_thread_report(tmp_path, name):
 
 
 @pytest.mark.parametrize("value", ["-1", "17", "2.5", "many"])
-def test_threads_option_is_checked(value):
-    result = run(["trainwatch", "trace", "--threads", value, TRACES / KINETO[0].name])
+def test_threads_option_is_checked(tmp_path, value):
+    good = tmp_path / "t.json"
+    good.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2}]}')
+    result = run(["trainwatch", "trace", "--threads", value, good])
     assert result.returncode == 2 and "--threads" in result.stderr
 
 
