@@ -563,6 +563,13 @@ static void catch_up_one(tw_follower *f, followed *fl, int fd, const struct stat
      * a line: the next generation goes on with it, so it stays pending */
     if ((uint64_t)st->st_size > from)
         read_range(f, fl, fd, &g, from);
+    else if (ours && (uint64_t)st->st_size == from && fl->have_prev && fl->prev.head_len == c->head_len &&
+             fl->prev.head_hash == c->head_hash)
+        /* nothing in it we had not read, but it holds the bytes of the
+         * generation left (truncated under its inode) at the same offsets:
+         * a resume point among them is found in it after a restart, as it
+         * would be after read_range */
+        fl->prev = g;
     mark_consumed(f, fl, &g);
 }
 
