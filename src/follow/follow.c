@@ -475,70 +475,22 @@ static void prune_consumed(tw_follower *f, const followed *fl, const sibling_lis
 
 typedef void (*sibling_fn)(tw_follower *f, followed *fl, int fd, const struct stat *st, void *ctx);
 
-#define LISTING_TRIES 8 /* listings taken while the writer renames, before one is used as it is */
-
-/* Whether a second listing names the same files under the same names. */
-static bool same_listing(const followed *fl, const sibling_list *l)
-{
-    sibling_list again = {0};
-    siblings(fl, &again);
-    bool same = again.count == l->count;
-    for (size_t i = 0; same && i < l->count; i++)
-        same = again.items[i].dev == l->items[i].dev && again.items[i].ino == l->items[i].ino &&
-               strcmp(again.items[i].path, l->items[i].path) == 0;
-    siblings_free(&again);
-    return same;
-}
-
-/* Lists the files beside fl until two listings in a row agree (a few
- * tries, a millisecond apart): one taken while the writer renames can name
- * a file under the name another had, or miss it. */
-static void stable_siblings(const followed *fl, sibling_list *list)
-{
-    for (int tries = 1;; tries++) {
-        siblings(fl, list);
-        if (tries == LISTING_TRIES || same_listing(fl, list))
-            return;
-        siblings_free(list);
-        *list = (sibling_list){0};
-        struct timespec pause = {0, 1000 * 1000};
-        nanosleep(&pause, NULL);
-    }
-}
-
-/* Opens each file beside fl, oldest first, and hands it to fn. The order
- * is the listing's, so the listing must be one the files hold: a writer
- * that shifts x.log.1 to x.log.2 while we list and open would have us read
- * a newer copy under an older one's name and miss that one (read later,
- * out of order, a line cut between them glued to the wrong part). So the
- * listing is a stable one, each file opened is checked to be the one
- * listed, and when one is not (renamed or gone since), the rest is listed again
- * and handed over from there (fn passes over what it has had: consumed
- * generations, a generation found). */
+/* Opens each file beside fl, oldest first, and hands it to fn. */
 static void each_sibling(tw_follower *f, followed *fl, sibling_fn fn, void *ctx)
 {
-    for (int round = 0; round < LISTING_TRIES; round++) {
-        sibling_list list = {0};
-        stable_siblings(fl, &list);
-        if (round == 0)
-            prune_consumed(f, fl, &list); /* once: it counts the listings a generation was missing from */
-        bool moved = false;
-        for (size_t i = 0; i < list.count && !moved; i++) {
-            int fd = open(list.items[i].path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-            if (fd < 0) { /* renamed (or deleted) since: the next listing tells */
-                moved = errno == ENOENT;
-                continue;
-            }
-            struct stat st;
-            moved = fstat(fd, &st) != 0 || st.st_dev != list.items[i].dev || st.st_ino != list.items[i].ino;
-            if (!moved && S_ISREG(st.st_mode))
-                fn(f, fl, fd, &st, ctx);
-            close(fd);
-        }
-        siblings_free(&list);
-        if (!moved)
-            return;
+    sibling_list list = {0};
+    siblings(fl, &list);
+    prune_consumed(f, fl, &list);
+    for (size_t i = 0; i < list.count; i++) {
+        int fd = open(list.items[i].path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0)
+            continue;
+        struct stat st;
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+            fn(f, fl, fd, &st, ctx);
+        close(fd);
     }
+    siblings_free(&list);
 }
 
 typedef struct catch_up_ctx {
