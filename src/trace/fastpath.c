@@ -269,15 +269,11 @@ static const char *fast_string_number(const char *p, tw_trace_fast_in *in, doubl
     const char *after = fast_string(p, in, &body, &n);
     if (!after || n >= sizeof tmp)
         return NULL;
-    if (n >= 1 && n <= 19) {
-        uint64_t m = 0;
-        size_t i = 0;
-        while (i < n && (unsigned)(body[i] - '0') < 10)
-            m = m * 10 + (uint64_t)(body[i++] - '0');
-        if (i == n) {
-            *v = (double)m;
-            return after;
-        }
+    uint64_t m = 0;
+    long run;
+    if (n >= 1 && n <= 19 && digits(body, body + n, &m, &run) == body + n) {
+        *v = (double)m;
+        return after;
     }
     memcpy(tmp, body, n);
     tmp[n] = '\0';
@@ -485,8 +481,7 @@ struct tw_trace_shape {
     uint8_t nlanes, nsame_lanes;
     shape_lane lanes[4];      /* as learned, in the order read */
     shape_lane same_lanes[4]; /* those same holds as text: stored after it matches */
-    uint16_t nlearned;
-    char learned[SHAPE_TEXT]; /* the bytes of the event learned, after its name */
+    char learned[SHAPE_TEXT]; /* the bytes of the event learned, after its name (any's ops measure them) */
 };
 
 /* A shape being learned: the text so far ends where from points. */
@@ -587,7 +582,6 @@ static void rec_end(shape_rec *rec, const char *at)
     if (!sh->exact)
         return;
     memcpy(sh->learned, rec->start, ntext);
-    sh->nlearned = (uint16_t)ntext;
     build_same(sh);
 }
 
@@ -599,10 +593,10 @@ static bool vary_same(tw_trace_shape *sh, const char *const *span)
 {
     bool changed = false;
     const char *at = sh->learned;
-    for (shape_op *op = sh->any.ops; !op->end; op++) {
+    for (shape_op *op = sh->any.ops; !op->end; op++, span += 2) {
         at += op->len;
-        size_t n = (size_t)(span[2 * (op - sh->any.ops) + 1] - span[2 * (op - sh->any.ops)]);
-        if (folded(sh, op) && (n != op->vlen || memcmp(at, span[2 * (op - sh->any.ops)], n) != 0))
+        size_t n = (size_t)(span[1] - span[0]);
+        if (folded(sh, op) && (n != op->vlen || memcmp(at, span[0], n) != 0))
             op->varies = changed = true;
         at += op->vlen;
     }
