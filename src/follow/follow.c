@@ -49,6 +49,7 @@
 #define READ_SIZE        (256 * 1024)
 #define CONSUMED_MISSES  3          /* listings a read generation may be absent from before it is forgotten */
 #define CONSUMED_LIMIT   (1u << 20) /* a last bound, far above any directory's generations */
+#define LISTINGS_MAX     16         /* listings of the generations per catch-up while a writer renames them */
 #define STATE_MAGIC      "trainwatch-follow-state 2"
 #define STATE_MAGIC_V1   "trainwatch-follow-state 1"
 #define SAVE_BACKOFF_MAX 5.0  /* seconds between attempts while saving fails */
@@ -304,14 +305,18 @@ static generation generation_of(int fd, const struct stat *st)
     return g;
 }
 
-static void mark_consumed(tw_follower *f, const followed *fl, const generation *g)
+/* Remembers g as read for fl (not an empty file: an empty file is anything
+ * it becomes, a copy about to be written, say). Returns the entry, or NULL. */
+static consumed *mark_consumed(tw_follower *f, const followed *fl, const generation *g)
 {
     uint64_t owner = path_hash(fl->path);
+    if (g->head_len == 0)
+        return NULL;
     for (size_t i = 0; i < f->done_count; i++) {
         consumed *c = &f->done[i];
         if (c->g.dev == g->dev && c->g.ino == g->ino) {
             *c = (consumed){*g, owner, 0};
-            return;
+            return c;
         }
     }
     if (f->done_count == CONSUMED_LIMIT) {
@@ -322,11 +327,12 @@ static void mark_consumed(tw_follower *f, const followed *fl, const generation *
         size_t cap = f->done_cap ? f->done_cap * 2 : 64;
         consumed *grown = realloc(f->done, sizeof *grown * cap);
         if (!grown)
-            return; /* read again later rather than not at all */
+            return NULL; /* read again later rather than not at all */
         f->done = grown;
         f->done_cap = cap;
     }
-    f->done[f->done_count++] = (consumed){*g, owner, 0};
+    f->done[f->done_count] = (consumed){*g, owner, 0};
+    return &f->done[f->done_count++];
 }
 
 static void mark_consumed_fd(tw_follower *f, const followed *fl, int fd)
@@ -356,12 +362,13 @@ typedef struct sibling {
     struct timespec mtime;
     long long number; /* x.log.N: N (higher is older); -1 */
     dev_t dev;
-    ino_t ino;
+    ino_t ino; /* as the directory entry named it */
 } sibling;
 
 typedef struct sibling_list {
     sibling *items;
     size_t count, cap;
+    bool moved; /* a name held another file by the time it was looked at */
 } sibling_list;
 
 static void siblings_free(sibling_list *l)
@@ -369,6 +376,7 @@ static void siblings_free(sibling_list *l)
     for (size_t i = 0; i < l->count; i++)
         free(l->items[i].path);
     free(l->items);
+    *l = (sibling_list){0};
 }
 
 /* Oldest first: by modification time, then by generation number (x.log.3
@@ -394,15 +402,18 @@ static long long generation_number(const char *suffix)
     return end != suffix + 1 && (*end == '\0' || *end == '.') ? n : -1;
 }
 
-static int siblings_add(sibling_list *l, const char *dir, const char *name, const char *suffix)
+static int siblings_add(sibling_list *l, const char *dir, const struct dirent *e, const char *suffix)
 {
-    size_t len = strlen(dir) + strlen(name) + 2;
+    size_t len = strlen(dir) + strlen(e->d_name) + 2;
     char *path = malloc(len);
     if (!path)
         return TW_ENOMEM;
-    snprintf(path, len, "%s/%s", dir, name);
+    snprintf(path, len, "%s/%s", dir, e->d_name);
     struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+    bool there = stat(path, &st) == 0;
+    if (!there || st.st_ino != e->d_ino) /* renamed over or away since the listing */
+        l->moved = true;
+    if (!there || !S_ISREG(st.st_mode)) {
         free(path);
         return TW_OK;
     }
@@ -423,7 +434,10 @@ static int siblings_add(sibling_list *l, const char *dir, const char *name, cons
 /* Lists every file beside fl whose name extends its name (train.log.1,
  * train.log-2024...), oldest first. Memory grows with the generations
  * there are, not with a fixed maximum; a listing cut short by a lack of
- * memory is still used (a generation missed is read when next listed). */
+ * memory is still used (a generation missed is read when next listed).
+ * The directory is read in one getdents(2) call up to its buffer's size
+ * (32 KiB in glibc: some 800 names), which a rename cannot cut in two; a
+ * rename between that and the stat of a name sets `moved`. */
 static void siblings(const followed *fl, sibling_list *out)
 {
     char *copy = strdup(fl->path);
@@ -442,7 +456,7 @@ static void siblings(const followed *fl, sibling_list *out)
         struct dirent *e;
         while ((e = readdir(d))) {
             if (strncmp(e->d_name, base, base_len) != 0 || e->d_name[base_len] == '\0' ||
-                siblings_add(out, dir, e->d_name, e->d_name + base_len) != TW_OK)
+                siblings_add(out, dir, e, e->d_name + base_len) != TW_OK)
                 continue;
         }
         closedir(d);
@@ -475,22 +489,91 @@ static void prune_consumed(tw_follower *f, const followed *fl, const sibling_lis
 
 typedef void (*sibling_fn)(tw_follower *f, followed *fl, int fd, const struct stat *st, void *ctx);
 
-/* Opens each file beside fl, oldest first, and hands it to fn. */
-static void each_sibling(tw_follower *f, followed *fl, sibling_fn fn, void *ctx)
+/* The files one each_sibling() call has handed over, by inode: a listing
+ * taken again goes on after them. */
+typedef struct handed {
+    struct handed_file {
+        dev_t dev;
+        ino_t ino;
+    } *items;
+    size_t count, cap;
+} handed;
+
+static bool was_handed(const handed *h, dev_t dev, ino_t ino)
 {
-    sibling_list list = {0};
-    siblings(fl, &list);
-    prune_consumed(f, fl, &list);
-    for (size_t i = 0; i < list.count; i++) {
-        int fd = open(list.items[i].path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-        if (fd < 0)
+    for (size_t i = 0; i < h->count; i++) {
+        if (h->items[i].dev == dev && h->items[i].ino == ino)
+            return true;
+    }
+    return false;
+}
+
+static bool note_handed(handed *h, dev_t dev, ino_t ino)
+{
+    if (h->count == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 16;
+        struct handed_file *grown = realloc(h->items, sizeof *grown * cap);
+        if (!grown)
+            return false;
+        h->items = grown;
+        h->cap = cap;
+    }
+    h->items[h->count++] = (struct handed_file){dev, ino};
+    return true;
+}
+
+/* Hands the listed files to fn in the listing's order, each opened and seen
+ * to be the file listed. Returns false when a name held another file by
+ * then (a writer shifting x.log.1 to x.log.2 behind the listing): opening
+ * on would hand over a newer generation before an older one, out of order,
+ * so the caller lists again (unless `last`: the file is left for the next
+ * catch-up). */
+static bool hand_over(tw_follower *f, followed *fl, const sibling_list *l, handed *done, bool last, sibling_fn fn,
+                      void *ctx)
+{
+    for (size_t i = 0; i < l->count; i++) {
+        const sibling *s = &l->items[i];
+        if (was_handed(done, s->dev, s->ino))
             continue;
+        int fd = open(s->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0)
+            continue; /* deleted: the oldest generation goes first */
         struct stat st;
-        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+        bool same = fstat(fd, &st) == 0 && st.st_dev == s->dev && st.st_ino == s->ino;
+        if (!same && !last) {
+            close(fd);
+            return false;
+        }
+        if (same && S_ISREG(st.st_mode) && note_handed(done, s->dev, s->ino))
             fn(f, fl, fd, &st, ctx);
         close(fd);
     }
-    siblings_free(&list);
+    return true;
+}
+
+/* Opens each file beside fl, oldest first, and hands it to fn: listed
+ * again (up to LISTINGS_MAX times) while a writer renames them under us. */
+static void each_sibling(tw_follower *f, followed *fl, sibling_fn fn, void *ctx)
+{
+    handed done = {0};
+    bool pruned = false;
+    for (int listing = 1; listing <= LISTINGS_MAX; listing++) {
+        sibling_list list = {0};
+        siblings(fl, &list);
+        bool last = listing == LISTINGS_MAX;
+        if (list.moved && !last) {
+            siblings_free(&list);
+            continue;
+        }
+        if (!pruned)
+            prune_consumed(f, fl, &list);
+        pruned = true;
+        bool finished = hand_over(f, fl, &list, &done, last, fn, ctx);
+        siblings_free(&list);
+        if (finished)
+            break;
+    }
+    free(done.items);
 }
 
 typedef struct catch_up_ctx {
@@ -500,6 +583,34 @@ typedef struct catch_up_ctx {
     bool found_ours; /* a copy of what we were reading was there */
 } catch_up_ctx;
 
+/* The n bytes of a at offset are those of b there; false if either is shorter. */
+static bool same_bytes(tw_follower *f, int a, int b, uint64_t offset, uint64_t n)
+{
+    char *x = f->buf, *y = f->buf + READ_SIZE / 2;
+    while (n > 0) {
+        size_t want = n < READ_SIZE / 2 ? (size_t)n : READ_SIZE / 2;
+        if (pread(a, x, want, (off_t)offset) != (ssize_t)want || pread(b, y, want, (off_t)offset) != (ssize_t)want ||
+            memcmp(x, y, want) != 0)
+            return false;
+        offset += want;
+        n -= want;
+    }
+    return true;
+}
+
+/* A copy of the file now at the name, or of its first part: one being
+ * taken, or taken and not truncated yet (the writer's next rotation, seen
+ * by a catch-up that is late). Its lines are read at the name; taken for a
+ * generation of its own it would be read twice, or, read while the copy is
+ * written, only in part. */
+static bool copy_of_current(tw_follower *f, const followed *fl, int fd, const struct stat *st)
+{
+    struct stat at_name;
+    return fl->fd >= 0 && fstat(fl->fd, &at_name) == 0 && at_name.st_size >= st->st_size &&
+           !(at_name.st_dev == st->st_dev && at_name.st_ino == st->st_ino) &&
+           same_bytes(f, fd, fl->fd, 0, (uint64_t)st->st_size);
+}
+
 static void catch_up_one(tw_follower *f, followed *fl, int fd, const struct stat *st, void *arg)
 {
     catch_up_ctx *c = arg;
@@ -507,8 +618,11 @@ static void catch_up_one(tw_follower *f, followed *fl, int fd, const struct stat
     bool ours = c->head_len > 0 && head_of(fd, c->head_len, &h) && h == c->head_hash;
     if (st->st_ino != c->skip_a && st->st_ino != c->skip_b)
         c->found_ours |= ours;
-    if (st->st_ino == c->skip_a || st->st_ino == c->skip_b || is_consumed(f, st, fd))
+    /* an empty file is left for later: it may be a copy about to be written */
+    if (st->st_size == 0 || st->st_ino == c->skip_a || st->st_ino == c->skip_b || is_consumed(f, st, fd))
         return;
+    if (!ours && copy_of_current(f, fl, fd, st))
+        return; /* found again, as ours, when the file at the name is truncated */
     generation g = generation_of(fd, st);
     uint64_t from = ours ? c->offset : 0;
     /* a copy ends where the writer was when it was taken, possibly inside
@@ -529,8 +643,8 @@ static void catch_up_one(tw_follower *f, followed *fl, int fd, const struct stat
  * oldest first: the copy of content we had read part of (it starts like
  * `head` did: read it from `offset`), and whole generations we never saw
  * (renamed away, copied and truncated between two polls). Files we consumed
- * before, and the ones `skip_a`/`skip_b` (the name's old and new inodes),
- * are left alone. */
+ * before, the ones `skip_a`/`skip_b` (the name's old and new inodes), and
+ * copies of the file open at the name (fl->fd) are left alone. */
 static bool catch_up(tw_follower *f, followed *fl, uint64_t offset, uint32_t head_len, uint64_t head_hash, ino_t skip_a,
                      ino_t skip_b)
 {
@@ -698,15 +812,15 @@ static void switch_file(tw_follower *f, followed *fl, ino_t next)
     if (fl->fd >= 0)
         mark_consumed_fd(f, fl, fl->fd);
     close_file(f, fl);
+    /* opened first, so that a copy of it is known for one; if the name moved
+     * on again since our stat, the file we meant to start (`next`) is a
+     * rotated generation now, read whole with the others */
+    bool opened = open_file(f, fl) == 0;
     /* copies of the old file hold only what we read; other files are news */
-    catch_up(f, fl, offset, head_len, head_hash, old, next);
+    catch_up(f, fl, offset, head_len, head_hash, old, opened ? fl->ino : next);
     tw_parser_set_line(fl->parser, 0);
-    if (open_file(f, fl) == 0) {
+    if (opened) {
         f->stats.rotations++;
-        /* the name moved on again between our stat and our open: the file we
-         * meant to start (`next`) is a rotated generation now, read it whole */
-        if (fl->ino != next)
-            catch_up(f, fl, 0, 0, 0, old, fl->ino);
         start_at(fl, 0);
         read_all(f, fl);
     }
@@ -777,9 +891,10 @@ static int reopen_idle(tw_follower *f, followed *fl)
     }
     close_file(f, fl);
     leave_generation(fl);
-    catch_up(f, fl, offset, head_len, head_hash, st.st_ino, st.st_ino);
+    bool opened = open_file(f, fl) == 0; /* first: a copy of it is known for one */
+    catch_up(f, fl, offset, head_len, head_hash, opened ? fl->ino : st.st_ino, opened ? fl->ino : st.st_ino);
     tw_parser_set_line(fl->parser, 0);
-    if (open_file(f, fl) != 0)
+    if (!opened)
         return -1;
     f->stats.rotations++;
     start_at(fl, 0);
@@ -1143,8 +1258,9 @@ static int load_state_line(tw_follower *f, char *line, int version, saved *from,
         head_len <= HEAD_MAX) {
         generation g = {(dev_t)dev, (ino_t)ino, head_len, head_hash};
         followed nobody = {.path = ""};
-        mark_consumed(f, &nobody, &g);
-        f->done[f->done_count - 1].owner = owner;
+        consumed *c = mark_consumed(f, &nobody, &g);
+        if (c)
+            c->owner = owner;
         return TW_OK;
     }
     if (version == 2 && sscanf(line, "from %llu %llu %u %llx %llu", &dev, &ino, &head_len, &head_hash, &offset) == 5 &&

@@ -9,6 +9,7 @@ import os
 import random
 import re
 import resource
+import shutil
 import signal
 import socket
 import subprocess
@@ -259,6 +260,77 @@ def test_block_buffered_writer_copy_truncate(tmp_path):
     damaged = [r for r in steps if abs(r["loss"] - 1.0 / r["global_step"]) > 1e-6]
     assert not damaged, f"{len(damaged)} damaged records, first {damaged[:2]}"
     check_exactly_once([r["global_step"] for r in steps], total)
+
+
+def step_lines(first, end):
+    return "".join(f"[2024/03/09 15:15:33] ppocr INFO: epoch: [1/9], global_step: {n}, lr: 0.001000, "
+                   f"loss: {1.0 / n:.6f}\n" for n in range(first, end))
+
+
+def paused(w):
+    """SIGSTOP the watcher for the block: the writer runs ahead of it, as it
+    does on a loaded machine, at the exact point a test needs."""
+    class Pause:
+        def __enter__(self):
+            w.send_signal(signal.SIGSTOP)
+
+        def __exit__(self, *exc):
+            w.send_signal(signal.SIGCONT)
+    return Pause()
+
+
+def test_copy_of_the_next_generation_is_read_once(tmp_path):
+    # The watcher falls two rotations behind: a rename, then a copy-truncate
+    # of the new file caught between its copy and its truncation. The copy
+    # (train.log.1) holds the lines of the file now at the name: read as a
+    # generation of its own, its lines came out twice.
+    log = tmp_path / "train.log"
+    log.write_text(step_lines(1, 11))
+    w = watcher(tmp_path, "--from-start", str(log))
+    wait_until(lambda: len(steps_seen(tmp_path)) == 10 or None, timeout=30, what="the first generation")
+    with paused(w):
+        os.replace(log, f"{log}.1")
+        log.write_text(step_lines(11, 21))
+        os.replace(f"{log}.1", f"{log}.2")
+        shutil.copyfile(log, f"{log}.1")
+    wait_until(lambda: len(steps_seen(tmp_path)) >= 20 or None, timeout=30, what="the renamed generation")
+    time.sleep(0.5)
+    os.truncate(log, 0)
+    with open(log, "a") as f:
+        f.write(step_lines(21, 31))
+    wait_until(lambda: len(steps_seen(tmp_path)) >= 30 or None, timeout=30, what="the truncated file")
+    time.sleep(0.5)
+    stop(w)
+    check_exactly_once(steps_seen(tmp_path), 30)
+
+
+def test_copy_seen_empty_is_read_when_written(tmp_path):
+    # As above, but the copy is seen just created, empty: taken for a
+    # generation read (an empty one), the lines written into it afterwards
+    # were never read (here 21-25, which the watcher never saw at the name).
+    log = tmp_path / "train.log"
+    log.write_text(step_lines(1, 11))
+    w = watcher(tmp_path, "--from-start", str(log))
+    wait_until(lambda: len(steps_seen(tmp_path)) == 10 or None, timeout=30, what="the first generation")
+    with paused(w):
+        os.replace(log, f"{log}.1")
+        log.write_text(step_lines(11, 21))
+        os.replace(f"{log}.1", f"{log}.2")
+        open(f"{log}.1", "wb").close()  # the copy begun
+    wait_until(lambda: len(steps_seen(tmp_path)) >= 20 or None, timeout=30, what="the renamed generation")
+    time.sleep(0.5)
+    with paused(w):
+        with open(log, "a") as f:
+            f.write(step_lines(21, 26))
+        with open(f"{log}.1", "r+b") as copy:  # the copy written, in the same file
+            copy.write(log.read_bytes())
+        os.truncate(log, 0)
+        with open(log, "a") as f:
+            f.write(step_lines(26, 31))
+    wait_until(lambda: len(steps_seen(tmp_path)) >= 30 or None, timeout=30, what="the copy's lines")
+    time.sleep(0.5)
+    stop(w)
+    check_exactly_once(steps_seen(tmp_path), 30)
 
 
 def test_olmo_blocks_across_kill_9(tmp_path):
