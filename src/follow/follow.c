@@ -16,10 +16,18 @@
  * and mapped back to a file and offset when the state is saved: the current
  * generation, or the one before it when the resume point lies there.
  *
+ * Order is the hard part: a writer may rotate again while we catch up. The
+ * listing names each generation by inode and is taken again when a name
+ * holds another file by the time we open it; a copy of the file at the name
+ * (taken, not yet truncated) is left to it; and the first bytes of every
+ * generation are held until one more look beside it, so that a copy made
+ * between a catch-up and that first read goes first.
+ *
  * The trade-off: rotated generations are found by listing the directory
- * (names that extend the followed name), which costs a readdir per rotation
- * but needs no help from the writer; the generations already read are
- * remembered by inode and first-bytes hash as long as they are there.
+ * (names that extend the followed name after '.', '-' or '_'), which costs
+ * two readdirs per rotation but needs no help from the writer; the
+ * generations already read are remembered by inode and first-bytes hash as
+ * long as they are there.
  */
 #include "trainwatch/follow.h"
 #include "../core/clock.h"
@@ -92,6 +100,7 @@ typedef struct followed {
     int64_t gen_start;     /* stream position of byte 0 of this generation */
     int64_t gen_read_from; /* stream position of the first byte read of it */
     bool gen_mid_line;     /* the generation began inside a line of the one before */
+    bool fresh;            /* nothing of this generation read yet (see look_beside) */
     bool have_prev;        /* the generation read before it, where a resume point may lie */
     generation prev;
     int64_t prev_start, prev_read_from;
@@ -128,7 +137,8 @@ struct tw_follower {
     size_t *index; /* open addressing by path hash: file number + 1, 0 empty */
     size_t index_cap;
     size_t open_count, open_budget;
-    char *buf;
+    char *buf;   /* reads of followed files */
+    char *aside; /* reads of the generations beside them, while buf holds a read */
     int inotify;
     double last_glob, next_save;
     bool started; /* first scan done: later files are read from the start */
@@ -238,14 +248,21 @@ static void note_read(followed *fl, const char *data, size_t n)
     fl->tail_len = (uint32_t)(keep + n);
 }
 
+/* The current generation's byte `offset` is the next byte of the stream. */
+static void place_in_stream(followed *fl, uint64_t offset)
+{
+    fl->gen_start = stream_end(fl) - (int64_t)offset;
+    fl->gen_read_from = stream_end(fl);
+    fl->gen_mid_line = offset == 0 && tw_parser_pending(fl->parser) > 0;
+}
+
 /* Starts reading fl's descriptor at offset (a new generation, or a resume):
  * its byte 0 is where the stream would have had it. */
 static void start_at(followed *fl, uint64_t offset)
 {
     fl->offset = offset;
-    fl->gen_start = stream_end(fl) - (int64_t)offset;
-    fl->gen_read_from = stream_end(fl);
-    fl->gen_mid_line = offset == 0 && tw_parser_pending(fl->parser) > 0;
+    fl->fresh = offset == 0;
+    place_in_stream(fl, offset);
     fl->tail_len = 0;
     if (offset > 0) {
         uint32_t len = offset < CHECK_MAX ? (uint32_t)offset : CHECK_MAX;
@@ -254,6 +271,8 @@ static void start_at(followed *fl, uint64_t offset)
     }
     lseek(fl->fd, (off_t)offset, SEEK_SET);
 }
+
+static bool look_beside(tw_follower *f, followed *fl, const char *held, size_t held_len);
 
 static void read_all(tw_follower *f, followed *fl)
 {
@@ -265,6 +284,13 @@ static void read_all(tw_follower *f, followed *fl)
             continue;
         if (n <= 0)
             break;
+        if (fl->fresh) {
+            fl->fresh = false;
+            if (look_beside(f, fl, f->buf, (size_t)n)) {
+                tw_parser_set_line(fl->parser, 0);
+                place_in_stream(fl, 0);
+            }
+        }
         push(f, fl, f->buf, (size_t)n);
         note_read(fl, f->buf, (size_t)n);
         fl->offset += (uint64_t)n;
@@ -282,12 +308,12 @@ static uint64_t read_range(tw_follower *f, followed *fl, int fd, const generatio
     fl->prev_read_from = stream_end(fl);
     uint64_t got = 0;
     for (;;) {
-        ssize_t n = pread(fd, f->buf, READ_SIZE, (off_t)(from + got));
+        ssize_t n = pread(fd, f->aside, READ_SIZE, (off_t)(from + got));
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
             break;
-        push(f, fl, f->buf, (size_t)n);
+        push(f, fl, f->aside, (size_t)n);
         got += (uint64_t)n;
     }
     f->stats.recovered_bytes += got;
@@ -402,13 +428,37 @@ static long long generation_number(const char *suffix)
     return end != suffix + 1 && (*end == '\0' || *end == '.') ? n : -1;
 }
 
-static int siblings_add(sibling_list *l, const char *dir, const struct dirent *e, const char *suffix)
+static followed *find(tw_follower *f, const char *path);
+
+/* A name that extends a followed name as a rotation names a generation:
+ * after a '.', '-' or '_' (train.log.1, train.log-20240309, train.log_1),
+ * not compressed (train.log.2.gz is the bytes of train.log.2, in another
+ * form) and not followed itself (workerlog.1 and workerlog.10). */
+static bool names_generation(tw_follower *f, const char *path, const char *suffix)
+{
+    static const char *const compressed[] = {".gz", ".bz2", ".xz", ".zst", ".lz4", ".lzma", ".Z", ".zip", ".br"};
+    if (*suffix != '.' && *suffix != '-' && *suffix != '_')
+        return false;
+    size_t len = strlen(suffix);
+    for (size_t i = 0; i < sizeof compressed / sizeof *compressed; i++) {
+        size_t n = strlen(compressed[i]);
+        if (len >= n && strcmp(suffix + len - n, compressed[i]) == 0)
+            return false;
+    }
+    return !find(f, path);
+}
+
+static int siblings_add(tw_follower *f, sibling_list *l, const char *dir, const struct dirent *e, const char *suffix)
 {
     size_t len = strlen(dir) + strlen(e->d_name) + 2;
     char *path = malloc(len);
     if (!path)
         return TW_ENOMEM;
     snprintf(path, len, "%s/%s", dir, e->d_name);
+    if (!names_generation(f, path, suffix)) {
+        free(path);
+        return TW_OK;
+    }
     struct stat st;
     bool there = stat(path, &st) == 0;
     if (!there || st.st_ino != e->d_ino) /* renamed over or away since the listing */
@@ -431,14 +481,14 @@ static int siblings_add(sibling_list *l, const char *dir, const struct dirent *e
     return TW_OK;
 }
 
-/* Lists every file beside fl whose name extends its name (train.log.1,
- * train.log-2024...), oldest first. Memory grows with the generations
+/* Lists every file beside fl whose name names a generation of it
+ * (train.log.1, train.log-2024...), oldest first. Memory grows with the generations
  * there are, not with a fixed maximum; a listing cut short by a lack of
  * memory is still used (a generation missed is read when next listed).
  * The directory is read in one getdents(2) call up to its buffer's size
  * (32 KiB in glibc: some 800 names), which a rename cannot cut in two; a
  * rename between that and the stat of a name sets `moved`. */
-static void siblings(const followed *fl, sibling_list *out)
+static void siblings(tw_follower *f, const followed *fl, sibling_list *out)
 {
     char *copy = strdup(fl->path);
     if (!copy)
@@ -456,7 +506,7 @@ static void siblings(const followed *fl, sibling_list *out)
         struct dirent *e;
         while ((e = readdir(d))) {
             if (strncmp(e->d_name, base, base_len) != 0 || e->d_name[base_len] == '\0' ||
-                siblings_add(out, dir, e, e->d_name + base_len) != TW_OK)
+                siblings_add(f, out, dir, e, e->d_name + base_len) != TW_OK)
                 continue;
         }
         closedir(d);
@@ -559,7 +609,7 @@ static void each_sibling(tw_follower *f, followed *fl, sibling_fn fn, void *ctx)
     bool pruned = false;
     for (int listing = 1; listing <= LISTINGS_MAX; listing++) {
         sibling_list list = {0};
-        siblings(fl, &list);
+        siblings(f, fl, &list);
         bool last = listing == LISTINGS_MAX;
         if (list.moved && !last) {
             siblings_free(&list);
@@ -580,13 +630,16 @@ typedef struct catch_up_ctx {
     uint64_t offset, head_hash;
     uint32_t head_len;
     ino_t skip_a, skip_b;
+    const char *held; /* the first bytes read of the file at the name, not pushed yet */
+    size_t held_len;
     bool found_ours; /* a copy of what we were reading was there */
+    bool read_some;  /* bytes of another generation went into the stream */
 } catch_up_ctx;
 
 /* The n bytes of a at offset are those of b there; false if either is shorter. */
 static bool same_bytes(tw_follower *f, int a, int b, uint64_t offset, uint64_t n)
 {
-    char *x = f->buf, *y = f->buf + READ_SIZE / 2;
+    char *x = f->aside, *y = f->aside + READ_SIZE / 2;
     while (n > 0) {
         size_t want = n < READ_SIZE / 2 ? (size_t)n : READ_SIZE / 2;
         if (pread(a, x, want, (off_t)offset) != (ssize_t)want || pread(b, y, want, (off_t)offset) != (ssize_t)want ||
@@ -598,13 +651,30 @@ static bool same_bytes(tw_follower *f, int a, int b, uint64_t offset, uint64_t n
     return true;
 }
 
+/* The first n bytes of fd are `bytes`. */
+static bool begins_with(tw_follower *f, int fd, const char *bytes, size_t n)
+{
+    for (size_t at = 0; at < n;) {
+        size_t want = n - at < READ_SIZE ? n - at : READ_SIZE;
+        if (pread(fd, f->aside, want, (off_t)at) != (ssize_t)want || memcmp(f->aside, bytes + at, want) != 0)
+            return false;
+        at += want;
+    }
+    return true;
+}
+
 /* A copy of the file now at the name, or of its first part: one being
  * taken, or taken and not truncated yet (the writer's next rotation, seen
  * by a catch-up that is late). Its lines are read at the name; taken for a
  * generation of its own it would be read twice, or, read while the copy is
- * written, only in part. */
-static bool copy_of_current(tw_follower *f, const followed *fl, int fd, const struct stat *st)
+ * written, only in part. Compared with the bytes in hand when there are
+ * some (the file may be truncated since), else with the file. */
+static bool copy_of_current(tw_follower *f, const followed *fl, const catch_up_ctx *c, int fd, const struct stat *st)
 {
+    if (c->held) {
+        size_t n = (uint64_t)st->st_size < c->held_len ? (size_t)st->st_size : c->held_len;
+        return begins_with(f, fd, c->held, n);
+    }
     struct stat at_name;
     return fl->fd >= 0 && fstat(fl->fd, &at_name) == 0 && at_name.st_size >= st->st_size &&
            !(at_name.st_dev == st->st_dev && at_name.st_ino == st->st_ino) &&
@@ -621,14 +691,14 @@ static void catch_up_one(tw_follower *f, followed *fl, int fd, const struct stat
     /* an empty file is left for later: it may be a copy about to be written */
     if (st->st_size == 0 || st->st_ino == c->skip_a || st->st_ino == c->skip_b || is_consumed(f, st, fd))
         return;
-    if (!ours && copy_of_current(f, fl, fd, st))
+    if (!ours && copy_of_current(f, fl, c, fd, st))
         return; /* found again, as ours, when the file at the name is truncated */
     generation g = generation_of(fd, st);
     uint64_t from = ours ? c->offset : 0;
     /* a copy ends where the writer was when it was taken, possibly inside
      * a line: the next generation goes on with it, so it stays pending */
     if ((uint64_t)st->st_size > from)
-        read_range(f, fl, fd, &g, from);
+        c->read_some |= read_range(f, fl, fd, &g, from) > 0;
     else if (ours && (uint64_t)st->st_size == from && fl->have_prev && fl->prev.head_len == c->head_len &&
              fl->prev.head_hash == c->head_hash)
         /* nothing in it we had not read, but it holds the bytes of the
@@ -648,9 +718,22 @@ static void catch_up_one(tw_follower *f, followed *fl, int fd, const struct stat
 static bool catch_up(tw_follower *f, followed *fl, uint64_t offset, uint32_t head_len, uint64_t head_hash, ino_t skip_a,
                      ino_t skip_b)
 {
-    catch_up_ctx c = {offset, head_hash, head_len, skip_a, skip_b, false};
+    catch_up_ctx c = {.offset = offset, .head_hash = head_hash, .head_len = head_len, .skip_a = skip_a, .skip_b = skip_b};
     each_sibling(f, fl, catch_up_one, &c);
     return c.found_ours;
+}
+
+/* The first bytes of a generation are in hand, not pushed yet: whatever was
+ * rotated away beside it since the last look goes before them. A catch-up
+ * lists the generations before the file at the name is read; a
+ * copy-truncate in between moves the bytes we were about to read into a
+ * copy, and the file's new bytes would come first, out of order. Returns
+ * whether any bytes went into the stream. */
+static bool look_beside(tw_follower *f, followed *fl, const char *held, size_t held_len)
+{
+    catch_up_ctx c = {.skip_a = fl->ino, .skip_b = fl->ino, .held = held, .held_len = held_len};
+    each_sibling(f, fl, catch_up_one, &c);
+    return c.read_some;
 }
 
 static void consume_one(tw_follower *f, followed *fl, int fd, const struct stat *st, void *ctx)
@@ -1474,7 +1557,9 @@ int tw_follower_save(tw_follower *f)
 int tw_follower_open(const tw_follow_options *o, tw_follower **out, char *err, size_t errlen)
 {
     tw_follower *f = calloc(1, sizeof *f);
-    if (!f || !(f->buf = malloc(READ_SIZE))) {
+    if (!f || !(f->buf = malloc(READ_SIZE)) || !(f->aside = malloc(READ_SIZE))) {
+        if (f)
+            free(f->buf);
         free(f);
         snprintf(err, errlen, "out of memory");
         return TW_ENOMEM;
@@ -1581,5 +1666,6 @@ void tw_follower_close(tw_follower *f)
     if (f->inotify >= 0)
         close(f->inotify);
     free(f->buf);
+    free(f->aside);
     free(f);
 }

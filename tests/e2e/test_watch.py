@@ -4,6 +4,7 @@ watcher; every line must come out exactly once. The torture cases also keep
 more than 64 generations, write in 4 KiB blocks that split lines, write
 multi-line records (OLMo metric blocks, tracebacks), rewrite a log in place
 and reach one file by two names."""
+import gzip
 import json
 import os
 import random
@@ -331,6 +332,27 @@ def test_copy_seen_empty_is_read_when_written(tmp_path):
     time.sleep(0.5)
     stop(w)
     check_exactly_once(steps_seen(tmp_path), 30)
+
+
+def test_only_rotation_names_are_generations(tmp_path):
+    # workerlog.10 extends the name workerlog.1 but is another rank's log, and
+    # workerlog.1.2.gz is a generation compressed: when workerlog.1 rotates,
+    # neither is read as lines of it (both were: 6 steps too many, and gzip
+    # bytes as lines)
+    log = tmp_path / "workerlog.1"
+    log.write_text(step_lines(1, 6))
+    w = watcher(tmp_path, "--from-start", str(log))
+    wait_until(lambda: len(steps_seen(tmp_path)) == 5 or None, timeout=30, what="the first generation")
+    (tmp_path / "workerlog.10").write_text(step_lines(100, 106))
+    with gzip.open(tmp_path / "workerlog.1.2.gz", "wt") as compressed:
+        compressed.write(step_lines(200, 300))
+    os.replace(log, tmp_path / "workerlog.1.1")
+    log.write_text(step_lines(6, 11))
+    wait_until(lambda: len(steps_seen(tmp_path)) >= 10 or None, timeout=30, what="the second generation")
+    time.sleep(0.5)
+    out, err = stop(w)
+    check_exactly_once(steps_seen(tmp_path), 10)
+    assert "10 lines from 1 files (1 rotations" in err, err
 
 
 def test_olmo_blocks_across_kill_9(tmp_path):
