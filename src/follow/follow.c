@@ -1016,6 +1016,8 @@ static void check_open_file(tw_follower *f, followed *fl)
         switch_file(f, fl, by_name.st_ino);
 }
 
+static void start_appeared(tw_follower *f, followed *fl);
+
 static void check_file(tw_follower *f, followed *fl)
 {
     struct stat st;
@@ -1023,7 +1025,7 @@ static void check_file(tw_follower *f, followed *fl)
     case FILE_WAITING:
     case FILE_REFUSED:
         if (open_file(f, fl) == 0) {
-            start_at(fl, 0);
+            start_appeared(f, fl);
             read_all(f, fl); /* appeared (again) since the last poll */
         }
         return;
@@ -1180,6 +1182,18 @@ static void resume(tw_follower *f, followed *fl, saved *s)
      * read may be a copy the writer went on from */
     tw_parser_set_line(fl->parser, 0);
     start_at(fl, 0);
+}
+
+/* A name that was not there is: from its start, or from the position saved
+ * for it when the previous run saw it last (a restart while the writer was
+ * between renaming the file away and creating it again). */
+static void start_appeared(tw_follower *f, followed *fl)
+{
+    saved *s = saved_for(f, fl);
+    if (s)
+        resume(f, fl, s);
+    else
+        start_at(fl, 0);
 }
 
 static int add_file(tw_follower *f, const char *path, bool from_start)
@@ -1466,6 +1480,17 @@ static void commit_point(followed *fl, saved *s)
     fl->check_hash = s->check_hash;
 }
 
+static void write_point(FILE *out, const saved *s, const char *path)
+{
+    if (s->has_from)
+        fprintf(out, "from %llu %llu %u %llx %llu\n", (unsigned long long)s->from.dev, (unsigned long long)s->from.ino,
+                s->from.head_len, (unsigned long long)s->from.head_hash, (unsigned long long)s->from_offset);
+    fprintf(out, "file %llu %llu %llu %llu %u %llx %u %llx %d %s\n", (unsigned long long)s->g.dev,
+            (unsigned long long)s->g.ino, (unsigned long long)s->offset, (unsigned long long)s->line, s->g.head_len,
+            (unsigned long long)s->g.head_hash, s->check_len, (unsigned long long)s->check_hash, s->skip_line ? 1 : 0,
+            path);
+}
+
 static void write_positions(tw_follower *f, FILE *out)
 {
     /* oldest first, so a restarted follower forgets in the same order */
@@ -1480,14 +1505,15 @@ static void write_positions(tw_follower *f, FILE *out)
             continue;
         saved s;
         commit_point(fl, &s);
-        if (s.has_from)
-            fprintf(out, "from %llu %llu %u %llx %llu\n", (unsigned long long)s.from.dev,
-                    (unsigned long long)s.from.ino, s.from.head_len, (unsigned long long)s.from.head_hash,
-                    (unsigned long long)s.from_offset);
-        fprintf(out, "file %llu %llu %llu %llu %u %llx %u %llx %d %s\n", (unsigned long long)s.g.dev,
-                (unsigned long long)s.g.ino, (unsigned long long)s.offset, (unsigned long long)s.line, s.g.head_len,
-                (unsigned long long)s.g.head_hash, s.check_len, (unsigned long long)s.check_hash, s.skip_line ? 1 : 0,
-                fl->path);
+        write_point(out, &s, fl->path);
+    }
+    /* a followed name not there since we started keeps what was saved for
+     * it: it goes on from there when it appears */
+    for (size_t i = 0; i < f->saved_count; i++) {
+        const saved *s = &f->saved[i];
+        followed *fl = s->used ? NULL : find(f, s->path);
+        if (fl && fl->status != FILE_OPEN && fl->status != FILE_IDLE)
+            write_point(out, s, s->path);
     }
 }
 

@@ -355,6 +355,36 @@ def test_only_rotation_names_are_generations(tmp_path):
     assert "10 lines from 1 files (1 rotations" in err, err
 
 
+def test_restart_while_the_name_is_missing(tmp_path):
+    # Killed, then started again (twice) in the moment a rename rotation has
+    # taken the name away and not created it again: the position saved in
+    # the renamed generation must be used when the name comes back (it was
+    # not, and the second start saved a state without it).
+    log = tmp_path / "train.log"
+    log.write_text(step_lines(1, 11))
+    w = watcher(tmp_path, "--from-start", str(log))
+    wait_until(lambda: len(steps_seen(tmp_path)) == 10 or None, timeout=30, what="the first lines")
+    time.sleep(0.5)  # saved
+    w.kill()
+    w.wait()
+    with open(log, "a") as f:
+        f.write(step_lines(11, 16))  # unseen
+    os.replace(log, f"{log}.1")
+    for _ in range(2):
+        w = watcher(tmp_path, "--from-start", str(log))
+        wait_until(lambda: "does not exist yet" in w.stderr.readline() or None, timeout=30, what="the wait")
+        time.sleep(0.3)
+        w.kill()
+        w.wait()
+    w = watcher(tmp_path, "--from-start", str(log))
+    wait_until(lambda: "does not exist yet" in w.stderr.readline() or None, timeout=30, what="the wait")
+    log.write_text(step_lines(16, 21))
+    wait_until(lambda: len(steps_seen(tmp_path)) >= 20 or None, timeout=30, what="the rest")
+    time.sleep(0.5)
+    stop(w)
+    check_exactly_once(steps_seen(tmp_path), 20)
+
+
 def test_olmo_blocks_across_kill_9(tmp_path):
     # multi-line records across restarts: the state must point at the start
     # of the open block, and the graceful stop at the end delivers the last
