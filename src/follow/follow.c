@@ -448,13 +448,16 @@ static bool names_generation(tw_follower *f, const char *path, const char *suffi
     return !find(f, path);
 }
 
-static int siblings_add(tw_follower *f, sibling_list *l, const char *dir, const struct dirent *e, const char *suffix)
+/* `prefix`: the followed path up to its last '/', with it (the names built
+ * are then spelled as globs spell them, for find()). */
+static int siblings_add(tw_follower *f, sibling_list *l, const char *prefix, const struct dirent *e,
+                        const char *suffix)
 {
-    size_t len = strlen(dir) + strlen(e->d_name) + 2;
+    size_t len = strlen(prefix) + strlen(e->d_name) + 1;
     char *path = malloc(len);
     if (!path)
         return TW_ENOMEM;
-    snprintf(path, len, "%s/%s", dir, e->d_name);
+    snprintf(path, len, "%s%s", prefix, e->d_name);
     if (!names_generation(f, path, suffix)) {
         free(path);
         return TW_OK;
@@ -490,28 +493,32 @@ static int siblings_add(tw_follower *f, sibling_list *l, const char *dir, const 
  * rename between that and the stat of a name sets `moved`. */
 static void siblings(tw_follower *f, const followed *fl, sibling_list *out)
 {
-    char *copy = strdup(fl->path);
-    if (!copy)
+    char *prefix = strdup(fl->path);
+    if (!prefix)
         return;
-    char *slash = strrchr(copy, '/');
-    const char *base = slash ? slash + 1 : copy;
-    const char *dir = ".";
-    if (slash == copy)
-        dir = "/";
-    else if (slash)
-        *slash = '\0', dir = copy;
+    char *slash = strrchr(prefix, '/');
+    char *base = strdup(slash ? slash + 1 : prefix);
+    if (!base) {
+        free(prefix);
+        return;
+    }
+    if (slash)
+        slash[1] = '\0';
+    else
+        prefix[0] = '\0';
     size_t base_len = strlen(base);
-    DIR *d = opendir(dir);
+    DIR *d = opendir(*prefix ? prefix : ".");
     if (d) {
         struct dirent *e;
         while ((e = readdir(d))) {
             if (strncmp(e->d_name, base, base_len) != 0 || e->d_name[base_len] == '\0' ||
-                siblings_add(f, out, dir, e, e->d_name + base_len) != TW_OK)
+                siblings_add(f, out, prefix, e, e->d_name + base_len) != TW_OK)
                 continue;
         }
         closedir(d);
     }
-    free(copy);
+    free(base);
+    free(prefix);
     if (out->count > 1)
         qsort(out->items, out->count, sizeof *out->items, sibling_order);
 }
@@ -537,7 +544,8 @@ static void prune_consumed(tw_follower *f, const followed *fl, const sibling_lis
     f->done_count = kept;
 }
 
-typedef void (*sibling_fn)(tw_follower *f, followed *fl, int fd, const struct stat *st, void *ctx);
+/* Given each generation beside fl in turn; returns false to stop there. */
+typedef bool (*sibling_fn)(tw_follower *f, followed *fl, int fd, const struct stat *st, void *ctx);
 
 /* The files one each_sibling() call has handed over, by inode: a listing
  * taken again goes on after them. */
@@ -586,17 +594,20 @@ static bool hand_over(tw_follower *f, followed *fl, const sibling_list *l, hande
         if (was_handed(done, s->dev, s->ino))
             continue;
         int fd = open(s->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0 && errno == ENOENT && !last)
+            return false; /* renamed, or deleted: the next listing tells */
         if (fd < 0)
-            continue; /* deleted: the oldest generation goes first */
+            continue;
         struct stat st;
         bool same = fstat(fd, &st) == 0 && st.st_dev == s->dev && st.st_ino == s->ino;
         if (!same && !last) {
             close(fd);
             return false;
         }
-        if (same && S_ISREG(st.st_mode) && note_handed(done, s->dev, s->ino))
-            fn(f, fl, fd, &st, ctx);
+        bool go_on = !(same && S_ISREG(st.st_mode) && note_handed(done, s->dev, s->ino)) || fn(f, fl, fd, &st, ctx);
         close(fd);
+        if (!go_on)
+            return true;
     }
     return true;
 }
@@ -681,18 +692,22 @@ static bool copy_of_current(tw_follower *f, const followed *fl, const catch_up_c
            same_bytes(f, fd, fl->fd, 0, (uint64_t)st->st_size);
 }
 
-static void catch_up_one(tw_follower *f, followed *fl, int fd, const struct stat *st, void *arg)
+static bool catch_up_one(tw_follower *f, followed *fl, int fd, const struct stat *st, void *arg)
 {
     catch_up_ctx *c = arg;
     uint64_t h;
+    /* the file we read next, renamed away since we opened it: what comes
+     * after it is newer than its lines, read when its rename is seen */
+    if (fl->fd >= 0 && st->st_dev == fl->dev && st->st_ino == fl->ino)
+        return false;
     bool ours = c->head_len > 0 && head_of(fd, c->head_len, &h) && h == c->head_hash;
     if (st->st_ino != c->skip_a && st->st_ino != c->skip_b)
         c->found_ours |= ours;
     /* an empty file is left for later: it may be a copy about to be written */
     if (st->st_size == 0 || st->st_ino == c->skip_a || st->st_ino == c->skip_b || is_consumed(f, st, fd))
-        return;
+        return true;
     if (!ours && copy_of_current(f, fl, c, fd, st))
-        return; /* found again, as ours, when the file at the name is truncated */
+        return true; /* found again, as ours, when the file at the name is truncated */
     generation g = generation_of(fd, st);
     uint64_t from = ours ? c->offset : 0;
     /* a copy ends where the writer was when it was taken, possibly inside
@@ -707,6 +722,7 @@ static void catch_up_one(tw_follower *f, followed *fl, int fd, const struct stat
          * would be after read_range */
         fl->prev = g;
     mark_consumed(f, fl, &g);
+    return true;
 }
 
 /* Everything that happened beside a followed name since we last looked,
@@ -736,11 +752,12 @@ static bool look_beside(tw_follower *f, followed *fl, const char *held, size_t h
     return c.read_some;
 }
 
-static void consume_one(tw_follower *f, followed *fl, int fd, const struct stat *st, void *ctx)
+static bool consume_one(tw_follower *f, followed *fl, int fd, const struct stat *st, void *ctx)
 {
     (void)ctx;
     generation g = generation_of(fd, st);
     mark_consumed(f, fl, &g);
+    return true;
 }
 
 /* At the start: rotated generations already there are history, not news. */
@@ -1121,21 +1138,20 @@ static saved *saved_for(tw_follower *f, const followed *fl)
 typedef struct find_ctx {
     const generation *g;
     uint64_t offset;
-    bool found;
 } find_ctx;
 
-static void read_saved_one(tw_follower *f, followed *fl, int fd, const struct stat *st, void *arg)
+static bool read_saved_one(tw_follower *f, followed *fl, int fd, const struct stat *st, void *arg)
 {
     find_ctx *c = arg;
     uint64_t h;
-    if (c->found || st->st_dev != c->g->dev || st->st_ino != c->g->ino || !head_of(fd, c->g->head_len, &h) ||
+    if (st->st_dev != c->g->dev || st->st_ino != c->g->ino || !head_of(fd, c->g->head_len, &h) ||
         h != c->g->head_hash)
-        return;
-    c->found = true;
+        return true;
     if ((uint64_t)st->st_size > c->offset)
         read_range(f, fl, fd, c->g, c->offset);
     generation g = generation_of(fd, st);
     mark_consumed(f, fl, &g);
+    return false; /* found: the rest is the catch-up's */
 }
 
 /* Resumes a file from its saved position, whatever happened while we were away. */
@@ -1147,7 +1163,7 @@ static void resume(tw_follower *f, followed *fl, saved *s)
         tw_parser_skip_line(fl->parser);
     if (s->has_from) {
         /* the resume point lies in the generation before: it goes on here */
-        find_ctx c = {&s->from, s->from_offset, false};
+        find_ctx c = {&s->from, s->from_offset};
         each_sibling(f, fl, read_saved_one, &c);
         tw_parser_set_line(fl->parser, 0); /* the file at the name counts its lines from its start */
     }
@@ -1224,8 +1240,11 @@ static int add_file(tw_follower *f, const char *path, bool from_start)
     tw_parser_set_user_formats(fl->parser, f->o.user_formats);
     f->files[f->count++] = fl;
     f->index[index_slot(f, fl->path)] = f->count;
-    if (!f->had_state && !f->started)
-        consume_existing_siblings(f, fl); /* rotated history, not news */
+    /* at the start, the rotated generations of a name the state does not
+     * know are history, not news (those of a name it knows may hold lines
+     * written since it was saved) */
+    if (!f->started && !saved_for(f, fl))
+        consume_existing_siblings(f, fl);
     if (open_file(f, fl) != 0)
         return TW_OK; /* not there yet: opened when it appears */
     saved *s = saved_for(f, fl);

@@ -385,6 +385,29 @@ def test_restart_while_the_name_is_missing(tmp_path):
     check_exactly_once(steps_seen(tmp_path), 20)
 
 
+def test_a_log_new_to_the_state_keeps_its_history_out(tmp_path):
+    # Restarted with a state that knows train.log, the watcher is also given
+    # eval.log, whose rotated generation eval.log.1 is already there: that
+    # is history, as it is without a state. It was read as news, at eval.log's
+    # first rotation: 5 steps too many.
+    log, other = tmp_path / "train.log", tmp_path / "eval.log"
+    log.write_text(step_lines(1, 6))
+    w = watcher(tmp_path, "--from-start", str(log))
+    wait_until(lambda: len(steps_seen(tmp_path)) == 5 or None, timeout=30, what="the first lines")
+    stop(w)
+    (tmp_path / "eval.log.1").write_text(step_lines(100, 105))
+    other.write_text(step_lines(6, 11))
+    w = watcher(tmp_path, "--from-start", str(log), str(other))
+    wait_until(lambda: len(steps_seen(tmp_path)) >= 10 or None, timeout=30, what="eval.log")
+    os.replace(f"{other}.1", f"{other}.2")
+    os.replace(other, f"{other}.1")
+    other.write_text(step_lines(11, 16))
+    wait_until(lambda: len(steps_seen(tmp_path)) >= 15 or None, timeout=30, what="eval.log rotated")
+    time.sleep(0.5)
+    stop(w)
+    check_exactly_once(steps_seen(tmp_path), 15)
+
+
 def test_olmo_blocks_across_kill_9(tmp_path):
     # multi-line records across restarts: the state must point at the start
     # of the open block, and the graceful stop at the end delivers the last
