@@ -36,6 +36,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <glob.h>
 #include <inttypes.h>
 #include <libgen.h>
@@ -272,12 +273,15 @@ static void start_at(followed *fl, uint64_t offset)
     lseek(fl->fd, (off_t)offset, SEEK_SET);
 }
 
-static bool look_beside(tw_follower *f, followed *fl, const char *held, size_t held_len);
+static bool look_beside(tw_follower *f, followed *fl, const char *held, size_t held_len, struct timespec before);
 
 static void read_all(tw_follower *f, followed *fl)
 {
     if (fl->fd < 0)
         return;
+    struct stat before = {0}; /* a fresh generation's time of change before its first read */
+    if (fl->fresh && fstat(fl->fd, &before) != 0)
+        before.st_mtim = (struct timespec){0, 0};
     for (;;) {
         ssize_t n = read(fl->fd, f->buf, READ_SIZE);
         if (n < 0 && errno == EINTR)
@@ -286,7 +290,7 @@ static void read_all(tw_follower *f, followed *fl)
             break;
         if (fl->fresh) {
             fl->fresh = false;
-            if (look_beside(f, fl, f->buf, (size_t)n)) {
+            if (look_beside(f, fl, f->buf, (size_t)n, before.st_mtim)) {
                 tw_parser_set_line(fl->parser, 0);
                 place_in_stream(fl, 0);
             }
@@ -462,8 +466,8 @@ static int siblings_add(tw_follower *f, sibling_list *l, const char *prefix, con
         free(path);
         return TW_OK;
     }
-    struct stat st;
-    bool there = stat(path, &st) == 0;
+    struct stat st; /* the entry itself: a symlink beside the log is no generation */
+    bool there = lstat(path, &st) == 0;
     if (!there || st.st_ino != e->d_ino) /* renamed over or away since the listing */
         l->moved = true;
     if (!there || !S_ISREG(st.st_mode)) {
@@ -643,6 +647,7 @@ typedef struct catch_up_ctx {
     ino_t skip_a, skip_b;
     const char *held; /* the first bytes read of the file at the name, not pushed yet */
     size_t held_len;
+    struct timespec held_mtime; /* its time of change before that read */
     bool found_ours; /* a copy of what we were reading was there */
     bool read_some;  /* bytes of another generation went into the stream */
 } catch_up_ctx;
@@ -674,22 +679,34 @@ static bool begins_with(tw_follower *f, int fd, const char *bytes, size_t n)
     return true;
 }
 
+static bool not_before(struct timespec a, struct timespec b)
+{
+    return a.tv_sec != b.tv_sec ? a.tv_sec > b.tv_sec : a.tv_nsec >= b.tv_nsec;
+}
+
 /* A copy of the file now at the name, or of its first part: one being
  * taken, or taken and not truncated yet (the writer's next rotation, seen
  * by a catch-up that is late). Its lines are read at the name; taken for a
  * generation of its own it would be read twice, or, read while the copy is
- * written, only in part. Compared with the bytes in hand when there are
- * some (the file may be truncated since), else with the file. */
+ * written, only in part. It holds the same bytes as the file at the name.
+ * With bytes in hand (the first read of the file, not pushed yet) it may
+ * also begin as they do and go on past them, if it was written after that
+ * read (the file grew, was copied and truncated since): an older generation
+ * that merely begins the same (a banner line) was written before. */
 static bool copy_of_current(tw_follower *f, const followed *fl, const catch_up_ctx *c, int fd, const struct stat *st)
 {
+    struct stat at_name;
+    bool same_file = fl->fd >= 0 && fstat(fl->fd, &at_name) == 0;
+    if (same_file && at_name.st_dev == st->st_dev && at_name.st_ino == st->st_ino)
+        return false;
     if (c->held) {
         size_t n = (uint64_t)st->st_size < c->held_len ? (size_t)st->st_size : c->held_len;
-        return begins_with(f, fd, c->held, n);
+        if (!begins_with(f, fd, c->held, n))
+            return false;
+        if ((uint64_t)st->st_size <= c->held_len || not_before(st->st_mtim, c->held_mtime))
+            return true;
     }
-    struct stat at_name;
-    return fl->fd >= 0 && fstat(fl->fd, &at_name) == 0 && at_name.st_size >= st->st_size &&
-           !(at_name.st_dev == st->st_dev && at_name.st_ino == st->st_ino) &&
-           same_bytes(f, fd, fl->fd, 0, (uint64_t)st->st_size);
+    return same_file && at_name.st_size >= st->st_size && same_bytes(f, fd, fl->fd, 0, (uint64_t)st->st_size);
 }
 
 static bool catch_up_one(tw_follower *f, followed *fl, int fd, const struct stat *st, void *arg)
@@ -745,9 +762,10 @@ static bool catch_up(tw_follower *f, followed *fl, uint64_t offset, uint32_t hea
  * copy-truncate in between moves the bytes we were about to read into a
  * copy, and the file's new bytes would come first, out of order. Returns
  * whether any bytes went into the stream. */
-static bool look_beside(tw_follower *f, followed *fl, const char *held, size_t held_len)
+static bool look_beside(tw_follower *f, followed *fl, const char *held, size_t held_len, struct timespec before)
 {
-    catch_up_ctx c = {.skip_a = fl->ino, .skip_b = fl->ino, .held = held, .held_len = held_len};
+    catch_up_ctx c = {
+        .skip_a = fl->ino, .skip_b = fl->ino, .held = held, .held_len = held_len, .held_mtime = before};
     each_sibling(f, fl, catch_up_one, &c);
     return c.read_some;
 }
@@ -1110,7 +1128,7 @@ static bool is_rotation_of_followed(tw_follower *f, const char *path)
     const char *slash = strrchr(copy, '/');
     bool found = false;
     for (char *c = copy + strlen(copy); !found && c > (slash ? slash + 1 : copy); c--) {
-        if (*c != '.' && *c != '-')
+        if (*c != '.' && *c != '-' && *c != '_')
             continue;
         char was = *c;
         *c = '\0';
@@ -1240,14 +1258,15 @@ static int add_file(tw_follower *f, const char *path, bool from_start)
     tw_parser_set_user_formats(fl->parser, f->o.user_formats);
     f->files[f->count++] = fl;
     f->index[index_slot(f, fl->path)] = f->count;
+    bool opened = open_file(f, fl) == 0;
+    saved *s = saved_for(f, fl); /* by name, or by device and inode when opened */
     /* at the start, the rotated generations of a name the state does not
      * know are history, not news (those of a name it knows may hold lines
      * written since it was saved) */
-    if (!f->started && !saved_for(f, fl))
+    if (!f->started && !s)
         consume_existing_siblings(f, fl);
-    if (open_file(f, fl) != 0)
+    if (!opened)
         return TW_OK; /* not there yet: opened when it appears */
-    saved *s = saved_for(f, fl);
     struct stat st;
     if (s) {
         resume(f, fl, s);
@@ -1499,6 +1518,16 @@ static void commit_point(followed *fl, saved *s)
     fl->check_hash = s->check_hash;
 }
 
+static bool matches_pattern(const tw_follower *f, const char *path)
+{
+    for (size_t i = 0; i < f->o.pattern_count; i++) {
+        const char *pattern = f->o.patterns[i];
+        if (has_glob(pattern) ? fnmatch(pattern, path, FNM_PATHNAME | FNM_PERIOD) == 0 : strcmp(pattern, path) == 0)
+            return true;
+    }
+    return false;
+}
+
 static void write_point(FILE *out, const saved *s, const char *path)
 {
     if (s->has_from)
@@ -1520,18 +1549,21 @@ static void write_positions(tw_follower *f, FILE *out)
     }
     for (size_t i = 0; i < f->count; i++) {
         followed *fl = f->files[i];
-        if (fl->status != FILE_OPEN && fl->status != FILE_IDLE)
+        /* a name gone since a rotation (not there when we opened the new
+         * file) keeps the point in the generation it left: a restart goes
+         * on from it and catches up */
+        if (fl->status != FILE_OPEN && fl->status != FILE_IDLE && !(fl->status == FILE_WAITING && fl->opened))
             continue;
         saved s;
         commit_point(fl, &s);
         write_point(out, &s, fl->path);
     }
-    /* a followed name not there since we started keeps what was saved for
-     * it: it goes on from there when it appears */
+    /* a name not there since we started (followed, or a glob's to be)
+     * keeps what was saved for it: it goes on from there when it appears */
     for (size_t i = 0; i < f->saved_count; i++) {
         const saved *s = &f->saved[i];
         followed *fl = s->used ? NULL : find(f, s->path);
-        if (fl && fl->status != FILE_OPEN && fl->status != FILE_IDLE)
+        if (!s->used && (fl ? !fl->opened : matches_pattern(f, s->path)))
             write_point(out, s, s->path);
     }
 }

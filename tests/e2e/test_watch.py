@@ -355,14 +355,18 @@ def test_only_rotation_names_are_generations(tmp_path):
     assert "10 lines from 1 files (1 rotations" in err, err
 
 
-def test_restart_while_the_name_is_missing(tmp_path):
+@pytest.mark.parametrize("by_glob", [False, True], ids=["path", "glob"])
+def test_restart_while_the_name_is_missing(tmp_path, by_glob):
     # Killed, then started again (twice) in the moment a rename rotation has
     # taken the name away and not created it again: the position saved in
     # the renamed generation must be used when the name comes back (it was
-    # not, and the second start saved a state without it).
+    # not, and the second start saved a state without it; with a glob, the
+    # state lost it at the first start).
     log = tmp_path / "train.log"
     log.write_text(step_lines(1, 11))
-    w = watcher(tmp_path, "--from-start", str(log))
+    target = str(tmp_path / "*.log") if by_glob else str(log)
+    waiting = "no file matches yet" if by_glob else "does not exist yet"
+    w = watcher(tmp_path, "--from-start", target)
     wait_until(lambda: len(steps_seen(tmp_path)) == 10 or None, timeout=30, what="the first lines")
     time.sleep(0.5)  # saved
     w.kill()
@@ -371,18 +375,50 @@ def test_restart_while_the_name_is_missing(tmp_path):
         f.write(step_lines(11, 16))  # unseen
     os.replace(log, f"{log}.1")
     for _ in range(2):
-        w = watcher(tmp_path, "--from-start", str(log))
-        wait_until(lambda: "does not exist yet" in w.stderr.readline() or None, timeout=30, what="the wait")
+        w = watcher(tmp_path, "--from-start", target)
+        wait_until(lambda: waiting in w.stderr.readline() or None, timeout=30, what="the wait")
         time.sleep(0.3)
         w.kill()
         w.wait()
-    w = watcher(tmp_path, "--from-start", str(log))
-    wait_until(lambda: "does not exist yet" in w.stderr.readline() or None, timeout=30, what="the wait")
+    w = watcher(tmp_path, "--from-start", target)
+    wait_until(lambda: waiting in w.stderr.readline() or None, timeout=30, what="the wait")
     log.write_text(step_lines(16, 21))
     wait_until(lambda: len(steps_seen(tmp_path)) >= 20 or None, timeout=30, what="the rest")
     time.sleep(0.5)
     stop(w)
     check_exactly_once(steps_seen(tmp_path), 20)
+
+
+def test_generation_beginning_as_the_file_does_is_read_in_order(tmp_path):
+    # A copy-truncate the watcher did not see, and the writer begins the
+    # truncated file with the banner the copy begins with too: the first
+    # bytes read (the banner) must not make the copy pass for a copy of the
+    # file at the name (it did: steps 6-10 came before 1-5).
+    log = tmp_path / "train.log"
+    log.write_text("")
+    w = watcher(tmp_path, "--from-start", str(log))
+    started(tmp_path)
+    banner = "==== training resumed ====\n"
+    with paused(w):
+        log.write_text(banner + step_lines(1, 6))
+        shutil.copyfile(log, f"{log}.1")
+        os.truncate(log, 0)
+        time.sleep(0.05)
+        with open(log, "a") as f:
+            f.write(banner)
+    time.sleep(1)
+    with open(log, "a") as f:
+        f.write(step_lines(6, 11))
+    wait_until(lambda: len(steps_seen(tmp_path)) >= 10 or None, timeout=30, what="the first ten steps")
+    os.replace(f"{log}.1", f"{log}.2")
+    shutil.copyfile(log, f"{log}.1")
+    os.truncate(log, 0)
+    with open(log, "a") as f:
+        f.write(step_lines(11, 16))
+    wait_until(lambda: len(steps_seen(tmp_path)) >= 15 or None, timeout=30, what="the rest")
+    time.sleep(0.5)
+    stop(w)
+    assert steps_seen(tmp_path) == list(range(1, 16))
 
 
 def test_a_log_new_to_the_state_keeps_its_history_out(tmp_path):
