@@ -274,6 +274,14 @@ static void start_at(followed *fl, uint64_t offset)
 }
 
 static bool look_beside(tw_follower *f, followed *fl, const char *held, size_t held_len, struct timespec before);
+static void truncated(tw_follower *f, followed *fl);
+
+/* The file still begins with the bytes we read first. */
+static bool head_unchanged(const followed *fl)
+{
+    uint64_t h;
+    return head_of(fl->fd, fl->head_len, &h) && h == fl->head_hash;
+}
 
 static void read_all(tw_follower *f, followed *fl)
 {
@@ -288,6 +296,14 @@ static void read_all(tw_follower *f, followed *fl)
             continue;
         if (n <= 0)
             break;
+        /* copied and truncated since it was checked, and written past our
+         * offset again: these bytes are the new content's, the copy holds
+         * ours (a writer that rotates every few milliseconds, a loaded
+         * machine); nothing of them is pushed */
+        if (fl->head_len > 0 && !head_unchanged(fl)) {
+            truncated(f, fl);
+            return;
+        }
         if (fl->fresh) {
             fl->fresh = false;
             if (look_beside(f, fl, f->buf, (size_t)n, before.st_mtim)) {
@@ -917,10 +933,38 @@ static void leave_generation(followed *fl)
     fl->prev_read_from = fl->gen_read_from;
 }
 
+/* The bytes before our offset are no longer those we read (rewritten in
+ * place, even with the same first bytes). */
+static bool tail_changed(const followed *fl)
+{
+    uint64_t h;
+    return fl->tail_len > 0 && fl->offset >= fl->tail_len &&
+           (!hash_at(fl->fd, fl->offset - fl->tail_len, fl->tail_len, &h) || h != fnv(fl->tail, fl->tail_len));
+}
+
+static bool same_time(struct timespec a, struct timespec b)
+{
+    return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+/* fl's file is not what we read any more: shorter than our offset, other
+ * first bytes, or (changed since we last looked) other bytes before our
+ * offset. by_fd: its fstat. */
+static bool rewritten(const followed *fl, const struct stat *by_fd)
+{
+    return (uint64_t)by_fd->st_size < fl->offset || (fl->head_len > 0 && !head_unchanged(fl)) ||
+           (!same_time(by_fd->st_mtim, fl->mtime) && tail_changed(fl));
+}
+
 /* The name now holds another file (inode `next`): finish the old one, read
  * any generation in between, start the new one. */
 static void switch_file(tw_follower *f, followed *fl, ino_t next)
 {
+    struct stat by_fd;
+    /* copied and truncated too before it was renamed, and written to our
+     * offset again (a read there finds nothing and tells nothing) */
+    if (fl->fd >= 0 && fstat(fl->fd, &by_fd) == 0 && rewritten(fl, &by_fd))
+        truncated(f, fl);
     read_all(f, fl);
     close_line(f, fl); /* renamed away: its last line ends with it */
     ino_t old = fl->ino;
@@ -973,20 +1017,6 @@ static void truncated(tw_follower *f, followed *fl)
     read_all(f, fl);
 }
 
-/* The bytes before our offset are no longer those we read (rewritten in
- * place, even with the same first bytes). */
-static bool tail_changed(const followed *fl)
-{
-    uint64_t h;
-    return fl->tail_len > 0 && fl->offset >= fl->tail_len &&
-           (!hash_at(fl->fd, fl->offset - fl->tail_len, fl->tail_len, &h) || h != fnv(fl->tail, fl->tail_len));
-}
-
-static bool same_time(struct timespec a, struct timespec b)
-{
-    return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
-}
-
 /* An idle file changed: open it again; under the same device and inode it
  * goes on where it was, else it was rotated meanwhile and the rest of what
  * we were reading is beside it. */
@@ -1029,12 +1059,9 @@ static void check_open_file(tw_follower *f, followed *fl)
     /* truncation first: reading on at our offset into rewritten content
      * would take the wrong lines */
     struct stat by_name, by_fd;
-    uint64_t h;
     bool have_fd_stat = fstat(fl->fd, &by_fd) == 0;
     bool touched = have_fd_stat && !same_time(by_fd.st_mtim, fl->mtime);
-    if (have_fd_stat && ((uint64_t)by_fd.st_size < fl->offset ||
-                         (fl->head_len > 0 && (!head_of(fl->fd, fl->head_len, &h) || h != fl->head_hash)) ||
-                         (touched && tail_changed(fl))))
+    if (have_fd_stat && rewritten(fl, &by_fd))
         truncated(f, fl);
     else if (have_fd_stat && fl->offset == 0 && by_fd.st_size == 0 && touched) {
         /* written and copy-truncated between two looks, before we read a

@@ -280,11 +280,11 @@ def paused(w):
     return Pause()
 
 
-def test_copy_of_the_next_generation_is_read_once(tmp_path):
-    # The watcher falls two rotations behind: a rename, then a copy-truncate
-    # of the new file caught between its copy and its truncation. The copy
-    # (train.log.1) holds the lines of the file now at the name: read as a
-    # generation of its own, its lines came out twice.
+def two_rotations_behind(tmp_path, begin_copy):
+    """The watcher reads steps 1-10, then falls two rotations behind: a
+    rename (steps 11-20 in the new file), then the next rotation's copy,
+    begun by begin_copy(log) and not truncated yet. Returns the log and the
+    watcher once it has read steps 1-20."""
     log = tmp_path / "train.log"
     log.write_text(step_lines(1, 11))
     w = watcher(tmp_path, "--from-start", str(log))
@@ -293,33 +293,42 @@ def test_copy_of_the_next_generation_is_read_once(tmp_path):
         os.replace(log, f"{log}.1")
         log.write_text(step_lines(11, 21))
         os.replace(f"{log}.1", f"{log}.2")
-        shutil.copyfile(log, f"{log}.1")
+        begin_copy(log)
     wait_until(lambda: len(steps_seen(tmp_path)) >= 20 or None, timeout=30, what="the renamed generation")
     time.sleep(0.5)
+    return log, w
+
+
+def copy_truncate(log, then=""):
+    """logrotate's copytruncate: log copied to log.1, truncated, then `then` written."""
+    shutil.copyfile(log, f"{log}.1")
+    os.truncate(log, 0)
+    with open(log, "a") as f:
+        f.write(then)
+
+
+def all_once(tmp_path, w, total, what):
+    wait_until(lambda: len(steps_seen(tmp_path)) >= total or None, timeout=30, what=what)
+    time.sleep(0.5)
+    stop(w)
+    check_exactly_once(steps_seen(tmp_path), total)
+
+
+def test_copy_of_the_next_generation_is_read_once(tmp_path):
+    # The copy (train.log.1) holds the lines of the file now at the name:
+    # read as a generation of its own, its lines came out twice.
+    log, w = two_rotations_behind(tmp_path, lambda log: shutil.copyfile(log, f"{log}.1"))
     os.truncate(log, 0)
     with open(log, "a") as f:
         f.write(step_lines(21, 31))
-    wait_until(lambda: len(steps_seen(tmp_path)) >= 30 or None, timeout=30, what="the truncated file")
-    time.sleep(0.5)
-    stop(w)
-    check_exactly_once(steps_seen(tmp_path), 30)
+    all_once(tmp_path, w, 30, "the truncated file")
 
 
 def test_copy_seen_empty_is_read_when_written(tmp_path):
-    # As above, but the copy is seen just created, empty: taken for a
-    # generation read (an empty one), the lines written into it afterwards
-    # were never read (here 21-25, which the watcher never saw at the name).
-    log = tmp_path / "train.log"
-    log.write_text(step_lines(1, 11))
-    w = watcher(tmp_path, "--from-start", str(log))
-    wait_until(lambda: len(steps_seen(tmp_path)) == 10 or None, timeout=30, what="the first generation")
-    with paused(w):
-        os.replace(log, f"{log}.1")
-        log.write_text(step_lines(11, 21))
-        os.replace(f"{log}.1", f"{log}.2")
-        open(f"{log}.1", "wb").close()  # the copy begun
-    wait_until(lambda: len(steps_seen(tmp_path)) >= 20 or None, timeout=30, what="the renamed generation")
-    time.sleep(0.5)
+    # The copy is seen just created, empty: taken for a generation read (an
+    # empty one), the lines written into it afterwards were never read (here
+    # 21-25, which the watcher never saw at the name).
+    log, w = two_rotations_behind(tmp_path, lambda log: open(f"{log}.1", "wb").close())
     with paused(w):
         with open(log, "a") as f:
             f.write(step_lines(21, 26))
@@ -328,10 +337,7 @@ def test_copy_seen_empty_is_read_when_written(tmp_path):
         os.truncate(log, 0)
         with open(log, "a") as f:
             f.write(step_lines(26, 31))
-    wait_until(lambda: len(steps_seen(tmp_path)) >= 30 or None, timeout=30, what="the copy's lines")
-    time.sleep(0.5)
-    stop(w)
-    check_exactly_once(steps_seen(tmp_path), 30)
+    all_once(tmp_path, w, 30, "the copy's lines")
 
 
 def test_only_rotation_names_are_generations(tmp_path):
@@ -383,10 +389,7 @@ def test_restart_while_the_name_is_missing(tmp_path, by_glob):
     w = watcher(tmp_path, "--from-start", target)
     wait_until(lambda: waiting in w.stderr.readline() or None, timeout=30, what="the wait")
     log.write_text(step_lines(16, 21))
-    wait_until(lambda: len(steps_seen(tmp_path)) >= 20 or None, timeout=30, what="the rest")
-    time.sleep(0.5)
-    stop(w)
-    check_exactly_once(steps_seen(tmp_path), 20)
+    all_once(tmp_path, w, 20, "the rest")
 
 
 def test_generation_beginning_as_the_file_does_is_read_in_order(tmp_path):
@@ -401,8 +404,7 @@ def test_generation_beginning_as_the_file_does_is_read_in_order(tmp_path):
     banner = "==== training resumed ====\n"
     with paused(w):
         log.write_text(banner + step_lines(1, 6))
-        shutil.copyfile(log, f"{log}.1")
-        os.truncate(log, 0)
+        copy_truncate(log)
         time.sleep(0.05)
         with open(log, "a") as f:
             f.write(banner)
@@ -411,13 +413,8 @@ def test_generation_beginning_as_the_file_does_is_read_in_order(tmp_path):
         f.write(step_lines(6, 11))
     wait_until(lambda: len(steps_seen(tmp_path)) >= 10 or None, timeout=30, what="the first ten steps")
     os.replace(f"{log}.1", f"{log}.2")
-    shutil.copyfile(log, f"{log}.1")
-    os.truncate(log, 0)
-    with open(log, "a") as f:
-        f.write(step_lines(11, 16))
-    wait_until(lambda: len(steps_seen(tmp_path)) >= 15 or None, timeout=30, what="the rest")
-    time.sleep(0.5)
-    stop(w)
+    copy_truncate(log, step_lines(11, 16))
+    all_once(tmp_path, w, 15, "the rest")
     assert steps_seen(tmp_path) == list(range(1, 16))
 
 
@@ -438,10 +435,7 @@ def test_a_log_new_to_the_state_keeps_its_history_out(tmp_path):
     os.replace(f"{other}.1", f"{other}.2")
     os.replace(other, f"{other}.1")
     other.write_text(step_lines(11, 16))
-    wait_until(lambda: len(steps_seen(tmp_path)) >= 15 or None, timeout=30, what="eval.log rotated")
-    time.sleep(0.5)
-    stop(w)
-    check_exactly_once(steps_seen(tmp_path), 15)
+    all_once(tmp_path, w, 15, "eval.log rotated")
 
 
 def test_olmo_blocks_across_kill_9(tmp_path):
