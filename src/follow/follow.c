@@ -668,27 +668,26 @@ typedef struct catch_up_ctx {
     bool read_some;  /* bytes of another generation went into the stream */
 } catch_up_ctx;
 
-/* The n bytes of a at offset are those of b there; false if either is shorter. */
-static bool same_bytes(tw_follower *f, int a, int b, uint64_t offset, uint64_t n)
+/* The n bytes of fd at offset are `bytes`; false if it is shorter. Uses the
+ * first half of f->aside. */
+static bool holds_at(tw_follower *f, int fd, uint64_t offset, const char *bytes, size_t n)
 {
-    char *x = f->aside, *y = f->aside + READ_SIZE / 2;
-    while (n > 0) {
-        size_t want = n < READ_SIZE / 2 ? (size_t)n : READ_SIZE / 2;
-        if (pread(a, x, want, (off_t)offset) != (ssize_t)want || pread(b, y, want, (off_t)offset) != (ssize_t)want ||
-            memcmp(x, y, want) != 0)
+    for (size_t at = 0; at < n;) {
+        size_t want = n - at < READ_SIZE / 2 ? n - at : READ_SIZE / 2;
+        if (pread(fd, f->aside, want, (off_t)(offset + at)) != (ssize_t)want || memcmp(f->aside, bytes + at, want) != 0)
             return false;
-        offset += want;
-        n -= want;
+        at += want;
     }
     return true;
 }
 
-/* The first n bytes of fd are `bytes`. */
-static bool begins_with(tw_follower *f, int fd, const char *bytes, size_t n)
+/* The first n bytes of a are those of b; false if either is shorter. */
+static bool same_bytes(tw_follower *f, int a, int b, uint64_t n)
 {
-    for (size_t at = 0; at < n;) {
-        size_t want = n - at < READ_SIZE ? n - at : READ_SIZE;
-        if (pread(fd, f->aside, want, (off_t)at) != (ssize_t)want || memcmp(f->aside, bytes + at, want) != 0)
+    char *chunk = f->aside + READ_SIZE / 2;
+    for (uint64_t at = 0; at < n;) {
+        size_t want = n - at < READ_SIZE / 2 ? (size_t)(n - at) : READ_SIZE / 2;
+        if (pread(a, chunk, want, (off_t)at) != (ssize_t)want || !holds_at(f, b, at, chunk, want))
             return false;
         at += want;
     }
@@ -717,12 +716,12 @@ static bool copy_of_current(tw_follower *f, const followed *fl, const catch_up_c
         return false;
     if (c->held) {
         size_t n = (uint64_t)st->st_size < c->held_len ? (size_t)st->st_size : c->held_len;
-        if (!begins_with(f, fd, c->held, n))
+        if (!holds_at(f, fd, 0, c->held, n))
             return false;
         if ((uint64_t)st->st_size <= c->held_len || not_before(st->st_mtim, c->held_mtime))
             return true;
     }
-    return same_file && at_name.st_size >= st->st_size && same_bytes(f, fd, fl->fd, 0, (uint64_t)st->st_size);
+    return same_file && at_name.st_size >= st->st_size && same_bytes(f, fd, fl->fd, (uint64_t)st->st_size);
 }
 
 static bool catch_up_one(tw_follower *f, followed *fl, int fd, const struct stat *st, void *arg)

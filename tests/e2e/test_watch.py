@@ -55,6 +55,19 @@ def started(tmp_path, name="train.log"):
     wait_until(lambda: name in (tmp_path / "state").read_text(), timeout=30, what="the watcher to start")
 
 
+def watching_empty_log(tmp_path):
+    """An empty train.log and a watcher that has started on it, from its start."""
+    log = tmp_path / "train.log"
+    log.write_text("")
+    w = watcher(tmp_path, "--from-start", str(log))
+    started(tmp_path)
+    return log, w
+
+
+def steps_reach(tmp_path, count, what, timeout=30):
+    wait_until(lambda: len(steps_seen(tmp_path)) >= count or None, timeout=timeout, what=what)
+
+
 def kill_while(w, proc, restart, rng, low=0.2, high=2.0):
     """kill -9 the watcher w at random moments while proc runs, starting it
     again each time; returns the last watcher and the number of kills."""
@@ -96,7 +109,7 @@ def test_rotation_torture(tmp_path):
     done = writer(log, total, every, 1, 0.001, 8)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) >= 1000
-    wait_until(lambda: len(steps_seen(tmp_path)) >= total, timeout=60, what="the watcher to catch up")
+    steps_reach(tmp_path, total, "the watcher to catch up", timeout=60)
     time.sleep(1)
     out, err = stop(w)
     check_exactly_once(steps_seen(tmp_path), total)
@@ -206,7 +219,7 @@ def test_polling_fallback_without_inotify(tmp_path):
     writer = subprocess.run([sys.executable, os.path.join(HERE, "rotate_writer.py"), str(log), str(total), "20", "5",
                              "0.1", "8"], capture_output=True, text=True, timeout=300)
     assert int(writer.stdout) == 50
-    wait_until(lambda: len(steps_seen(tmp_path)) >= total, timeout=30, what="the polling watcher")
+    steps_reach(tmp_path, total, "the polling watcher")
     out, err = stop(w)
     assert "polling" in err
     check_exactly_once(steps_seen(tmp_path), total)
@@ -218,10 +231,7 @@ def test_more_than_64_generations_with_kill_9(tmp_path):
     # old generations again or missed new ones). None is deleted, so a
     # watcher that lags (kill -9 every 0.5-1.5 s on a loaded ASan run) can
     # always catch up: deletion under lag is test_rotation_torture's part.
-    log = tmp_path / "train.log"
-    log.write_text("")
-    w = watcher(tmp_path, "--from-start", str(log))
-    started(tmp_path)
+    log, w = watching_empty_log(tmp_path)
     # tracebacks too, written in 1 KiB blocks: one cut by a copy-truncate goes
     # on in the truncated file, and a restart inside one reads it again whole
     total = 2000
@@ -247,14 +257,11 @@ def test_block_buffered_writer_copy_truncate(tmp_path):
     # 4 KiB writes split lines; a copy-truncate then leaves the copy inside a
     # line whose rest is the first bytes of the truncated file: one line, not
     # two damaged ones
-    log = tmp_path / "train.log"
-    log.write_text("")
-    w = watcher(tmp_path, "--from-start", str(log))
-    started(tmp_path)
+    log, w = watching_empty_log(tmp_path)
     total = 3000
     done = writer(log, total, 75, 2, 0.02, 8, "--chunk", "4096", "--rotate", "copytruncate")
     assert done.returncode == 0 and int(done.stdout) == 40
-    wait_until(lambda: len(steps_seen(tmp_path)) >= total, timeout=60, what="the watcher to catch up")
+    steps_reach(tmp_path, total, "the watcher to catch up", timeout=60)
     time.sleep(0.5)
     stop(w)
     steps = [r for r in records_seen(tmp_path) if r["kind"] == "step"]
@@ -294,7 +301,7 @@ def two_rotations_behind(tmp_path, begin_copy):
         log.write_text(step_lines(11, 21))
         os.replace(f"{log}.1", f"{log}.2")
         begin_copy(log)
-    wait_until(lambda: len(steps_seen(tmp_path)) >= 20 or None, timeout=30, what="the renamed generation")
+    steps_reach(tmp_path, 20, "the renamed generation")
     time.sleep(0.5)
     return log, w
 
@@ -308,7 +315,7 @@ def copy_truncate(log, then=""):
 
 
 def all_once(tmp_path, w, total, what):
-    wait_until(lambda: len(steps_seen(tmp_path)) >= total or None, timeout=30, what=what)
+    steps_reach(tmp_path, total, what)
     time.sleep(0.5)
     stop(w)
     check_exactly_once(steps_seen(tmp_path), total)
@@ -354,7 +361,7 @@ def test_only_rotation_names_are_generations(tmp_path):
         compressed.write(step_lines(200, 300))
     os.replace(log, tmp_path / "workerlog.1.1")
     log.write_text(step_lines(6, 11))
-    wait_until(lambda: len(steps_seen(tmp_path)) >= 10 or None, timeout=30, what="the second generation")
+    steps_reach(tmp_path, 10, "the second generation")
     time.sleep(0.5)
     out, err = stop(w)
     check_exactly_once(steps_seen(tmp_path), 10)
@@ -397,10 +404,7 @@ def test_generation_beginning_as_the_file_does_is_read_in_order(tmp_path):
     # truncated file with the banner the copy begins with too: the first
     # bytes read (the banner) must not make the copy pass for a copy of the
     # file at the name (it did: steps 6-10 came before 1-5).
-    log = tmp_path / "train.log"
-    log.write_text("")
-    w = watcher(tmp_path, "--from-start", str(log))
-    started(tmp_path)
+    log, w = watching_empty_log(tmp_path)
     banner = "==== training resumed ====\n"
     with paused(w):
         log.write_text(banner + step_lines(1, 6))
@@ -411,7 +415,7 @@ def test_generation_beginning_as_the_file_does_is_read_in_order(tmp_path):
     time.sleep(1)
     with open(log, "a") as f:
         f.write(step_lines(6, 11))
-    wait_until(lambda: len(steps_seen(tmp_path)) >= 10 or None, timeout=30, what="the first ten steps")
+    steps_reach(tmp_path, 10, "the first ten steps")
     os.replace(f"{log}.1", f"{log}.2")
     copy_truncate(log, step_lines(11, 16))
     all_once(tmp_path, w, 15, "the rest")
@@ -431,7 +435,7 @@ def test_a_log_new_to_the_state_keeps_its_history_out(tmp_path):
     (tmp_path / "eval.log.1").write_text(step_lines(100, 105))
     other.write_text(step_lines(6, 11))
     w = watcher(tmp_path, "--from-start", str(log), str(other))
-    wait_until(lambda: len(steps_seen(tmp_path)) >= 10 or None, timeout=30, what="eval.log")
+    steps_reach(tmp_path, 10, "eval.log")
     os.replace(f"{other}.1", f"{other}.2")
     os.replace(other, f"{other}.1")
     other.write_text(step_lines(11, 16))
@@ -442,10 +446,7 @@ def test_olmo_blocks_across_kill_9(tmp_path):
     # multi-line records across restarts: the state must point at the start
     # of the open block, and the graceful stop at the end delivers the last
     # step (an OLMo block ends only when the next one starts)
-    log = tmp_path / "train.log"
-    log.write_text("")
-    w = watcher(tmp_path, "--from-start", str(log))
-    started(tmp_path)
+    log, w = watching_empty_log(tmp_path)
     total = 400
     proc = writer(log, total, 40, 4, 0.3, 8, "--format", "olmo", "--chunk", "700", wait=False)
     w, kills = kill_while(w, proc, lambda: watcher(tmp_path, "--from-start", str(log)), random.Random(4), 0.2, 0.6)
@@ -511,7 +512,7 @@ def test_same_file_under_two_names_is_read_once(tmp_path):
                           str(tmp_path / "records.jsonl"), "--from-start", str(logdir / "*.log*"), str(target),
                           f"{logdir}/./run1.log"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
-    wait_until(lambda: len(steps_seen(tmp_path)) >= 10, timeout=10, what="the steps")
+    steps_reach(tmp_path, 10, "the steps", timeout=10)
     with open(target, "a") as f:
         f.write("[2024/03/09 15:15:34] ppocr INFO: epoch: [1/9], global_step: 11, lr: 0.1, loss: 0.09\n")
     wait_until(lambda: 11 in steps_seen(tmp_path) or None, timeout=10, what="step 11")
@@ -530,7 +531,7 @@ def test_log_rewritten_in_place_while_down(tmp_path):
     line = "[2024/03/09 15:15:33] ppocr INFO: epoch: [1/9], global_step: {n}, lr: 0.1, loss: 0.5\n"
     log.write_text(banner + "".join(line.format(n=n) for n in range(1, 51)))
     w = watcher(tmp_path, "--from-start", str(log))
-    wait_until(lambda: len(steps_seen(tmp_path)) >= 50, timeout=10, what="50 steps")
+    steps_reach(tmp_path, 50, "50 steps", timeout=10)
     time.sleep(0.3)
     stop(w)
     ino = log.stat().st_ino
@@ -538,7 +539,7 @@ def test_log_rewritten_in_place_while_down(tmp_path):
         f.write(banner + "".join(line.format(n=n) for n in range(1001, 1151)))
     assert log.stat().st_ino == ino
     w = watcher(tmp_path, "--from-start", str(log))
-    wait_until(lambda: len(steps_seen(tmp_path)) >= 200, timeout=10, what="the new content")
+    steps_reach(tmp_path, 200, "the new content", timeout=10)
     time.sleep(0.3)
     stop(w)
     assert steps_seen(tmp_path) == list(range(1, 51)) + list(range(1001, 1151))
@@ -570,7 +571,7 @@ def test_records_write_error_keeps_the_state_before_it(tmp_path):
     sink = int((tmp_path / "state").read_text().split("\n")[1].split()[1])
     assert sink <= written
     w = watcher(tmp_path, str(log))
-    wait_until(lambda: len(steps_seen(tmp_path)) >= total, timeout=10, what="the records after a restart")
+    steps_reach(tmp_path, total, "the records after a restart", timeout=10)
     time.sleep(0.3)
     stop(w)
     check_exactly_once(steps_seen(tmp_path), total)
@@ -659,11 +660,11 @@ def test_more_files_than_descriptors(tmp_path):
                           str(tmp_path / "state"), "--records", str(tmp_path / "records.jsonl"), "--from-start",
                           str(logdir / "*.log")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          preexec_fn=few_descriptors)
-    wait_until(lambda: len(steps_seen(tmp_path)) >= count, timeout=30, what="the first lines")
+    steps_reach(tmp_path, count, "the first lines")
     for k in range(count):
         with open(logdir / f"worker.{k}.log", "a") as f:
             f.write(line.format(n=k * 10 + 2))
-    wait_until(lambda: len(steps_seen(tmp_path)) >= 2 * count, timeout=30, what="the second lines")
+    steps_reach(tmp_path, 2 * count, "the second lines")
     time.sleep(0.5)
     out, err = stop(w)
     assert "not followed" not in err, err
