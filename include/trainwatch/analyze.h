@@ -40,6 +40,8 @@
     X(data_share, "data-share", 0.30, 1, " F         ", "data wait above this share of step time is data-loading bound") \
     X(stall_seconds, "stall-seconds", 60, 1, " S      ", "a gap between steps at least this long ...") \
     X(stall_factor, "stall-factor", 10, 1, " F       ", "... and this many times the usual gap is a stall") \
+    X(pause_seconds, "pause-seconds", 1, 1, " S      ", "a one-off pause in a run at least this long ...") \
+    X(pause_factor, "pause-factor", 10, 1, " F       ", "... and this x its p95 step time or gap is a stall") \
     X(spike_factor, "spike-factor", 3, 1, " F       ", "a loss above this x its recent median is a spike") \
     X(divergence_factor, "divergence-factor", 1.5, 1, " F  ", "late loss this x above its best is divergence") \
     X(plateau_rel, "plateau", 0.01, 1, " F            ", "less relative loss improvement than this is a plateau") \

@@ -40,7 +40,8 @@ const char *tw_where(const tw_run *run, uint32_t file, uint64_t line, char *buf,
 /* "12s", "3m20s", "2h05m" */
 const char *tw_fmt_duration(double seconds, char *buf, size_t cap);
 /* v with this many decimals, or in %.3g form when that would take more
- * than ten digits (a loss of 1e308 is not 309 digits long) */
+ * than ten digits (a loss of 1e308 is not 309 digits long); "NaN", "+Inf"
+ * and "-Inf" for the values that are not finite */
 const char *tw_fmt_number(double v, int decimals, char *buf, size_t cap);
 /* A clock time "2024-03-09 15:15:33" from a log timestamp, or "" */
 const char *tw_fmt_time(double t, char *buf, size_t cap);

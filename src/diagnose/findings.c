@@ -130,7 +130,9 @@ const char *tw_fmt_duration(double s, char *buf, size_t cap)
 
 const char *tw_fmt_number(double v, int decimals, char *buf, size_t cap)
 {
-    if (fabs(v) < 1e9)
+    if (!isfinite(v))
+        snprintf(buf, cap, "%s", isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf");
+    else if (fabs(v) < 1e9)
         snprintf(buf, cap, "%.*f", decimals, v);
     else
         snprintf(buf, cap, "%.3g", v);

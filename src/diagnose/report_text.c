@@ -37,13 +37,24 @@ static void write_inputs(FILE *out, const tw_report *r, const style *st)
 
 #define TEXT_METRICS_SHOWN 9
 
+/* v in %.4g, with the words tw_fmt_number gives the values that are not finite. */
+static const char *g4(double v, char *buf, size_t cap)
+{
+    if (isfinite(v))
+        snprintf(buf, cap, "%.4g", v);
+    else
+        tw_fmt_number(v, 0, buf, cap);
+    return buf;
+}
+
 static void write_metric_list(FILE *out, const tw_metric_summary *m, int n, bool eval)
 {
     int shown = n < TEXT_METRICS_SHOWN ? n : TEXT_METRICS_SHOWN;
     for (int i = 0; i < shown; i++) {
         if (i > 0)
             fputs(i % 3 == 0 ? "\n                 " : "   ", out);
-        fprintf(out, "%s %.4g", m[i].name, m[i].last);
+        char last[32];
+        fprintf(out, "%s %s", m[i].name, g4(m[i].last, last, sizeof last));
         if (eval && m[i].count > 1 && m[i].best != m[i].last)
             fprintf(out, " (best %.4g)", m[i].best);
     }
@@ -121,8 +132,9 @@ static void write_summary(FILE *out, const tw_report *r, const style *st)
         row(out, st, "loss");
         if (!isnan(s->first_loss))
             fprintf(out, "first %.4g, ", s->first_loss);
+        char final[32];
         if (s->final_loss_known)
-            fprintf(out, "final %.4g%s", s->final_loss, isnan(s->best_loss) ? "" : ", ");
+            fprintf(out, "final %s%s", g4(s->final_loss, final, sizeof final), isnan(s->best_loss) ? "" : ", ");
         if (!isnan(s->best_loss))
             fprintf(out, "best %.4g at step %lld", s->best_loss, (long long)s->best_loss_step);
         fputc('\n', out);

@@ -18,13 +18,17 @@ static void nan_for_rank(const tw_run *run, const tw_rank *rk, tw_findings *out,
 {
     const tw_point *p = &rk->nan_point;
     char where[600], buf[64];
-    tw_finding *f =
-        tw_finding_add(out, "nan_loss", TW_SEV_ERROR, "Loss became %s at step %.0f", nan_word(p->loss), p->pos);
+    const char *part = rk->nan_component;
+    tw_finding *f = part[0] ? tw_finding_add(out, "nan_loss", TW_SEV_ERROR, "Loss component %s became %s at step %.0f",
+                                             part, nan_word(p->loss), p->pos)
+                            : tw_finding_add(out, "nan_loss", TW_SEV_ERROR, "Loss became %s at step %.0f",
+                                             nan_word(p->loss), p->pos);
     if (!f)
         return;
     tw_finding_at(f, run, p, rk->rank);
     f->value = p->pos;
-    tw_finding_evidence(f, "first non-finite loss: %s at step %.0f (%s%s%s)", nan_word(p->loss), p->pos,
+    tw_finding_evidence(f, "first non-finite %s: %s at step %.0f (%s%s%s)", part[0] ? part : "loss",
+                        nan_word(p->loss), p->pos,
                         tw_where(run, p->file, p->line, where, sizeof where), isnan(p->time) ? "" : ", ",
                         isnan(p->time) ? "" : tw_fmt_time(p->time, buf, sizeof buf));
     if (other_ranks > 0)

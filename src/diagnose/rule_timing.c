@@ -99,17 +99,78 @@ static void check_data_bound(const tw_run *run, const tw_thresholds *t, tw_findi
 
 const tw_rule tw_rule_data_bound = {"data_loading_bound", "steps waiting for the data loader", check_data_bound};
 
+static const char *const stall_advice =
+    "Look at what ran in that window: a hung collective (NCCL timeouts, a dead rank), a blocked data loader "
+    "worker, a slow checkpoint write, or the node being preempted. For hangs set NCCL_DEBUG=INFO and a "
+    "collective timeout; `trainwatch run` warns live when progress stops.";
+
+/* The limit a one-off pause must reach in a distribution of step times or
+ * gaps: pause_factor x its p95 and pause_seconds; NAN when the
+ * distribution is too short to know, or when PAUSE_RECURRING values reach
+ * it (work the run does again and again, such as an unlogged checkpoint
+ * every N steps: jitter, not a stall). */
+#define PAUSE_MIN_VALUES 10
+#define PAUSE_RECURRING 3
+static double pause_limit(const tw_hist *h, const tw_thresholds *t)
+{
+    if (h->count < PAUSE_MIN_VALUES)
+        return NAN;
+    double limit = fmax(t->pause_seconds, t->pause_factor * tw_hist_quantile(h, 0.95));
+    return tw_hist_count_from(h, limit) >= PAUSE_RECURRING ? NAN : limit;
+}
+
+/* A stall that is short by the clock but far outside the run's own step
+ * times: a 3 s hang in a run of 1 ms steps. From the logged step time, or
+ * from the timestamps (whole-second ones can stretch a gap by a second, so
+ * the gap less one second must reach the limit). */
+static void check_pause(const tw_run *run, const tw_rank *rk, const tw_thresholds *t, tw_findings *out)
+{
+    double step_limit = pause_limit(&rk->step_times, t), gap_limit = pause_limit(&rk->gaps, t);
+    bool by_step = rk->have_pause_step && rk->pause_step.batch >= step_limit;
+    double gap = rk->pause_gap.seconds - (rk->fine_times ? 0 : 1);
+    bool by_gap = rk->have_pause_gap && gap >= gap_limit && !(by_step && rk->pause_step.batch >= gap);
+    if (!by_step && !by_gap)
+        return;
+    const tw_point *at = by_gap ? &rk->pause_gap.after : &rk->pause_step;
+    double seconds = by_gap ? rk->pause_gap.seconds : rk->pause_step.batch;
+    const tw_hist *h = by_gap ? &rk->gaps : &rk->step_times;
+    char d[32], p50[32], p95[32], lim[32], where[600];
+    tw_finding *f =
+        tw_finding_add(out, "stall", TW_SEV_WARNING, "Training stalled for %s on rank %d at step %.0f",
+                       tw_fmt_duration(seconds, d, sizeof d), rk->rank, at->pos);
+    if (!f)
+        return;
+    tw_finding_at(f, run, at, rk->rank);
+    f->value = seconds;
+    if (by_gap)
+        tw_finding_evidence(f, "no step for %s between step %.0f (%s) and step %.0f", d, rk->pause_gap.before.pos,
+                            tw_where(run, rk->pause_gap.before.file, rk->pause_gap.before.line, where, sizeof where),
+                            at->pos);
+    else
+        tw_finding_evidence(f, "step %.0f took %s (%s)", at->pos, d, tw_where(run, at->file, at->line, where, sizeof where));
+    tw_finding_evidence(f, "the run's %s are %s (p50), %s (p95) over %llu records; a stall is %s or longer",
+                        by_gap ? "gaps between logged steps" : "step times",
+                        tw_fmt_duration(tw_hist_quantile(h, 0.5), p50, sizeof p50),
+                        tw_fmt_duration(tw_hist_quantile(h, 0.95), p95, sizeof p95), (unsigned long long)h->count,
+                        tw_fmt_duration(by_gap ? gap_limit : step_limit, lim, sizeof lim));
+    tw_finding_recommend(f, stall_advice);
+}
+
 static void check_stalls(const tw_run *run, const tw_thresholds *t, tw_findings *out)
 {
     for (int i = 0; i < run->rank_count; i++) {
         const tw_rank *rk = run->ranks[i];
-        if (!rk->have_gap || rk->gaps.count < 3)
+        if (!rk->have_gap || rk->gaps.count < 3) {
+            check_pause(run, rk, t, out);
             continue;
+        }
         const tw_gap *g = &rk->longest_gap;
         double usual = tw_hist_quantile(&rk->gaps, 0.5);
         double limit = fmax(t->stall_seconds, t->stall_factor * usual);
-        if (g->across_eval || g->seconds < limit)
+        if (g->across_eval || g->seconds < limit) {
+            check_pause(run, rk, t, out);
             continue;
+        }
         char b1[64], b2[64], d[32], u[32], w1[600], w2[600];
         tw_finding *f =
             tw_finding_add(out, "stall", TW_SEV_WARNING, "Training stalled for %s on rank %d after step %.0f",
@@ -125,10 +186,7 @@ static void check_stalls(const tw_run *run, const tw_thresholds *t, tw_findings 
                             tw_where(run, g->after.file, g->after.line, w2, sizeof w2));
         tw_finding_evidence(f, "the usual gap between logged steps is %s; stall threshold %s",
                             tw_fmt_duration(usual, u, sizeof u), tw_fmt_duration(limit, d, sizeof d));
-        tw_finding_recommend(
-            f, "Look at what ran in that window: a hung collective (NCCL timeouts, a dead rank), a blocked data loader "
-               "worker, a slow checkpoint write, or the node being preempted. For hangs set NCCL_DEBUG=INFO and a "
-               "collective timeout; `trainwatch run` warns live when progress stops.");
+        tw_finding_recommend(f, stall_advice);
     }
 }
 

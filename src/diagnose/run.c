@@ -294,6 +294,16 @@ double tw_hist_quantile(const tw_hist *h, double q)
     return h->max;
 }
 
+uint64_t tw_hist_count_from(const tw_hist *h, double x)
+{
+    if (h->count == 0 || x > h->max)
+        return 0;
+    uint64_t n = 0;
+    for (int i = hist_bin(x); i < TW_HIST_BINS; i++)
+        n += h->bins[i];
+    return n;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -514,25 +524,59 @@ static double smoothed_loss(const tw_record *r)
     return NAN;
 }
 
+/* "loss_cls", "CELoss", "lm loss": the name says it is a loss. */
+static bool names_a_loss(const char *name)
+{
+    for (const char *s = name; s[0] && s[1] && s[2] && s[3]; s++) {
+        if (strncasecmp(s, "loss", 4) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* A loss component of the record ("loss_cls: nan") that is not finite, or
+ * NULL: a component can go first while the total still prints a number. */
+static const tw_metric *nonfinite_component(const tw_record *r)
+{
+    for (int i = 0; i < r->metric_count; i++) {
+        const tw_metric *m = &r->metrics[i];
+        if (!isfinite(m->value) && names_a_loss(m->name))
+            return m;
+    }
+    return NULL;
+}
+
+/* The first non-finite loss of the rank, or of one of its components, with
+ * the records before it. Every record counts, a rewrite of its step too: a
+ * log that prints no counter must not hide a NaN. */
+static void note_nonfinite(tw_rank *rk, const tw_point *p, const tw_record *r)
+{
+    if (rk->have_nan)
+        return;
+    bool total = (p->fields & TW_F_LOSS) && !isfinite(p->loss);
+    const tw_metric *part = total || !r->metric_count ? NULL : nonfinite_component(r);
+    if (!total && !part)
+        return;
+    rk->have_nan = true;
+    rk->nan_point = *p;
+    if (part) {
+        rk->nan_point.loss = part->value;
+        snprintf(rk->nan_component, sizeof rk->nan_component, "%s", part->name);
+    }
+    int n = rk->recent_count;
+    rk->before_nan_count = n;
+    for (int i = 0; i < n; i++)
+        rk->before_nan[i] = rk->recent[(rk->recent_head + 8 - n + i) % 8];
+}
+
 /* A spike: above spike_factor x the recent median, and by more than six
  * times the series' mean step-to-step noise and a minimum absolute change (a
  * twentieth of the first loss), so noisy per-batch losses near zero do not
  * count. */
 static void note_loss(tw_rank *rk, const tw_point *p, double spike_factor)
 {
-    if (!(p->fields & TW_F_LOSS))
-        return;
-    if (!isfinite(p->loss)) {
-        if (!rk->have_nan) {
-            rk->have_nan = true;
-            rk->nan_point = *p;
-            int n = rk->recent_count;
-            rk->before_nan_count = n;
-            for (int i = 0; i < n; i++)
-                rk->before_nan[i] = rk->recent[(rk->recent_head + 8 - n + i) % 8];
-        }
-        return;
-    }
+    if (!(p->fields & TW_F_LOSS) || !isfinite(p->loss))
+        return; /* a non-finite loss is note_nonfinite's */
     /* Spike: well above the median of the recent losses. */
     if (rk->recent_loss_count >= 8) {
         /* The median moves slowly: recompute it every 8 losses, not every step. */
@@ -561,6 +605,16 @@ static void note_loss(tw_rank *rk, const tw_point *p, double spike_factor)
         rk->recent_loss_count++;
 }
 
+/* Can a slow step at p be a stall rather than the run's ordinary work? Not
+ * in the first PAUSE_WARMUP records (start-up, compilation, autotuning),
+ * not at the first record of an epoch (the loader's workers starting
+ * again), not with an evaluation or checkpoint since the last step. */
+#define PAUSE_WARMUP 3
+static bool may_pause(const tw_rank *rk, const tw_point *p)
+{
+    return rk->have_last && rk->steps >= PAUSE_WARMUP && !rk->event_since_last && p->epoch == rk->last.epoch;
+}
+
 static void note_gap(tw_rank *rk, const tw_point *p)
 {
     if (!rk->have_last || isnan(p->time) || isnan(rk->last.time))
@@ -577,6 +631,25 @@ static void note_gap(tw_rank *rk, const tw_point *p)
         rk->longest_gap.before = rk->last;
         rk->longest_gap.after = *p;
         rk->longest_gap.across_eval = rk->event_since_last;
+    }
+    if (p->time != floor(p->time))
+        rk->fine_times = true;
+    if (may_pause(rk, p) && (!rk->have_pause_gap || gap > rk->pause_gap.seconds)) {
+        rk->have_pause_gap = true;
+        rk->pause_gap = (tw_gap){gap, rk->last, *p, false};
+    }
+}
+
+/* The longest logged step time that may_pause allows (a step time that is
+ * a running total is not one step's). */
+static void note_pause_step(tw_rank *rk, const tw_point *p, double batch_time)
+{
+    if (isnan(batch_time) || rk->cumulative || !may_pause(rk, p))
+        return;
+    if (!rk->have_pause_step || batch_time > rk->pause_step.batch) {
+        rk->have_pause_step = true;
+        rk->pause_step = *p;
+        rk->pause_step.batch = batch_time;
     }
 }
 
@@ -861,6 +934,7 @@ static void add_step(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r
         rk->event_since_last = true; /* the gap of a restart is not a stall */
     }
     note_extremes(rk, &p);
+    note_nonfinite(rk, &p, r);
     if (!rewrite) {
         double span = steps_since_last(rk, &p);
         if (span <= 1e15)
@@ -873,6 +947,7 @@ static void add_step(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r
             if (isnan(batch_time))
                 p.fields &= ~(unsigned)TW_F_BATCH_TIME;
         }
+        note_pause_step(rk, &p, batch_time);
         if (!isnan(batch_time)) {
             double max = rk->step_times.count ? rk->step_times.max : -1;
             hist_add(&rk->step_times, batch_time);

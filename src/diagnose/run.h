@@ -125,7 +125,8 @@ typedef struct tw_rank {
     tw_hist step_times;       /* logged step times */
     tw_point batch_max_point; /* where step_times.max was logged */
     bool have_nan;
-    tw_point nan_point;
+    tw_point nan_point;       /* its loss: the non-finite value */
+    char nan_component[TW_NAME_MAX]; /* a loss component that went first ("loss_cls"), "" for the loss */
     tw_point before_nan[8];
     int before_nan_count;
     tw_point recent[8]; /* ring of the last points */
@@ -142,6 +143,14 @@ typedef struct tw_rank {
     double worst_spike_median;
     tw_gap longest_gap;
     bool have_gap;
+    /* the longest gap and the longest logged step time that can be a pause
+     * of a healthy-looking run: not in its first steps, not at an epoch's
+     * start, no evaluation or checkpoint in it (rule_timing.c's stalls) */
+    tw_gap pause_gap;
+    bool have_pause_gap;
+    tw_point pause_step; /* its batch: the step time */
+    bool have_pause_step;
+    bool fine_times;     /* a timestamp with a fraction of a second was seen */
     tw_hist gaps;          /* time between steps, without evaluation in between */
     bool event_since_last; /* eval/checkpoint since the last step */
     int restarts;
@@ -316,6 +325,8 @@ void tw_hist_add(tw_hist *h, double seconds);
 void tw_hist_merge(tw_hist *into, const tw_hist *from);
 /* The q-quantile (seconds) within [min, max], or NAN when empty. */
 double tw_hist_quantile(const tw_hist *h, double q);
+/* How many values were at least x (by bins: those in x's bin count too). */
+uint64_t tw_hist_count_from(const tw_hist *h, double x);
 
 /* Copies out one field of the series' points (those that carry it). Returns
  * the count; values go to out (sized TW_SERIES_MAX). */

@@ -12,10 +12,20 @@
  * string values are skipped, nested objects flatten to their keys. A line is
  * an evaluation when it says "mode": "val", or its keys start with eval_ or
  * carry COCO "/AP" results.
+ *
+ * HF Trainer's stdout dicts have no step: each is one logging interval
+ * later than the one before. They take the step of the training progress
+ * bar drawn before them when the log has one (tw_parser_bar_step), else
+ * their order (1, 2, 3 ...), so that they are steps of a curve and not
+ * one step rewritten.
  */
 #include <string.h>
 
 #include "formats.h"
+
+typedef struct json_state {
+    int64_t last_step; /* the step given to the last dict without a counter */
+} json_state;
 
 static bool detect(const tw_line *line)
 {
@@ -30,9 +40,20 @@ static bool is_eval(const char *s, size_t n)
            tw_find(s, n, "'eval_") || tw_find(s, n, "\"eval_") || tw_find(s, n, "/AP");
 }
 
+/* A step for a dict without a counter: the bar's when it moved on since
+ * the last one, else one more than the last. */
+static void count_step(tw_parser *p, json_state *st, tw_record *r)
+{
+    if (r->step >= 0 || r->global_step >= 0)
+        return;
+    int64_t bar = tw_parser_bar_step(p);
+    st->last_step = bar > st->last_step ? bar : st->last_step + 1;
+    r->global_step = st->last_step;
+    r->epoch = -1; /* HF's epoch is a fraction ('epoch': 0.25), kept as the metric, not the whole epoch 0 */
+}
+
 static int parse(tw_parser *p, void *state, const tw_line *line)
 {
-    (void)state;
     if (!detect(line))
         return 0;
     const char *s = line->text;
@@ -54,12 +75,15 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     /* Only mmdet (which has "mode") counts iterations within an epoch. */
     if (!tw_find(s, n, "\"mode\""))
         tw_record_step_is_global(&r);
+    if (tw_record_is_step_like(&r))
+        count_step(p, state, &r);
     return tw_emit_step(p, line, &r, -1);
 }
 
 const tw_format tw_format_json = {
     .name = "json",
     .summary = "JSON / Python-dict lines: HF Trainer, mmdet .log.json, detectron2 metrics.json",
+    .state_size = sizeof(json_state),
     .detect = detect,
     .parse = parse,
 };

@@ -7,7 +7,9 @@
  *
  * The parser splits '\r' rewrites into separate lines before this sees them.
  * A bar becomes a step record only when it carries a loss; validation bars
- * are progress, not results.
+ * are progress, not results. A training bar without a loss (HuggingFace
+ * Trainer's, whose losses come as dict lines, fmt_json.c) leaves its step
+ * with the parser for the next record that has no counter.
  */
 #include <string.h>
 
@@ -71,8 +73,12 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
         if (comma)
             tw_fields_scan(&r, comma, (size_t)(end - comma));
     }
-    if (!tw_has(&r, TW_F_LOSS))
+    if (!tw_has(&r, TW_F_LOSS)) {
+        /* HF Trainer's bar: its loss comes in a dict line after it */
+        if (m)
+            tw_parser_bar_step_hint(p, a);
         return -1;
+    }
     tw_parser_emit(p, line, &r);
     return 1;
 }

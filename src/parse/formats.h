@@ -58,6 +58,11 @@ void tw_parser_emit(tw_parser *p, const tw_line *line, tw_record *record);
  * only when neither the caller nor the file name gave one. */
 void tw_parser_rank_hint(tw_parser *p, int rank);
 
+/* For formats: a training progress bar stands at this step (tqdm's N of
+ * N/M); a record that has no counter of its own may take it. */
+void tw_parser_bar_step_hint(tw_parser *p, int64_t step);
+/* The last step a progress bar of this input stood at, -1 when none. */
+int64_t tw_parser_bar_step(const tw_parser *p);
 
 extern const tw_format tw_format_trainwatch;
 extern const tw_format tw_format_twlog;

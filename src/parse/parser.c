@@ -122,6 +122,7 @@ int tw_parser_new(tw_parser **out, const char *name, const tw_format *forced, in
     p->jobs = 1;
     p->block_size = TW_PARSE_BLOCK_DEFAULT;
     p->forced = p->locked = p->continuing = -1;
+    p->bar_step = -1;
     for (int i = 0; i < RECENT_FORMATS; i++)
         p->recent[i] = -1;
     for (size_t i = 0; i < count; i++) {
@@ -214,6 +215,17 @@ void tw_parser_rank_hint(tw_parser *p, int rank)
 {
     if (p->rank < 0 && rank >= 0)
         p->rank = rank;
+}
+
+void tw_parser_bar_step_hint(tw_parser *p, int64_t step)
+{
+    if (step >= 0)
+        p->bar_step = step;
+}
+
+int64_t tw_parser_bar_step(const tw_parser *p)
+{
+    return p->bar_step;
 }
 
 static int run_format(tw_parser *p, size_t index, const tw_format *f, const tw_line *line)
@@ -711,6 +723,7 @@ void tw_parser_copy_state(tw_parser *dst, const tw_parser *src)
     dst->continuing = src->continuing;
     memcpy(dst->recent, src->recent, sizeof dst->recent);
     dst->rank = src->rank;
+    dst->bar_step = src->bar_step;
     dst->user = src->user;
     dst->unparsed = src->unparsed;
     for (size_t i = 0; i < count; i++) {
@@ -727,7 +740,7 @@ void tw_parser_copy_state(tw_parser *dst, const tw_parser *src)
 bool tw_parser_same_state(const tw_parser *a, const tw_parser *b)
 {
     if (a->forced != b->forced || a->locked != b->locked || a->continuing != b->continuing ||
-        a->rank != b->rank || memcmp(a->recent, b->recent, sizeof a->recent) != 0 ||
+        a->rank != b->rank || a->bar_step != b->bar_step || memcmp(a->recent, b->recent, sizeof a->recent) != 0 ||
         a->have != 0 || b->have != 0 || a->skipping || b->skipping)
         return false;
     size_t count;

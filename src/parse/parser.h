@@ -37,6 +37,7 @@ struct tw_parser {
     size_t have;
     bool skipping;            /* dropping the rest of a line cut at TW_LINE_MAX */
     int rank;
+    int64_t bar_step;         /* the last training progress bar's step (N of N/M), -1: none yet */
     void **states;            /* one private state per format, same order as the table */
     tw_record_fn fn;
     void *arg;

@@ -848,7 +848,7 @@ static void summary_table(FILE *out, const tw_report *r)
     if (!isnan(s->first_loss))
         tw_html_row(out, "loss first / best / final", "%s / %s (step %lld) / %s", num(s->first_loss, 4, a, sizeof a),
                     num(s->best_loss, 4, b, sizeof b), (long long)s->best_loss_step,
-                    s->final_loss_known ? num(s->final_loss, 4, c, sizeof c) : "unknown");
+                    s->final_loss_known ? tw_fmt_number(s->final_loss, 4, c, sizeof c) : "unknown");
     if (!isnan(s->final_lr))
         tw_html_row(out, "final learning rate", "%.6g", s->final_lr);
     if (!isnan(s->peak_mem_bytes))

@@ -108,7 +108,13 @@ def test_demo_stall(tmp_path):
     f = findings(report)["stall"]
     assert f["step"] == 20
     assert 2.5 < f["value"] < 6
-    report, _ = analyze(log)  # default: a stall is at least 60 s
+    # by default too: 3 s is far outside steps of ~10 ms (issue 27, item 3)
+    report, _ = analyze(log)
+    f = findings(report)["stall"]
+    assert f["step"] == 20 and f["line"] == 21
+    assert "(p95)" in f["evidence"]
+    # a pause shorter than --pause-seconds is no stall
+    report, _ = analyze(log, "--pause-seconds", "10")
     assert "stall" not in findings(report)
 
 
