@@ -5,7 +5,7 @@ Formats whose logs print no step counter (HuggingFace Trainer's stdout
 dicts) must still count steps, so the NaN has a step and a line."""
 import pytest
 
-from conftest import analyze_json
+from conftest import analyze_json, run
 
 # One line per format: {s} the step (1-based), {l} the loss, {c} a component.
 TEMPLATES = {
@@ -116,3 +116,15 @@ def test_hf_dicts_take_the_progress_bars_step(tmp_path):
     report, _ = analyze_json(path)
     f = nan_finding(report)
     assert f["step"] == 200 and f["line"] == 8, f
+
+
+def test_summary_says_the_final_loss_is_nan(tmp_path):
+    """Item 6: a run whose last losses are NaN has a final loss of NaN, in
+    the text report and the HTML report, not 'unknown'."""
+    path = write_log(tmp_path, "ppocr", TEMPLATES["ppocr"], nan_total=True, nan_component=False)
+    text = run(["trainwatch", "analyze", "--no-color", path]).stdout
+    assert "final NaN" in text, text
+    html = tmp_path / "r.html"
+    run(["trainwatch", "analyze", "--html", html, path])
+    row = [line for line in html.read_text().splitlines() if "loss first / best / final" in line]
+    assert row and "/ NaN" in row[0] and "unknown" not in row[0], row
