@@ -30,6 +30,7 @@
  */
 #include <ctype.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +38,7 @@
 #include "diagnose.h"
 
 typedef struct oom_sizes {
-    double requested, total, allocated, free, reserved, unallocated; /* bytes, NAN unknown */
+    double requested, total, allocated, free, reserved, unallocated, in_use; /* bytes, NAN unknown */
     int processes;                                                   /* "Process N has" entries */
 } oom_sizes;
 
@@ -109,7 +110,10 @@ static void read_sizes(const char *msg, const char *more, oom_sizes *z)
     z->allocated = first_known(z->allocated, size_after(more, "Of the allocated memory "));
     z->free = first_known(size_after(msg, "available memory is only "), size_before(msg, " free;"));
     z->free = first_known(z->free, size_after(msg, "of which "));
-    z->reserved = size_before(msg, " reserved in total by PyTorch");
+    z->free = first_known(z->free, size_after(more, "of which "));
+    z->reserved = first_known(size_before(msg, " reserved in total by PyTorch"),
+                              size_before(more, " reserved in total by PyTorch"));
+    z->in_use = first_known(size_after(msg, "this process has "), size_after(more, "this process has "));
     z->unallocated = first_known(size_before(msg, " is reserved by PyTorch but unallocated"),
                                  size_before(more, " is reserved by PyTorch but unallocated"));
     if (isnan(z->unallocated) && !isnan(z->reserved) && !isnan(z->allocated))
@@ -132,6 +136,42 @@ static const char *bytes(double v, char *buf, size_t cap)
     else
         snprintf(buf, cap, "%.1f MiB", v / 1048576.0);
     return buf;
+}
+
+/* "asked for 2.0 MiB on a device of 79.19 GiB: 2.1 MiB free, this process
+ * had 75.45 GiB in use; the message does not say how much was allocated":
+ * the figures the message gives, and the ones it does not named in words. */
+static void sizes_evidence(tw_finding *f, const oom_sizes *z)
+{
+    static const struct {
+        size_t offset;
+        const char *known, *unknown; /* known takes the size */
+    } parts[] = {
+        {offsetof(oom_sizes, allocated), "%s allocated", "allocated"},
+        {offsetof(oom_sizes, reserved), "%s reserved", NULL},
+        {offsetof(oom_sizes, in_use), "this process had %s in use", NULL},
+        {offsetof(oom_sizes, free), "%s free", "free"},
+    };
+    char text[TW_TEXT_MAX], size[32], missing[64] = "";
+    int used = snprintf(text, sizeof text, "asked for %s", bytes(z->requested, size, sizeof size));
+    if (!isnan(z->total))
+        used += snprintf(text + used, sizeof text - (size_t)used, " on a device of %s", bytes(z->total, size, sizeof size));
+    const char *sep = ": ";
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0] && used < (int)sizeof text; i++) {
+        double v = *(const double *)((const char *)z + parts[i].offset);
+        if (!isnan(v)) {
+            used += snprintf(text + used, sizeof text - (size_t)used, "%s", sep);
+            used += snprintf(text + used, sizeof text - (size_t)used, parts[i].known, bytes(v, size, sizeof size));
+            sep = ", ";
+        } else if (parts[i].unknown) {
+            size_t m = strlen(missing);
+            snprintf(missing + m, sizeof missing - m, "%s%s", m ? " or " : "", parts[i].unknown);
+        }
+    }
+    if (missing[0])
+        tw_finding_evidence(f, "%s; the message does not say how much was %s", text, missing);
+    else
+        tw_finding_evidence(f, "%s", text);
 }
 
 /* Reports of one rank with no training step between them are one failure. */
@@ -187,7 +227,7 @@ static void classify(const tw_run *run, const tw_event_note *e, tw_finding *f, c
 {
     oom_sizes z;
     read_sizes(e->message, e->detail, &z);
-    char a[32], b[32], c[32], ranks[128];
+    char a[32], b[32], ranks[128];
     double from, to;
     int device = tw_device_named(e->message), sharers;
     kind[0] = '\0';
@@ -233,8 +273,7 @@ static void classify(const tw_run *run, const tw_event_note *e, tw_finding *f, c
             snprintf(kind, cap, "a device shared with other processes");
     }
     if (!isnan(z.requested) && !kind[0])
-        tw_finding_evidence(f, "asked for %s with %s allocated and %s free", bytes(z.requested, a, sizeof a),
-                            bytes(z.allocated, b, sizeof b), bytes(z.free, c, sizeof c));
+        sizes_evidence(f, &z);
 }
 
 static void check_oom(const tw_run *run, const tw_thresholds *t, tw_findings *out)

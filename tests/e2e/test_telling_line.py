@@ -209,8 +209,30 @@ def test_pytorch_oom_past_the_message_limit_keeps_what_the_allocator_said():
     assert f["line"] == 1
     assert f["evidence"].startswith("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 132.00 MiB. "
                                     "GPU 0 has a total capacty of 23.64 GiB of which 67.06 MiB is free.")
-    assert "asked for 132.0 MiB with 18.70 GiB allocated and 67.1 MiB free" in f["evidence"]
+    assert "asked for 132.0 MiB on a device of 23.64 GiB: 18.70 GiB allocated, 67.1 MiB free" in f["evidence"]
     assert result.returncode == 1
+
+
+def test_torch_oom_sizes_the_message_lacks_are_said_in_words(tmp_path):
+    """Issue 27, item 5: a torch OOM without the allocated figure printed
+    'with ? allocated'. The figures given are read (this process's memory in
+    use too) and the missing one is named in words."""
+    log = tmp_path / "oom.log"
+    log.write_text(
+        "step 1/9 - loss: 3.4 - 10ms/step\n"
+        "step 2/9 - loss: 3.3 - 10ms/step\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB. GPU 5 has a total capacity of "
+        "79.19 GiB of which 2.06 MiB is free. Including non-PyTorch memory, this process has 75.45 GiB memory in use.\n")
+    report, _ = analyze_json(log)
+    (f,) = [f for f in report["findings"] if f["rule"] == "oom"]
+    assert "?" not in f["evidence"]
+    assert ("asked for 2.0 MiB on a device of 79.19 GiB: this process had 75.45 GiB in use, 2.1 MiB free; "
+            "the message does not say how much was allocated") in f["evidence"]
+    log.write_text("step 1/9 - loss: 3.4 - 10ms/step\n"
+                   "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB\n")
+    report, _ = analyze_json(log)
+    (f,) = [f for f in report["findings"] if f["rule"] == "oom"]
+    assert "asked for 20.0 MiB; the message does not say how much was allocated or free" in f["evidence"]
 
 
 def test_other_processes_listed_past_the_cut_are_counted():
