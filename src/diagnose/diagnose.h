@@ -43,6 +43,8 @@ const char *tw_fmt_duration(double seconds, char *buf, size_t cap);
  * than ten digits (a loss of 1e308 is not 309 digits long); "NaN", "+Inf"
  * and "-Inf" for the values that are not finite */
 const char *tw_fmt_number(double v, int decimals, char *buf, size_t cap);
+/* "12.2 MiB", "3.50 GiB" ("?" for NAN) */
+const char *tw_fmt_bytes(double v, char *buf, size_t cap);
 /* A clock time "2024-03-09 15:15:33" from a log timestamp, or "" */
 const char *tw_fmt_time(double t, char *buf, size_t cap);
 

@@ -139,6 +139,17 @@ const char *tw_fmt_number(double v, int decimals, char *buf, size_t cap)
     return buf;
 }
 
+const char *tw_fmt_bytes(double v, char *buf, size_t cap)
+{
+    if (isnan(v))
+        snprintf(buf, cap, "?");
+    else if (v >= 1073741824.0)
+        snprintf(buf, cap, "%.2f GiB", v / 1073741824.0);
+    else
+        snprintf(buf, cap, "%.1f MiB", v / 1048576.0);
+    return buf;
+}
+
 const char *tw_fmt_time(double t, char *buf, size_t cap)
 {
     if (isnan(t)) {

@@ -127,17 +127,6 @@ static void read_sizes(const char *msg, const char *more, oom_sizes *z)
     z->processes = listed > z->processes ? listed : z->processes;
 }
 
-static const char *bytes(double v, char *buf, size_t cap)
-{
-    if (isnan(v))
-        snprintf(buf, cap, "?");
-    else if (v >= 1073741824.0)
-        snprintf(buf, cap, "%.2f GiB", v / 1073741824.0);
-    else
-        snprintf(buf, cap, "%.1f MiB", v / 1048576.0);
-    return buf;
-}
-
 /* "asked for 2.0 MiB on a device of 79.19 GiB: 2.1 MiB free, this process
  * had 75.45 GiB in use; the message does not say how much was allocated":
  * the figures the message gives, and the ones it does not named in words. */
@@ -153,15 +142,15 @@ static void sizes_evidence(tw_finding *f, const oom_sizes *z)
         {offsetof(oom_sizes, free), "%s free", "free"},
     };
     char text[TW_TEXT_MAX], size[32], missing[64] = "";
-    int used = snprintf(text, sizeof text, "asked for %s", bytes(z->requested, size, sizeof size));
+    int used = snprintf(text, sizeof text, "asked for %s", tw_fmt_bytes(z->requested, size, sizeof size));
     if (!isnan(z->total))
-        used += snprintf(text + used, sizeof text - (size_t)used, " on a device of %s", bytes(z->total, size, sizeof size));
+        used += snprintf(text + used, sizeof text - (size_t)used, " on a device of %s", tw_fmt_bytes(z->total, size, sizeof size));
     const char *sep = ": ";
     for (size_t i = 0; i < sizeof parts / sizeof parts[0] && used < (int)sizeof text; i++) {
         double v = *(const double *)((const char *)z + parts[i].offset);
         if (!isnan(v)) {
             used += snprintf(text + used, sizeof text - (size_t)used, "%s", sep);
-            used += snprintf(text + used, sizeof text - (size_t)used, parts[i].known, bytes(v, size, sizeof size));
+            used += snprintf(text + used, sizeof text - (size_t)used, parts[i].known, tw_fmt_bytes(v, size, sizeof size));
             sep = ", ";
         } else if (parts[i].unknown) {
             size_t m = strlen(missing);
@@ -233,8 +222,8 @@ static void classify(const tw_run *run, const tw_event_note *e, tw_finding *f, c
     kind[0] = '\0';
     if (!isnan(z.requested) && !isnan(z.total) && z.total > 0 && z.requested >= 0.25 * z.total) {
         snprintf(kind, cap, "one allocation too large for the device");
-        tw_finding_evidence(f, "one request of %s, %.0f%% of the device's %s", bytes(z.requested, a, sizeof a),
-                            100 * z.requested / z.total, bytes(z.total, b, sizeof b));
+        tw_finding_evidence(f, "one request of %s, %.0f%% of the device's %s", tw_fmt_bytes(z.requested, a, sizeof a),
+                            100 * z.requested / z.total, tw_fmt_bytes(z.total, b, sizeof b));
         tw_finding_recommend(f, "A single tensor of that size: lower the batch size or sequence length at that op, "
                                 "or split it (chunked attention, gradient accumulation).");
     } else if (!isnan(z.unallocated) && !isnan(z.requested) && z.unallocated > z.requested &&
@@ -245,7 +234,7 @@ static void classify(const tw_run *run, const tw_event_note *e, tw_finding *f, c
         tw_finding_evidence(f,
                             "%s reserved by the allocator but unallocated, more than the %s asked for: "
                             "fragmentation",
-                            bytes(z.unallocated, a, sizeof a), bytes(z.requested, b, sizeof b));
+                            tw_fmt_bytes(z.unallocated, a, sizeof a), tw_fmt_bytes(z.requested, b, sizeof b));
         tw_finding_recommend(f, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or max_split_size_mb), "
                                 "FLAGS_allocator_strategy=auto_growth for Paddle; avoid tensors whose shape changes "
                                 "every step.");
@@ -257,8 +246,8 @@ static void classify(const tw_run *run, const tw_event_note *e, tw_finding *f, c
                                 "only hides it.");
     } else if (grew(run, e, &from, &to)) {
         snprintf(kind, cap, "memory that grew");
-        tw_finding_evidence(f, "device memory grew from %s to %s before it", bytes(from, a, sizeof a),
-                            bytes(to, b, sizeof b));
+        tw_finding_evidence(f, "device memory grew from %s to %s before it", tw_fmt_bytes(from, a, sizeof a),
+                            tw_fmt_bytes(to, b, sizeof b));
         tw_finding_recommend(f, "Memory rising step after step is kept tensors: a loss summed without .item() / "
                                 "float(), outputs appended to a list, a cache that never empties.");
     }

@@ -1309,6 +1309,8 @@ static void add_event(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *
         run->last_exception = note;
         run->have_last_exception = true;
     }
+    if (run->shape_note_count < TW_SHAPE_NOTES && (strstr(note.message, "shape") || strstr(note.detail, "shape")))
+        run->shape_notes[run->shape_note_count++] = note;
     keep_event(run, &note);
 }
 

@@ -16,6 +16,7 @@
 #define TW_RECENT       32    /* recent losses kept for spike detection */
 #define TW_HIST_BINS    1200  /* log-spaced step-time bins, 1 us .. 1e6 s */
 #define TW_EVENTS_KEPT  256
+#define TW_SHAPE_NOTES  16 /* events naming input shapes, for a memory spike's batch */
 #define TW_EVENTS_TAIL  16 /* of which the last slots keep the latest events that are not routine */
 #define TW_LAUNCHES_MAX 64 /* launches kept apart; later ones are analysed with the last kept */
 
@@ -282,6 +283,8 @@ struct tw_run {
     int events_kept_count;
     int routine_kept;             /* of which warnings, checkpoints, resumes, NaN lines: at most half */
     uint64_t events_not_kept;     /* events the rules do not see (all are in event_counts) */
+    tw_event_note shape_notes[TW_SHAPE_NOTES]; /* the first events that describe input shapes */
+    int shape_note_count;
     tw_event_note last_exception; /* the last one, even past the kept ones */
     bool have_last_exception;
     tw_metric_notes eval_metrics;

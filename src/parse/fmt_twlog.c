@@ -13,7 +13,8 @@
  * Either way the message and the fields become one "message key=value ..."
  * text that goes through the shared key/value scanner, so the two encodings
  * of a record give the same step. A leading "Step N" is the step. A record
- * at ERROR or above with an `exception` field is an exception event.
+ * at ERROR or above with an `exception` field is an exception event; one at
+ * WARNING that is no step is a warning event.
  */
 #include <stdio.h>
 #include <string.h>
@@ -96,12 +97,50 @@ static int emit_exception(tw_parser *p, const tw_line *line, const char *text, s
     return 1;
 }
 
+/* Where the key=value field holding s[at] starts ("input0=<ndarray float32
+ * shape=[64000,16]>": at "input0"), or at itself. */
+static size_t field_before(const char *s, size_t at)
+{
+    for (size_t i = at; i-- > 0;) {
+        if (i > 0 && s[i - 1] != ' ')
+            continue;
+        size_t k = i;
+        while (tw_is_alpha(s[k]) || tw_is_digit(s[k]) || s[k] == '_' || s[k] == '.')
+            k++;
+        if (k > i && s[k] == '=' && !(k - i == 5 && memcmp(s + i, "shape", 5) == 0))
+            return i;
+    }
+    return at;
+}
+
+static bool is_warning(const char *level, size_t n)
+{
+    return (n == 7 && memcmp(level, "WARNING", 7) == 0) || (n == 4 && memcmp(level, "WARN", 4) == 0);
+}
+
 /* A record of ours without a step or metric is still ours: -1 keeps the
- * generic formats from reading the environment record's numbers as a step. */
-static int emit(tw_parser *p, const tw_line *line, const scan_text *t)
+ * generic formats from reading the environment record's numbers as a step.
+ * One at WARNING is a warning event with its text (the hooks' "memory
+ * spike at step 50 ... input0=<ndarray float32 shape=[64000,16]>"). */
+static int emit(tw_parser *p, const tw_line *line, const scan_text *t, const char *level, size_t level_len)
 {
     bool eval = tw_text_is_eval(t->text, t->len);
-    return tw_emit_fields(p, line, eval ? TW_REC_EVAL : TW_REC_STEP, t->text, t->len) > 0 ? 1 : -1;
+    if (tw_emit_fields(p, line, eval ? TW_REC_EVAL : TW_REC_STEP, t->text, t->len) > 0)
+        return 1;
+    if (!is_warning(level, level_len))
+        return -1;
+    tw_record r;
+    tw_record_init(&r);
+    r.kind = TW_REC_EVENT;
+    r.event = TW_EV_WARNING;
+    tw_record_set_text(r.message, t->text, t->len);
+    const char *shape = tw_find(t->text, t->len, "shape");
+    if (shape) { /* the inputs it describes, which a long message would lose */
+        size_t at = field_before(t->text, (size_t)(shape - t->text));
+        tw_record_set_text(r.detail, t->text + at, t->len - at);
+    }
+    tw_parser_emit(p, line, &r);
+    return 1;
 }
 
 /* ---- text ------------------------------------------------------------------ */
@@ -123,7 +162,7 @@ static int parse_text(tw_parser *p, const tw_line *line)
         return emit_exception(p, line, exc + 11, (size_t)(end - exc - 11));
     scan_text t = {.len = 0};
     add_message(&t, s, (size_t)(end - s));
-    return emit(p, line, &t);
+    return emit(p, line, &t, fields[0], level_len);
 }
 
 /* ---- JSON ------------------------------------------------------------------- */
@@ -242,7 +281,7 @@ static int parse_json(tw_parser *p, const tw_line *line)
     }
     if (exception[0] && is_error(level, strlen(level)))
         return emit_exception(p, &at, exception, strlen(exception));
-    return emit(p, &at, &t);
+    return emit(p, &at, &t, level, strlen(level));
 }
 
 static int parse(tw_parser *p, void *state, const tw_line *line)
