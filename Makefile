@@ -18,17 +18,16 @@ deps:
 deps-check:
 	@bash scripts/install-deps.sh check
 
+# Each build prints one line; the compilers' output is in BUILD/build.log
+# (its errors are shown when a build fails).
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-	@cmake --build $(BUILD) -j$(JOBS)
+	@JOBS=$(JOBS) bash scripts/build.sh $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
 asan: deps-check
-	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTW_SANITIZE=ON >/dev/null
-	@cmake --build $(ASAN_BUILD) -j$(JOBS)
+	@JOBS=$(JOBS) bash scripts/build.sh $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTW_SANITIZE=ON
 
 fuzz-build: deps-check
-	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTW_FUZZ=ON >/dev/null
-	@cmake --build $(FUZZ_BUILD) -j$(JOBS)
+	@JOBS=$(JOBS) bash scripts/build.sh $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTW_FUZZ=ON
 
 demo: build
 	@bash scripts/demo.sh $(BUILD)

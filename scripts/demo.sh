@@ -27,7 +27,7 @@ echo
 echo "== in-process, from Python: examples/python/train_numpy.py (import trainwatch: setup_logger, metrics, the"
 echo "   Paddle callback's call sequence) with a slow reader (3 ms per batch), then trainwatch analyze on its log"
 rm -rf "$out/python"
-PYTHONPATH="$build/python" /usr/bin/python3 examples/python/train_numpy.py --log-dir "$out/python" --slow-reader 3
+PYTHONUNBUFFERED=1 PYTHONPATH="$build/python" /usr/bin/python3 examples/python/train_numpy.py --log-dir "$out/python" --slow-reader 3
 status=0
 "$build/trainwatch" analyze "$out/python/train.log" || status=$?
 [ "$status" -le 1 ] || exit "$status"
