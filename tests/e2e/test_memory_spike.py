@@ -14,6 +14,9 @@ def rules(report):
 
 def test_a_peak_counter_that_jumps_once_is_a_spike_with_its_shapes(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(BUILD / "python"))
+    if os.environ.get("TW_PY_PRELOAD"):  # the ASan build's extension: the runtime first, as test_python.py does
+        env["LD_PRELOAD"] = os.environ["TW_PY_PRELOAD"]
+        env["ASAN_OPTIONS"] = "detect_leaks=0"
     subprocess.run(["/usr/bin/python3", str(SOURCE / "examples/python/train_numpy.py"), "--log-dir", str(tmp_path),
                     "--spike-at", "50"], check=True, env=env, capture_output=True, timeout=120)
     report, _ = analyze_json(tmp_path / "train.log")
