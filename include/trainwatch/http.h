@@ -53,6 +53,8 @@ typedef struct tw_http_options {
 int tw_http_start(const tw_http_options *o, tw_http_server **out, char *err, size_t errlen);
 /* The port actually bound (useful with port 0). */
 uint16_t tw_http_port(const tw_http_server *s);
+/* Whether it serves HTTPS (the web configuration gave a certificate). */
+bool tw_http_uses_tls(const tw_http_server *s);
 /* Stops serving and frees the server. */
 void tw_http_stop(tw_http_server *s);
 

@@ -441,6 +441,11 @@ uint16_t tw_http_port(const tw_http_server *s)
     return s->port;
 }
 
+bool tw_http_uses_tls(const tw_http_server *s)
+{
+    return s->cert_pem != NULL;
+}
+
 void tw_http_stop(tw_http_server *s)
 {
     if (!s)

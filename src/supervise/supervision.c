@@ -290,7 +290,8 @@ int tw_supervision_new(const tw_supervision_options *o, tw_supervision **out)
     if (rc == TW_OK)
         rc = announce_and_alert(s);
     if (rc == TW_OK && s->server) /* said once everything is ready to start */
-        tw_say(TW_SAY_INFO, o->name, "serving /metrics on %s", s->serving);
+        tw_say(TW_SAY_INFO, o->name, "serving /metrics on %s%s", tw_http_uses_tls(s->server) ? "https://" : "",
+               s->serving);
     if (rc != TW_OK) {
         tw_supervision_free(s);
         return rc;

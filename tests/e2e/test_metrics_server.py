@@ -400,3 +400,27 @@ def test_header_deadline_closes_a_steady_trickle(procs, tmp_path):
     wait_until(closed, timeout=40, interval=0, what="the server to close a connection that never ends its headers")
     sock.close()
     assert http(url + "/metrics")[0] == 200
+
+
+def test_start_up_line_says_https_when_serving_tls(tmp_path):
+    """trainwatch run over TLS names the scheme a browser or Prometheus needs;
+    plain HTTP keeps the bare address (failed before: no https://)."""
+    cert, key = make_tls(tmp_path)
+    config = tmp_path / "web.yml"
+    config.write_text(f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n")
+    fetch = ("import ssl, sys, urllib.request\n"
+             "address = open(sys.argv[1]).read().strip()\n"
+             "ctx = ssl.create_default_context(cafile=sys.argv[2])\n"
+             "print(urllib.request.urlopen('https://' + address + '/metrics', context=ctx).status)\n")
+    address_file = tmp_path / "address"
+    r = subprocess.run([binary("trainwatch"), "run", "--web.listen-address", "127.0.0.1:0",
+                        f"--web.config.file={config}", "--web.address-file", str(address_file), "--",
+                        "python3", "-c", fetch, str(address_file), str(cert)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "200\n"
+    line = re.search(r"^trainwatch run: serving /metrics on (\S+)$", r.stderr, re.M)
+    assert line and line.group(1) == "https://" + address_file.read_text().strip(), r.stderr
+    plain = subprocess.run([binary("trainwatch"), "run", "--web.listen-address", "127.0.0.1:0", "--", "true"],
+                           capture_output=True, text=True, timeout=120)
+    assert re.search(r"^trainwatch run: serving /metrics on 127\.0\.0\.1:\d+$", plain.stderr, re.M), plain.stderr
