@@ -77,6 +77,14 @@ void tw_run_write_templates(FILE *out, const tw_run *run);
 /* Notes an input that could not be read fully (shown in the report). */
 void tw_run_note_input(tw_run *run, const char *path, const char *format, uint64_t lines, uint64_t records,
                        const char *error);
+/* Says that the lines read as `path` were also copied to a rotating file
+ * whose generations are now `path` itself, path.1, path.2 ...: line N as
+ * read is line N - offsets[k] of the newest generation k where that is at
+ * least 1 (log/rotate.h's tw_rotating_generations gives them, newest
+ * first). Evidence then cites the generation that holds the line; a line
+ * older than the oldest is cited as a line of the output, rotated away.
+ * Returns TW_OK or TW_ENOMEM (then lines are cited as read). */
+int tw_run_note_rotation(tw_run *run, const char *path, const int64_t *offsets, unsigned count);
 /* Notes that the input noted last ends without a newline: its last line may
  * be a record cut off (the run or the copy of its log was interrupted). */
 void tw_run_note_cut(tw_run *run);

@@ -202,6 +202,7 @@ static int diagnose_launch(const tw_run *root, int index, const tw_thresholds *t
     *view = *tw_run_launch(root, index);
     view->files = root->files;
     view->file_count = root->file_count;
+    view->rotation = root->rotation;
     view->inputs = root->inputs; /* the inputs are the log's: a rule may ask how one ends */
     view->input_count = root->input_count;
     summarize(view, &out->summary);

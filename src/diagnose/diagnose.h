@@ -35,8 +35,6 @@ void tw_finding_at_event(tw_finding *f, const tw_run *run, const tw_event_note *
 /* The first event of a kind kept by the run, or NULL. */
 const tw_event_note *tw_first_event(const tw_run *run, tw_event_kind kind);
 
-/* "file:line" of a point, for evidence text. */
-const char *tw_where(const tw_run *run, uint32_t file, uint64_t line, char *buf, size_t cap);
 /* "12s", "3m20s", "2h05m" */
 const char *tw_fmt_duration(double seconds, char *buf, size_t cap);
 /* v with this many decimals, or in %.3g form when that would take more

@@ -76,16 +76,14 @@ void tw_finding_recommend(tw_finding *f, const char *fmt, ...)
 
 void tw_finding_at(tw_finding *f, const tw_run *run, const tw_point *p, int rank)
 {
-    f->where.file = run->files[p->file];
-    f->where.line = p->line;
+    f->where = tw_run_source(run, p->file, p->line);
     f->step = (int64_t)p->pos;
     f->rank = rank;
 }
 
 void tw_finding_at_event(tw_finding *f, const tw_run *run, const tw_event_note *e)
 {
-    f->where.file = run->files[e->file];
-    f->where.line = e->line;
+    f->where = tw_run_source(run, e->file, e->line);
     f->rank = e->rank;
     f->step = e->last_pos >= 0 ? (int64_t)e->last_pos : -1;
 }
@@ -97,12 +95,6 @@ const tw_event_note *tw_first_event(const tw_run *run, tw_event_kind kind)
             return &run->events_kept[i];
     }
     return NULL;
-}
-
-const char *tw_where(const tw_run *run, uint32_t file, uint64_t line, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%s:%llu", file < run->file_count ? run->files[file] : "?", (unsigned long long)line);
-    return buf;
 }
 
 const char *tw_fmt_duration(double s, char *buf, size_t cap)

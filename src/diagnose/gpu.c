@@ -449,7 +449,7 @@ static void summarize_ranks(const tw_run *root, const tw_run *view, const size_t
         struct tw_rank_gpu *g = &out->rank_gpus[out->rank_gpu_count - 1];
         *g = (struct tw_rank_gpu){.rank = rk->rank, .gpu = gpu, .util_mean = NAN, .util_zero_share = NAN};
         snprintf(g->how, sizeof g->how, "%s", b->how);
-        g->from = (tw_source){.file = root->files[b->file], .line = b->line};
+        g->from = tw_run_source(root, b->file, b->line);
         double sum = 0;
         uint64_t util_n = 0, zero = 0;
         for (size_t k = 0; k < count; k++) {

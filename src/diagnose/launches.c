@@ -84,8 +84,7 @@ void tw_launch_spans(const tw_run *run, tw_report *report)
         s->index = i + 1;
         s->start = start_name(l->launch.start);
         if (i > 0 && l->launch.have_start) {
-            s->where.file = run->files[l->launch.file];
-            s->where.line = l->launch.line;
+            s->where = tw_run_source(run, l->launch.file, l->launch.line);
         }
         s->first_time = l->launch.first_time;
         s->last_time = l->launch.last_time;
@@ -207,15 +206,15 @@ static void environment_changed(const tw_run *run, const tw_report *r, tw_findin
                                    before->value);
                 if (!f)
                     return;
-                f->where.file = run->files[b->facts[k].file];
-                f->where.line = b->facts[k].line;
+                f->where = tw_run_source(run, b->facts[k].file, b->facts[k].line);
                 f->value = i + 1;
                 tw_finding_recommend(f, "Results of launches in different environments are not comparable: note "
                                         "which one produced the model (versions, GPUs and batch size together set "
                                         "the global batch and the numerics).");
             }
-            tw_finding_evidence(f, "launch %d: %s %s -> %s (%s:%llu)", i + 1, now->key, before->value, now->value,
-                                run->files[b->facts[k].file], (unsigned long long)b->facts[k].line);
+            char at[320];
+            tw_finding_evidence(f, "launch %d: %s %s -> %s (%s)", i + 1, now->key, before->value, now->value,
+                                tw_where(run, b->facts[k].file, b->facts[k].line, at, sizeof at));
         }
     }
 }

@@ -30,8 +30,7 @@ static void check_ranks_differ(const tw_run *run, const tw_thresholds *t, tw_fin
                                            a->rank, b->value, b->rank);
             if (!f)
                 return;
-            f->where.file = run->files[b->file];
-            f->where.line = b->line;
+            f->where = tw_run_source(run, b->file, b->line);
             f->rank = b->rank;
             tw_finding_evidence(f, "rank %d: %s %s (%s)", a->rank, a->key, a->value,
                                 tw_where(run, a->file, a->line, w1, sizeof w1));

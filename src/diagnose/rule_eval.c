@@ -17,8 +17,7 @@ static void check_eval_contradiction(const tw_run *run, const tw_thresholds *t, 
                                    c->high_name, c->high);
     if (!f)
         return;
-    f->where.file = run->files[c->file];
-    f->where.line = c->line;
+    f->where = tw_run_source(run, c->file, c->line);
     f->rank = c->rank;
     f->step = -1;
     f->value = c->low - c->high;

@@ -43,6 +43,15 @@ int tw_run_new_with(tw_run **out, const tw_thresholds *t, const tw_run_hooks *ho
     return TW_OK;
 }
 
+static void rotation_free(tw_rotation *r)
+{
+    if (r) {
+        free(r->gen_files);
+        free(r->offsets);
+        free(r);
+    }
+}
+
 void tw_run_free(tw_run *run)
 {
     if (!run)
@@ -61,6 +70,7 @@ void tw_run_free(tw_run *run)
     for (uint32_t i = 0; i < run->file_count; i++)
         free(run->files[i]);
     free(run->files);
+    rotation_free(run->rotation);
     free(run->file_slots);
     for (int i = 0; i < run->input_count; i++) {
         free(run->inputs[i].path);
@@ -90,6 +100,61 @@ void tw_run_note_input(tw_run *run, const char *path, const char *format, uint64
     in->lines = lines;
     in->records = records;
     in->cut = false;
+}
+
+static uint32_t intern_file(tw_run *run, const char *name);
+
+int tw_run_note_rotation(tw_run *run, const char *path, const int64_t *offsets, unsigned count)
+{
+    rotation_free(run->rotation);
+    run->rotation = NULL;
+    tw_rotation *r = calloc(1, sizeof *r);
+    size_t n = strlen(path) + 24;
+    char *name = malloc(n);
+    if (!r || !name || !(r->gen_files = calloc(count ? count : 1, sizeof *r->gen_files)) ||
+        !(r->offsets = calloc(count ? count : 1, sizeof *r->offsets))) {
+        free(name);
+        rotation_free(r);
+        return TW_ENOMEM;
+    }
+    r->file = intern_file(run, path);
+    for (unsigned k = 0; k < count; k++) {
+        if (k == 0)
+            snprintf(name, n, "%s", path);
+        else
+            snprintf(name, n, "%s.%u", path, k);
+        r->gen_files[k] = intern_file(run, name);
+        r->offsets[k] = offsets[k];
+    }
+    r->count = count;
+    free(name);
+    run->rotation = r;
+    return TW_OK;
+}
+
+tw_source tw_run_source(const tw_run *run, uint32_t file, uint64_t line)
+{
+    const tw_rotation *r = run->rotation;
+    if (r && file == r->file) {
+        for (unsigned k = 0; k < r->count; k++) {
+            if ((int64_t)line > r->offsets[k])
+                return (tw_source){run->files[r->gen_files[k]], (uint64_t)((int64_t)line - r->offsets[k])};
+        }
+        return (tw_source){NULL, line}; /* rotated away */
+    }
+    return (tw_source){file < run->file_count ? run->files[file] : NULL, line};
+}
+
+const char *tw_where(const tw_run *run, uint32_t file, uint64_t line, char *buf, size_t cap)
+{
+    tw_source s = tw_run_source(run, file, line);
+    if (s.file)
+        snprintf(buf, cap, "%s:%llu", s.file, (unsigned long long)s.line);
+    else if (file < run->file_count)
+        snprintf(buf, cap, "output line %llu, rotated out of %s", (unsigned long long)line, run->files[file]);
+    else
+        snprintf(buf, cap, "?:%llu", (unsigned long long)line);
+    return buf;
 }
 
 void tw_run_note_cut(tw_run *run)

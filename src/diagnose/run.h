@@ -254,6 +254,16 @@ typedef struct tw_input_note {
     bool cut; /* its last line has no newline (tw_run_note_cut) */
 } tw_input_note;
 
+/* A file read while it was also copied to a rotating file (`run --log-file`):
+ * line N as read is line N - offsets[k] of the newest generation k where
+ * that is at least 1; generation k is named by files[gen_files[k]]. */
+typedef struct tw_rotation {
+    uint32_t file;
+    unsigned count;
+    uint32_t *gen_files;
+    int64_t *offsets;
+} tw_rotation;
+
 /* A run is a list of launches, and each launch is a tw_run of its own: the
  * first launch is the run itself, each later one a tw_run in launches[]
  * that shares the first one's thresholds and cites its files (diagnose
@@ -273,6 +283,7 @@ struct tw_run {
     uint64_t over_limit_steps; /* step records of ranks past the limit, not analysed */
     int over_limit_first;      /* the first such rank */
     char **files;              /* file names, interned: records cite them by index */
+    tw_rotation *rotation;     /* the first run's, lent to the launches' views like files; NULL: none */
     uint32_t file_count, file_cap;
     uint32_t *file_slots;     /* open addressing over files by name hash: index + 1, 0 empty */
     uint32_t file_slot_count; /* a power of two, at least twice file_count */
@@ -315,6 +326,13 @@ typedef struct tw_run_hooks {
 /* A run whose root hands unread lines and GPU hints to hooks (NULL: kept
  * nowhere); tw_run_new is this with diagnose.c's. */
 int tw_run_new_with(tw_run **out, const tw_thresholds *t, const tw_run_hooks *hooks);
+
+/* Where line `line` read from file is now: the generation of a rotated copy
+ * that holds it (tw_run_note_rotation), file NULL when rotated away. */
+tw_source tw_run_source(const tw_run *run, uint32_t file, uint64_t line);
+/* "file:line" of a line read, for evidence text (where it is now, as above;
+ * "output line N, rotated out of FILE" when it is gone). */
+const char *tw_where(const tw_run *run, uint32_t file, uint64_t line, char *buf, size_t cap);
 
 /* Launch i (0-based) of the run: i == 0 is the run itself. */
 const tw_run *tw_run_launch(const tw_run *run, int i);

@@ -738,7 +738,7 @@ int tw_templates_unusual(const tw_run *run, bool healthy, tw_unusual_line **out,
         u->count = e->count;
         u->rank = e->first_rank;
         u->ranks = __builtin_popcountll(e->ranks_seen);
-        u->where = (tw_source){.file = run->files[e->file], .line = e->first_line};
+        u->where = tw_run_source(run, e->file, e->first_line);
         u->launch = first_launch(e);
         u->launch_count = e->launch_count < TW_UNUSUAL_LAUNCHES ? e->launch_count : TW_UNUSUAL_LAUNCHES;
         for (int l = 0; l < u->launch_count; l++)
@@ -783,7 +783,7 @@ void tw_templates_write(FILE *out, const tw_run *run)
     for (size_t i = 0; i < t->count; i++) {
         const tw_template *e = list[i];
         char where[256], launches[256];
-        snprintf(where, sizeof where, "%s:%llu", run->files[e->file], (unsigned long long)e->first_line);
+        tw_where(run, e->file, e->first_line, where, sizeof where);
         fprintf(out, "  %8llu  %5d  %-12s  %-40s  %s\n", (unsigned long long)e->count,
                 __builtin_popcountll(e->ranks_seen), by_launch(e, launches, sizeof launches), where, e->text);
     }

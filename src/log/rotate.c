@@ -32,6 +32,9 @@ struct tw_rotating_file {
     char *buf; /* whole-line mode: lines not written yet */
     size_t buf_len, buf_cap;
     uint64_t dropped_lines;
+    uint64_t lines;       /* lines given since open, written or dropped */
+    int64_t *gen_offsets; /* with line tracking: line N given is line N - gen_offsets[k] of generation k */
+    unsigned gens;        /* generations with lines given since open (at most backups + 1) */
 };
 
 static int open_current(tw_rotating_file *f)
@@ -92,6 +95,12 @@ static int rollover(tw_rotating_file *f)
     rename(f->path, dst);
     free(src);
     free(dst);
+    if (f->gen_offsets) {
+        if (f->gens <= f->backups)
+            f->gens++;
+        memmove(f->gen_offsets + 1, f->gen_offsets, (f->gens - 1) * sizeof *f->gen_offsets);
+        f->gen_offsets[0] = (int64_t)f->lines; /* the next line given is line 1 of the new file */
+    }
     return open_current(f);
 }
 
@@ -181,6 +190,7 @@ int tw_rotating_write(tw_rotating_file *f, const char *data, size_t len)
         const char *nl = memchr(data, '\n', len);
         size_t n = nl ? (size_t)(nl - data) + 1 : len;
         int rc = write_piece(f, data, n, nl != NULL);
+        f->lines += nl != NULL;
         if (rc != TW_OK)
             result = rc;
         data += n;
@@ -230,6 +240,7 @@ int tw_rotating_write_line(tw_rotating_file *f, const char *line, size_t len)
     if (f->held_len || f->in_line || f->skipping || len == 0 || line[len - 1] != '\n')
         return tw_rotating_write(f, line, len); /* not a whole line: the general path */
     int rc = make_room(f, len);
+    f->lines++;
     if (rc == TW_OK && f->buf_cap >= len) {
         if (f->buf_len + len > f->buf_cap)
             rc = flush_buffer(f);
@@ -262,6 +273,46 @@ void tw_rotating_flush_signal_safe(tw_rotating_file *f)
     }
     f->size += done;
     f->buf_len = 0;
+}
+
+int tw_rotating_track_lines(tw_rotating_file *f)
+{
+    if (f->gen_offsets)
+        return TW_OK;
+    if (!(f->gen_offsets = calloc((size_t)f->backups + 1, sizeof *f->gen_offsets)))
+        return TW_ENOMEM;
+    uint64_t before = 0; /* the lines the file holds already: ours start after them */
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    char chunk[65536];
+    ssize_t n;
+    while (fd >= 0 && (n = read(fd, chunk, sizeof chunk)) > 0)
+        before += count_lines(chunk, (size_t)n);
+    if (fd >= 0)
+        close(fd);
+    f->gen_offsets[0] = (int64_t)f->lines - (int64_t)before;
+    f->gens = 1;
+    return TW_OK;
+}
+
+int tw_rotating_locate(const tw_rotating_file *f, uint64_t line, uint64_t *local)
+{
+    if (!f || !f->gen_offsets || line == 0)
+        return -1;
+    for (unsigned k = 0; k < f->gens; k++) {
+        if ((int64_t)line > f->gen_offsets[k]) {
+            *local = (uint64_t)((int64_t)line - f->gen_offsets[k]);
+            return (int)k;
+        }
+    }
+    return -1;
+}
+
+unsigned tw_rotating_generations(const tw_rotating_file *f, int64_t *offsets, unsigned cap)
+{
+    unsigned n = f && f->gen_offsets ? f->gens : 0;
+    for (unsigned k = 0; k < n && k < cap; k++)
+        offsets[k] = f->gen_offsets[k];
+    return n;
 }
 
 int tw_rotating_fd(const tw_rotating_file *f)
@@ -313,6 +364,7 @@ int tw_rotating_close(tw_rotating_file *f)
         rc = tw_status_from_errno(errno);
     free(f->buf);
     free(f->held);
+    free(f->gen_offsets);
     free(f->path);
     free(f);
     return rc;

@@ -52,6 +52,18 @@ void tw_rotating_flush_signal_safe(tw_rotating_file *f);
 /* The descriptor of the current file (-1 between a failed reopen and the
  * next write). */
 int tw_rotating_fd(const tw_rotating_file *f);
+/* Line tracking, for a copy whose lines are cited later (`trainwatch run
+ * --log-file`): counts the lines the file holds already, then notes where
+ * each generation's lines start. Line N of what was given since open
+ * (1-based, dropped lines counted) is then line N - offsets[k] of the newest
+ * generation k (0: the file, k: FILE.k) where that is at least 1. */
+int tw_rotating_track_lines(tw_rotating_file *f);
+/* Which generation holds line `line` given since open, its line there in
+ * *local; -1 when it was rotated away (or tracking is off). */
+int tw_rotating_locate(const tw_rotating_file *f, uint64_t line, uint64_t *local);
+/* Copies the offsets above, newest generation first, up to cap of them;
+ * returns how many there are (at most backups + 1; 0 without tracking). */
+unsigned tw_rotating_generations(const tw_rotating_file *f, int64_t *offsets, unsigned cap);
 /* Lines dropped whole by failed writes so far (whole-line mode). */
 uint64_t tw_rotating_dropped_lines(const tw_rotating_file *f);
 /* Bytes dropped by failed writes so far. */

@@ -912,9 +912,9 @@ static void environment_table(FILE *out, const page *p)
         fputs("</td><td>", out);
         tw_html_text(out, f->value);
         fputs("</td><td>", out);
-        if (f->file < p->run->file_count)
-            tw_html_text(out, p->run->files[f->file]);
-        fprintf(out, ":%llu (rank %d)</td></tr>\n", (unsigned long long)f->line, f->rank);
+        char at[320];
+        tw_html_text(out, tw_where(p->run, f->file, f->line, at, sizeof at));
+        fprintf(out, " (rank %d)</td></tr>\n", f->rank);
     }
     fputs("</table></section>\n", out);
 }

@@ -420,6 +420,8 @@ int tw_supervision_spawn(tw_supervision *s, const tw_command_options *o, int *st
         tw_say(TW_SAY_ERROR, s->o.name, "%s: %s (not starting %s)", o->log_file, strerror(errno), cmd);
         return TW_EUSAGE;
     }
+    if (c->log && tw_rotating_track_lines(c->log) != TW_OK)
+        return TW_ENOMEM;
     int rc = TW_OK;
     if (o->sample)
         rc = tw_samplers_new(s->registry, s->o.name, s->o.run, s->o.rank, &c->samplers);
@@ -591,6 +593,25 @@ static void end_record(const char *cmd, const tw_parser *p, int rank, int wait_s
     }
 }
 
+/* Tells the run which generation of the --log-file copy now holds each line
+ * it read, so evidence cites the file a user opens. With stderr apart, the
+ * streams' lines interleave in the copy and are cited as read. */
+static void note_rotation(tw_supervision *s)
+{
+    command_source *c = s->command;
+    if (!c->log || c->o.separate_stderr)
+        return;
+    tw_rotating_flush(c->log); /* a last line held: in the generation it lands in */
+    unsigned n = tw_rotating_generations(c->log, NULL, 0);
+    int64_t *offsets = n ? malloc(n * sizeof *offsets) : NULL;
+    if (offsets) {
+        tw_rotating_generations(c->log, offsets, n);
+        if (tw_run_note_rotation(s->sinks.run, c->o.log_file, offsets, n) != TW_OK)
+            tw_say(TW_SAY_WARN, s->o.name, "out of memory: evidence cites lines as %s printed them", c->o.argv[0]);
+    }
+    free(offsets);
+}
+
 static void command_finish(tw_supervision *s, tw_supervision_result *result)
 {
     command_source *c = s->command;
@@ -606,6 +627,7 @@ static void command_finish(tw_supervision *s, tw_supervision_result *result)
     end_record(c->o.argv[0], c->parsers[0], s->o.rank, ws, tw_child_forwarded(c->child), &ev);
     tw_sinks_record(&s->sinks, &ev);
     result->output_failed = c->log && tw_rotating_dropped(c->log) > 0;
+    note_rotation(s);
     int rc = tw_rotating_close(c->log);
     c->log = NULL;
     if (rc != TW_OK) {

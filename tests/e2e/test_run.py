@@ -1,6 +1,7 @@
 """`trainwatch run -- CMD`: the demo trainer supervised for real (its metrics
 read back through a real Prometheus and a real Pushgateway), output passed
 through and logged with rotation, signals forwarded, exit statuses kept."""
+import json
 import os
 import re
 import signal
@@ -494,3 +495,53 @@ def test_a_clean_exit_is_not_read_as_exit_status_1():
     assert result.returncode == 0
     events = [l for l in result.stderr.splitlines() if l.strip().startswith("events")]
     assert events and events[0].split(None, 1)[1] == "1 exit", events
+
+
+def cited_lines(text):
+    """(file name, line) of every run.log* position a text cites."""
+    return [(m.group(1), int(m.group(2))) for m in re.finditer(r"\b(run\.log(?:\.\d+)?):(\d+)\b", text)]
+
+
+def line_of(directory, name, number):
+    return (directory / name).read_text().splitlines()[number - 1]
+
+
+def test_evidence_names_the_generation_that_holds_the_line(tmp_path):
+    """--log-file rotates while the run goes on: the findings, the JSON report
+    and the HTML report cite the generation that now holds each line, and the
+    line quoted is that line (cited run.log:N while run.log held 10 lines
+    before)."""
+    (tmp_path / "run.log").write_text("an earlier run's line\n" * 3)  # ours start after these
+    result = tw_run("--web.listen-address", "none", "--log-file", "run.log", "--log-max-bytes", "3000",
+                    "--log-backups", "5", "--report", "r.json", "--html", "r.html",
+                    *demo("--lr-spike-at", "150"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    nan = [f for f in report["findings"] if f["rule"] == "nan_loss"]
+    assert nan, report["findings"]
+    assert nan[0]["file"].startswith("run.log.") and "loss: nan" in line_of(tmp_path, nan[0]["file"], nan[0]["line"])
+    assert "global_step: 160," in line_of(tmp_path, nan[0]["file"], nan[0]["line"])
+    cites = [c for f in report["findings"] for c in cited_lines(f["evidence"])]
+    assert cites
+    for name, number in cites:
+        assert (tmp_path / name).exists() and number <= len((tmp_path / name).read_text().splitlines()), (name, number)
+    assert f"{nan[0]['file']}:{nan[0]['line']}" in nan[0]["evidence"]
+    html_page = (tmp_path / "r.html").read_text()
+    quoted = re.findall(r'<blockquote class="logline">([^<]*)', html_page)
+    assert quoted and any("global_step: 160," in q and "loss: nan" in q for q in quoted)
+
+
+def test_evidence_of_a_line_rotated_away_says_so(tmp_path):
+    """With too few backups to keep the NaN line, the evidence says which line
+    of the output it was and that it is gone, never a line of run.log that
+    holds something else."""
+    result = tw_run("--web.listen-address", "none", "--log-file", "run.log", "--log-max-bytes", "3000",
+                    "--log-backups", "1", "--report", "r.json", *demo("--lr-spike-at", "150"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    nan = [f for f in report["findings"] if f["rule"] == "nan_loss"][0]
+    assert re.search(r"output line \d+, rotated out of run\.log", nan["evidence"]), nan["evidence"]
+    assert nan["file"] is None
+    for f in report["findings"]:
+        for name, number in cited_lines(f["evidence"]):
+            assert number <= len((tmp_path / name).read_text().splitlines())

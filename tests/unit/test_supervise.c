@@ -106,6 +106,85 @@ static void rotation_never_splits_a_line(void **state)
     assert_true(k == len || input[len - k - 1] == '\n');
 }
 
+/* With line tracking, every line given (in pieces cut anywhere, after
+ * lines an earlier run left in the file) is found in the generation that
+ * holds it, at its line there; lines rotated away are said to be gone. */
+static void tracked_lines_are_found_in_their_generation(void **state)
+{
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof path, "%s/track.log", dir);
+    FILE *old = fopen(path, "w");
+    assert_non_null(old);
+    fputs("left by an earlier run 1\nleft by an earlier run 2\n", old);
+    fclose(old);
+    tw_rotating_file *f;
+    assert_int_equal(tw_rotating_open(path, 400, 3, &f), TW_OK);
+    assert_int_equal(tw_rotating_track_lines(f), TW_OK);
+    enum { LINES = 120 };
+    char input[8192];
+    size_t len = 0;
+    for (int i = 1; i <= LINES; i++)
+        len += (size_t)snprintf(input + len, sizeof input - len, "line %d %.*s\n", i, i % 29,
+                                "abcdefghijklmnopqrstuvwxyzabcdefgh");
+    srand(11);
+    for (size_t at = 0; at < len;) {
+        size_t n = 1 + (size_t)rand() % 31;
+        if (n > len - at)
+            n = len - at;
+        assert_int_equal(tw_rotating_write(f, input + at, n), TW_OK);
+        at += n;
+    }
+    assert_int_equal(tw_rotating_flush(f), TW_OK);
+    int64_t offsets[8];
+    assert_int_equal(tw_rotating_generations(f, offsets, 8), 4);
+    int found = 0, gone = 0;
+    for (uint64_t line = 1; line <= LINES; line++) {
+        uint64_t local = 0;
+        int gen = tw_rotating_locate(f, line, &local);
+        if (gen < 0) {
+            assert_int_equal(found, 0); /* only the oldest lines are gone */
+            gone++;
+            continue;
+        }
+        char name[160], want[32];
+        snprintf(name, sizeof name, gen ? "%s.%d" : "%s", path, gen);
+        char *text = slurp(name, NULL);
+        assert_non_null(text);
+        char *at = text;
+        for (uint64_t k = 1; k < local && at; k++)
+            at = strchr(at, '\n') ? strchr(at, '\n') + 1 : NULL;
+        assert_non_null(at);
+        snprintf(want, sizeof want, "line %llu ", (unsigned long long)line);
+        assert_memory_equal(at, want, strlen(want));
+        free(text);
+        found++;
+    }
+    assert_true(gone > 0 && found > 0);
+    assert_int_equal(tw_rotating_locate(f, 0, &(uint64_t){0}), -1);
+    assert_int_equal(tw_rotating_close(f), TW_OK);
+}
+
+/* Without rotation, lines given follow the lines the file held already. */
+static void tracked_lines_follow_what_the_file_held(void **state)
+{
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof path, "%s/track-append.log", dir);
+    FILE *old = fopen(path, "w");
+    assert_non_null(old);
+    fputs("one\ntwo\n", old);
+    fclose(old);
+    tw_rotating_file *f;
+    assert_int_equal(tw_rotating_open(path, 0, 0, &f), TW_OK);
+    assert_int_equal(tw_rotating_track_lines(f), TW_OK);
+    assert_int_equal(tw_rotating_write(f, "three\nfour\n", 11), TW_OK);
+    uint64_t local = 0;
+    assert_int_equal(tw_rotating_locate(f, 2, &local), 0);
+    assert_int_equal(local, 4);
+    assert_int_equal(tw_rotating_close(f), TW_OK);
+}
+
 /* A line without its newline yet is held, then written whole at close. */
 static void a_partial_line_is_written_at_close(void **state)
 {
@@ -398,6 +477,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(rotation_never_splits_a_line),
+        cmocka_unit_test(tracked_lines_are_found_in_their_generation),
+        cmocka_unit_test(tracked_lines_follow_what_the_file_held),
         cmocka_unit_test(a_partial_line_is_written_at_close),
         cmocka_unit_test(a_full_disk_drops_whole_lines_and_recovers),
         cmocka_unit_test(outfile_is_whole_or_absent),
