@@ -48,6 +48,9 @@ def _families(registry):
             "eval": g("trainwatch_eval_metric", "Last value of each evaluation metric.", _LABELS + ("name",)),
             "memory": g("trainwatch_max_memory_allocated_bytes",
                         "Peak accelerator (or traced host) memory allocated, as the training loop reports it."),
+            "hook_errors": Counter("trainwatch_hook_errors_total",
+                                   "Failures of one part of a training hook (its part of that step is dropped, "
+                                   "the rest is logged).", _LABELS + ("hook",), registry=registry),
         }
         _FAMILIES[id(registry)] = fam
     return fam
@@ -61,12 +64,16 @@ class TrainingMetrics:
         self.rank = str(_native.rank()[0])
         fam = _families(registry)
         self._eval = fam["eval"]
+        self._hook_errors = fam["hook_errors"]
         for key, family in fam.items():
-            if key != "eval":
+            if key not in ("eval", "hook_errors"):
                 setattr(self, key, family.labels(self.run, self.rank))
 
     def eval_metric(self, name, value):
         self._eval.labels(self.run, self.rank, name).set(value)
+
+    def hook_error(self, hook):
+        self._hook_errors.labels(self.run, self.rank, hook).inc()
 
 
 def _logger(logger):
@@ -87,7 +94,14 @@ class StepRecorder:
     log_freq steps (and at once for a non-finite loss) a "Step N" record;
     the first non-finite loss at ERROR with the losses before it; a jump of
     the peak memory by more than memory_spike_bytes at WARNING with the
-    inputs' shapes."""
+    inputs' shapes.
+
+    Each part of a step (samples, metrics, loss, memory, fields, log, eval,
+    and the callback's own hooks) runs guarded: one that raises (a memory_fn
+    returning None, a loss that is not a number) is dropped from that step
+    and counted in trainwatch_hook_errors_total{hook=PART}
+    (hook_errors[PART] without metrics), said once per part through the
+    logger itself, and the rest of the step is recorded as usual."""
 
     def __init__(self, logger=None, log_freq=10, metrics=True, run=None, registry=REGISTRY, batch_size=None,
                  memory_fn=None, memory_spike_bytes=512 << 20, history=5):
@@ -104,47 +118,83 @@ class StepRecorder:
         self._nan_streak = 0
         self._peak = None
         self._window = [0.0, 0.0, 0, 0]  # step time, data time, steps, samples since the last record
+        self.hook_errors = {}  # part -> failures so far
+        self._failed_parts = set()  # parts already said
+
+    def part(self, name, fn, *args):
+        """fn(*args), or None when it raised: then counted and said once."""
+        try:
+            return fn(*args)
+        except Exception as e:  # the training loop goes on
+            self.hook_failed(name, e)
+            return None
+
+    def hook_failed(self, name, error):
+        self.hook_errors[name] = self.hook_errors.get(name, 0) + 1
+        try:
+            if self.metrics:
+                self.metrics.hook_error(name)
+        except Exception:
+            pass
+        if name in self._failed_parts:
+            return
+        self._failed_parts.add(name)
+        message = (f"trainwatch: the {name!r} part of the training hook failed at step {self.step}: "
+                   f"{type(error).__name__}: {error}; it is left out of each step it fails in (counted in "
+                   f"trainwatch_hook_errors_total{{hook=\"{name}\"}}), the rest keeps being logged")
+        try:
+            self.logger.warning("%s", message, extra={"hook": name, "global_step": self.step})
+        except Exception:
+            _stderr_once(message)
 
     def record(self, step_time, data_time, loss=None, lr=None, samples=None, inputs=None, **fields):
         """One finished step: its total time (data wait included), the data
         wait, and what the loop knows of it. Never raises."""
         try:
             self._record(step_time, data_time, loss, lr, samples, inputs, fields)
-        except Exception as e:  # the training loop goes on
-            _said_once(self.logger, e)
+        except Exception as e:  # past every part's guard: still not the loop's problem
+            self.hook_failed("record", e)
 
     def _record(self, step_time, data_time, loss, lr, samples, inputs, fields):
         self.step += 1
-        samples = samples if samples is not None else self.batch_size or _batch_len(inputs)
+        samples = self.part("samples", _samples, samples, self.batch_size, inputs)
+        step_time = self.part("step_time", _number, step_time) or 0.0
+        data_time = self.part("data_time", _number, data_time) or 0.0
         w = self._window
         w[0] += step_time
         w[1] += data_time
         w[2] += 1
         w[3] += samples or 0
-        m = self.metrics
-        if m:
-            m.step.set(self.step)
-            m.epoch.set(self.epoch)
-            m.step_time.observe(step_time)
-            m.data_wait.observe(data_time)
-            m.last.set_to_current_time()
-            if lr is not None:
-                m.lr.set(lr)
-            if samples and step_time > 0:
-                m.ips.set(samples / step_time)
+        lr = self.part("lr", _number, lr)
+        if self.metrics:
+            self.part("metrics", self._update_metrics, step_time, data_time, lr, samples)
         finite = True
         if loss is not None:
-            loss = float(loss)
-            finite = math.isfinite(loss)
-            if m:
-                m.loss.set(loss)
-            self._nan_guard(loss, finite)
-        memory = self._memory(inputs)
+            loss = self.part("loss", _number, loss)
+            if loss is not None:
+                finite = math.isfinite(loss)
+                self.part("nan_guard", self._nan_guard, loss, finite)
+        memory = self.part("memory", self._memory, inputs) if self.memory_fn else None
         if (not finite and self._nan_streak == 1) or self.step % self.log_freq == 0:
-            self._log_step(loss, lr, memory, fields)
+            fields = self.part("fields", _fields, fields) or {}
+            self.part("log", self._log_step, loss, lr, memory, fields)
+
+    def _update_metrics(self, step_time, data_time, lr, samples):
+        m = self.metrics
+        m.step.set(self.step)
+        m.epoch.set(self.epoch)
+        m.step_time.observe(step_time)
+        m.data_wait.observe(data_time)
+        m.last.set_to_current_time()
+        if lr is not None:
+            m.lr.set(lr)
+        if samples and step_time > 0:
+            m.ips.set(samples / step_time)
 
     def _nan_guard(self, loss, finite):
         m = self.metrics
+        if m:
+            m.loss.set(loss)
         if finite:
             self._nan_streak = 0
             self._losses.append(loss)
@@ -162,9 +212,8 @@ class StepRecorder:
             m.nan_streak.set(self._nan_streak)
 
     def _memory(self, inputs):
-        if not self.memory_fn:
-            return None
         allocated, peak = self.memory_fn()
+        peak = float(peak)
         if self.metrics:
             self.metrics.memory.set(peak)
         if self._peak is not None and peak - self._peak > self.memory_spike_bytes:
@@ -183,29 +232,50 @@ class StepRecorder:
         if loss is not None:
             extra["loss"] = loss
         if lr is not None:
-            extra["lr"] = float(lr)
+            extra["lr"] = lr
         extra["batch_cost"] = round(w[0] / n, 6)
         extra["reader_cost"] = round(w[1] / n, 6)
         if w[3] and w[0] > 0:
             extra["ips"] = round(w[3] / w[0], 3)
         if memory is not None:
             extra["max_mem_allocated"] = round(memory / 2**20, 1)
-        for k, v in fields.items():
-            extra[_field_name(k)] = _plain(v)
-        self.logger.info("Step %d", self.step, extra=extra)
+        extra.update(fields)
         self._window = [0.0, 0.0, 0, 0]
+        self.logger.info("Step %d", self.step, extra=extra)
 
     def eval_end(self, metrics):
-        extra = {_field_name(k): _plain(v) for k, v in metrics.items()}
+        extra = self.part("eval", _fields, metrics) or {}
         if self.metrics:
             for k, v in extra.items():
                 if isinstance(v, (int, float)):
-                    self.metrics.eval_metric(k, v)
-        self.logger.info("Eval epoch %d", self.epoch, extra=extra)
+                    self.part("metrics", self.metrics.eval_metric, k, v)
+        self.part("log", lambda: self.logger.info("Eval epoch %d", self.epoch, extra=extra))
 
 
 # A LogRecord's own attribute names, which logging refuses in extra.
 _RESERVED = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+
+
+def _samples(samples, batch_size, inputs):
+    if samples is not None:
+        return int(samples)
+    return batch_size or _batch_len(inputs)
+
+
+def _number(v):
+    return None if v is None else float(_plain(v))
+
+
+def _fields(fields):
+    """The step's other fields, each converted alone: one that fails is
+    left out, the others kept."""
+    out = {}
+    for k, v in fields.items():
+        try:
+            out[_field_name(k)] = _plain(v)
+        except Exception:
+            pass
+    return out
 
 
 def _field_name(key):
@@ -243,14 +313,17 @@ def _batch_len(inputs):
     return None
 
 
-_said = [False]
+_said = set()
 
 
-def _said_once(logger, error):
-    if not _said[0]:
-        _said[0] = True
-        sys.stderr.write(f"trainwatch: a training hook failed and is skipped from now on silently: "
-                         f"{type(error).__name__}: {error}\n")
+def _stderr_once(message):
+    """Where the logger itself fails: stderr, once per message."""
+    if message not in _said:
+        _said.add(message)
+        try:
+            sys.stderr.write(message + "\n")
+        except Exception:
+            pass
 
 
 class StepTimer:
@@ -363,14 +436,18 @@ class PaddleCallbackCore:
         self._inputs = inputs
 
     def on_train_begin(self, logs=None):
-        self.recorder.logger.info("train begin", extra={k: v for k, v in (self.params or {}).items()
-                                                       if isinstance(v, (int, float, str))})
+        self.recorder.part("on_train_begin", lambda: self.recorder.logger.info(
+            "train begin", extra={k: v for k, v in dict(self.params or {}).items() if isinstance(v, (int, float, str))}))
 
     def on_train_end(self, logs=None):
-        self.recorder.logger.info("train end", extra={"steps": self.recorder.step})
+        self.recorder.part("on_train_end", lambda: self.recorder.logger.info(
+            "train end", extra={"steps": self.recorder.step}))
 
     def on_epoch_begin(self, epoch, logs=None):
-        self.recorder.epoch = epoch + 1
+        self.recorder.part("on_epoch_begin", self._epoch_begin, epoch)
+
+    def _epoch_begin(self, epoch):
+        self.recorder.epoch = int(epoch) + 1
 
     def on_epoch_end(self, epoch, logs=None):
         pass
@@ -379,27 +456,31 @@ class PaddleCallbackCore:
         self._batch_start = time.perf_counter()
 
     def on_train_batch_end(self, step, logs=None):
+        self.recorder.part("on_train_batch_end", self._train_batch_end, logs)
+
+    def _train_batch_end(self, logs):
         end = time.perf_counter()
-        logs = logs or {}
+        logs = dict(logs or {})
         start = self._batch_start if self._batch_start is not None else end
         reader = logs.get("reader_cost")
         if reader is None:
             reader = start - self._last_end if self._last_end is not None else 0.0
-        loss = _plain(logs.get("loss"))
-        fields = {k: _plain(v) for k, v in logs.items()
+        self._last_end = end
+        fields = {k: v for k, v in logs.items()
                   if k not in ("loss", "batch_size", "reader_cost", "batch_cost", "step", "steps")}
         batch_cost = logs.get("batch_cost")
-        step_time = float(batch_cost) if batch_cost is not None else float(reader) + (end - start)
+        step_time = batch_cost if batch_cost is not None else self.recorder.part(
+            "step_time", lambda: float(reader) + (end - start))
         inputs, self._inputs = self._inputs, None
-        self.recorder.record(step_time, float(reader), loss=loss, lr=self._lr(), samples=logs.get("batch_size"),
+        self.recorder.record(step_time, reader, loss=logs.get("loss"), lr=self._lr(), samples=logs.get("batch_size"),
                              inputs=inputs, **fields)
-        self._last_end = end
 
     def on_eval_begin(self, logs=None):
         pass
 
     def on_eval_end(self, logs=None):
-        self.recorder.eval_end({k: v for k, v in (logs or {}).items() if k not in ("batch_size", "steps")})
+        self.recorder.part("on_eval_end", lambda: self.recorder.eval_end(
+            {k: v for k, v in dict(logs or {}).items() if k not in ("batch_size", "steps")}))
 
     def on_eval_batch_begin(self, step, logs=None):
         pass

@@ -810,6 +810,44 @@ def test_callback_logs_the_exception_that_ends_training(tmp_path):
     assert report["summary"]["event_counts"]["exception"] == 1
 
 
+def test_a_failing_part_of_a_hook_is_dropped_counted_and_said_once_in_the_log(tmp_path):
+    """A memory_fn that returns None fails on every step: its part is left
+    out and counted, said once through the logger (so in the log file), and
+    every step record is still written (before: one stderr line and no step
+    record after the first failure; analyze then found no steps)."""
+    r = py("""
+        import trainwatch
+        reg = trainwatch.CollectorRegistry()
+        log = trainwatch.setup_logger("trainer", log_file="train.log", console_level=None)
+        cb = trainwatch.PaddleCallback(log, log_freq=5, run="hk", registry=reg, memory_fn=lambda: None)
+        cb.on_train_begin()
+        cb.on_epoch_begin(0)
+        for step in range(20):
+            cb.on_train_batch_begin(step)
+            logs = {"loss": [2.0 - step * 0.05], "batch_size": 8}
+            if step == 7:
+                logs["loss"] = "not a number"       # one bad loss: that step's loss is dropped
+            cb.on_train_batch_end(step, logs)
+        cb.on_train_batch_end(20, logs=42)          # logs that are not a dict: counted, nothing raised
+        cb.on_train_end()
+        for hook in ("memory", "loss", "on_train_batch_end"):
+            print(hook, reg.get_sample_value("trainwatch_hook_errors_total", {"run": "hk", "rank": "0", "hook": hook}))
+        print("steps", reg.get_sample_value("trainwatch_train_step", {"run": "hk", "rank": "0"}))
+    """, tmp_path)
+    got = dict(line.split() for line in r.stdout.splitlines())
+    assert got == {"memory": "20.0", "loss": "1.0", "on_train_batch_end": "1.0", "steps": "20.0"}, r.stdout
+    text = (tmp_path / "train.log").read_text()
+    said = [l for l in text.splitlines() if "part of the training hook failed" in l]
+    assert len(said) == 3, said  # once per part, not per step
+    assert any("'memory' part" in l and "TypeError" in l and 'hook="memory"' in l for l in said)
+    assert "| WARNING |" in said[0]
+    assert len(re.findall(r"\| Step \d+", text)) == 4
+    assert "failed" not in r.stderr  # said in the log, not only on stderr
+    report, _ = analyze_json(str(tmp_path / "train.log"))
+    assert report["summary"]["step_records"] == 4 and report["summary"]["last_step"] == 20
+    assert not [f for f in report["findings"] if f["rule"] in ("oom", "crash")]
+
+
 def test_step_timer_context_manager_and_metrics(tmp_path):
     r = py("""
         import time, trainwatch
