@@ -6,7 +6,7 @@ ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 JOBS       ?= 2
 
-.PHONY: all deps deps-check build asan fuzz-build demo check unit e2e fuzz bench install clean format
+.PHONY: all deps deps-check build asan fuzz-build demo check eval unit e2e fuzz bench install clean format
 PREFIX     ?= /usr/local
 
 all: build
@@ -38,6 +38,13 @@ check: deps-check build asan fuzz-build
 	@cd $(BUILD) && ctest --output-on-failure -L 'unit|valgrind'
 	@cd $(ASAN_BUILD) && ctest --output-on-failure
 	@cd $(FUZZ_BUILD) && ctest --output-on-failure -j$(JOBS) -L fuzz
+	@echo "the evaluation set (a report, not a gate; see tests/eval/README.md):"
+	@/usr/bin/python3 tests/eval/run.py --build $(BUILD)
+
+# analyze on the labelled real runs of tests/eval: a table and the score per
+# half (tests/eval/SCORES.md keeps its history)
+eval: deps-check build
+	@/usr/bin/python3 tests/eval/run.py --build $(BUILD)
 
 bench: deps-check build
 	@/usr/bin/python3 bench/metrics.py $(BUILD)

@@ -457,6 +457,10 @@ static bool ended_by_failure(const tw_run *run)
     return false;
 }
 
+/* The log's own ETA at its last step beyond which it ended mid-run: well
+ * past the few seconds or minutes a finished run's last record shows. */
+#define INCOMPLETE_ETA_SECONDS 600.0
+
 /* A log that stops before its last epoch or step with no error after its
  * last step (one that has one is a crash, told by check_exceptions). */
 static void check_incomplete(const tw_run *run, const tw_thresholds *t, tw_findings *out)
@@ -473,6 +477,13 @@ static void check_incomplete(const tw_run *run, const tw_thresholds *t, tw_findi
             snprintf(expected, sizeof expected, "epoch %lld of %lld", (long long)p->epoch, (long long)p->epoch_total);
     } else if (p->step < 0 && p->step_total > 0 && p->pos < 0.98 * (double)p->step_total) {
         snprintf(expected, sizeof expected, "step %.0f of %lld", p->pos, (long long)p->step_total);
+    } else if (tw_has(&rk->last_step_record, TW_F_ETA) && rk->last_step_record.eta >= INCOMPLETE_ETA_SECONDS) {
+        /* formats that print an epoch's iterations but not the epoch count
+         * (mmdet's Epoch [1][750/29317], detectron2's iter: 1979) still say
+         * how long training has to go */
+        char d[32];
+        snprintf(expected, sizeof expected, "step %.0f, with %s still to go by its own ETA", p->pos,
+                 tw_fmt_duration(rk->last_step_record.eta, d, sizeof d));
     }
     if (!expected[0])
         return;

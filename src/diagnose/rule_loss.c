@@ -234,6 +234,24 @@ static void check_divergence(const tw_run *run, const tw_thresholds *t, tw_findi
 
 const tw_rule tw_rule_divergence = {"divergence", "loss rising well above its best", check_divergence};
 
+/* A log that begins late in its training (a resume, or a window cut from a
+ * long run): its first record is past the second epoch, or a resume was
+ * logged before it. Such a log shows the converged end of a schedule, where
+ * a flat loss is expected. Writes the reason into why. */
+static bool starts_late(const tw_run *run, const tw_rank *rk, char *why, size_t cap)
+{
+    const tw_event_note *resume = tw_first_event(run, TW_EV_RESUME);
+    if (resume && resume->line <= rk->first.line && resume->file == rk->first.file) {
+        snprintf(why, cap, "it resumes (%s)", resume->message);
+        return true;
+    }
+    if (rk->first.epoch >= 2) {
+        snprintf(why, cap, "it starts at epoch %lld", (long long)rk->first.epoch);
+        return true;
+    }
+    return false;
+}
+
 static void check_plateau(const tw_run *run, const tw_thresholds *t, tw_findings *out)
 {
     for (int i = 0; i < run->rank_count; i++) {
@@ -246,9 +264,16 @@ static void check_plateau(const tw_run *run, const tw_thresholds *t, tw_findings
         double rel = (med[0] - med[3]) / fabs(med[0]);
         if (!(rel < t->plateau_rel) || med[3] > t->divergence_factor * med[0])
             continue;
-        tw_finding *f = tw_finding_add(out, "plateau", TW_SEV_WARNING,
-                                       "Loss is not improving on rank %d (%+.1f%% from the first to the last quarter)",
-                                       rk->rank, -rel * 100);
+        char late[TW_MESSAGE_MAX + 32] = "";
+        bool resumed = starts_late(run, rk, late, sizeof late);
+        tw_finding *f = resumed ? tw_finding_add(out, "plateau", TW_SEV_INFO,
+                                                 "Loss is flat on rank %d over a log that begins late in training "
+                                                 "(%+.1f%% from the first to the last quarter)",
+                                                 rk->rank, -rel * 100)
+                                : tw_finding_add(out, "plateau", TW_SEV_WARNING,
+                                                 "Loss is not improving on rank %d (%+.1f%% from the first to the "
+                                                 "last quarter)",
+                                                 rk->rank, -rel * 100);
         if (!f)
             return;
         tw_finding_at(f, run, &rk->last, rk->rank);
@@ -258,6 +283,12 @@ static void check_plateau(const tw_run *run, const tw_thresholds *t, tw_findings
             "median loss by quarter of the run: %.4g, %.4g, %.4g, %.4g (quarters end at steps %.0f, %.0f, %.0f, %.0f)",
             med[0], med[1], med[2], med[3], end[0], end[1], end[2], end[3]);
         tw_finding_evidence(f, "threshold: at least %.1f%% improvement expected", t->plateau_rel * 100);
+        if (resumed) {
+            tw_finding_evidence(f, "the log begins late: %s; a converged schedule's end is flat", late);
+            tw_finding_recommend(f, "Nothing to do if the earlier part of the run learned: judge the curve on the "
+                                    "whole run's logs.");
+            continue;
+        }
         tw_finding_recommend(
             f, "If the model should still be learning: check the learning rate (too low, or decayed to nothing), that "
                "labels match inputs, and that the parameters being trained are the ones in the optimizer.");

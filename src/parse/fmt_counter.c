@@ -156,4 +156,5 @@ const tw_format tw_format_counter = {
     .summary = "fallback: a step counter word and 'word number' pairs (Epoch 1 Step 10: loss 2.3, it 100 | loss=0.5)",
     .detect = detect,
     .parse = parse,
+    .fallback = true,
 };

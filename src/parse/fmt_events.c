@@ -520,6 +520,20 @@ static int launcher_paddle_container(tw_parser *p, events_state *st, const tw_li
     return launcher_event(p, line, msg, strnlen(msg, sizeof msg - 1), rank);
 }
 
+/* Slurm's step daemon when the job is cancelled (scancel, the time limit,
+ * preemption): "slurmstepd: error: *** JOB 2365 ON node03 CANCELLED AT
+ * 2021-03-25T20:34:50 DUE TO TIME LIMIT ***". Slurm sends the job's tasks
+ * SIGTERM, then SIGKILL after KillWait. */
+static int slurm_cancelled(tw_parser *p, events_state *st, const tw_line *line, const char *at)
+{
+    (void)st;
+    const char *s = line->text;
+    size_t len = (size_t)(at - s);
+    if (!tw_find(s, len, "*** JOB ") && !tw_find(s, len, "*** STEP "))
+        return 0;
+    return emit_event(p, line, TW_EV_SIGNAL, s, line->len, NULL, 15);
+}
+
 /* torch.distributed.elastic's agent: "failed (exitcode: 1) local_rank: 2
  * (pid: 60554) of binary: ...", quoted up to " of binary". A local rank is
  * the rank within the agent's node (multiprocessing/api.py), not the job's:
@@ -701,8 +715,7 @@ static const keyword_rule rules[] = {
     {"There are NAN or INF", TW_EV_NAN, NULL},
     {"There are `nan` or `inf`", TW_EV_NAN, NULL},
     {"NaN or Inf found", TW_EV_NAN, NULL},
-    {"Loss is nan", TW_EV_NAN, NULL},
-    {"loss is nan", TW_EV_NAN, NULL},
+    {"oss is nan", TW_EV_NAN, NULL}, /* Loss is nan, loss is nan */
     {"Loss is NaN", TW_EV_NAN, NULL},
     {"Out of memory error", TW_EV_OOM, NULL},
     {"ResourceExhaustedError", TW_EV_OOM, NULL},
@@ -721,12 +734,9 @@ static const keyword_rule rules[] = {
     {"Saving trained model", TW_EV_CHECKPOINT, NULL},
     {"Save checkpoint", TW_EV_CHECKPOINT, NULL},
     {"Resuming from", TW_EV_RESUME, NULL},
-    {"Resume from", TW_EV_RESUME, NULL},
-    {"resume from", TW_EV_RESUME, NULL},
-    {"resumed from", TW_EV_RESUME, NULL},
-    {"Resumed from", TW_EV_RESUME, NULL},
-    {"resume training", TW_EV_RESUME, NULL},
-    {"Resume training", TW_EV_RESUME, NULL},
+    {"esume from", TW_EV_RESUME, NULL},     /* Resume from, resume from */
+    {"esumed from", TW_EV_RESUME, NULL},    /* Resumed from, resumed from */
+    {"esume training", TW_EV_RESUME, NULL}, /* Resume training, resume training */
     {"Environment Information---", TW_EV_LAUNCH, NULL},
     {"Configuration Arguments ---", TW_EV_LAUNCH, NULL},
     {"Setting OMP_NUM_THREADS environment variable for each process", TW_EV_LAUNCH, NULL},
@@ -753,13 +763,13 @@ static const keyword_rule rules[] = {
     {"exited with code", TW_EV_EXIT, NULL},
     {"exit code", TW_EV_EXIT, NULL},
     {"exitcode", TW_EV_EXIT, NULL},
-    {"training finished", TW_EV_FINISHED, NULL},
-    {"Training finished", TW_EV_FINISHED, NULL},
-    {"raining completed", TW_EV_FINISHED, NULL}, /* Training, training (and pretraining) completed */
-    {"Training done", TW_EV_FINISHED, NULL},
-    {"training done", TW_EV_FINISHED, NULL},
-    {"finished training", TW_EV_FINISHED, NULL},
-    {"Finished training", TW_EV_FINISHED, NULL},
+    /* Training, training (and pretraining) finished/completed/done */
+    {"raining finished", TW_EV_FINISHED, NULL},
+    {"raining completed", TW_EV_FINISHED, NULL},
+    {"raining done", TW_EV_FINISHED, NULL},
+    {"inished training", TW_EV_FINISHED, NULL}, /* Finished training, finished training */
+    /* the batch scheduler stopped the job: Slurm's step daemon */
+    {" CANCELLED AT ", TW_EV_SIGNAL, slurm_cancelled},
 };
 
 /* at begins the line, after indentation only. */

@@ -10,9 +10,17 @@
 
 #include "formats.h"
 
+/* A Python config dump (mmcv's Config.pretty_text, a dict printed at start):
+ * "nms=dict(type='nms', iou_threshold=0.7)," carries settings, not results. */
+static bool is_config_line(const tw_line *line)
+{
+    return tw_find(line->body, line->body_len, "dict(") != NULL;
+}
+
 static bool detect(const tw_line *line)
 {
-    return memchr(line->body, ':', line->body_len) || memchr(line->body, '=', line->body_len);
+    return (memchr(line->body, ':', line->body_len) || memchr(line->body, '=', line->body_len)) &&
+           !is_config_line(line);
 }
 
 static int parse(tw_parser *p, void *state, const tw_line *line)
@@ -27,4 +35,5 @@ const tw_format tw_format_kv = {
     .summary = "generic key: value / key=value lines that carry a loss and a step counter",
     .detect = detect,
     .parse = parse,
+    .fallback = true,
 };

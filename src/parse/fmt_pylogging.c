@@ -63,4 +63,5 @@ const tw_format tw_format_pylogging = {
     .anchors = anchors,
     .detect = detect,
     .parse = parse,
+    .fallback = true,
 };

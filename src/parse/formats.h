@@ -48,6 +48,11 @@ typedef struct tw_format {
      * epoch header. Reading in blocks replays the last one before a block
      * so the block can start in the right state. */
     const char *const *state_lines;
+    /* A generic reader (kv, counter, pylogging) that also accepts lines of
+     * the specific formats: it holds the lock only until a specific format
+     * reads a line, so a config dump's "iou_threshold=0.7" read as kv first
+     * does not keep an OpenMMLab log's step lines from the mmdet reader. */
+    bool fallback;
 } tw_format;
 
 /* For formats: fills in source, rank and time (from the line) where the record

@@ -234,15 +234,26 @@ static int run_format(tw_parser *p, size_t index, const tw_format *f, const tw_l
     return f->parse(p, p->states[index], line);
 }
 
+/* Whether format f, having read training data, takes the lock: when none is
+ * held, or when a fallback holds it and f is a specific format. */
+static bool lock_yields_to(const tw_parser *p, const tw_format *f)
+{
+    if (p->locked < 0)
+        return true;
+    size_t count;
+    const tw_format *const *table = tw_formats(&count);
+    return table[p->locked]->fallback && !f->fallback;
+}
+
 /* Runs format i on the line; remembers it for the next line when it is in
  * a block (-1) and locks it in when it produced training data. */
 static int try_format(tw_parser *p, size_t i, const tw_format *f, const tw_line *line)
 {
     int n = run_format(p, i, f, line);
-    if (n > 0 && p->emitted_data && p->locked < 0 && p->forced < 0) {
+    if (n > 0 && p->emitted_data && p->forced < 0 && lock_yields_to(p, f)) {
         p->locked = (int)i;
         p->stats.format = f->name;
-    } else if (n > 0 && p->emitted_data && (int)i != p->locked && p->recent[0] != (int)i) {
+    } else if (n > 0 && p->emitted_data && !f->fallback && (int)i != p->locked && p->recent[0] != (int)i) {
         /* a mixed log: keep the other formats it uses at hand (most recent first) */
         int k = 0;
         while (k < RECENT_FORMATS - 1 && p->recent[k] != (int)i)
@@ -308,6 +319,9 @@ static bool dispatch_formats(tw_parser *p, const tw_line *line)
     if (cont >= 0 && try_format(p, (size_t)cont, table[cont], line) != 0)
         return true;
     int primary = p->forced >= 0 ? p->forced : p->locked;
+    /* A locked fallback reads a line only after the specific formats passed. */
+    if (p->forced < 0 && primary >= 0 && table[primary]->fallback)
+        primary = -1;
     if (primary >= 0 && primary != cont) {
         if (try_format(p, (size_t)primary, table[primary], line) != 0)
             return true;
@@ -324,7 +338,7 @@ static bool dispatch_formats(tw_parser *p, const tw_line *line)
     uint64_t candidates = candidate_formats(line);
     for (size_t i = 0; i < count; i++) {
         const tw_format *f = table[i];
-        if ((int)i == p->locked || (int)i == cont || !(candidates & (1ull << i)) || !f->detect(line))
+        if ((int)i == primary || (int)i == cont || !(candidates & (1ull << i)) || !f->detect(line))
             continue;
         if (try_format(p, i, f, line) != 0)
             return true;

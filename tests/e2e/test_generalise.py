@@ -1,0 +1,108 @@
+"""Rules and readers changed to generalise over the evaluation set's dev half
+(tests/eval/, issue 28): each is tested on the real dev cases that showed the
+miss and on a healthy case for false alarms, plus small logs in the same
+shapes for the edges. The holdout half is only scored, never tested here."""
+from conftest import SOURCE, analyze_json
+
+EVAL_LOGS = SOURCE / "tests" / "eval" / "logs"
+
+SLURM = EVAL_LOGS / "killed-zhaoyang-mmdet-carafe-slurm-cancel.log"
+RESUMED = EVAL_LOGS / "healthy-zhaoyang-mmdet-carafe-2x-resume-last-epoch.log"
+FCOS_24EP = EVAL_LOGS / "healthy-zhaoyang-mmdet-fcos-mstrain-24ep.log"
+D2_CUT = EVAL_LOGS / "cut-off-nyu-ssod-d2-lr0.04-balance.log"
+
+MMDET_STEP = ("2023-02-03 00:{m:02d}:{s:02d},037 - mmdet - INFO - Epoch [{e}][{i}/29317]\tlr: 2.000e-02, "
+              "eta: {eta}, time: 0.342, data_time: 0.033, memory: 2216, loss_cls: 0.42, loss: {loss:.4f}\n")
+
+
+def mmdet_log(tmp_path, name, epoch, losses, eta="1 day, 9:54:27", head=""):
+    lines = [head]
+    for k, loss in enumerate(losses):
+        lines.append(MMDET_STEP.format(m=10 + k // 3, s=(k % 3) * 17, e=epoch, i=50 * (k + 1),
+                                       eta=eta, loss=loss))
+    path = tmp_path / name
+    path.write_text("".join(lines))
+    return path
+
+
+def by_rule(report, rule):
+    return [f for f in report["findings"] if f["rule"] == rule]
+
+
+def test_a_config_dump_read_as_key_values_does_not_keep_the_steps_from_their_reader(tmp_path):
+    """An mmdet log starts with its config (Config.pretty_text): "nms=dict(...,
+    iou_threshold=0.7)" was read as an evaluation result by the generic kv
+    reader, which then held the input and read every step line as
+    "record N" (88 records of steps 0..87 instead of iters 50..4400)."""
+    head = ("        rpn_proposal=dict(\n            nms_pre=2000,\n"
+            "            nms=dict(type='nms', iou_threshold=0.7),\n            min_bbox_size=0),\n")
+    log = mmdet_log(tmp_path, "cfg.log", 1, [1.6, 1.5, 1.45, 1.4, 1.3, 1.25], head=head)
+    report, _ = analyze_json(log)
+    assert report["inputs"][0]["format"] == "mmdet"
+    assert report["summary"]["eval_records"] == 0
+    assert (report["summary"]["first_step"], report["summary"]["last_step"]) == (50, 300)
+
+
+def test_real_mmdet_logs_are_read_by_the_mmdet_reader():
+    for log in (SLURM, RESUMED, FCOS_24EP):
+        report, _ = analyze_json(log)
+        assert report["inputs"][0]["format"] == "mmdet", log.name
+        assert "iou_threshold" not in {m["name"] for m in report["summary"]["eval_metrics"]}
+
+
+def test_a_job_the_scheduler_cancelled_is_reported_killed_at_its_line():
+    report, _ = analyze_json(SLURM)
+    killed = by_rule(report, "killed")
+    assert len(killed) == 1 and killed[0]["line"] == 410
+    assert "CANCELLED AT 2021-03-25T20:34:50" in killed[0]["evidence"]
+    assert "last step logged before it: 2250" in killed[0]["evidence"]
+
+
+def test_a_time_limit_cancel_of_a_job_step_is_killed_too(tmp_path):
+    log = mmdet_log(tmp_path, "tl.log", 1, [1.6, 1.5, 1.45, 1.4])
+    with open(log, "a") as f:
+        f.write("slurmstepd: error: *** STEP 812.0 ON gpu07 CANCELLED AT 2024-05-01T03:00:12 "
+                "DUE TO TIME LIMIT ***\n")
+    report, _ = analyze_json(log)
+    killed = by_rule(report, "killed")
+    assert killed and killed[0]["line"] == 5 and "DUE TO TIME LIMIT" in killed[0]["evidence"]
+
+
+def test_prose_that_says_cancelled_is_not_a_kill(tmp_path):
+    log = mmdet_log(tmp_path, "prose.log", 1, [1.6, 1.5, 1.45, 1.4])
+    with open(log, "a") as f:
+        f.write("note: the old job was CANCELLED AT noon by me, this one is fine\n")
+    report, _ = analyze_json(log)
+    assert not by_rule(report, "killed")
+
+
+def test_a_flat_loss_in_a_log_that_resumes_late_is_no_alarm():
+    report, _ = analyze_json(RESUMED)
+    assert not [f for f in report["findings"] if f["severity"] in ("warning", "error")]
+    plateau = by_rule(report, "plateau")
+    assert plateau and plateau[0]["severity"] == "info"
+    assert "begins late" in plateau[0]["title"] and "epoch 24" in plateau[0]["evidence"]
+
+
+def test_a_flat_loss_from_the_first_epoch_is_still_a_plateau(tmp_path):
+    log = mmdet_log(tmp_path, "flat.log", 1, [1.50, 1.51, 1.49, 1.50, 1.52] * 8)
+    report, _ = analyze_json(log)
+    plateau = by_rule(report, "plateau")
+    assert plateau and plateau[0]["severity"] == "warning"
+
+
+def test_a_log_that_stops_with_hours_to_go_by_its_own_eta_is_incomplete():
+    """detectron2 prints no iteration total on its step lines; its ETA says
+    20h39m remain at iter 1979 of 111000, and the log simply stops."""
+    report, _ = analyze_json(D2_CUT)
+    inc = by_rule(report, "incomplete")
+    assert len(inc) == 1 and inc[0]["line"] == 1059 and inc[0]["step"] == 1979
+    assert "20h39m still to go by its own ETA" in inc[0]["title"]
+
+
+def test_a_finished_run_whose_last_eta_is_seconds_is_not_incomplete(tmp_path):
+    report, _ = analyze_json(FCOS_24EP)
+    assert not by_rule(report, "incomplete")
+    log = mmdet_log(tmp_path, "end.log", 1, [1.6, 1.5, 1.45, 1.4], eta="0:00:12")
+    report, _ = analyze_json(log)
+    assert not by_rule(report, "incomplete")
