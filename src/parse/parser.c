@@ -305,6 +305,22 @@ static uint64_t candidate_formats(const tw_line *line)
     return formats;
 }
 
+/* Offers the line to the specific formats among these anchored candidates,
+ * in table order; true when one consumed it. */
+static bool specific_first(tw_parser *p, const tw_line *line, uint64_t formats, int cont)
+{
+    size_t count;
+    const tw_format *const *table = tw_formats(&count);
+    while (formats) {
+        int i = __builtin_ctzll(formats);
+        formats &= formats - 1;
+        if (!table[i]->fallback && i != cont && table[i]->detect(line) &&
+            try_format(p, (size_t)i, table[i], line) != 0)
+            return true;
+    }
+    return false;
+}
+
 /* Hands the line to the formats; true when one consumed it. */
 static bool dispatch_formats(tw_parser *p, const tw_line *line)
 {
@@ -319,9 +335,17 @@ static bool dispatch_formats(tw_parser *p, const tw_line *line)
     if (cont >= 0 && try_format(p, (size_t)cont, table[cont], line) != 0)
         return true;
     int primary = p->forced >= 0 ? p->forced : p->locked;
-    /* A locked fallback reads a line only after the specific formats passed. */
-    if (p->forced < 0 && primary >= 0 && table[primary]->fallback)
-        primary = -1;
+    uint64_t candidates = 0;
+    bool scanned = false;
+    /* A locked fallback reads a line after the anchored specific formats
+     * whose anchors the line holds (the one scan the loop below uses too):
+     * a kv-locked file pays nothing more on its own lines. */
+    if (p->forced < 0 && primary >= 0 && table[primary]->fallback) {
+        candidates = candidate_formats(line);
+        scanned = true;
+        if (specific_first(p, line, candidates & anchored_formats, cont))
+            return true;
+    }
     if (primary >= 0 && primary != cont) {
         if (try_format(p, (size_t)primary, table[primary], line) != 0)
             return true;
@@ -335,10 +359,11 @@ static bool dispatch_formats(tw_parser *p, const tw_line *line)
         if (i != cont && table[i]->detect(line) && try_format(p, (size_t)i, table[i], line) != 0)
             return true;
     }
-    uint64_t candidates = candidate_formats(line);
+    if (!scanned)
+        candidates = candidate_formats(line);
     for (size_t i = 0; i < count; i++) {
         const tw_format *f = table[i];
-        if ((int)i == primary || (int)i == cont || !(candidates & (1ull << i)) || !f->detect(line))
+        if ((int)i == p->locked || (int)i == cont || !(candidates & (1ull << i)) || !f->detect(line))
             continue;
         if (try_format(p, i, f, line) != 0)
             return true;
