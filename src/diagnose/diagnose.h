@@ -31,6 +31,11 @@ void tw_finding_recommend(tw_finding *f, const char *fmt, ...) __attribute__((fo
 /* Points the finding at a point's file:line and step. */
 void tw_finding_at(tw_finding *f, const tw_run *run, const tw_point *p, int rank);
 void tw_finding_at_event(tw_finding *f, const tw_run *run, const tw_event_note *e);
+/* The rank's last record when it is the training loop's closing report of
+ * the failure e (detectron2's final "iter: 5878 ..." written as the
+ * exception unwinds): the only record after e, within a few lines of it.
+ * NULL when training went on after e or nothing followed it. */
+const tw_point *tw_closing_record(const tw_run *run, const tw_event_note *e);
 
 /* The first event of a kind kept by the run, or NULL. */
 const tw_event_note *tw_first_event(const tw_run *run, tw_event_kind kind);

@@ -81,11 +81,26 @@ void tw_finding_at(tw_finding *f, const tw_run *run, const tw_point *p, int rank
     f->rank = rank;
 }
 
+/* How far after a failure's line its loop's closing record may come. */
+#define CLOSING_RECORD_LINES 16
+
+const tw_point *tw_closing_record(const tw_run *run, const tw_event_note *e)
+{
+    const tw_rank *rk = tw_run_rank(run, e->rank);
+    if (!rk || !rk->used || e->file != rk->last.file || e->line >= rk->last.line ||
+        rk->last.line - e->line > CLOSING_RECORD_LINES)
+        return NULL;
+    if (rk->steps > 1 && rk->before_last.file == e->file && rk->before_last.line > e->line)
+        return NULL; /* two records after it: training went on */
+    return &rk->last;
+}
+
 void tw_finding_at_event(tw_finding *f, const tw_run *run, const tw_event_note *e)
 {
     f->where = tw_run_source(run, e->file, e->line);
     f->rank = e->rank;
-    f->step = e->last_pos >= 0 ? (int64_t)e->last_pos : -1;
+    const tw_point *closing = tw_closing_record(run, e);
+    f->step = closing ? (int64_t)closing->pos : e->last_pos >= 0 ? (int64_t)e->last_pos : -1;
 }
 
 const tw_event_note *tw_first_event(const tw_run *run, tw_event_kind kind)

@@ -18,7 +18,7 @@ static bool after_progress(const tw_run *run, const tw_event_note *e)
     if (!rk || !rk->used)
         return true;
     if (e->file == rk->last.file)
-        return e->line > rk->last.line;
+        return e->line > rk->last.line || tw_closing_record(run, e) != NULL;
     if (e->has_time && !isnan(rk->last.time))
         return e->time >= rk->last.time;
     return e->last_pos >= rk->last.pos;

@@ -95,6 +95,49 @@ static void nan_for_rank(const tw_run *run, const tw_rank *rk, tw_findings *out,
     tw_finding_recommend(f, "Resume from the last checkpoint before step %.0f.", p->pos);
 }
 
+/* An exception that says the model went non-finite, where no printed loss
+ * did: detectron2's "FloatingPointError: Loss became infinite or NaN at
+ * iteration=5878!" and "Predicted boxes or scores contain Inf/NaN. Training
+ * has diverged.", torch's anomaly mode "returned nan values". */
+static bool says_non_finite(const char *m)
+{
+    static const char *const words[] = {"FloatingPointError", "infinite or NaN", "Inf/NaN", "NaN or Inf",
+                                        "nan or inf", "returned nan values", "non-finite loss"};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        if (strstr(m, words[i]))
+            return true;
+    }
+    return false;
+}
+
+static void nan_from_exception(const tw_run *run, tw_findings *out)
+{
+    for (int i = 0; i < run->events_kept_count; i++) {
+        const tw_event_note *e = &run->events_kept[i];
+        if (e->kind != TW_EV_EXCEPTION || !says_non_finite(e->message))
+            continue;
+        char where[600];
+        tw_finding *f = tw_finding_add(out, "nan_loss", TW_SEV_ERROR, "Training went non-finite (NaN/Inf)%s",
+                                       e->last_pos >= 0 ? "" : " before the first step");
+        if (!f)
+            return;
+        tw_finding_at_event(f, run, e);
+        if (f->step >= 0)
+            snprintf(f->title + strlen(f->title), sizeof f->title - strlen(f->title), " at step %lld",
+                     (long long)f->step);
+        tw_finding_evidence(f, "the framework raised: %s (%s)", e->message,
+                            tw_where(run, e->file, e->line, where, sizeof where));
+        if (e->last_pos >= 0)
+            tw_finding_evidence(f, "last step logged before it: %.0f, with a finite loss: the blow-up came between "
+                                   "two printed steps",
+                                e->last_pos);
+        tw_finding_recommend(f, "Lower the learning rate or clip gradients (detectron2: SOLVER.CLIP_GRADIENTS; "
+                                "torch.nn.utils.clip_grad_norm_); check the data at that step for degenerate "
+                                "boxes or labels; resume from the last checkpoint before it.");
+        return;
+    }
+}
+
 static void check_nan(const tw_run *run, const tw_thresholds *t, tw_findings *out)
 {
     (void)t;
@@ -110,6 +153,8 @@ static void check_nan(const tw_run *run, const tw_thresholds *t, tw_findings *ou
     }
     if (first)
         nan_for_rank(run, first, out, count - 1);
+    else
+        nan_from_exception(run, out);
     const tw_event_note *e = tw_first_event(run, TW_EV_NAN);
     if (e) {
         char where[600];

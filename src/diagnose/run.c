@@ -1048,6 +1048,8 @@ static void add_step(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r
     if (!rk->used)
         rk->first = p;
     rk->used = true;
+    if (rk->have_last)
+        rk->before_last = rk->last;
     rk->last = p;
     rk->have_last = true;
     rk->event_since_last = false;

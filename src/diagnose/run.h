@@ -110,6 +110,7 @@ typedef struct tw_rank {
     bool used;
     uint64_t steps;
     tw_point first, last;
+    tw_point before_last; /* the record before last (valid when steps > 1) */
     bool have_last;
     /* position bookkeeping */
     int64_t epoch_base;

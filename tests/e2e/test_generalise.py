@@ -106,3 +106,48 @@ def test_a_finished_run_whose_last_eta_is_seconds_is_not_incomplete(tmp_path):
     log = mmdet_log(tmp_path, "end.log", 1, [1.6, 1.5, 1.45, 1.4], eta="0:00:12")
     report, _ = analyze_json(log)
     assert not by_rule(report, "incomplete")
+
+
+D2_NAN = EVAL_LOGS / "nan-loss-nyu-ssod-d2-rpn-infnan.log"
+D2_STEP = ("[11/16 04:{m:02d}:{s:02d}] d2.utils.events INFO:  eta: 2:23:54  iter: {i}  total_loss: 0.3144  "
+           "loss_cls: 0.1757  time: 0.6751  data_time: 0.0629  lr: 0.004  max_mem: 11811M\n")
+D2_ERROR = ("[11/16 04:36:02] d2.engine.train_loop ERROR: Exception during training:\n"
+            "Traceback (most recent call last):\n"
+            '  File "/x/train_loop.py", line 149, in train\n    self.run_step()\n'
+            "FloatingPointError: Loss became infinite or NaN at iteration=5878!\n")
+
+
+def d2_log(tmp_path, before, after):
+    text = "".join(D2_STEP.format(m=10 + k // 4, s=(k % 4) * 14, i=19 + 20 * k) for k in range(before))
+    text += D2_ERROR
+    text += "".join(D2_STEP.format(m=40 + k // 4, s=(k % 4) * 14, i=19 + 20 * (before + k)) for k in range(after))
+    path = tmp_path / "d2.log"
+    path.write_text(text)
+    return path
+
+
+def test_an_exception_that_says_the_model_went_non_finite_is_a_nan_finding():
+    """detectron2 raises FloatingPointError when the RPN's outputs go
+    non-finite; no printed loss was NaN, so the NaN rule saw nothing."""
+    report, _ = analyze_json(D2_NAN)
+    nan = by_rule(report, "nan_loss")
+    assert len(nan) == 1 and nan[0]["line"] == 2085 and nan[0]["step"] == 5878
+    assert "Inf/NaN. Training has diverged" in nan[0]["evidence"]
+
+
+def test_the_loops_closing_record_after_the_error_is_not_training_going_on():
+    """detectron2 writes a last "iter: 5878" record as the exception unwinds
+    (line 2088): the crash ended the run, it is not an earlier failure
+    after which training went on, and the log is not cut off mid-run."""
+    report, _ = analyze_json(D2_NAN)
+    crash = by_rule(report, "crash")
+    assert len(crash) == 1 and crash[0]["severity"] == "error" and crash[0]["line"] == 2085
+    assert not by_rule(report, "failed_launches") and not by_rule(report, "incomplete")
+
+
+def test_training_that_goes_on_after_an_error_is_still_told_apart(tmp_path):
+    report, _ = analyze_json(d2_log(tmp_path, 8, 6))
+    assert not by_rule(report, "crash")
+    assert by_rule(report, "failed_launches")
+    report, _ = analyze_json(d2_log(tmp_path, 8, 1))
+    assert by_rule(report, "crash") and by_rule(report, "nan_loss")[0]["line"] == 13
