@@ -47,6 +47,7 @@ int tw_run_new(tw_run **out, const tw_thresholds *t)
 static const tw_rule *const rules[] = {
     &tw_rule_oom,
     &tw_rule_nan,
+    &tw_rule_loss_scale,
     &tw_rule_exceptions,
     &tw_rule_exits,
     &tw_rule_rank_stopped,

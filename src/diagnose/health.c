@@ -59,6 +59,7 @@ static const struct {
     {"eval_contradiction", C_FAILURES, 0.6},
     {"nan_loss", C_NAN, 1},
     {"nan_check", C_NAN, 1},
+    {"loss_scale_collapse", C_NAN, 0.8},
     {"data_loading_bound", C_DATA, 1},
     {"epoch_start_wait", C_DATA, 0.2},
     {"gpu_underused", C_GPU, 1},

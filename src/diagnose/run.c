@@ -1000,6 +1000,7 @@ static void add_step(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *r
     }
     note_extremes(rk, &p);
     note_nonfinite(rk, &p, r);
+    tw_precision_note(&rk->precision, r, &p);
     if (!rewrite) {
         double span = steps_since_last(rk, &p);
         if (span <= 1e15)

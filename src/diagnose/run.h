@@ -105,12 +105,38 @@ typedef struct tw_restart {
     tw_point before, after; /* last point before, first point after */
 } tw_restart;
 
+/* One reading of a mixed-precision counter, where it was logged. */
+typedef struct tw_scale_note {
+    double value, pos;
+    uint32_t file;
+    uint64_t line;
+} tw_scale_note;
+
+/* fp16 loss-scaling health of a rank (rule_precision.c): the dynamic loss
+ * scale its records print ("loss scale: 1.0", "loss_scale 8") and the steps
+ * skipped on overflow (DeepSpeed's running "skipped=1585", Megatron's
+ * per-interval "number of skipped iterations"). */
+typedef struct tw_precision {
+    uint64_t scale_count;
+    tw_scale_note scale_first, scale_max, scale_last;
+    tw_scale_note scale_floor; /* the first reading at or below 1 */
+    bool have_floor;
+    uint64_t floor_count; /* readings at or below 1 */
+    bool have_skipped;
+    double skipped_sum;       /* Megatron's counts, summed */
+    tw_scale_note skipped;    /* the last running count (value) or sum, at its record */
+} tw_precision;
+
+/* Notes a step record's loss-scale and skipped-step counters (rule_precision.c). */
+void tw_precision_note(tw_precision *pr, const tw_record *r, const tw_point *p);
+
 typedef struct tw_rank {
     int rank;
     bool used;
     uint64_t steps;
     tw_point first, last;
     tw_point before_last; /* the record before last (valid when steps > 1) */
+    tw_precision precision;
     bool have_last;
     /* position bookkeeping */
     int64_t epoch_base;

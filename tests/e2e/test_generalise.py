@@ -151,3 +151,56 @@ def test_training_that_goes_on_after_an_error_is_still_told_apart(tmp_path):
     assert by_rule(report, "failed_launches")
     report, _ = analyze_json(d2_log(tmp_path, 8, 1))
     assert by_rule(report, "crash") and by_rule(report, "nan_loss")[0]["line"] == 13
+
+
+MEGATRON_DS = EVAL_LOGS / "loss-scale-collapse-llm-action-megatron-ds-llama.log"
+DS_STEP = ("[2023-08-15 06:{m:02d}:{s:02d},231] [INFO] [logging.py:96:log_dist] [Rank 0] step={step}, "
+           "skipped={skipped}, lr=[1.5e-05, 1.5e-05], mom=[(0.9, 0.95), (0.9, 0.95)]\n"
+           "steps: {step} loss: {loss:.4f} iter time (s): 1.337 samples/sec: 23.934\n")
+MEGATRON_ITER = (" iteration {step:8d}/    2000 | consumed samples: {samples:11d} | elapsed time per iteration "
+                 "(ms): 1346.3 | learning rate: 1.500E-04 | global batch size:    32 | lm loss: {loss:.6E} | "
+                 "loss scale: {scale:.1f} | grad norm: 1.113 | number of skipped iterations:   0 | "
+                 "number of nan iterations:   0 |\n")
+
+
+def deepspeed_log(tmp_path, skipped_at):
+    """A DeepSpeed log every 10 steps to 2000, skipped= as skipped_at(step) says."""
+    text = "".join(DS_STEP.format(m=(k // 60) % 60, s=k % 60, step=10 * k, skipped=skipped_at(10 * k),
+                                  loss=8.0 / (1 + k / 50)) for k in range(1, 201))
+    path = tmp_path / "ds.log"
+    path.write_text(text)
+    return path
+
+
+def test_a_loss_scale_pinned_at_its_floor_is_a_collapse():
+    """Megatron-DeepSpeed fp16: the scale is 1 at iteration 2498 and still
+    overflowing; DeepSpeed's counter says 1586 of 2500 steps were skipped."""
+    report, _ = analyze_json(MEGATRON_DS)
+    f = by_rule(report, "loss_scale_collapse")
+    assert len(f) == 1 and f[0]["severity"] == "error" and f[0]["line"] == 698
+    assert "collapsed to 1" in f[0]["title"] and "1586 of 2500 steps (63%)" in f[0]["evidence"]
+
+
+def test_a_start_up_burst_of_overflows_is_healthy(tmp_path):
+    report, _ = analyze_json(deepspeed_log(tmp_path, lambda step: min(step // 5, 24)))
+    assert not by_rule(report, "loss_scale_collapse")
+
+
+def test_steps_skipped_all_along_are_reported(tmp_path):
+    report, _ = analyze_json(deepspeed_log(tmp_path, lambda step: 20 + step // 8))
+    f = by_rule(report, "loss_scale_collapse")
+    assert len(f) == 1 and f[0]["severity"] == "warning" and "270 of 2000 steps (14%)" in f[0]["title"]
+
+
+def test_a_constant_scale_of_one_is_bf16_not_a_collapse(tmp_path):
+    """Megatron prints "loss scale: 1.0" on every line of a bf16 or fp32 run."""
+    path = tmp_path / "bf16.log"
+    path.write_text("".join(MEGATRON_ITER.format(step=10 * k, samples=320 * k, loss=9.0 / (1 + k / 40), scale=1.0)
+                            for k in range(1, 101)))
+    report, _ = analyze_json(path)
+    assert report["inputs"][0]["format"] == "megatron"
+    assert not by_rule(report, "loss_scale_collapse")
+    path.write_text("".join(MEGATRON_ITER.format(step=10 * k, samples=320 * k, loss=9.0 / (1 + k / 40),
+                                                 scale=max(65536.0 / 2 ** (k // 3), 1.0)) for k in range(1, 101)))
+    report, _ = analyze_json(path)
+    assert by_rule(report, "loss_scale_collapse")[0]["severity"] == "error"

@@ -1,0 +1,170 @@
+/*
+ * rule_precision.c: fp16 mixed-precision health. A dynamic loss scaler
+ * halves its scale and skips the step on each overflow and grows it back
+ * after a run of clean steps. A start-up burst of overflows (DeepSpeed
+ * starts at 2^32 and halves to a workable scale in its first steps) is
+ * normal; a scale pinned at its floor, or a large share of steps thrown
+ * away, means the gradients themselves overflow and the model is not
+ * training. run.c notes the counters of each step record
+ * (tw_precision_note); the rule reads them per rank.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "diagnose.h"
+
+/* The overflows a healthy start-up may skip: halvings from 2^32 to 1. */
+#define STARTUP_SKIPS 32.0
+/* Skipped steps beyond the start-up, as a share of all steps: a warning
+ * from the first, an error from the second. */
+#define SKIPPED_WARN_SHARE 0.05
+#define SKIPPED_ERROR_SHARE 0.25
+#define SKIPPED_MIN 20.0
+
+static bool is_scale_name(const char *name)
+{
+    static const char *const names[] = {"loss scale", "loss_scale", "loss-scale", "lossscale", "amp_scale"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (strcasecmp(name, names[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
+static tw_scale_note note_of(double value, const tw_point *p)
+{
+    return (tw_scale_note){value, p->pos, p->file, p->line};
+}
+
+void tw_precision_note(tw_precision *pr, const tw_record *r, const tw_point *p)
+{
+    for (int i = 0; i < r->metric_count; i++) {
+        const tw_metric *m = &r->metrics[i];
+        char c = (char)(m->name[0] | 0x20); /* each name this reads starts l, a, s or n */
+        if ((c != 'l' && c != 'a' && c != 's' && c != 'n') || !isfinite(m->value) || m->value < 0)
+            continue;
+        if (is_scale_name(m->name)) {
+            tw_scale_note n = note_of(m->value, p);
+            if (pr->scale_count++ == 0)
+                pr->scale_first = pr->scale_max = n;
+            if (m->value > pr->scale_max.value)
+                pr->scale_max = n;
+            pr->scale_last = n;
+            if (m->value <= 1) {
+                if (!pr->have_floor)
+                    pr->scale_floor = n;
+                pr->have_floor = true;
+                pr->floor_count++;
+            }
+        } else if (strcmp(m->name, "skipped") == 0) { /* DeepSpeed: a running count */
+            pr->skipped = note_of(m->value, p);
+            pr->have_skipped = true;
+        } else if (strcmp(m->name, "number of skipped iterations") == 0) { /* Megatron: per interval */
+            pr->skipped_sum += m->value;
+            if (pr->skipped_sum > 0 && (!pr->have_skipped || pr->skipped_sum > pr->skipped.value)) {
+                pr->skipped = note_of(pr->skipped_sum, p);
+                pr->have_skipped = true;
+            }
+        }
+    }
+}
+
+/* "1586 of 2500 steps (63%)" into buf; false when the counts say nothing. */
+static bool skipped_words(const tw_precision *pr, char *buf, size_t cap, double *share)
+{
+    *share = 0;
+    if (!pr->have_skipped || pr->skipped.pos <= 0)
+        return false;
+    *share = pr->skipped.value / pr->skipped.pos;
+    snprintf(buf, cap, "%.0f of %.0f steps (%.0f%%)", pr->skipped.value, pr->skipped.pos, *share * 100);
+    return true;
+}
+
+static void recommend(tw_finding *f)
+{
+    tw_finding_recommend(f, "The gradients overflow fp16 even at a small scale: train in bf16 where the GPU has it "
+                            "(Ampere or later; DeepSpeed \"bf16\": {\"enabled\": true}, Megatron --bf16, Paddle "
+                            "amp dtype='bfloat16'), or lower the learning rate / lengthen the warm-up, clip "
+                            "gradients, and keep softmax and layer norm in fp32.");
+    tw_finding_recommend(f, "Treat a scale at its floor as fatal (stop and resume from the last checkpoint with "
+                            "the fix) rather than training on skipped steps.");
+}
+
+static void report_floor(const tw_run *run, const tw_rank *rk, tw_findings *out)
+{
+    const tw_precision *pr = &rk->precision;
+    char where[600], skipped[96];
+    double share;
+    tw_finding *f = tw_finding_add(out, "loss_scale_collapse", TW_SEV_ERROR,
+                                   "The fp16 loss scale collapsed to %g on rank %d (from %g)", pr->scale_floor.value,
+                                   rk->rank, pr->scale_max.value);
+    if (!f)
+        return;
+    f->where = tw_run_source(run, pr->scale_floor.file, pr->scale_floor.line);
+    f->step = (int64_t)pr->scale_floor.pos;
+    f->rank = rk->rank;
+    f->value = pr->scale_floor.value;
+    tw_finding_evidence(f, "loss scale %g at step %.0f (%s); %llu of %llu readings at 1 or below, the last %g at "
+                           "step %.0f",
+                        pr->scale_floor.value, pr->scale_floor.pos,
+                        tw_where(run, pr->scale_floor.file, pr->scale_floor.line, where, sizeof where),
+                        (unsigned long long)pr->floor_count, (unsigned long long)pr->scale_count,
+                        pr->scale_last.value, pr->scale_last.pos);
+    tw_finding_evidence(f, "highest scale: %g at step %.0f; first reading %g at step %.0f", pr->scale_max.value,
+                        pr->scale_max.pos, pr->scale_first.value, pr->scale_first.pos);
+    if (skipped_words(pr, skipped, sizeof skipped, &share))
+        tw_finding_evidence(f, "steps skipped on overflow: %s, by step %.0f (%s)", skipped, pr->skipped.pos,
+                            tw_where(run, pr->skipped.file, pr->skipped.line, where, sizeof where));
+    recommend(f);
+}
+
+static void report_skipped(const tw_run *run, const tw_rank *rk, double share, tw_findings *out)
+{
+    const tw_precision *pr = &rk->precision;
+    char where[600], skipped[96];
+    skipped_words(pr, skipped, sizeof skipped, &share);
+    tw_finding *f = tw_finding_add(out, "loss_scale_collapse",
+                                   share >= SKIPPED_ERROR_SHARE ? TW_SEV_ERROR : TW_SEV_WARNING,
+                                   "fp16 overflow skipped %s on rank %d", skipped, rk->rank);
+    if (!f)
+        return;
+    f->where = tw_run_source(run, pr->skipped.file, pr->skipped.line);
+    f->step = (int64_t)pr->skipped.pos;
+    f->rank = rk->rank;
+    f->value = share;
+    tw_finding_evidence(f, "skipped-step count %.0f at step %.0f (%s); a start-up burst of up to %.0f is normal",
+                        pr->skipped.value, pr->skipped.pos,
+                        tw_where(run, pr->skipped.file, pr->skipped.line, where, sizeof where), STARTUP_SKIPS);
+    if (pr->scale_count)
+        tw_finding_evidence(f, "loss scale: %g at step %.0f, highest %g", pr->scale_last.value, pr->scale_last.pos,
+                            pr->scale_max.value);
+    recommend(f);
+}
+
+static void check_loss_scale(const tw_run *run, const tw_thresholds *t, tw_findings *out)
+{
+    (void)t;
+    for (int i = 0; i < run->rank_count; i++) {
+        const tw_rank *rk = run->ranks[i];
+        if (!rk || !rk->used)
+            continue;
+        const tw_precision *pr = &rk->precision;
+        /* at the floor after having been above it: not a run that logs a
+         * constant scale of 1 (fp32, bf16 or a static scale) */
+        if (pr->have_floor && pr->scale_max.value > 1) {
+            report_floor(run, rk, out);
+            continue;
+        }
+        if (!pr->have_skipped || pr->skipped.pos <= 0)
+            continue;
+        double excess = pr->skipped.value - STARTUP_SKIPS;
+        if (excess >= SKIPPED_MIN && excess > SKIPPED_WARN_SHARE * pr->skipped.pos)
+            report_skipped(run, rk, pr->skipped.value / pr->skipped.pos, out);
+    }
+}
+
+const tw_rule tw_rule_loss_scale = {"loss_scale_collapse",
+                                    "fp16 loss scale at its floor, or many steps skipped on overflow",
+                                    check_loss_scale};
