@@ -50,6 +50,7 @@ static const struct {
 } costs[] = {
     {"crash", C_FAILURES, 1},
     {"killed", C_FAILURES, 1},
+    {"cuda_setup", C_FAILURES, 1},
     {"exit_status", C_FAILURES, 1},
     {"oom", C_FAILURES, 1},
     {"rank_stopped", C_BALANCE, 1},

@@ -21,7 +21,7 @@
 static const struct {
     const char *rule, *outcome;
 } endings[] = {
-    {"crash", "crashed"},     {"killed", "killed"},      {"oom", "out of memory"},
+    {"crash", "crashed"},     {"cuda_setup", "crashed"}, {"killed", "killed"},      {"oom", "out of memory"},
     {"nan_loss", "nan loss"}, {"nan_check", "nan loss"}, {"exit_status", "exit status"},
 };
 
@@ -102,6 +102,16 @@ void tw_launch_spans(const tw_run *run, tw_report *report)
 
 /* ---- findings about the launches as a whole --------------------------- */
 
+/* Where a failed launch's first error finding points, NULL when none does. */
+static const tw_source *failure_source(const tw_launch_report *l)
+{
+    for (int i = 0; i < l->finding_count; i++) {
+        if (l->findings[i].where.file && l->findings[i].severity == TW_SEV_ERROR)
+            return &l->findings[i].where;
+    }
+    return NULL;
+}
+
 static void failed_launches(const tw_report *r, tw_findings *out)
 {
     int failed = 0;
@@ -122,12 +132,9 @@ static void failed_launches(const tw_report *r, tw_findings *out)
                              failed, r->launch_count - 1);
     if (!f)
         return;
-    for (int i = 0; i < first->finding_count; i++) {
-        if (first->findings[i].where.file && first->findings[i].severity == TW_SEV_ERROR) {
-            f->where = first->findings[i].where;
-            break;
-        }
-    }
+    const tw_source *where = failure_source(first);
+    if (where)
+        f->where = *where;
     f->value = failed;
     for (int i = 0, shown = 0; i + 1 < r->launch_count; i++) {
         const tw_launch_span *s = &r->launches[i].span;
@@ -137,7 +144,12 @@ static void failed_launches(const tw_report *r, tw_findings *out)
             tw_finding_evidence(f, "... and %d more (see the launches table)", failed - 6);
             break;
         }
-        tw_finding_evidence(f, "launch %d: %s: %s", s->index, s->outcome, s->outcome_detail);
+        where = failure_source(&r->launches[i]);
+        if (where)
+            tw_finding_evidence(f, "launch %d: %s: %s (%s:%llu)", s->index, s->outcome, s->outcome_detail, where->file,
+                                (unsigned long long)where->line);
+        else
+            tw_finding_evidence(f, "launch %d: %s: %s", s->index, s->outcome, s->outcome_detail);
     }
     tw_finding_recommend(f, "These launches died and were started again; each is analysed alone (--launch N shows "
                             "one). Check that the cause of each is fixed, not only that the last launch ran.");

@@ -60,8 +60,55 @@ static void frames_evidence(tw_finding *f, const tw_event_note *e)
 }
 
 /* What to do about an error, when its words say more than "fix it". */
+/* Crashes whose message says what kind they are, not a bug at the last
+ * frame: the rule, the title (with a %s for " before its first step") and
+ * what to do. The first whose needle is in the message wins. */
+typedef struct crash_kind {
+    const char *const needles[8];
+    const char *rule, *title, *advice;
+} crash_kind;
+
+static const crash_kind crash_kinds[] = {
+    {{"KeyboardInterrupt"},
+     "killed",
+     "The run was stopped by hand (KeyboardInterrupt: Ctrl-C or SIGINT)%s",
+     "Someone (or a wrapper script) interrupted the run: nothing in it failed. If it was not meant, look for what "
+     "sends SIGINT (a terminal closed without nohup/tmux, a notebook's stop button, a scheduler's signal)."},
+    {{"Cannot load cudnn", "Cannot load cublas", "Cannot load cuda", "libcudnn.so", "libnccl.so", "libcublas.so",
+      "libcudart.so", "CUDA driver version is insufficient"},
+     "cuda_setup",
+     "The CUDA set-up is broken%s: a library the framework needs does not load",
+     "Install the CUDA, cuDNN and NCCL versions the framework build expects (paddle.utils.run_check(); python -c "
+     "'import torch; print(torch.version.cuda, torch.backends.cudnn.version())'), or put their directory on "
+     "LD_LIBRARY_PATH; check the driver with nvidia-smi."},
+    {{"no kernel image is available", "no CUDA-capable device", "Found no NVIDIA driver",
+      "CUDA driver initialization failed"},
+     "cuda_setup",
+     "The CUDA set-up is broken%s: the GPU or its driver does not fit the framework build",
+     "Install a framework build for this GPU's compute capability and driver (nvidia-smi shows both), and check "
+     "CUDA_VISIBLE_DEVICES names GPUs that exist."},
+};
+
+static const crash_kind *kind_of_crash(const tw_event_note *e)
+{
+    if (e->kind != TW_EV_EXCEPTION)
+        return NULL;
+    for (size_t k = 0; k < sizeof crash_kinds / sizeof crash_kinds[0]; k++) {
+        for (const char *const *n = crash_kinds[k].needles; n < crash_kinds[k].needles + 8 && *n; n++) {
+            if (strstr(e->message, *n))
+                return &crash_kinds[k];
+        }
+    }
+    return NULL;
+}
+
 static void recommend_for(tw_finding *f, const tw_event_note *e)
 {
+    const crash_kind *kind = kind_of_crash(e);
+    if (kind) {
+        tw_finding_recommend(f, "%s", kind->advice);
+        return;
+    }
     if (strncmp(e->message, "CUDA device-side assertion", 26) == 0)
         tw_finding_recommend(f, "The CUDA error only reports the assertion above. An index out of range in a gather, "
                                 "index_select or embedding means a label or token id outside the valid range: check "
@@ -371,9 +418,11 @@ static void check_exceptions(const tw_run *run, const tw_thresholds *t, tw_findi
         fatal = NULL;
     if (fatal) {
         bool signal = fatal->kind == TW_EV_SIGNAL;
-        tw_finding *f = tw_finding_add(out, signal ? "killed" : "crash", TW_SEV_ERROR,
-                                       signal ? "The run was killed by a signal%s" : "The run crashed%s",
-                                       fatal->last_pos >= 0 ? "" : " before its first step");
+        const crash_kind *kind = kind_of_crash(fatal);
+        const char *before = fatal->last_pos >= 0 ? "" : " before its first step";
+        tw_finding *f = kind     ? tw_finding_add(out, kind->rule, TW_SEV_ERROR, kind->title, before)
+                        : signal ? tw_finding_add(out, "killed", TW_SEV_ERROR, "The run was killed by a signal%s", before)
+                                 : tw_finding_add(out, "crash", TW_SEV_ERROR, "The run crashed%s", before);
         if (!f)
             return;
         tw_finding_at_event(f, run, fatal);

@@ -204,3 +204,44 @@ def test_a_constant_scale_of_one_is_bf16_not_a_collapse(tmp_path):
                                                  scale=max(65536.0 / 2 ** (k // 3), 1.0)) for k in range(1, 101)))
     report, _ = analyze_json(path)
     assert by_rule(report, "loss_scale_collapse")[0]["severity"] == "error"
+
+
+CUDNN = EVAL_LOGS / "cuda-setup-rtd-paddle-cudnn.log"
+TRACEBACK = ("Traceback (most recent call last):\n  File \"train.py\", line 12, in <module>\n"
+             "    main()\n{error}\n")
+
+
+def test_each_failed_launch_is_cited_at_its_error():
+    report, _ = analyze_json(CUDNN)
+    failed = by_rule(report, "failed_launches")
+    assert failed and failed[0]["line"] == 39
+    assert "cudnnGetVersion. (" in failed[0]["evidence"]
+    assert f"{CUDNN.name}:39)" in failed[0]["evidence"] and f"{CUDNN.name}:80)" in failed[0]["evidence"]
+
+
+def test_a_run_stopped_by_hand_is_not_a_crash_to_fix_at_its_frame():
+    """The third launch was interrupted with Ctrl-C while it built the model."""
+    report, _ = analyze_json(CUDNN)
+    assert not by_rule(report, "crash")
+    killed = by_rule(report, "killed")
+    assert killed and killed[0]["line"] == 102 and "stopped by hand" in killed[0]["title"]
+
+
+def test_a_library_that_does_not_load_is_the_cuda_set_up(tmp_path):
+    for error in ("RuntimeError: (PreconditionNotMet) Cannot load cudnn shared library. Cannot invoke method "
+                  "cudnnGetVersion.",
+                  "OSError: libnccl.so.2: cannot open shared object file: No such file or directory",
+                  "RuntimeError: CUDA error: no kernel image is available for execution on the device"):
+        path = tmp_path / "setup.log"
+        path.write_text(TRACEBACK.format(error=error))
+        report, _ = analyze_json(path)
+        setup = by_rule(report, "cuda_setup")
+        assert setup and setup[0]["severity"] == "error" and setup[0]["line"] == 4, error
+        assert "before its first step" in setup[0]["title"] and not by_rule(report, "crash")
+
+
+def test_an_ordinary_error_is_still_a_crash(tmp_path):
+    path = tmp_path / "bug.log"
+    path.write_text(TRACEBACK.format(error="ValueError: cuda tensor shape mismatch in layer cudnn_conv1"))
+    report, _ = analyze_json(path)
+    assert by_rule(report, "crash") and not by_rule(report, "cuda_setup")
