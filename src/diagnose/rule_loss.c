@@ -241,6 +241,57 @@ static int segment_medians(const tw_rank *rk, int parts, double *med, double *po
     return parts;
 }
 
+/* A run too short for tenths (fewer than 200 losses) whose loss ended far
+ * above where it began: a learning rate that blew the model up in its first
+ * updates (the evaluation set's divergence-qlora-zephyr-lr5: lr 5, loss
+ * 1.637 at step 1, 11.8 at step 2, then flat at ln(32000) = 10.37). */
+#define BLOWUP_FACTOR 2.5
+#define BLOWUP_MIN_POINTS 5
+
+static void check_short_blowup(const tw_run *run, const tw_rank *rk, tw_findings *out)
+{
+    const tw_point *pts[200];
+    size_t m = 0;
+    for (size_t i = 0; i < rk->series.count && m < 200; i++) {
+        const tw_point *q = &rk->series.points[i];
+        if ((q->fields & TW_F_LOSS) && isfinite(q->loss))
+            pts[m++] = q;
+    }
+    if (m < BLOWUP_MIN_POINTS || m >= 200 || !(pts[0]->loss > 0))
+        return;
+    double tail[200];
+    size_t k = 0;
+    for (size_t i = m - m / 3; i < m; i++)
+        tail[k++] = pts[i]->loss;
+    double end = tw_median(tail, k);
+    if (!(end > BLOWUP_FACTOR * pts[0]->loss))
+        return;
+    size_t jump = 1; /* the largest rise between consecutive losses */
+    for (size_t i = 2; i < m; i++) {
+        if (pts[i]->loss / pts[i - 1]->loss > pts[jump]->loss / pts[jump - 1]->loss)
+            jump = i;
+    }
+    char where[600];
+    tw_finding *f = tw_finding_add(out, "divergence", TW_SEV_WARNING,
+                                   "Loss blew up on rank %d: %.4g at the end against %.4g at the start", rk->rank, end,
+                                   pts[0]->loss);
+    if (!f)
+        return;
+    tw_finding_at(f, run, pts[jump], rk->rank);
+    f->value = end / pts[0]->loss;
+    tw_finding_evidence(f, "the loss rose %.1fx from step %.0f to step %.0f: %.4g -> %.4g (%s)",
+                        pts[jump]->loss / pts[jump - 1]->loss, pts[jump - 1]->pos, pts[jump]->pos,
+                        pts[jump - 1]->loss, pts[jump]->loss,
+                        tw_where(run, pts[jump]->file, pts[jump]->line, where, sizeof where));
+    tw_finding_evidence(f, "median of the last third of the %zu losses: %.4g (to step %.0f, %s)", m, end,
+                        pts[m - 1]->pos, tw_where(run, pts[m - 1]->file, pts[m - 1]->line, where, sizeof where));
+    if ((pts[jump]->fields & TW_F_LR) && isfinite(pts[jump]->lr))
+        tw_finding_evidence(f, "learning rate there: %g", pts[jump]->lr);
+    tw_finding_recommend(f, "The first updates broke the model: check the learning rate (its value and units, "
+                            "the warm-up) and the loss scale; a loss that then sits still at one value is a "
+                            "collapsed model (for a classifier, ln(classes) is the loss of a uniform guess).");
+}
+
 static void check_divergence(const tw_run *run, const tw_thresholds *t, tw_findings *out)
 {
     for (int i = 0; i < run->rank_count; i++) {
@@ -248,8 +299,11 @@ static void check_divergence(const tw_run *run, const tw_thresholds *t, tw_findi
         if (!rk || !rk->used)
             continue;
         double med[10], end[10];
-        if (!segment_medians(rk, 10, med, end, 20))
+        if (!segment_medians(rk, 10, med, end, 20)) {
+            if (!rk->have_nan)
+                check_short_blowup(run, rk, out);
             continue;
+        }
         int best = 0;
         for (int s = 1; s < 8; s++) {
             if (med[s] < med[best])

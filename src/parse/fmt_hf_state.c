@@ -10,7 +10,8 @@
  *
  * A pretty-printed JSON document rather than lines: the objects inside
  * log_history are gathered one line at a time into the per-input state and
- * emitted at their closing brace. Objects with eval_ keys are evaluations;
+ * emitted at their closing brace, cited at their "loss" (or "eval_loss")
+ * line where they have one. Objects with eval_ keys are evaluations;
  * the final train_runtime summary is skipped.
  */
 #include <string.h>
@@ -24,6 +25,14 @@ typedef struct hf_state {
     tw_record record;
     tw_line line;        /* where the object began (source only) */
 } hf_state;
+
+/* Keeps where the record is cited (its source only, not its text). */
+static void mark_line(hf_state *st, const tw_line *line)
+{
+    st->line = *line;
+    st->line.text = st->line.body = NULL;
+    st->line.len = st->line.body_len = 0;
+}
 
 static bool detect(const tw_line *line)
 {
@@ -64,9 +73,7 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
             st->depth = 1;
             st->eval = st->summary = false;
             tw_record_init(&st->record);
-            st->line = *line;
-            st->line.text = st->line.body = NULL;
-            st->line.len = st->line.body_len = 0;
+            mark_line(st, line);
             return -1;
         }
         if (tn > 0 && t[0] == ']')
@@ -83,6 +90,9 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
         st->depth++;
     if (tw_starts_with(t, tn, "\"eval_"))
         st->eval = true;
+    /* a record is cited at its loss, the line an engineer quotes */
+    if (tw_starts_with(t, tn, "\"loss\"") || tw_starts_with(t, tn, "\"eval_loss\""))
+        mark_line(st, line);
     if (tw_starts_with(t, tn, "\"train_runtime\""))
         st->summary = true;
     tw_fields_scan(&st->record, t, tn);

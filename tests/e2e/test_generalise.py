@@ -245,3 +245,32 @@ def test_an_ordinary_error_is_still_a_crash(tmp_path):
     path.write_text(TRACEBACK.format(error="ValueError: cuda tensor shape mismatch in layer cudnn_conv1"))
     report, _ = analyze_json(path)
     assert by_rule(report, "crash") and not by_rule(report, "cuda_setup")
+
+
+QLORA = EVAL_LOGS / "divergence-qlora-zephyr-lr5.log"
+
+
+def trainer_state(tmp_path, losses):
+    entries = ",\n".join(f'    {{\n      "epoch": {k / 100},\n      "learning_rate": 0.0002,\n'
+                         f'      "loss": {loss},\n      "step": {k}\n    }}' for k, loss in enumerate(losses, 1))
+    path = tmp_path / "trainer_state.json"
+    path.write_text('{\n  "global_step": %d,\n  "log_history": [\n%s\n  ]\n}\n' % (len(losses), entries))
+    return path
+
+
+def test_a_short_run_that_blew_up_in_its_first_updates_is_divergence():
+    """QLoRA with learning_rate 5: 1.637 at step 1, 11.81 at step 2, then flat
+    at 10.3735 = ln(32000) to step 10; the run ends normally."""
+    report, _ = analyze_json(QLORA)
+    div = by_rule(report, "divergence")
+    assert len(div) == 1 and div[0]["line"] == 20 and div[0]["step"] == 2  # cited at its "loss" line
+    assert "1.637 -> 11.81" in div[0]["evidence"] and "learning rate there: 5" in div[0]["evidence"]
+
+
+def test_short_runs_that_learn_or_wobble_are_not_divergence(tmp_path):
+    for losses in ([2.0, 1.8, 1.7, 1.5, 1.45, 1.4, 1.3], [1.0, 1.6, 1.4, 1.7, 1.5, 1.8, 1.6]):
+        report, _ = analyze_json(trainer_state(tmp_path, losses))
+        assert report["summary"]["step_records"] == len(losses)
+        assert not by_rule(report, "divergence"), losses
+    report, _ = analyze_json(trainer_state(tmp_path, [1.0, 9.0, 8.0, 8.5, 8.2, 8.4]))
+    assert by_rule(report, "divergence")[0]["line"] == 13  # step 2's "loss" line
