@@ -10,6 +10,7 @@ import logging
 import os
 import platform
 import sys
+import warnings
 
 from . import _native
 
@@ -17,6 +18,15 @@ from . import _native
 # emit() looks for extra fields only in records with more members than this
 _native.set_plain_record(logging.LogRecord("trainwatch", logging.INFO, __file__, 1, "", (), None, func="f",
                                            sinfo=None))
+
+
+def _is_level(value):
+    """A logging level given where a file name is expected (the old first argument)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, str) and isinstance(logging.getLevelName(value.upper()), int)
 
 
 def _level(value):
@@ -29,7 +39,12 @@ class Handler(logging.Handler):
     """A logging.Handler writing through libtrainwatch. Give it sinks in the
     constructor or with add_file/add_console; usable on any logger:
 
-        logging.getLogger("trainer").addHandler(trainwatch.Handler(file="train.log"))
+        logging.getLogger("trainer").addHandler(trainwatch.Handler("train.log", maxBytes=10 << 20, backupCount=5))
+
+    The positional arguments are logging.FileHandler's and
+    RotatingFileHandler's (filename, mode "a" or "w", maxBytes, backupCount,
+    encoding: UTF-8 only, delay: the file is opened at once); the rest are
+    keyword-only.
 
     Formatting is libtrainwatch's (``pattern`` in Python logging's %-names,
     the default ``%(asctime)s | %(levelname)s | %(name)s | %(funcName)s:%(lineno)d
@@ -38,32 +53,64 @@ class Handler(logging.Handler):
     in text files and are one field (``exception``, ``stack``) in JSON.
     setFormatter is accepted and not used."""
 
-    def __init__(self, level=logging.NOTSET, *, file=None, json_file=None, console=False,
+    def __init__(self, filename=None, mode="a", maxBytes=0, backupCount=0, encoding=None, delay=False,
+                 errors=None, *, level=logging.NOTSET, file=None, json_file=None, console=False,
                  console_level=None, max_bytes=0, backup_count=0, pattern=None, rank_aware=True,
                  flush_level="DEBUG"):
+        if _is_level(filename):  # the 0.x form Handler(level, file=...)
+            warnings.warn("trainwatch.Handler(level, ...) is deprecated: the first argument is the file name, as "
+                          "for logging.FileHandler; pass level=... instead", DeprecationWarning, stacklevel=2)
+            level, filename = filename, None
+        if filename is not None and file is not None:
+            raise TypeError("trainwatch.Handler: give the file as filename or as file=, not both")
+        if mode not in ("a", "w"):
+            raise ValueError(f"trainwatch.Handler: mode {mode!r}: only 'a' (append) and 'w' (truncate) are supported")
+        if encoding is not None and encoding.lower().replace("-", "").replace("_", "") != "utf8":
+            raise ValueError(f"trainwatch.Handler: encoding {encoding!r}: files are written in UTF-8")
         super().__init__(_level(level))
         self._router = _native.Router()
         self._pattern = pattern
+        file = filename if filename is not None else file
+        max_bytes = max_bytes or maxBytes
+        backup_count = backup_count or backupCount
         if file:
             self.add_file(file, max_bytes=max_bytes, backup_count=backup_count, pattern=pattern,
-                          flush_level=flush_level)
+                          flush_level=flush_level, truncate=mode == "w")
         if json_file:
             self.add_file(json_file, json=True, max_bytes=max_bytes, backup_count=backup_count,
-                          flush_level=flush_level)
+                          flush_level=flush_level, truncate=mode == "w")
         if console:
             self.add_console(level=console_level, pattern=pattern, rank_aware=rank_aware)
         self._fast_path()
 
     def add_file(self, path, level=None, *, json=False, max_bytes=0, backup_count=0, pattern=None,
-                 flush_level="DEBUG"):
+                 flush_level="DEBUG", truncate=False):
         """A (rotating) file: "{rank}" in path becomes the rank; rotation as
-        RotatingFileHandler(maxBytes, backupCount). Records at or above
-        flush_level are written at once (DEBUG, the default: every record, as
-        logging does); lower ones may wait in a 64 KiB buffer written when
-        full, at a higher record, at flush(), at exit and on a fatal signal.
-        Raises OSError if the file cannot be opened."""
-        self._router.add_file(os.fspath(path), level=_level(level), pattern=pattern or self._pattern, json=json,
-                              max_bytes=int(max_bytes), backups=int(backup_count), flush_level=_level(flush_level))
+        RotatingFileHandler(maxBytes, backupCount); missing directories are
+        created (as mkdir -p). Records at or above flush_level are written at
+        once (DEBUG, the default: every record, as logging does); lower ones
+        may wait in a 64 KiB buffer written when full, at a higher record, at
+        flush(), at exit and on a fatal signal. Raises OSError naming the
+        expanded path if the file cannot be opened."""
+        path = os.fspath(path)
+        expanded = path.replace("{rank}", str(_native.rank()[0]))
+        try:
+            if truncate:
+                os.makedirs(os.path.dirname(expanded) or ".", exist_ok=True)
+                open(expanded, "w").close()
+            self._router.add_file(path, level=_level(level), pattern=pattern or self._pattern, json=json,
+                                  max_bytes=int(max_bytes), backups=int(backup_count),
+                                  flush_level=_level(flush_level))
+        except OSError as e:
+            # the library's status has lost the errno: ask the system again,
+            # for Python's own exception (NotADirectoryError, PermissionError...)
+            # on the expanded path
+            try:
+                with open(expanded, "a"):
+                    pass
+            except OSError as real:
+                raise real from None
+            raise OSError(f"trainwatch: cannot open the log file {expanded}: {e}") from None
         return self
 
     def add_console(self, level=None, *, pattern=None, json=False, rank_aware=True, color=-1):

@@ -49,6 +49,24 @@ static int open_current(tw_rotating_file *f)
     return TW_OK;
 }
 
+/* Creates the directories above path that are missing, as mkdir -p does
+ * (0755); a failure shows in the open that follows, with its errno. */
+static void make_parents(const char *path)
+{
+    char *dir = strdup(path);
+    if (!dir)
+        return;
+    for (char *p = strchr(dir + 1, '/'); p; p = strchr(p + 1, '/')) {
+        *p = '\0';
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+            free(dir);
+            return;
+        }
+        *p = '/';
+    }
+    free(dir);
+}
+
 int tw_rotating_open(const char *path, uint64_t max_bytes, unsigned backups, tw_rotating_file **out)
 {
     tw_rotating_file *f = calloc(1, sizeof *f);
@@ -60,6 +78,7 @@ int tw_rotating_open(const char *path, uint64_t max_bytes, unsigned backups, tw_
     }
     f->max_bytes = max_bytes;
     f->backups = backups;
+    make_parents(path);
     int rc = open_current(f);
     if (rc != TW_OK) {
         free(f->held);

@@ -118,7 +118,8 @@ def test_full_disk_and_unwritable_path_are_counted(tmp_path):
     assert full.returncode == 0
     assert full.stdout == "dropped 50\n"
     assert full.stderr.count("cannot write /dev/full") == 1
-    nowhere = tmp_path / "missing-dir" / "x.jsonl"
+    (tmp_path / "a-file").write_text("")  # a missing directory is created; one under a file cannot be
+    nowhere = tmp_path / "a-file" / "x.jsonl"
     missing = run(["log-crash", "exit", 50, nowhere, "async"])
     assert missing.returncode == 0 and missing.stdout == "dropped 100\n"  # the JSON file and its text twin
     assert missing.stderr.count("cannot open") == 2

@@ -243,6 +243,59 @@ def test_handler_on_any_logger_keeps_each_handlers_records_apart(tmp_path):
     assert b == "WARNING app.b to b\n"
 
 
+def test_handler_takes_the_arguments_of_logging_file_handlers(tmp_path):
+    """Handler("h.log") used to raise "unknown level": its first argument was
+    the level. It now takes FileHandler/RotatingFileHandler's arguments; the
+    old level-first form still works, with a DeprecationWarning."""
+    (tmp_path / "w.log").write_text("an old line\n")
+    r = py("""
+        import logging, warnings, trainwatch
+        warnings.simplefilter("always")
+        log = logging.getLogger("fh"); log.setLevel(logging.DEBUG); log.propagate = False
+        log.addHandler(trainwatch.Handler("h.log"))
+        log.addHandler(trainwatch.Handler("r.log", "a", 300, 2, "utf-8"))
+        log.addHandler(trainwatch.Handler("w.log", mode="w", maxBytes=10_000, backupCount=1, encoding="UTF-8"))
+        log.addHandler(trainwatch.Handler(logging.WARNING, file="old.log"))
+        for i in range(12):
+            log.info("line %d of the rotating file", i)
+        log.warning("to every handler")
+        for bad in (dict(mode="r+"), dict(encoding="latin-1")):
+            try:
+                trainwatch.Handler("x.log", **bad)
+            except ValueError as e:
+                print("ValueError:", e)
+        logging.shutdown()
+    """, tmp_path)
+    h = (tmp_path / "h.log").read_text()
+    assert "line 0 of the rotating file" in h and "to every handler" in h
+    assert "an old line" not in (tmp_path / "w.log").read_text()  # mode="w" truncated it
+    assert (tmp_path / "r.log.1").exists() and (tmp_path / "r.log.2").exists()  # maxBytes=300, backupCount=2
+    assert not (tmp_path / "r.log.3").exists()
+    old = (tmp_path / "old.log").read_text()
+    assert "to every handler" in old and "rotating file" not in old  # the level still applies
+    assert r.stderr.count("DeprecationWarning") == 1 and "pass level=... instead" in r.stderr
+    assert "ValueError: trainwatch.Handler: mode 'r+'" in r.stdout
+    assert "ValueError: trainwatch.Handler: encoding 'latin-1': files are written in UTF-8" in r.stdout
+
+
+def test_setup_logger_creates_missing_directories_and_names_the_expanded_path(tmp_path):
+    """setup_logger(log_file="logs/train_rank_{rank}.log") failed when logs/
+    was absent, with the template unexpanded in the message."""
+    (tmp_path / "a_file").write_text("")
+    r = py("""
+        import trainwatch
+        log = trainwatch.setup_logger(name="mk", log_file="logs/deep/train_rank_{rank}.log", console_level=None)
+        log.info("into a new directory")
+        try:
+            trainwatch.setup_logger(name="bad", log_file="a_file/train_rank_{rank}.log", console_level=None)
+        except OSError as e:
+            print("OSError:", e, "|", e.filename)
+    """, tmp_path, extra_env={"RANK": "3", "WORLD_SIZE": "4"})
+    assert "into a new directory" in (tmp_path / "logs" / "deep" / "train_rank_3.log").read_text()
+    assert "OSError: [Errno 20] Not a directory: 'a_file/train_rank_3.log' | a_file/train_rank_3.log" in r.stdout
+    assert "{rank}" not in r.stdout
+
+
 def test_handler_on_a_plain_logger_honours_filters_levels_extra_and_tracebacks(tmp_path):
     # Without filters the handler's handle is the C emit itself; with one,
     # the filter runs first: both ways on a plain logging.Logger.

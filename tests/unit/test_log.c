@@ -366,10 +366,37 @@ static void an_unwritable_path_is_counted(void **state)
     (void)state;
     tw_logger *l = tw_logger_get("nowhere");
     tw_log_sink *s = NULL;
-    assert_int_not_equal(tw_log_add_file(l, "/nonexistent-dir/x.log", NULL, &s), TW_OK);
+    /* a missing directory is created (mkdir -p); one under a regular file cannot be */
+    assert_int_not_equal(tw_log_add_file(l, "/proc/self/status/x.log", NULL, &s), TW_OK);
     assert_non_null(s);
     TW_LOG_WARNING(l, "dropped");
     assert_int_equal(tw_log_sink_dropped(s), 1);
+}
+
+static void missing_directories_of_a_file_are_created(void **state)
+{
+    (void)state;
+    char top[] = "/tmp/tw-unit-log-XXXXXX", path[128], sub[96];
+    assert_non_null(mkdtemp(top));
+    snprintf(path, sizeof path, "%s/logs/deep/x.log", top);
+    tw_logger *l = tw_logger_get("deep");
+    tw_log_sink *s = NULL;
+    assert_int_equal(tw_log_add_file(l, path, NULL, &s), TW_OK);
+    TW_LOG_WARNING(l, "into a new directory");
+    tw_log_flush();
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[256] = "";
+    assert_non_null(fgets(line, sizeof line, f));
+    fclose(f);
+    assert_non_null(strstr(line, "into a new directory"));
+    assert_int_equal(tw_log_sink_dropped(s), 0);
+    unlink(path);
+    snprintf(sub, sizeof sub, "%s/logs/deep", top);
+    rmdir(sub);
+    snprintf(sub, sizeof sub, "%s/logs", top);
+    rmdir(sub);
+    rmdir(top);
 }
 
 typedef struct worker {
@@ -588,6 +615,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(rotation_keeps_the_python_file_set, setup_capture, teardown),
         cmocka_unit_test_setup_teardown(a_full_disk_is_counted_and_logging_goes_on, setup_capture, teardown),
         cmocka_unit_test_setup_teardown(an_unwritable_path_is_counted, setup_capture, teardown),
+        cmocka_unit_test_setup_teardown(missing_directories_of_a_file_are_created, setup_capture, teardown),
         cmocka_unit_test_setup_teardown(every_record_once_sync, setup_capture, teardown),
         cmocka_unit_test_setup_teardown(every_record_once_async, setup_capture, teardown),
         cmocka_unit_test_setup_teardown(a_full_queue_drops_counts_and_says_so, setup_capture, teardown),
