@@ -32,6 +32,7 @@
 
 #define TW_NAME_MAX 48      /* longest metric name kept, including NUL */
 #define TW_METRICS_MAX 24   /* named metrics kept per record */
+#define TW_METRICS_LOSS_SLOTS 4 /* of which the last are for names with "loss" */
 #define TW_MESSAGE_MAX 240  /* event message kept, including NUL */
 #define TW_USER_FRAME " | in your code: " /* in an exception's detail, before the user's deepest frame */
 
@@ -140,7 +141,9 @@ static inline bool tw_has(const tw_record *r, unsigned field)
 void tw_record_init(tw_record *r);
 
 /* Adds or replaces a named metric; names longer than TW_NAME_MAX-1 are cut.
- * Returns false when the record already holds TW_METRICS_MAX metrics. */
+ * Returns false when the record already holds TW_METRICS_MAX metrics (or
+ * all but the TW_METRICS_LOSS_SLOTS kept for names with "loss", and this
+ * name has none). */
 bool tw_record_set_metric(tw_record *r, const char *name, size_t name_len, double value);
 
 /* Returns the metric's value, or NAN when the record has no such metric. */

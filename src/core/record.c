@@ -42,7 +42,10 @@ bool tw_record_set_metric(tw_record *r, const char *name, size_t name_len, doubl
         name_len = TW_NAME_MAX - 1;
     tw_metric *m = find_metric(r, name, name_len);
     if (!m) {
-        if (r->metric_count >= TW_METRICS_MAX)
+        /* the last slots are kept for losses: a result with a hundred
+         * per-class scores listed before its eval_loss keeps the loss */
+        if (r->metric_count >= TW_METRICS_MAX ||
+            (r->metric_count >= TW_METRICS_MAX - TW_METRICS_LOSS_SLOTS && !memmem(name, name_len, "loss", 4)))
             return false;
         m = &r->metrics[r->metric_count++];
         memcpy(m->name, name, name_len);

@@ -1084,6 +1084,8 @@ static int metric_index(const tw_metric_notes *notes, int hint, const char *name
     return -1;
 }
 
+#define LOSS_SLOTS 4
+
 static tw_metric_note *metric_note(tw_metric_notes *notes, int hint, const char *name)
 {
     if (hint < notes->count && strcmp(notes->items[hint].s.name, name) == 0)
@@ -1092,7 +1094,11 @@ static tw_metric_note *metric_note(tw_metric_notes *notes, int hint, const char 
         if (strcmp(notes->items[i].s.name, name) == 0)
             return &notes->items[i];
     }
-    if (notes->count >= TW_SUMMARY_METRICS)
+    /* the last slots are kept for losses: a result that lists a hundred
+     * per-class scores before its eval_loss (HF sorts its keys) still has
+     * the loss noted */
+    if (notes->count >= TW_SUMMARY_METRICS ||
+        (notes->count >= TW_SUMMARY_METRICS - LOSS_SLOTS && !strstr(name, "loss")))
         return NULL;
     tw_metric_note *e = &notes->items[notes->count++];
     memset(e, 0, sizeof *e);
@@ -1173,7 +1179,8 @@ static void check_topk(tw_run *run, const tw_record *r, uint32_t file)
 }
 
 /* Keeps the evaluation's results in eval_series (see run.h). */
-static void note_eval_points(tw_run *run, const tw_metric *results, int n, int rank, double pos, double time)
+static void note_eval_points(tw_run *run, const tw_metric *results, int n, int rank, double pos, double time,
+                             uint32_t file, uint64_t line)
 {
     tw_eval_series *s = &run->eval_series;
     uint64_t ordinal = s->seen++;
@@ -1205,7 +1212,7 @@ static void note_eval_points(tw_run *run, const tw_metric *results, int n, int r
     for (int i = 0; i < n; i++) {
         for (int m = 0; m < run->eval_metrics.count; m++) {
             if (strcmp(run->eval_metrics.items[m].s.name, results[i].name) == 0) {
-                s->points[s->count++] = (tw_eval_point){pos, time, results[i].value, m, rank, ordinal};
+                s->points[s->count++] = (tw_eval_point){pos, time, results[i].value, m, rank, ordinal, file, line};
                 break;
             }
         }
@@ -1219,7 +1226,8 @@ static void add_eval(tw_run *root, tw_run *run, const tw_record *r)
         rk->event_since_last = true;
     uint32_t file = intern_file(root, r->source.file);
     check_topk(run, r, file);
-    int64_t step = rk && rk->have_last ? (int64_t)rk->last.pos : (r->global_step >= 0 ? r->global_step : r->epoch);
+    /* at the step the result names (HF's evaluation "step"), else the rank's last */
+    int64_t step = r->global_step >= 0 ? r->global_step : rk && rk->have_last ? (int64_t)rk->last.pos : r->epoch;
     tw_metric results[TW_METRICS_MAX];
     int n = 0;
     for (int i = 0; i < r->metric_count; i++) {
@@ -1228,7 +1236,8 @@ static void add_eval(tw_run *root, tw_run *run, const tw_record *r)
     }
     tw_metric_notes_add(&run->eval_metrics, results, n, step, true);
     if (step >= 0)
-        note_eval_points(run, results, n, r->rank, (double)step, tw_has(r, TW_F_TIME) ? r->time : NAN);
+        note_eval_points(run, results, n, r->rank, (double)step, tw_has(r, TW_F_TIME) ? r->time : NAN, file,
+                         r->source.line);
     run->evals++;
 }
 

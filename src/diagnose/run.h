@@ -87,6 +87,8 @@ typedef struct tw_eval_point {
     int metric; /* index into eval_metrics.items */
     int rank;
     uint64_t ordinal; /* of the evaluation record, from 0 */
+    uint32_t file;    /* where the result was logged */
+    uint64_t line;
 } tw_eval_point;
 
 typedef struct tw_eval_series {

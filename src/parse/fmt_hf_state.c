@@ -44,11 +44,11 @@ static int close_object(tw_parser *p, hf_state *st)
     tw_record *r = &st->record;
     if (st->summary)
         return -1;
+    tw_record_step_is_global(r); /* HF's "step" counts optimizer steps over the run */
     if (st->eval) {
         r->fields = 0;
         return tw_emit_eval(p, &st->line, r) ? 1 : -1;
     }
-    tw_record_step_is_global(r); /* HF's "step" counts optimizer steps over the run */
     return tw_emit_step(p, &st->line, r, -1);
 }
 

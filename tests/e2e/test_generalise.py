@@ -274,3 +274,45 @@ def test_short_runs_that_learn_or_wobble_are_not_divergence(tmp_path):
         assert not by_rule(report, "divergence"), losses
     report, _ = analyze_json(trainer_state(tmp_path, [1.0, 9.0, 8.0, 8.5, 8.2, 8.4]))
     assert by_rule(report, "divergence")[0]["line"] == 13  # step 2's "loss" line
+
+
+OVERFIT = EVAL_LOGS / "overfitting-mti881-gptneo-ner-10ep.log"
+
+
+def trainer_state_with_evals(tmp_path, train, evals):
+    """Alternating train entries and evaluations (one per train entry)."""
+    entries = []
+    for k, (loss, ev) in enumerate(zip(train, evals), 1):
+        entries.append(f'    {{\n      "epoch": {k},\n      "learning_rate": 0.0002,\n      "loss": {loss},\n'
+                       f'      "step": {100 * k}\n    }}')
+        entries.append(f'    {{\n      "epoch": {k},\n      "eval_loss": {ev},\n      "eval_runtime": 3.5,\n'
+                       f'      "step": {100 * k}\n    }}')
+    path = tmp_path / "trainer_state.json"
+    path.write_text('{\n  "log_history": [\n%s\n  ]\n}\n' % ",\n".join(entries))
+    return path
+
+
+def test_eval_loss_rising_after_its_best_while_train_loss_falls_is_overfitting():
+    """GPT-Neo NER, 10 epochs: eval_loss best 0.5089 at step 5600 (line 366),
+    then up at every evaluation to 1.232; the entry lists ~100 per-class
+    scores before its eval_loss, which a record used to drop."""
+    report, _ = analyze_json(OVERFIT)
+    f = by_rule(report, "overfitting")
+    assert len(f) == 1 and f[0]["severity"] == "warning" and f[0]["line"] == 366 and f[0]["step"] == 5600
+    assert "eval_loss rose 2.4x over the 8 evaluations" in f[0]["title"]
+    assert "eval_loss" in {m["name"] for m in report["summary"]["eval_metrics"]}
+
+
+def test_eval_loss_that_falls_or_spikes_once_at_the_end_is_not_overfitting(tmp_path):
+    train = [2.0 / k for k in range(1, 11)]
+    falling = [1.5 / k ** 0.5 for k in range(1, 11)]
+    last_spike = falling[:-1] + [falling[-1] * 3]
+    both_rise = [1.0 + 0.3 * k for k in range(10)]
+    for evals, tr in ((falling, train), (last_spike, train), (both_rise, [1.0 + 0.2 * k for k in range(10)])):
+        report, _ = analyze_json(trainer_state_with_evals(tmp_path, tr, evals))
+        assert report["summary"]["eval_records"] == 10
+        assert not by_rule(report, "overfitting"), evals
+    rising = [1.0, 0.8, 0.7, 0.75, 0.85, 0.95, 1.05, 1.1, 1.2, 1.3]
+    report, _ = analyze_json(trainer_state_with_evals(tmp_path, train, rising))
+    f = by_rule(report, "overfitting")
+    assert f and f[0]["step"] == 300
