@@ -69,6 +69,15 @@ typedef struct crash_kind {
 } crash_kind;
 
 static const crash_kind crash_kinds[] = {
+    {{"NCCL timeout: "},
+     "nccl_timeout",
+     "A collective timed out in NCCL's watchdog%s",
+     "A collective with SeqNum=1 (or \"last completed work: -1\") never completed any: the ranks never "
+     "exchanged data, a transport or set-up hang (run with NCCL_DEBUG=INFO; try NCCL_P2P_DISABLE=1 or "
+     "NCCL_IB_DISABLE=1; check the network between nodes and that every rank reached the same collective). A "
+     "later SeqNum: one rank was late to it (stuck in data loading, a different code path, a slow node): the "
+     "ranks that did not time out are the ones waited for. Raise the timeout only when a step legitimately "
+     "takes that long (torch.distributed.init_process_group(timeout=...))."},
     {{"KeyboardInterrupt"},
      "killed",
      "The run was stopped by hand (KeyboardInterrupt: Ctrl-C or SIGINT)%s",
@@ -88,6 +97,39 @@ static const crash_kind crash_kinds[] = {
      "Install a framework build for this GPU's compute capability and driver (nvidia-smi shows both), and check "
      "CUDA_VISIBLE_DEVICES names GPUs that exist."},
 };
+
+/* Every rank's NCCL watchdog timeout ("[Rank N] Watchdog caught ..."), with
+ * the first line of each: which ranks waited, so which did not. */
+static void nccl_ranks_evidence(const tw_run *run, tw_finding *f)
+{
+    char ranks[256] = "", where[600] = "";
+    size_t used = 0;
+    int count = 0, seen[64];
+    const tw_event_note *first = NULL;
+    for (int i = 0; i < run->events_kept_count && count < 64; i++) {
+        const tw_event_note *e = &run->events_kept[i];
+        const char *r = e->kind == TW_EV_EXCEPTION && strncmp(e->message, "NCCL timeout: [Rank ", 20) == 0
+                            ? e->message + 20
+                            : NULL;
+        if (!r)
+            continue;
+        int rank = atoi(r);
+        bool dup = false;
+        for (int k = 0; k < count; k++)
+            dup |= seen[k] == rank;
+        if (dup)
+            continue;
+        seen[count++] = rank;
+        if (!first)
+            first = e;
+        used += (size_t)snprintf(ranks + used, used < sizeof ranks ? sizeof ranks - used : 0, "%s%d",
+                                 used ? ", " : "", rank);
+    }
+    if (!first)
+        return;
+    tw_finding_evidence(f, "timed out on %s %s; the first report: %s", count == 1 ? "rank" : "ranks", ranks,
+                        tw_where(run, first->file, first->line, where, sizeof where));
+}
 
 static const crash_kind *kind_of_crash(const tw_event_note *e)
 {
@@ -428,6 +470,8 @@ static void check_exceptions(const tw_run *run, const tw_thresholds *t, tw_findi
         tw_finding_at_event(f, run, fatal);
         tw_finding_evidence(f, "%s (%s)", fatal->message, tw_where(run, fatal->file, fatal->line, where, sizeof where));
         frames_evidence(f, fatal);
+        if (kind && strcmp(kind->rule, "nccl_timeout") == 0)
+            nccl_ranks_evidence(run, f);
         launcher_quote(run, f);
         if (fatal->last_pos >= 0)
             tw_finding_evidence(f, "last step logged before it: %.0f%s", fatal->last_pos,

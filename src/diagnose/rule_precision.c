@@ -33,6 +33,25 @@ static bool is_scale_name(const char *name)
     return false;
 }
 
+/* A cheap first test, run on every metric of every step record: the names
+ * read here are "loss?scale", "lossscale", "amp_scale", "skipped" and
+ * "number of skipped iterations" (so loss_cls, lr, samples go no further). */
+static bool maybe_counter_name(const char *n)
+{
+    switch (n[0] | 0x20) { /* each test reads no byte past the name's end */
+    case 'l':
+        return strncasecmp(n, "loss", 4) == 0 && ((n[4] | 0x20) == 's' || (n[4] && (n[5] | 0x20) == 's'));
+    case 'a':
+        return strncasecmp(n, "am", 2) == 0;
+    case 's':
+        return n[1] == 'k';
+    case 'n':
+        return strncmp(n, "number o", 8) == 0;
+    default:
+        return false;
+    }
+}
+
 static tw_scale_note note_of(double value, const tw_point *p)
 {
     return (tw_scale_note){value, p->pos, p->file, p->line};
@@ -42,8 +61,7 @@ void tw_precision_note(tw_precision *pr, const tw_record *r, const tw_point *p)
 {
     for (int i = 0; i < r->metric_count; i++) {
         const tw_metric *m = &r->metrics[i];
-        char c = (char)(m->name[0] | 0x20); /* each name this reads starts l, a, s or n */
-        if ((c != 'l' && c != 'a' && c != 's' && c != 'n') || !isfinite(m->value) || m->value < 0)
+        if (!maybe_counter_name(m->name) || !isfinite(m->value) || m->value < 0)
             continue;
         if (is_scale_name(m->name)) {
             tw_scale_note n = note_of(m->value, p);

@@ -49,7 +49,10 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
         r.samples_per_sec = v;
         r.fields |= TW_F_SAMPLES_PER_SEC;
     }
-    return tw_emit_step(p, line, &r, -1);
+    /* a "[Rank N]" line that is no step record (an NCCL watchdog's timeout,
+     * an overflow note) is left to the other formats: the events reader
+     * must see the errors */
+    return tw_emit_step(p, line, &r, 0);
 }
 
 static const char *const anchors[] = {"[Rank ", NULL};

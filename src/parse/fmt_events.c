@@ -520,6 +520,27 @@ static int launcher_paddle_container(tw_parser *p, events_state *st, const tw_li
     return launcher_event(p, line, msg, strnlen(msg, sizeof msg - 1), rank);
 }
 
+/* ProcessGroupNCCL's watchdog: "[rank0]:[E1218 20:27:21.426 ProcessGroupNCCL.cpp:629]
+ * [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1,
+ * OpType=BROADCAST, ...) ran for 600081 milliseconds before timing out." Its
+ * repetitions inside the thread's exception ("terminated with exception:",
+ * "what():") are the same timeout and not read again. The message keeps
+ * from "[Rank N]" on, so the rank and the collective stay in it. */
+static int nccl_watchdog(tw_parser *p, events_state *st, const tw_line *line, const char *at)
+{
+    (void)st;
+    const char *s = line->text;
+    size_t len = line->len;
+    if (tw_find(s, len, "terminated with exception") || tw_find(s, len, "what():"))
+        return 0;
+    const char *from = tw_find(s, (size_t)(at - s), "[Rank ");
+    if (!from)
+        from = at;
+    char msg[TW_MESSAGE_MAX];
+    int n = snprintf(msg, sizeof msg, "NCCL timeout: %.*s", (int)(s + len - from), from);
+    return emit_event(p, line, TW_EV_EXCEPTION, msg, n < 0 ? 0 : strnlen(msg, sizeof msg - 1), NULL, 0);
+}
+
 /* Slurm's step daemon when the job is cancelled (scancel, the time limit,
  * preemption): "slurmstepd: error: *** JOB 2365 ON node03 CANCELLED AT
  * 2021-03-25T20:34:50 DUE TO TIME LIMIT ***". Slurm sends the job's tasks
@@ -768,6 +789,8 @@ static const keyword_rule rules[] = {
     {"raining completed", TW_EV_FINISHED, NULL},
     {"raining done", TW_EV_FINISHED, NULL},
     {"inished training", TW_EV_FINISHED, NULL}, /* Finished training, finished training */
+    /* torch's NCCL watchdog: a collective that never completed */
+    {"Watchdog caught collective operation timeout", TW_EV_EXCEPTION, nccl_watchdog},
     /* the batch scheduler stopped the job: Slurm's step daemon */
     {" CANCELLED AT ", TW_EV_SIGNAL, slurm_cancelled},
 };

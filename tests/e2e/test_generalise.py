@@ -316,3 +316,33 @@ def test_eval_loss_that_falls_or_spikes_once_at_the_end_is_not_overfitting(tmp_p
     report, _ = analyze_json(trainer_state_with_evals(tmp_path, train, rising))
     f = by_rule(report, "overfitting")
     assert f and f[0]["step"] == 300
+
+
+NCCL = EVAL_LOGS / "nccl-timeout-olora-ds-broadcast-seq1.log"
+WATCHDOG = ("[rank{r}]:[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:629] [Rank {r}] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+            "ran for 600081 milliseconds before timing out.\n")
+
+
+def test_an_nccl_watchdog_timeout_is_named_with_its_ranks_and_collective():
+    """DeepSpeed on 2 GPUs: both ranks time out on the first BROADCAST
+    (SeqNum=1) at start-up; the log has no step and no Python traceback."""
+    report, _ = analyze_json(NCCL)
+    f = by_rule(report, "nccl_timeout")
+    assert len(f) == 1 and f[0]["severity"] == "error" and f[0]["line"] in (98, 99)
+    assert "SeqNum=1, OpType=BROADCAST" in f[0]["evidence"]
+    assert f"timed out on ranks 0, 1; the first report: {NCCL}:98" in f[0]["evidence"]
+    assert not by_rule(report, "crash")
+
+
+def test_a_watchdog_timeout_after_training_names_the_ranks_that_waited(tmp_path):
+    steps = "".join(f"[Rank 0] steps: {k} loss: {2.0 / k:.4f} iter time (s): 0.5 samples/sec: 64.0\n"
+                    for k in range(1, 30))
+    path = tmp_path / "late.log"
+    path.write_text(steps + WATCHDOG.format(r=0, seq=4001) + WATCHDOG.format(r=2, seq=4001) +
+                    "[rank0]: Process group watchdog thread terminated with exception: [Rank 0] Watchdog caught "
+                    "collective operation timeout: WorkNCCL(SeqNum=4001)\n")
+    report, _ = analyze_json(path)
+    f = by_rule(report, "nccl_timeout")
+    assert len(f) == 1 and "timed out on ranks 0, 2" in f[0]["evidence"]
+    assert "last step logged before it: 29" in f[0]["evidence"]
