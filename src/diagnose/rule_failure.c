@@ -258,6 +258,23 @@ static void report_all_stopped(const tw_run *run, const tw_root_cause *rc, tw_fi
     for (int i = 0; i < rc->count && !first; i++)
         first = rc->ranks[i].first;
     char where[600];
+    const crash_kind *kind = kind_of_crash(first);
+    if (kind && strcmp(kind->rule, "nccl_timeout") == 0) {
+        /* every rank waited in a collective that never completed */
+        tw_finding *f = tw_finding_add(out, kind->rule, TW_SEV_ERROR, kind->title,
+                                       first->last_pos >= 0 ? "" : " before its first step");
+        if (!f)
+            return;
+        tw_finding_at_event(f, run, first);
+        tw_finding_evidence(f, "%s (%s)", first->message,
+                            tw_where(run, first->file, first->line, where, sizeof where));
+        nccl_ranks_evidence(run, f);
+        if (first->last_pos >= 0)
+            tw_finding_evidence(f, "last step logged before it: %.0f", first->last_pos);
+        tw_root_cause_launcher_evidence(run, rc, f);
+        tw_finding_recommend(f, "%s", kind->advice);
+        return;
+    }
     tw_finding *f = tw_finding_add(out, "killed", TW_SEV_ERROR,
                                    "Every rank was stopped from outside: %d rank%s terminated, none failed first",
                                    rc->failed_ranks, rc->failed_ranks == 1 ? "" : "s");

@@ -17,7 +17,7 @@ void tw_parser_emit(tw_parser *p, const tw_line *line, tw_record *r)
         r->source.line = line ? line->source.line : p->line_no;
     }
     if (r->rank < 0)
-        r->rank = p->rank;
+        r->rank = line && line->rank >= 0 ? line->rank : p->rank;
     if (!(r->fields & TW_F_TIME) && line && line->has_time) {
         r->time = line->time;
         r->fields |= TW_F_TIME;

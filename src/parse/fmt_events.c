@@ -278,7 +278,8 @@ static int release_held(tw_parser *p, events_state *st, const tw_line *line)
                   .len = strlen(st->pending_name),
                   .source = st->name_source,
                   .has_time = st->name_has_time,
-                  .time = st->name_time};
+                  .time = st->name_time,
+                  .rank = line ? line->rank : -1};
     at.body = at.text, at.body_len = at.len;
     bool own = !line || (line->source.file == st->name_source.file && st->name_source.line <= line->source.line);
     int n = emit_exception(p, st, own ? &at : line, st->pending_name, strlen(st->pending_name));

@@ -20,6 +20,7 @@ typedef struct tw_line {
     bool has_time;
     double time;        /* the leading timestamp, seconds since the epoch */
     tw_source source;
+    int rank;           /* the rank a launcher's line prefix names ("[rank3]:"), -1 none */
 } tw_line;
 
 typedef struct tw_format {

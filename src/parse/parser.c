@@ -423,6 +423,33 @@ static size_t strip_ansi(tw_parser *p, const char *s, size_t len)
     return o;
 }
 
+/* The prefix torch.distributed puts before each line of a rank's output,
+ * "[rank3]:" (and, under `srun --label`, the task label before it: "1:
+ * [rank4]:"): its length, with the rank in *rank; 0 when the line has none. */
+static size_t launcher_prefix(const char *s, size_t len, int *rank)
+{
+    size_t i = 0;
+    while (i < len && i < 6 && s[i] >= '0' && s[i] <= '9')
+        i++;
+    if (i > 0 && i + 1 < len && s[i] == ':' && s[i + 1] == ' ')
+        i += 2; /* srun's label, taken only before a rank prefix */
+    else
+        i = 0;
+    if (len - i < 8 || memcmp(s + i, "[rank", 5) != 0)
+        return 0;
+    size_t j = i + 5;
+    long long v = 0;
+    while (j < len && s[j] >= '0' && s[j] <= '9' && v < 1 << 24)
+        v = v * 10 + (s[j++] - '0');
+    if (j == i + 5 || j + 1 >= len || s[j] != ']' || s[j + 1] != ':')
+        return 0;
+    *rank = (int)v;
+    j += 2;
+    if (j < len && s[j] == ' ')
+        j++;
+    return j;
+}
+
 static void process_segment(tw_parser *p, const char *s, size_t len, bool maybe_escapes)
 {
     while (len > 0 && (s[len - 1] == ' ' || s[len - 1] == '\t'))
@@ -433,7 +460,11 @@ static void process_segment(tw_parser *p, const char *s, size_t len, bool maybe_
         len = strip_ansi(p, s, len);
         s = p->scratch;
     }
-    tw_line line = {.text = s, .len = len, .body = s, .body_len = len};
+    int rank = -1;
+    size_t prefix = (s[0] == '[' || (s[0] >= '0' && s[0] <= '9')) ? launcher_prefix(s, len, &rank) : 0;
+    s += prefix;
+    len -= prefix;
+    tw_line line = {.text = s, .len = len, .body = s, .body_len = len, .rank = rank};
     line.source.file = p->path;
     line.source.line = p->line_no;
     size_t ts = tw_scan_timestamp(s, len, &line.time);

@@ -346,3 +346,19 @@ def test_a_watchdog_timeout_after_training_names_the_ranks_that_waited(tmp_path)
     f = by_rule(report, "nccl_timeout")
     assert len(f) == 1 and "timed out on ranks 0, 2" in f[0]["evidence"]
     assert "last step logged before it: 29" in f[0]["evidence"]
+
+
+def test_lines_prefixed_with_their_rank_are_read_as_that_ranks(tmp_path):
+    """torch.distributed prefixes each line of a rank's output with
+    "[rank4]:" (under srun --label, "1: [rank4]:"): the prefix is the line's
+    rank, and a traceback behind it is read as one."""
+    tb = ("{label}[rank{r}]: Traceback (most recent call last):\n"
+          '{label}[rank{r}]:   File "/x/train.py", line 192, in train_step\n'
+          '{label}[rank{r}]:     labels = batch["labels"].to(device)\n'
+          "{label}[rank{r}]: KeyError: 'labels'\n")
+    path = tmp_path / "srun.err"
+    path.write_text(tb.format(label="0: ", r=0) + tb.format(label="1: ", r=4))
+    report, _ = analyze_json(path)
+    crash = by_rule(report, "crash")
+    assert crash and "KeyError: 'labels'" in crash[0]["evidence"] and crash[0]["line"] == 4
+    assert "rank 4: the same error" in crash[0]["evidence"]
