@@ -464,6 +464,8 @@ static void process_segment(tw_parser *p, const char *s, size_t len, bool maybe_
     size_t prefix = (s[0] == '[' || (s[0] >= '0' && s[0] <= '9')) ? launcher_prefix(s, len, &rank) : 0;
     s += prefix;
     len -= prefix;
+    if (len == 0)
+        return;
     tw_line line = {.text = s, .len = len, .body = s, .body_len = len, .rank = rank};
     line.source.file = p->path;
     line.source.line = p->line_no;
