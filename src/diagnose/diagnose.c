@@ -66,6 +66,7 @@ static const tw_rule *const rules[] = {
     &tw_rule_memory_spike,
     &tw_rule_eval_contradiction,
     &tw_rule_overfitting,
+    &tw_rule_eval_empty,
     &tw_rule_ranks_over_limit,
     &tw_rule_jitter,
     &tw_rule_duplicated_logging,

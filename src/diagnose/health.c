@@ -60,6 +60,7 @@ static const struct {
     {"restarts", C_FAILURES, 0.3},
     {"eval_contradiction", C_FAILURES, 0.6},
     {"overfitting", C_LOSS, 0.5},
+    {"eval_empty", C_FAILURES, 0.6},
     {"nan_loss", C_NAN, 1},
     {"nan_check", C_NAN, 1},
     {"loss_scale_collapse", C_NAN, 0.8},

@@ -2,7 +2,9 @@
  * rule_eval.c: what the evaluation results say. Results that cannot be
  * true: top-k accuracy (and recall@k, hits@k) never falls as k grows, so a
  * top-1 above the top-5 of the same result means the values were swapped or
- * mislabeled on their way to the log. Over-fitting: the evaluation loss
+ * mislabeled on their way to the log. Evaluations that found nothing (the
+ * model predicts no box at all, as it does once its weights are NaN).
+ * Over-fitting: the evaluation loss
  * rising for several evaluations after its best while the training loss
  * keeps falling.
  */
@@ -146,3 +148,52 @@ static void check_overfitting(const tw_run *run, const tw_thresholds *t, tw_find
 
 const tw_rule tw_rule_overfitting = {"overfitting", "evaluation loss rising after its best while training loss falls",
                                      check_overfitting};
+
+/* The evaluation said it found nothing: mmdet's "The testing results of the
+ * whole dataset is empty.", detectron2's "No predictions from the model!". */
+static bool says_eval_empty(const tw_event_note *e)
+{
+    return e->kind == TW_EV_WARNING &&
+           (strstr(e->message, "results of the whole dataset is empty") ||
+            strstr(e->message, "No predictions from the model"));
+}
+
+static void check_eval_empty(const tw_run *run, const tw_thresholds *t, tw_findings *out)
+{
+    (void)t;
+    const tw_event_note *first = NULL, *last = NULL;
+    int count = 0;
+    for (int i = 0; i < run->events_kept_count; i++) {
+        const tw_event_note *e = &run->events_kept[i];
+        if (!says_eval_empty(e))
+            continue;
+        if (!first)
+            first = e;
+        last = e;
+        count++;
+    }
+    if (!first)
+        return;
+    char where[600];
+    tw_finding *f = tw_finding_add(out, "eval_empty", TW_SEV_ERROR,
+                                   "%s%d evaluation%s found nothing: the model predicted no result",
+                                   run->events_not_kept ? "At least " : "", count, count == 1 ? "" : "s");
+    if (!f)
+        return;
+    tw_finding_at_event(f, run, first);
+    tw_finding_evidence(f, "first: %s (%s)", first->message, tw_where(run, first->file, first->line, where, sizeof where));
+    if (last != first)
+        tw_finding_evidence(f, "last: %s (%s)", last->message, tw_where(run, last->file, last->line, where, sizeof where));
+    bool nan = false;
+    for (int i = 0; i < run->rank_count; i++)
+        nan |= run->ranks[i] && run->ranks[i]->have_nan;
+    if (nan)
+        tw_finding_evidence(f, "the loss was NaN before it: a model with NaN weights predicts nothing, so every "
+                               "evaluation after that point is empty and the training after it is wasted");
+    tw_finding_recommend(f, "Stop the run: an empty evaluation means the model outputs nothing usable. If the loss "
+                            "went NaN, fix that first (lr, warm-up, gradient clipping) and restart from a checkpoint "
+                            "before it; otherwise check the score threshold, the class count and that the "
+                            "evaluation reads the right annotations.");
+}
+
+const tw_rule tw_rule_eval_empty = {"eval_empty", "evaluations that found nothing", check_eval_empty};

@@ -790,6 +790,9 @@ static const keyword_rule rules[] = {
     {"raining completed", TW_EV_FINISHED, NULL},
     {"raining done", TW_EV_FINISHED, NULL},
     {"inished training", TW_EV_FINISHED, NULL}, /* Finished training, finished training */
+    /* an evaluation that found nothing (rule_eval.c's eval_empty) */
+    {"results of the whole dataset is empty", TW_EV_WARNING, NULL}, /* mmdet */
+    {"No predictions from the model", TW_EV_WARNING, NULL},         /* detectron2 */
     /* torch's NCCL watchdog: a collective that never completed */
     {"Watchdog caught collective operation timeout", TW_EV_EXCEPTION, nccl_watchdog},
     /* the batch scheduler stopped the job: Slurm's step daemon */

@@ -362,3 +362,30 @@ def test_lines_prefixed_with_their_rank_are_read_as_that_ranks(tmp_path):
     crash = by_rule(report, "crash")
     assert crash and "KeyError: 'labels'" in crash[0]["evidence"] and crash[0]["line"] == 4
     assert "rank 4: the same error" in crash[0]["evidence"]
+
+
+ATSS = EVAL_LOGS / "nan-loss-zhaoyang-mmdet-atss-12ep-empty-eval.log"
+FRCNN_NAN = EVAL_LOGS / "nan-loss-zhaoyang-mmdet-frcnn-tctplus-lrx10.log"
+
+
+def test_evaluations_that_found_nothing_are_an_error_after_the_nan():
+    """ATSS: the loss went NaN at iter 450 of epoch 1 and the run trained on
+    for 12 epochs, every evaluation 'The testing results of the whole
+    dataset is empty.' (lines 861, 876, ..., 1481)."""
+    for log, first in ((ATSS, 861), (FRCNN_NAN, None)):
+        report, _ = analyze_json(log)
+        f = by_rule(report, "eval_empty")
+        assert len(f) == 1 and f[0]["severity"] == "error", log.name
+        assert "a model with NaN weights predicts nothing" in f[0]["evidence"]
+        if first:
+            assert f[0]["line"] == first and f"{ATSS.name}:1481" in f[0]["evidence"]
+
+
+def test_detectron2s_no_predictions_warning_is_an_empty_evaluation(tmp_path):
+    path = tmp_path / "d2.log"
+    path.write_text("[11/16 04:35:09] d2.utils.events INFO:  eta: 2:23:54  iter: 5799  total_loss: 0.3144  "
+                    "time: 0.6751  lr: 0.004\n"
+                    "[11/16 04:40:00] d2.evaluation.coco_evaluation WARNING: No predictions from the model!\n")
+    report, _ = analyze_json(path)
+    f = by_rule(report, "eval_empty")
+    assert f and f[0]["line"] == 2 and "nan" not in f[0]["evidence"].lower()
