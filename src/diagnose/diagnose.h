@@ -31,6 +31,8 @@ void tw_finding_recommend(tw_finding *f, const char *fmt, ...) __attribute__((fo
 /* Points the finding at a point's file:line and step. */
 void tw_finding_at(tw_finding *f, const tw_run *run, const tw_point *p, int rank);
 void tw_finding_at_event(tw_finding *f, const tw_run *run, const tw_event_note *e);
+/* Evidence "first: MESSAGE (file:line)" and, when another, "last: ...". */
+void tw_finding_first_last(tw_finding *f, const tw_run *run, const tw_event_note *first, const tw_event_note *last);
 /* The rank's last record when it is the training loop's closing report of
  * the failure e (detectron2's final "iter: 5878 ..." written as the
  * exception unwinds): the only record after e, within a few lines of it.

@@ -103,6 +103,14 @@ void tw_finding_at_event(tw_finding *f, const tw_run *run, const tw_event_note *
     f->step = closing ? (int64_t)closing->pos : e->last_pos >= 0 ? (int64_t)e->last_pos : -1;
 }
 
+void tw_finding_first_last(tw_finding *f, const tw_run *run, const tw_event_note *first, const tw_event_note *last)
+{
+    char where[600];
+    tw_finding_evidence(f, "first: %s (%s)", first->message, tw_where(run, first->file, first->line, where, sizeof where));
+    if (last && last != first)
+        tw_finding_evidence(f, "last: %s (%s)", last->message, tw_where(run, last->file, last->line, where, sizeof where));
+}
+
 const tw_event_note *tw_first_event(const tw_run *run, tw_event_kind kind)
 {
     for (int i = 0; i < run->events_kept_count; i++) {

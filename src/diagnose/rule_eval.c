@@ -174,16 +174,13 @@ static void check_eval_empty(const tw_run *run, const tw_thresholds *t, tw_findi
     }
     if (!first)
         return;
-    char where[600];
     tw_finding *f = tw_finding_add(out, "eval_empty", TW_SEV_ERROR,
                                    "%s%d evaluation%s found nothing: the model predicted no result",
                                    run->events_not_kept ? "At least " : "", count, count == 1 ? "" : "s");
     if (!f)
         return;
     tw_finding_at_event(f, run, first);
-    tw_finding_evidence(f, "first: %s (%s)", first->message, tw_where(run, first->file, first->line, where, sizeof where));
-    if (last != first)
-        tw_finding_evidence(f, "last: %s (%s)", last->message, tw_where(run, last->file, last->line, where, sizeof where));
+    tw_finding_first_last(f, run, first, last);
     bool nan = false;
     for (int i = 0; i < run->rank_count; i++)
         nan |= run->ranks[i] && run->ranks[i]->have_nan;

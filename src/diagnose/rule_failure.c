@@ -510,11 +510,7 @@ static void check_exceptions(const tw_run *run, const tw_thresholds *t, tw_findi
         if (!f)
             return;
         tw_finding_at_event(f, run, first_recovered);
-        tw_finding_evidence(f, "first: %s (%s)", first_recovered->message,
-                            tw_where(run, first_recovered->file, first_recovered->line, where, sizeof where));
-        if (last_recovered != first_recovered)
-            tw_finding_evidence(f, "last: %s (%s)", last_recovered->message,
-                                tw_where(run, last_recovered->file, last_recovered->line, where, sizeof where));
+        tw_finding_first_last(f, run, first_recovered, last_recovered);
         tw_finding_recommend(f, "These launches died and were started again; if the log mixes several runs, analyse "
                                 "the last one alone (split the log at the last start).");
     }
