@@ -53,6 +53,8 @@ static int open_current(tw_rotating_file *f)
  * (0755); a failure shows in the open that follows, with its errno. */
 static void make_parents(const char *path)
 {
+    if (!path[0])
+        return; /* "": nothing above it (the open says why it fails) */
     char *dir = strdup(path);
     if (!dir)
         return;

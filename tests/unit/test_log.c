@@ -369,6 +369,8 @@ static void an_unwritable_path_is_counted(void **state)
     /* a missing directory is created (mkdir -p); one under a regular file cannot be */
     assert_int_not_equal(tw_log_add_file(l, "/proc/self/status/x.log", NULL, &s), TW_OK);
     assert_non_null(s);
+    tw_log_sink *empty = NULL; /* no directory to make above "": refused, not read past */
+    assert_int_not_equal(tw_log_add_file(tw_logger_get("empty"), "", NULL, &empty), TW_OK);
     TW_LOG_WARNING(l, "dropped");
     assert_int_equal(tw_log_sink_dropped(s), 1);
 }
