@@ -345,6 +345,7 @@ static bool dispatch_formats(tw_parser *p, const tw_line *line)
         scanned = true;
         if (specific_first(p, line, candidates & anchored_formats, cont))
             return true;
+        candidates &= ~anchored_formats; /* those were just offered the line */
     }
     if (primary >= 0 && primary != cont) {
         if (try_format(p, (size_t)primary, table[primary], line) != 0)
