@@ -26,7 +26,7 @@ CHECK_PACKAGES=(
   time openssl
   clang libclang-rt-14-dev llvm
   python3-pytest valgrind
-  mtail wrk python3-prometheus-client libspdlog-dev jq libyajl-dev python3-venv python3-pip python3-setuptools python3-yaml
+  mtail wrk python3-prometheus-client libspdlog-dev jq libyajl-dev python3-venv python3-pip python3-yaml
   chromium
 )
 SERVER_PACKAGES=(prometheus prometheus-pushgateway prometheus-alertmanager)

@@ -1002,14 +1002,44 @@ def test_fuzzed_arguments_raise_python_exceptions_never_crash(tmp_path):
 # ---- installing -----------------------------------------------------------------------------------------
 
 
-def test_pip_install_into_a_venv_offline(tmp_path):
-    venv = tmp_path / "venv"
-    subprocess.run([PYTHON, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    env = {k: v for k, v in py_env().items() if k not in ("PYTHONPATH", "LD_PRELOAD")}
-    env["TW_CMAKE_BUILD_DIR"] = str(BUILD)  # build the extension in this build tree, not a new one
-    r = subprocess.run([str(venv / "bin" / "pip"), "install", "--no-build-isolation", "--no-index", "--quiet",
-                        str(SOURCE)], env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
+def pythons_elsewhere():
+    """CPython interpreters other than Debian's /usr/bin/python3: python3 and
+    python3.N found on PATH, and pyenv's versions where pyenv is installed,
+    as {realpath: (major, minor)}."""
+    names = ["python3"] + [f"python3.{n}" for n in range(8, 15)]
+    candidates = [os.path.join(d, n) for d in os.environ.get("PATH", "").split(os.pathsep) for n in names]
+    pyenv_root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    if os.path.isdir(os.path.join(pyenv_root, "versions")):
+        candidates += [os.path.join(pyenv_root, "versions", v, "bin", "python3")
+                       for v in sorted(os.listdir(os.path.join(pyenv_root, "versions")))]
+    found = {}
+    for c in candidates:
+        if not os.access(c, os.X_OK):
+            continue
+        r = subprocess.run([c, "-c", "import sys; print(sys.implementation.name, sys.executable, *sys.version_info[:2])"],
+                           capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:  # a pyenv shim for a version not selected
+            continue
+        impl, exe, major, minor = r.stdout.split()
+        exe = os.path.realpath(exe)
+        if impl == "cpython" and exe != os.path.realpath(PYTHON):
+            found.setdefault(exe, (int(major), int(minor)))
+    return found
+
+
+def pip_install(python, venv, *, system_site, isolation, build_dir):
+    """Makes a fresh venv with PYTHON and pip-installs this checkout into it
+    offline, the way docs/python.md says; returns pip's result."""
+    subprocess.run([python, "-m", "venv", *(["--system-site-packages"] if system_site else []), str(venv)],
+                   check=True)
+    env = {k: v for k, v in py_env().items() if k not in ("PYTHONPATH", "LD_PRELOAD", "PYTHONHOME")}
+    env["TW_CMAKE_BUILD_DIR"] = str(build_dir)
+    return subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--no-index", "--quiet",
+                           *([] if isolation else ["--no-build-isolation"]), str(SOURCE)],
+                          env=env, capture_output=True, text=True, timeout=900)
+
+
+def assert_installed_works(venv, tmp_path):
     env = py_env()
     del env["PYTHONPATH"]
     r = subprocess.run([str(venv / "bin" / "python"), "-c", "import trainwatch, sys; "
@@ -1018,3 +1048,41 @@ def test_pip_install_into_a_venv_offline(tmp_path):
                        cwd=tmp_path, env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith(str(venv / "lib")) and "\ninstalled_total 1\n" in r.stdout
+
+
+def has_module(venv, name):
+    return subprocess.run([str(venv / "bin" / "python"), "-c", f"import {name}"], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("system_site,isolation", [(True, False), (False, True), (False, False)],
+                         ids=["system-site-no-isolation", "plain-venv", "plain-venv-no-isolation"])
+def test_pip_install_into_a_fresh_debian_venv_offline_without_wheel(tmp_path, system_site, isolation):
+    venv = tmp_path / "venv"
+    r = pip_install(PYTHON, venv, system_site=system_site, isolation=isolation, build_dir=BUILD)
+    assert r.returncode == 0, r.stdout + r.stderr
+    if not system_site:  # the case of the report: an interpreter without the wheel module
+        assert not has_module(venv, "wheel") and not has_module(venv, "tomli")
+    assert_installed_works(venv, tmp_path)
+
+
+def test_pip_install_with_a_python3_from_elsewhere_on_path(tmp_path):
+    usable = {exe: v for exe, v in pythons_elsewhere().items() if v >= (3, 11)}
+    if not usable:
+        pytest.skip("no CPython 3.11+ other than /usr/bin/python3 on PATH or in pyenv")
+    python = next(iter(usable))
+    venv = tmp_path / "venv"
+    # its own build tree: the extension is compiled against that Python's headers
+    r = pip_install(python, venv, system_site=True, isolation=False, build_dir=tmp_path / "build")
+    assert r.returncode == 0, python + "\n" + r.stdout + r.stderr
+    assert_installed_works(venv, tmp_path)
+
+
+def test_pip_install_with_a_too_old_python_says_why(tmp_path):
+    old = {exe: v for exe, v in pythons_elsewhere().items() if v < (3, 11)}
+    if not old:
+        pytest.skip("no CPython older than 3.11 on PATH or in pyenv to try")
+    python, version = next(iter(old.items()))
+    r = pip_install(python, tmp_path / "venv", system_site=False, isolation=True, build_dir=tmp_path / "build")
+    assert r.returncode != 0
+    assert f"trainwatch needs CPython 3.11 or newer" in r.stdout + r.stderr, r.stdout + r.stderr
+    assert not (tmp_path / "build").exists()  # refused before any build
