@@ -51,6 +51,16 @@ typedef struct tw_http_options {
 /* Starts serving in a background thread. On failure returns a TW_E* code
  * and writes a one-line reason (naming the address or file) into err. */
 int tw_http_start(const tw_http_options *o, tw_http_server **out, char *err, size_t errlen);
+/* The /metrics requests served so far: how many, the monotonic time
+ * (tw_monotonic_clock's) the latest began, and the longest gap between
+ * the last TW_HTTP_SCRAPES_KEPT of them (the scrape interval of the
+ * slowest regular scraper; 0 with fewer than two). */
+#define TW_HTTP_SCRAPES_KEPT 5
+typedef struct tw_http_scrape_stats {
+    uint64_t count;
+    double last, interval;
+} tw_http_scrape_stats;
+void tw_http_scrapes(tw_http_server *s, tw_http_scrape_stats *out);
 /* The port actually bound (useful with port 0). */
 uint16_t tw_http_port(const tw_http_server *s);
 /* Whether it serves HTTPS (the web configuration gave a certificate). */

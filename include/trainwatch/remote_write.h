@@ -16,10 +16,12 @@
  * (queue_full, rejected, shutdown); sent ones in
  * trainwatch_remote_write_samples_total{remote}.
  *
- * Labels: a series keeps its own; it gets job, instance, run and rank from
- * the options when it has none of that name (a remote-written series has
- * no scrape to give it target labels, and series without run and rank,
- * process_* say, would collide across runs).
+ * Labels: a series keeps its own; it gets the options' target labels
+ * (job, instance, run, rank, ...) when it has none of that name, as a
+ * scrape with honor_labels gives its target's: a remote-written series has
+ * no scrape to give them, and series without run and rank, process_* say,
+ * would collide across runs. trainwatch run/watch give the labels a scrape
+ * of the same run gets, so one run is one series whichever path it took.
  *
  * tw_remote_write_free() drains: the senders go on until their queues are
  * empty or drain_seconds have passed.
@@ -33,6 +35,7 @@
 #include "trainwatch/metrics.h"
 
 #define TW_REMOTE_WRITE_MAX 8
+#define TW_REMOTE_WRITE_TARGET_MAX 8
 
 typedef struct tw_remote_write_options {
     const char *urls[TW_REMOTE_WRITE_MAX];
@@ -45,7 +48,10 @@ typedef struct tw_remote_write_options {
     double timeout;                          /* per request; 0: 10 s */
     double backoff_initial, backoff_max;     /* 0: 0.5 s and 30 s */
     double drain_seconds;                    /* at free; 0: 10 s */
-    const char *job, *instance, *run, *rank; /* added when a series lacks them; NULL: not added */
+    /* target labels, added when a series lacks them; a NULL or empty value
+     * is not added */
+    const char *target_names[TW_REMOTE_WRITE_TARGET_MAX], *target_values[TW_REMOTE_WRITE_TARGET_MAX];
+    size_t target_count;
 } tw_remote_write_options;
 
 typedef struct tw_remote_write tw_remote_write;

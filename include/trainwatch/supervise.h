@@ -31,6 +31,8 @@
  *                            the command ended, a last evaluation, and the
  *                            report (the diagnosis plus what sampling and
  *                            live watching saw)
+ *   tw_supervision_linger()  /metrics served a while longer, so that the
+ *                            scrapers take the final state
  *   tw_supervision_free()
  *
  * Messages (warnings, where it serves, failures) go to stderr as one line
@@ -98,7 +100,14 @@ typedef struct tw_supervision_options {
     tw_http_options http;    /* its registry is the supervision's */
     tw_alerts_config alerts;
     const char *records_path; /* append records as JSON lines; NULL: none */
-    tw_remote_write_options remote_write; /* url_count 0: none; job, instance, run, rank are set here */
+    tw_remote_write_options remote_write; /* url_count 0: none; its target labels are set here */
+    /* The job and instance of remote-written series; NULL: those a scrape
+     * of this run gets (sd_job or "trainwatch"; the served host:port, or
+     * the host's name when not serving). The other target labels: the
+     * sd_file entry's (host, run, rank) with sd_file; none when served
+     * without one (a static scrape adds none); run and rank when not
+     * served (no scrape to match, and runs must not collide). */
+    const char *remote_job, *remote_instance;
     /* Add this run's target (labels run, rank, host) to this file_sd_configs
      * file while it runs; NULL: none. Its alerts then carry the labels a
      * Prometheus reading the file gives (job sd_job, instance the target,
@@ -106,7 +115,19 @@ typedef struct tw_supervision_options {
     const char *sd_file;
     const char *sd_job; /* NULL: "trainwatch" */
     bool sd_without_rank; /* no rank label in the entry (watch: files of any rank) */
+    /* Seconds tw_supervision_linger keeps serving /metrics after the end;
+     * < 0: two scrape intervals when a scrape was seen or the target is in
+     * sd_file, else 0 (TW_LINGER_AUTO). */
+    double linger;
 } tw_supervision_options;
+
+#define TW_LINGER_AUTO (-1.0)
+/* The scrape interval assumed when no two scrapes were seen: what
+ * `trainwatch prometheus-config` prints (15s). */
+#define TW_LINGER_DEFAULT_INTERVAL 15.0
+/* The longest linger the automatic choice takes (a scraper seen rarely, a
+ * person's curl, is not a scrape interval). */
+#define TW_LINGER_AUTO_MAX 600.0
 
 typedef struct tw_supervision tw_supervision;
 
@@ -157,6 +178,15 @@ typedef struct tw_supervision_result {
 /* Ends the run and diagnoses it: *report (the caller frees it), and for a
  * command its status. */
 int tw_supervision_finish(tw_supervision *s, tw_report **report, tw_supervision_result *result);
+
+/* After finish (and any push): keeps serving /metrics, the sd_file entry
+ * still in place, until a scrape has begun after the end and the slowest
+ * scraper's interval has passed since then, or the linger time is up, or
+ * SIGINT, SIGTERM or SIGHUP arrives (caught with
+ * tw_supervision_catch_signals); said once on stderr when it waits. A
+ * command that ended before Prometheus's next scrape is thus still seen
+ * crashed. Returns at once when not serving or the linger is 0. */
+void tw_supervision_linger(tw_supervision *s);
 
 /* The run the records went to (what the diagnosis was made from), borrowed
  * until tw_supervision_free; for the HTML report's charts. */

@@ -254,7 +254,7 @@ static int report_end(const run_options *o, tw_supervision *sup)
 static int run(int argc, char **argv)
 {
     tw_cli_say_as("run");
-    run_options o = {.sup = {.name = "run", .serve = true}, .command = {.sample = true}};
+    run_options o = {.sup = {.name = "run", .serve = true, .linger = TW_LINGER_AUTO}, .command = {.sample = true}};
     tw_cli_rank_env(&o.sup.rank, &o.sup.local_rank, &o.sup.world_size);
     if (o.sup.rank < 0)
         o.sup.rank = 0;
@@ -286,6 +286,7 @@ static int run(int argc, char **argv)
         while (tw_supervision_tick(sup, 0.25)) {
         }
         status = report_end(&o, sup);
+        tw_supervision_linger(sup); /* the next scrape sees how it ended */
     }
     tw_supervision_free(sup);
     return status;

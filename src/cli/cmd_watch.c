@@ -162,7 +162,7 @@ static int finish(tw_supervision *sup, const watch_options *o)
 static int run(int argc, char **argv)
 {
     tw_cli_say_as("watch");
-    watch_options o = {.sup = {.name = "watch", .serve = true, .sd_without_rank = true}};
+    watch_options o = {.sup = {.name = "watch", .serve = true, .sd_without_rank = true, .linger = TW_LINGER_AUTO}};
     tw_cli_rank_env(&o.sup.rank, &o.sup.local_rank, &o.sup.world_size);
     int first = parse(argc, argv, &o);
     if (first < 0 || tw_cli_supervision_finish(&o.sup, "watch") < 0)
@@ -181,9 +181,16 @@ static int run(int argc, char **argv)
         static const int stop[] = {SIGINT, SIGTERM};
         tw_supervision_catch_signals(sup, stop, 2);
         double start = tw_monotonic_clock();
-        while ((o.duration <= 0 || tw_monotonic_clock() - start < o.duration) && tw_supervision_tick(sup, 0.5)) {
+        bool signalled = false;
+        while (o.duration <= 0 || tw_monotonic_clock() - start < o.duration) {
+            if (!tw_supervision_tick(sup, 0.5)) {
+                signalled = true;
+                break;
+            }
         }
         status = finish(sup, &o);
+        if (!signalled || o.sup.linger >= 0) /* who stops watch with a signal wants it gone, unless told */
+            tw_supervision_linger(sup);
     }
     tw_supervision_free(sup);
     return status;

@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "../core/say.h"
+#include "../rules/ruleset.h"
 #include "cli.h"
 
 const char tw_cli_discovery_usage[] =
@@ -16,7 +17,10 @@ const char tw_cli_discovery_usage[] =
     "  --sd-file FILE              add this run's target (labels run, rank, host) to this file_sd JSON\n"
     "                              file shared by the runs of a node; removed at exit\n"
     "  --sd-job NAME               the job_name of the scrape config reading --sd-file (default\n"
-    "                              trainwatch): this run's own alerts carry it, as Prometheus's do\n";
+    "                              trainwatch): this run's own alerts carry it, as Prometheus's do\n"
+    "  --web.linger DURATION       at the end keep serving /metrics up to this long (30s, 2m, 0), so\n"
+    "                              Prometheus scrapes the final state (default: two scrape intervals\n"
+    "                              when scraped or with --sd-file, else 0; 'auto')\n";
 
 /* --log.level and --log.format: kept here so either can come first. */
 static tw_say_level said_level = TW_SAY_INFO;
@@ -34,7 +38,27 @@ static int store_say_option(const char *command, bool is_level, const char *arg)
     return 1;
 }
 
-static int remote_write_option(tw_remote_write_options *r, const char *command, int code, const char *arg);
+static int remote_write_option(tw_supervision_options *s, const char *command, int code, const char *arg);
+
+/* --web.linger: a Prometheus duration, seconds, or auto. */
+static int linger_option(tw_supervision_options *s, const char *command, const char *arg)
+{
+    int64_t ms;
+    char *end;
+    double seconds = strtod(arg, &end);
+    if (!strcmp(arg, "auto"))
+        s->linger = TW_LINGER_AUTO;
+    else if (tw_parse_duration(arg, &ms))
+        s->linger = (double)ms / 1000;
+    else if (end != arg && !*end && seconds >= 0 && seconds <= 86400)
+        s->linger = seconds;
+    else {
+        fprintf(stderr, "trainwatch %s: --web.linger must be a duration (30s, 2m, 0) or auto, not '%s'\n", command,
+                arg);
+        return -1;
+    }
+    return 1;
+}
 
 /* 1: stored; 0: not one of these; -1: a bad value (said). */
 static int store_option(tw_supervision_options *s, const char *command, int code, const char *arg)
@@ -82,8 +106,10 @@ static int store_option(tw_supervision_options *s, const char *command, int code
     case 25:
         s->sd_job = arg;
         return 1;
+    case 26:
+        return linger_option(s, command, arg);
     default:
-        return remote_write_option(&s->remote_write, command, code - TW_CLI_SUPERVISION_OPT, arg);
+        return remote_write_option(s, command, code - TW_CLI_SUPERVISION_OPT, arg);
     }
 }
 
@@ -94,11 +120,17 @@ const char tw_cli_supervision_usage[] =
     "  --remote-write-queue N      samples kept per receiver while it cannot take them; the oldest\n"
     "                              are dropped past N (default 100000)\n"
     "  --remote-write-bearer-token-file FILE   send Authorization: Bearer with FILE's token\n"
-    "  --remote-write-basic-auth-file FILE     basic auth with FILE's USER:PASSWORD\n\n";
+    "  --remote-write-basic-auth-file FILE     basic auth with FILE's USER:PASSWORD\n"
+    "  --remote-write-job NAME     the job label of the series sent (default: the one a scrape of this\n"
+    "                              run gets: --sd-job, or trainwatch)\n"
+    "  --remote-write-instance I   their instance label (default: the /metrics host:port a scrape\n"
+    "                              gets, or this host's name when not serving)\n"
+    "  (series sent carry the labels a scrape of the run gives it: use one path per Prometheus)\n\n";
 
-/* The remote-write options (codes 6 and up): 1 stored, 0 not one, -1 bad. */
-static int remote_write_option(tw_remote_write_options *r, const char *command, int code, const char *arg)
+/* The remote-write options (codes 6 to 12): 1 stored, 0 not one, -1 bad. */
+static int remote_write_option(tw_supervision_options *s, const char *command, int code, const char *arg)
 {
+    tw_remote_write_options *r = &s->remote_write;
     double v;
     switch (code) {
     case 6:
@@ -130,6 +162,14 @@ static int remote_write_option(tw_remote_write_options *r, const char *command, 
         return 1;
     case 10:
         r->basic_auth_file = arg;
+        return 1;
+    case 11:
+    case 12:
+        if (!*arg) {
+            fprintf(stderr, "trainwatch %s: --remote-write-%s must not be empty\n", command, code == 11 ? "job" : "instance");
+            return -1;
+        }
+        *(code == 11 ? &s->remote_job : &s->remote_instance) = arg;
         return 1;
     default:
         return 0;

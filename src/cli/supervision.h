@@ -30,8 +30,11 @@
         {"remote-write-interval", 1, 0, TW_CLI_SUPERVISION_OPT + 7},                                                   \
         {"remote-write-queue", 1, 0, TW_CLI_SUPERVISION_OPT + 8},                                                      \
         {"remote-write-bearer-token-file", 1, 0, TW_CLI_SUPERVISION_OPT + 9},                                          \
-        {"remote-write-basic-auth-file", 1, 0, TW_CLI_SUPERVISION_OPT + 10}, \
-        {"sd-file", 1, 0, TW_CLI_SUPERVISION_OPT + 24}, {"sd-job", 1, 0, TW_CLI_SUPERVISION_OPT + 25}, TW_CLI_ALERT_LONGOPTS
+        {"remote-write-basic-auth-file", 1, 0, TW_CLI_SUPERVISION_OPT + 10},                                           \
+        {"remote-write-job", 1, 0, TW_CLI_SUPERVISION_OPT + 11},                                                       \
+        {"remote-write-instance", 1, 0, TW_CLI_SUPERVISION_OPT + 12},                                                  \
+        {"sd-file", 1, 0, TW_CLI_SUPERVISION_OPT + 24}, {"sd-job", 1, 0, TW_CLI_SUPERVISION_OPT + 25},        \
+        {"web.linger", 1, 0, TW_CLI_SUPERVISION_OPT + 26}, TW_CLI_ALERT_LONGOPTS
 
 /* Sets up trainwatch's own messages as coming from command (text prefixes
  * them "trainwatch COMMAND: "), before any option is read. */

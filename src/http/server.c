@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "../core/clock.h"
 #include "auth.h"
 #include "guard.h"
 #include "trainwatch/error.h"
@@ -42,7 +44,22 @@ struct tw_http_server {
     tw_guard *guard;
     char *(*page)(void *arg, const char *path, const char *format, size_t *len, const char **type);
     void *page_arg;
+    /* the /metrics requests answered: the server's thread writes, the
+     * owner reads (tw_http_scrapes) */
+    pthread_mutex_t scrape_lock;
+    uint64_t scrapes;
+    double scrape_at[TW_HTTP_SCRAPES_KEPT]; /* monotonic start times, a ring */
 };
+
+/* Notes a /metrics request, at the time its exposition is made. */
+static void note_scrape(tw_http_server *s)
+{
+    double t = tw_monotonic_clock();
+    pthread_mutex_lock(&s->scrape_lock);
+    s->scrape_at[s->scrapes % TW_HTTP_SCRAPES_KEPT] = t;
+    s->scrapes++;
+    pthread_mutex_unlock(&s->scrape_lock);
+}
 
 static const char landing_page[] =
     "<!doctype html>\n<html><head><title>trainwatch</title></head><body>\n"
@@ -230,6 +247,7 @@ static enum MHD_Result metrics(struct MHD_Connection *conn, tw_http_server *s)
 {
     const char *accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
     tw_expose_format fmt = s->text_only ? TW_EXPOSE_TEXT : tw_negotiate_format(accept);
+    note_scrape(s);
     char *body;
     size_t len;
     if (tw_registry_expose(s->registry, fmt, &body, &len) != TW_OK)
@@ -380,6 +398,7 @@ int tw_http_start(const tw_http_options *options, tw_http_server **out, char *er
     s->page = o->page;
     s->page_arg = o->page_arg;
     s->fd = -1;
+    pthread_mutex_init(&s->scrape_lock, NULL);
     int rc = TW_OK;
     if (o->web_config_file) {
         rc = tw_web_config_load(o->web_config_file, &s->config, err, errlen);
@@ -436,6 +455,19 @@ int tw_http_start(const tw_http_options *options, tw_http_server **out, char *er
     return TW_OK;
 }
 
+void tw_http_scrapes(tw_http_server *s, tw_http_scrape_stats *out)
+{
+    pthread_mutex_lock(&s->scrape_lock);
+    uint64_t n = s->scrapes;
+    *out = (tw_http_scrape_stats){.count = n, .last = n ? s->scrape_at[(n - 1) % TW_HTTP_SCRAPES_KEPT] : 0};
+    for (uint64_t i = n > TW_HTTP_SCRAPES_KEPT ? n - TW_HTTP_SCRAPES_KEPT + 1 : 1; i < n; i++) {
+        double gap = s->scrape_at[i % TW_HTTP_SCRAPES_KEPT] - s->scrape_at[(i - 1) % TW_HTTP_SCRAPES_KEPT];
+        if (gap > out->interval)
+            out->interval = gap;
+    }
+    pthread_mutex_unlock(&s->scrape_lock);
+}
+
 uint16_t tw_http_port(const tw_http_server *s)
 {
     return s->port;
@@ -464,5 +496,6 @@ void tw_http_stop(tw_http_server *s)
         explicit_bzero(s->key_pem, strlen(s->key_pem));
     free(s->cert_pem);
     free(s->key_pem);
+    pthread_mutex_destroy(&s->scrape_lock);
     free(s);
 }

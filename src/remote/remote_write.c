@@ -303,13 +303,12 @@ static void collect_sample(const tw_sample_view *s, void *arg)
     tw_remote_write *w = c->w;
     tw_rw_label labels[TW_RW_LABELS_MAX];
     size_t n = 0;
-    for (size_t i = 0; i < s->label_count && n < TW_RW_LABELS_MAX - 5; i++)
+    for (size_t i = 0; i < s->label_count && n < TW_RW_LABELS_MAX - TW_REMOTE_WRITE_TARGET_MAX; i++)
         labels[n++] = (tw_rw_label){s->label_names[i], s->label_values[i]};
-    const tw_rw_label added[] = {
-        {"job", w->o.job}, {"instance", w->o.instance}, {"run", w->o.run}, {"rank", w->o.rank}};
-    for (size_t i = 0; i < 4; i++) {
-        if (added[i].value && !has_label(s, added[i].name))
-            labels[n++] = added[i];
+    for (size_t i = 0; i < w->o.target_count; i++) {
+        const char *value = w->o.target_values[i];
+        if (value && *value && !has_label(s, w->o.target_names[i]))
+            labels[n++] = (tw_rw_label){w->o.target_names[i], value};
     }
     tw_buffer_reset(&w->labels);
     if (tw_rw_encode_labels(s->name, labels, n, &w->labels) != TW_OK)
@@ -421,6 +420,8 @@ int tw_remote_write_new(const tw_remote_write_options *o, tw_registry *registry,
     if (!w)
         return TW_ENOMEM;
     w->o = *o;
+    if (w->o.target_count > TW_REMOTE_WRITE_TARGET_MAX)
+        w->o.target_count = TW_REMOTE_WRITE_TARGET_MAX;
     w->o.interval = o->interval > 0 ? o->interval : 15;
     w->o.queue_samples = o->queue_samples ? o->queue_samples : 100000;
     w->o.batch_samples = o->batch_samples ? o->batch_samples : 2000;

@@ -193,20 +193,34 @@ static int info_metrics(tw_supervision *s)
     return rc;
 }
 
-/* The remote-write senders: series get job "trainwatch", this host as
- * instance, and the run and rank when they have none. */
+/* The remote-write senders. Their series carry the labels a scrape of this
+ * run gets (see remote_job in supervise.h), so a Prometheus that both
+ * scrapes and receives holds one series per run, not two. A series' own
+ * labels win (watch: each file's rank), as with honor_labels. */
 static int remote_start(tw_supervision *s)
 {
     char err[600];
     tw_remote_write_options ro = s->o.remote_write;
-    snprintf(s->rank_text, sizeof s->rank_text, "%d", s->o.rank);
-    ro.job = "trainwatch";
-    ro.instance = s->host;
-    ro.run = s->o.run ? s->o.run : "trainwatch";
-    ro.rank = s->o.rank >= 0 ? s->rank_text : NULL; /* watch: each file's own */
+    const tw_supervision_options *o = &s->o;
+    snprintf(s->rank_text, sizeof s->rank_text, "%d", o->rank);
+    const char *names[] = {"job", "instance", "run", "rank", "host"};
+    const char *values[] = {
+        o->remote_job ? o->remote_job : o->sd_job ? o->sd_job : "trainwatch",
+        o->remote_instance ? o->remote_instance : s->server ? s->target : s->host,
+        /* run, rank, host: those of the sd_file entry; with a static scrape
+         * none (the instance tells runs apart); not served, run and rank */
+        o->sd_file || !s->server ? (o->run ? o->run : "trainwatch") : NULL,
+        o->rank >= 0 && (o->sd_file ? !o->sd_without_rank : !s->server) ? s->rank_text : NULL,
+        o->sd_file ? s->host : NULL,
+    };
+    ro.target_count = sizeof names / sizeof names[0];
+    for (size_t i = 0; i < ro.target_count; i++) {
+        ro.target_names[i] = names[i];
+        ro.target_values[i] = values[i];
+    }
     int rc = tw_remote_write_new(&ro, s->registry, stderr, &s->remote, err, sizeof err);
     if (rc != TW_OK)
-        tw_say(TW_SAY_ERROR, s->o.name, "--remote-write: %s", err);
+        tw_say(TW_SAY_ERROR, o->name, "--remote-write: %s", err);
     s->remote_at = tw_monotonic_clock();
     return rc;
 }
@@ -283,10 +297,10 @@ int tw_supervision_new(const tw_supervision_options *o, tw_supervision **out)
         tw_say(TW_SAY_ERROR, o->name, "%s: %s", o->records_path, strerror(errno));
         rc = tw_status_from_errno(errno);
     }
-    if (rc == TW_OK && o->remote_write.url_count)
-        rc = remote_start(s);
     if (rc == TW_OK)
         rc = serve(s);
+    if (rc == TW_OK && o->remote_write.url_count) /* after serve: the instance is the target served */
+        rc = remote_start(s);
     if (rc == TW_OK)
         rc = announce_and_alert(s);
     if (rc == TW_OK && s->server) /* said once everything is ready to start */
@@ -657,7 +671,6 @@ int tw_supervision_finish(tw_supervision *s, tw_report **report, tw_supervision_
             result->output_failed = true; /* records were lost */
     }
     tw_alerts_finish(&s->alerts, s->o.name, tw_wall_clock());
-    remote_tick(s, true); /* the last values, drained when freed */
     tw_thresholds th;
     tw_thresholds_default(&th);
     int rc = tw_diagnose(s->sinks.run, &th, report);
@@ -669,7 +682,62 @@ int tw_supervision_finish(tw_supervision *s, tw_report **report, tw_supervision_
     if (tw_live_stall_finding(s->sinks.live, tw_wall_clock(), &stall))
         tw_report_append(*report, &stall);
     tw_health_gauge_set(&s->health, *report);
+    remote_tick(s, true); /* the final state, health included; drained when freed */
     return TW_OK;
+}
+
+/* ---- lingering ----------------------------------------------------- */
+
+/* How long to linger: the option, or the automatic choice. */
+static double linger_seconds(const tw_supervision *s, const tw_http_scrape_stats *st, double *interval)
+{
+    *interval = st->interval > 0 ? st->interval : TW_LINGER_DEFAULT_INTERVAL;
+    if (s->o.linger >= 0)
+        return s->o.linger;
+    if (!st->count && !s->in_sd_file)
+        return 0;
+    double auto_linger = 2 * *interval;
+    return auto_linger < TW_LINGER_AUTO_MAX ? auto_linger : TW_LINGER_AUTO_MAX;
+}
+
+/* True when a stop signal (SIGINT, SIGTERM, SIGHUP) arrived within `wait`
+ * seconds; other signals are dropped: the command has ended. */
+static bool stop_signal_within(tw_supervision *s, double wait)
+{
+    struct pollfd p = {s->signal_pipe[0], POLLIN, 0};
+    if (poll(&p, 1, (int)(wait * 1000)) <= 0)
+        return false;
+    unsigned char sig;
+    while (read(s->signal_pipe[0], &sig, 1) == 1) {
+        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
+            return true;
+    }
+    return false;
+}
+
+void tw_supervision_linger(tw_supervision *s)
+{
+    if (!s->server)
+        return;
+    tw_http_scrape_stats st;
+    tw_http_scrapes(s->server, &st);
+    double interval, linger = linger_seconds(s, &st, &interval);
+    if (linger <= 0)
+        return;
+    double end = tw_monotonic_clock();
+    tw_say(TW_SAY_INFO, s->o.name, "serving /metrics up to %.0f s more, for a last scrape (--web.linger)", linger);
+    for (;;) {
+        double t = tw_monotonic_clock();
+        if (t - end >= linger)
+            return;
+        tw_http_scrapes(s->server, &st);
+        if (st.last > end && t - end >= (st.interval > 0 ? st.interval : interval))
+            return; /* scraped since the end, and every scraper's turn has come */
+        if (stop_signal_within(s, 0.25)) {
+            tw_say(TW_SAY_INFO, s->o.name, "stopped serving /metrics on a signal");
+            return;
+        }
+    }
 }
 
 const tw_run *tw_supervision_run(const tw_supervision *s)

@@ -103,7 +103,7 @@ def test_sd_file_writers_started_at_once_lose_no_entry(tmp_path):
     rewrites, so every target is there, and gone once they end."""
     sd = tmp_path / "node.json"
     procs_ = [subprocess.Popen([binary("trainwatch"), "run", "--web.listen-address", "127.0.0.1:0", "--sd-file", sd,
-                                "--", "sleep", "3"], stderr=subprocess.PIPE, text=True) for _ in range(8)]
+                                "--web.linger", "0", "--", "sleep", "3"], stderr=subprocess.PIPE, text=True) for _ in range(8)]
     wait_until(lambda: len(entries(sd)) == 8, timeout=30, what="eight entries")
     assert len({g["targets"][0] for g in entries(sd)}) == 8
     assert {g["labels"]["__meta_trainwatch_pid"] for g in entries(sd)} == {str(p.pid) for p in procs_}
@@ -303,15 +303,19 @@ def test_fleet_alerts_arrive_once_and_resolve_when_runs_end(tmp_path, procs):
     stalls, one's loss turns NaN. trainwatch's own alerts and Prometheus's
     (the same exported rules, external label cluster=fleet on both) reach one
     Alertmanager as one alert each, with the same labels; they resolve when
-    the run ends; nothing fires for the others."""
+    the run ends; nothing fires for the others. Every run also remote-writes
+    to the same Prometheus: its series carry the labels the scrape gives, so
+    each run's series and each alert are there once, not twice."""
     hook = WebhookReceiver()
     try:
         fast, exported = fleet_rules(tmp_path)
         am = procs(Alertmanager, str(tmp_path), webhook=hook.url + "/am")
         prom = procs(Prometheus, str(tmp_path), [sd_job(str(tmp_path / "node*.json"))], rule_files=[exported],
-                     alertmanager=am.url, external_labels={"cluster": "fleet"})
+                     alertmanager=am.url, external_labels={"cluster": "fleet"},
+                     extra_args=["--web.enable-remote-write-receiver"])
         common = ["--no-default-rules", "--rules", fast, "--eval-interval", "1", "--alertmanager", am.url,
-                  "--external-label", "cluster=fleet", "--sd-job", "trainwatch"]
+                  "--external-label", "cluster=fleet", "--sd-job", "trainwatch",
+                  "--remote-write", prom.url + "/api/v1/write", "--remote-write-interval", "1"]
         steady = ["--epochs", "1", "--log-interval", "5", "--slow-reader", "20"]
         runs = {}
         for i in range(16):
@@ -334,6 +338,11 @@ def test_fleet_alerts_arrive_once_and_resolve_when_runs_end(tmp_path, procs):
             return (am_alerts, prom_alerts, ours) if len(prom_alerts) == 2 and len(ours) == 2 else None
 
         am_alerts, prom_alerts, ours = wait_until(both_firing, timeout=90, what="both alerts firing in both")
+        # scraped and remote-written, each run's step is one series
+        steps = prom.query("count by (run) (trainwatch_train_step)")
+        assert len(steps) == 16 and all(s["value"][1] == "1" for s in steps), steps
+        written = http(runs["nan"].url + "/metrics")[2].decode()
+        assert re.search(r"trainwatch_remote_write_samples_total\{[^}]*\} [1-9]", written), "nothing remote-written"
         time.sleep(3)  # both have sent (Prometheus every evaluation, trainwatch as it fired)
         am_alerts = [a for a in am.alerts() if (a["labels"]["alertname"], a["labels"].get("run")) in expected]
         # one alert each in Alertmanager, with the labels both senders give it
@@ -369,9 +378,94 @@ def test_fleet_alerts_arrive_once_and_resolve_when_runs_end(tmp_path, procs):
                 assert "alert firing" not in r.stderr(), r.stderr()
         fired = prom.query('count by (alertname, run) (last_over_time(ALERTS{alertstate="firing"}[10m]))')
         assert {(s["metric"]["alertname"], s["metric"]["run"]) for s in fired} == expected, fired
+        assert all(s["value"][1] == "1" for s in fired), fired  # once each, not once per path
         assert all(entries(tmp_path / f"node{i}.json") == [] for i in range(4))
     finally:
         hook.stop()
+
+
+def fired_by_trainwatch(r):
+    """The alert names a run's trainwatch said it fired."""
+    return set(re.findall(r'alert firing: \{alertname="(\w+)"', r.stderr()))
+
+
+def fired_by_prometheus(prom, run_name):
+    fired = prom.query(f'count by (alertname) (last_over_time(ALERTS{{alertstate="firing",run="{run_name}"}}[10m]))')
+    return {s["metric"]["alertname"] for s in fired}
+
+
+def test_prometheus_fires_the_same_alerts_on_the_same_data_nan_stall_crash(tmp_path, procs):
+    """docs/alerts.md: a Prometheus that scrapes the runs (found through
+    --sd-file) and loads the exported rules fires what trainwatch fires. A
+    crash is the hard case: the command exits at once, and only because
+    trainwatch keeps serving /metrics after the end (--web.linger, two scrape
+    intervals by default here) does Prometheus scrape the exception and fire
+    TrainingFailed."""
+    fast, exported = fleet_rules(tmp_path)
+    prom = procs(Prometheus, str(tmp_path), [sd_job(str(tmp_path / "node*.json"))], rule_files=[exported])
+    common = ["--no-default-rules", "--rules", fast, "--eval-interval", "1"]
+    steady = ["--epochs", "1", "--log-interval", "5", "--slow-reader", "20"]
+    demos = {"crash": ["--steps-per-epoch", "2000", "--crash-at", "300"],
+             "nan": ["--steps-per-epoch", "6000", "--lr-spike-at", "100"],
+             "stall": ["--steps-per-epoch", "6000", "--stall-at", "100", "--stall-seconds", "600"]}
+    runs = {name: procs(Supervised, str(tmp_path), name, tmp_path / f"node{i}.json", steady + demos[name], common)
+            for i, name in enumerate(demos)}
+    expected = {"crash": {"TrainingFailed"}, "nan": {"TrainingLossNaN"}, "stall": {"TrainingNoProgress"}}
+    # the crash ends the command; trainwatch exits with its status
+    assert runs["crash"].wait(timeout=90) == 1, runs["crash"].stderr()
+    for name in ("nan", "stall"):
+        wait_until(lambda: expected[name] <= fired_by_trainwatch(runs[name]), timeout=90,
+                   what=f"trainwatch to fire {expected[name]} for {name}")
+    for name in demos:
+        wait_until(lambda: expected[name] <= fired_by_prometheus(prom, name), timeout=60,
+                   what=f"Prometheus to fire {expected[name]} for {name} (it fired "
+                        f"{fired_by_prometheus(prom, name)})")
+    runs["nan"].stop()
+    runs["stall"].stop()
+    time.sleep(2)  # the evaluations of the runs' last scrapes
+    for name in demos:
+        assert fired_by_trainwatch(runs[name]) == expected[name], (name, runs[name].stderr())
+        assert fired_by_prometheus(prom, name) == fired_by_trainwatch(runs[name]), name
+    assert "for a last scrape (--web.linger)" in runs["crash"].stderr(), runs["crash"].stderr()
+    assert all(entries(tmp_path / f"node{i}.json") == [] for i in range(3))
+
+
+def test_linger_ends_after_the_next_scrape_or_its_limit(tmp_path):
+    """--web.linger: a run nobody scrapes and with no --sd-file exits at
+    once; told to linger, it serves until a scrape after the end and then
+    exits without waiting out the limit; a signal ends the wait."""
+    demo = [binary("demo-train"), "--epochs", "1", "--steps-per-epoch", "20"]
+    start = time.monotonic()
+    r = run(["trainwatch", "run", "--web.listen-address", "127.0.0.1:0", "--", *demo])
+    assert r.returncode == 0 and "--web.linger" not in r.stderr, r.stderr
+    assert time.monotonic() - start < 20
+    addr = tmp_path / "addr"
+    p = subprocess.Popen([binary("trainwatch"), "run", "--web.listen-address", "127.0.0.1:0", "--web.address-file",
+                          addr, "--web.linger", "2m", "--", *demo], stderr=subprocess.PIPE, text=True)
+    wait_until(lambda: addr.exists() and addr.read_text().strip(), timeout=30, what="the address file")
+    url = "http://" + addr.read_text().strip() + "/metrics"
+    wait_until(lambda: b'event="exit"' in http(url)[2], timeout=30, what="the command's exit in /metrics")
+    assert p.poll() is None  # still serving after the command ended
+    t0 = time.monotonic()
+    body = http(url)[2].decode()  # a scrape after the end: the wait ends once its interval has passed
+    assert re.search(r'trainwatch_log_events_total\{[^}]*event="exit"[^}]*\} 1', body), body
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 0 and "up to 120 s more, for a last scrape" in err, err
+    assert time.monotonic() - t0 < 60
+    # a signal ends the wait at once
+    p = subprocess.Popen([binary("trainwatch"), "run", "--web.listen-address", "127.0.0.1:0", "--web.linger", "10m",
+                          "--", *demo], stderr=subprocess.PIPE, text=True)
+    time.sleep(3)  # the 20 steps are done well before
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 0 and "stopped serving /metrics on a signal" in err, err
+
+
+@pytest.mark.parametrize("value", ["soon", "-3s", "1x"])
+def test_linger_refuses_a_bad_duration(value):
+    r = run(["trainwatch", "run", "--web.linger", value, "--", "true"])
+    assert r.returncode == 2 and f"--web.linger must be a duration (30s, 2m, 0) or auto, not '{value}'" in r.stderr, \
+        r.stderr
 
 
 # ---- Kubernetes examples ------------------------------------------------------------------

@@ -82,13 +82,14 @@ def test_series_and_values_reach_prometheus(procs, watches, tmp_path):
     w = watches(log, "--remote-write", prom.url + "/api/v1/write", "--remote-write-interval", "0.5")
     got = prom.wait_for('trainwatch_train_loss{run="train"} == 2.5', timeout=30)
     labels = got[0]["metric"]
-    # no scrape gives these series target labels: trainwatch does
-    assert labels == {"__name__": "trainwatch_train_loss", "job": "trainwatch", "instance": socket.gethostname(),
+    # the target labels a static scrape of this /metrics would give: job
+    # trainwatch, the address served as instance; run and rank its own
+    assert labels == {"__name__": "trainwatch_train_loss", "job": "trainwatch", "instance": f"127.0.0.1:{w.port}",
                       "run": "train", "rank": "0"}
     assert float(prom.wait_for('trainwatch_train_metric{run="train",name="acc"}')[0]["value"][1]) == 0.5
-    # series without run and rank of their own get them, so runs never collide
+    # a series with no run of its own gets none added: a scrape would not add one
     build = prom.wait_for("trainwatch_build_info")[0]["metric"]
-    assert build["run"] == "train" and "rank" not in build and build["version"]  # watch: no rank of its own
+    assert build["instance"] == f"127.0.0.1:{w.port}" and "run" not in build and build["version"], build
     # histograms arrive as their _bucket, _sum and _count series
     assert float(prom.wait_for('trainwatch_step_duration_seconds_count{run="train"}')[0]["value"][1]) == 5
     # the last values are sent at the end, however short the interval left
@@ -98,6 +99,61 @@ def test_series_and_values_reach_prometheus(procs, watches, tmp_path):
     assert w.proc.returncode == 0, err
     assert float(prom.query('last_over_time(trainwatch_train_loss{run="train"}[1m])')[0]["value"][1]) == 1.25
     assert "remote write" not in err  # it never failed
+
+
+def test_not_served_the_series_get_host_run_and_rank(procs, tmp_path):
+    """With no /metrics served nothing else names the run: the instance is
+    this host and every series carries the run (and rank when set)."""
+    prom = receiver(procs, tmp_path)
+    r = subprocess.run([binary("trainwatch"), "run", "--run-name", "solo", "--web.listen-address",
+                        "none", "--remote-write", prom.url + "/api/v1/write", "--remote-write-interval", "0.5", "--",
+                        binary("demo-train"), "--epochs", "1", "--steps-per-epoch", "20"],
+                       capture_output=True, text=True, timeout=120, env=dict(os.environ, RANK="3"))
+    assert r.returncode == 0, r.stderr
+    build = prom.wait_for('trainwatch_build_info{run="solo"}')[0]["metric"]
+    assert {k: build[k] for k in ("job", "instance", "run", "rank")} == \
+        {"job": "trainwatch", "instance": socket.gethostname(), "run": "solo", "rank": "3"}, build
+
+
+def test_scraped_and_remote_written_series_have_the_same_labels(procs, tmp_path):
+    """One run found through --sd-file and also remote-writing: a Prometheus
+    that only scrapes it and one that only receives from it hold the same
+    label sets, so one that does both holds each series once."""
+    sd = tmp_path / "sd" / "node.json"
+    sd.parent.mkdir()
+    (tmp_path / "scrape").mkdir()
+    (tmp_path / "receive").mkdir()
+    scraper = procs(Prometheus, str(tmp_path / "scrape"), [{
+        "job_name": "fleet", "honor_labels": True,
+        "file_sd_configs": [{"files": [str(sd.parent / "*.json")], "refresh_interval": "1s"}]}])
+    rw = receiver(procs, tmp_path / "receive")
+    p = subprocess.Popen([binary("trainwatch"), "run", "--run-name", "both", "--web.listen-address", "127.0.0.1:0",
+                          "--sd-file", sd, "--sd-job", "fleet", "--remote-write", rw.url + "/api/v1/write",
+                          "--remote-write-interval", "0.5", "--web.linger", "0", "--", binary("demo-train"),
+                          "--epochs", "1", "--steps-per-epoch", "6000", "--log-interval", "5",
+                          "--slow-reader", "20"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        def label_sets(prom):
+            # the scrape (OpenMetrics) also stores each counter's _created
+            # start time as a series; remote write sends no _created
+            return sorted(tuple(sorted(s.items())) for s in prom.series('{__name__=~"trainwatch_.*",run="both"}')
+                          if not s["__name__"].endswith("_created"))
+
+        def settled():
+            a, b = label_sets(scraper), label_sets(rw)
+            return (a, b) if a and a == b else None
+        # both fill as the run goes; once equal they stay equal
+        try:
+            scraped, received = wait_until(settled, timeout=30, what="the same series in both Prometheus servers")
+        except AssertionError:
+            a, b = set(label_sets(scraper)), set(label_sets(rw))
+            raise AssertionError(f"only scraped: {sorted(a - b)[:5]}; only received: {sorted(b - a)[:5]}")
+        assert any(dict(s)["__name__"] == "trainwatch_train_step" for s in scraped)
+        one = dict([s for s in scraped if dict(s)["__name__"] == "trainwatch_train_step"][0])
+        assert one["job"] == "fleet" and one["instance"].startswith("127.0.0.1:") and one["host"] == socket.gethostname()
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.communicate(timeout=60)
 
 
 def queued(w):
