@@ -19,7 +19,7 @@ profile=${1:-demo}
 DEMO_PACKAGES=(
   build-essential cmake pkg-config
   zlib1g-dev libcmocka-dev
-  libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev libcrypt-dev nettle-dev libgnutls28-dev libpcre2-dev libsnappy-dev
+  libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev libcrypt-dev nettle-dev libgnutls28-dev libpcre2-dev libsnappy-dev libsqlite3-dev
   python3 python3-dev python3-numpy
 )
 CHECK_PACKAGES=(

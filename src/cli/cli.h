@@ -26,6 +26,8 @@ extern const tw_command tw_cmd_rules;
 extern const tw_command tw_cmd_trace;
 extern const tw_command tw_cmd_grafana;
 extern const tw_command tw_cmd_prometheus_config;
+extern const tw_command tw_cmd_runs;
+extern const tw_command tw_cmd_compare;
 
 /* Reads a non-negative number for --flag; says what is wrong and returns -1. */
 int tw_cli_number(const char *command, const char *flag, const char *arg, double *out);

@@ -7,6 +7,7 @@
  * Threshold options come from one table that also writes their help.
  */
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <stddef.h>
@@ -22,6 +23,7 @@
 #include "../parse/user_formats.h"
 #include "cli.h"
 #include "explain.h"
+#include "history.h"
 #include "progress.h"
 #include "trainwatch/analyze.h"
 #include "trainwatch/error.h"
@@ -75,6 +77,7 @@ typedef struct analyze_options {
     tw_thresholds th;
     tw_user_formats *user;   /* --pattern, --formats (tw_cli_user_format's) */
     const char *gpu_columns; /* --gpu-columns: a headerless nvidia-smi CSV's --query-gpu list */
+    tw_cli_history history;  /* --history, --no-history, --history-job */
 } analyze_options;
 
 // clang-format off
@@ -112,6 +115,10 @@ static const char usage_text[] =
     "  --no-color             the same as --color=never\n"
     "  --jobs N               threads reading one large plain file (default: one per core, at most 64)\n"
     "  --block-size BYTES     bytes each thread reads at a time (default 2 MiB, at least 256)\n"
+    "  --history FILE         the run history the run is recorded in (default\n"
+    "                         $XDG_DATA_HOME/trainwatch/runs.db; see trainwatch runs)\n"
+    "  --no-history           do not record the run\n"
+    "  --history-job NAME     the job it is recorded under (default: the first file's name)\n"
     "  -h, --help             show this help\n\n"
     "thresholds of the rules (the default in parentheses):\n"
     TW_THRESHOLD_LIST(THRESHOLD_HELP)
@@ -182,10 +189,26 @@ static int finish_stdout(const char *what)
     return -1;
 }
 
+/* The help on stdout. It is longer than a pipe's or a device's buffer: a
+ * write error is said with the errno of the write that failed (a flush
+ * after it would only find the stream's error flag). */
+static int write_help(void)
+{
+    errno = 0;
+    if (fputs(usage_text, stdout) == EOF) {
+        int err = errno;
+        fprintf(stderr, "trainwatch analyze: could not write the help to standard output: %s\n",
+                strerror(err ? err : EIO));
+        return -1;
+    }
+    return finish_stdout("the help");
+}
+
 /* Returns the index of the first file argument, or -1 on a usage error. */
 static int parse_options(int argc, char **argv, analyze_options *o)
 {
-    struct option longopts[THRESHOLD_COUNT + 18];
+    struct option longopts[THRESHOLD_COUNT + 18 + TW_CLI_HISTORY_LONGOPT_COUNT];
+    static const struct option history_options[] = {TW_CLI_HISTORY_LONGOPTS};
     size_t n = 0;
     longopts[n++] = (struct option){"format", required_argument, NULL, OPT_FORMAT};
     longopts[n++] = (struct option){"json", no_argument, NULL, OPT_JSON};
@@ -204,6 +227,8 @@ static int parse_options(int argc, char **argv, analyze_options *o)
     longopts[n++] = (struct option){"templates", no_argument, NULL, OPT_TEMPLATES};
     longopts[n++] = (struct option){"gpu-columns", required_argument, NULL, OPT_GPU_COLUMNS};
     longopts[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
+    for (size_t i = 0; i < TW_CLI_HISTORY_LONGOPT_COUNT; i++)
+        longopts[n++] = history_options[i];
     for (size_t i = 0; i < THRESHOLD_COUNT; i++)
         longopts[n++] = (struct option){thresholds[i].name, required_argument, NULL, OPT_THRESHOLD + (int)i};
     longopts[n] = (struct option){0, 0, 0, 0};
@@ -306,13 +331,14 @@ static int parse_options(int argc, char **argv, analyze_options *o)
             break;
         case 'h':
         case OPT_HELP:
-            fputs(usage_text, stdout);
-            exit(finish_stdout("the help") == 0 ? TW_EXIT_OK : TW_EXIT_USAGE);
+            exit(write_help() == 0 ? TW_EXIT_OK : TW_EXIT_USAGE);
         case '?':
             fprintf(stderr, "trainwatch analyze: unknown or incomplete option '%s' (see trainwatch help analyze)\n",
                     argv[optind - 1]);
             return -1;
         default:
+            if (tw_cli_history_option(&o->history, c, optarg))
+                break;
             if (c >= OPT_THRESHOLD && parse_threshold(o, (size_t)(c - OPT_THRESHOLD), optarg) != 0)
                 return -1;
         }
@@ -621,6 +647,21 @@ static int input_ranks(int argc, char **argv, int first, const input_kind *kind,
     return TW_OK;
 }
 
+/* The run in the history: job and name from the first input's file name
+ * (stdin: "stdin"), the inputs as given. */
+static void record_history(const analyze_options *o, tw_report *report, const tw_run *run, int argc,
+                           char **argv, int first)
+{
+    const char *base = strrchr(argv[first], '/');
+    base = strcmp(argv[first], "-") == 0 ? "stdin" : base ? base + 1 : argv[first];
+    char inputs[512];
+    tw_history_identity who = {.source = "analyze", .name = base, .job = base,
+                               .inputs = tw_cli_join_words(argv + first, inputs, sizeof inputs),
+                               .started = NAN, .ended = NAN};
+    (void)argc;
+    tw_cli_history_record("analyze", &o->history, &who, report, run);
+}
+
 static int analyze(analyze_options o, int argc, char **argv, int first)
 {
     char err[600];
@@ -700,6 +741,8 @@ static int analyze(analyze_options o, int argc, char **argv, int first)
         tw_run_free(trun);
         return TW_EXIT_USAGE;
     }
+    if (!nothing)
+        record_history(&o, report, trun, argc, argv, first); /* adds the baselines' findings */
     bool html_stdout = o.html && strcmp(o.html, "-") == 0;
     if (o.json && !html_stdout)
         tw_report_write_json(stdout, report);

@@ -15,12 +15,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/clock.h"
 #include "../core/http_client.h"
 #include "../core/outfile.h"
 #include "../core/say.h"
 #include "cli.h"
+#include "history.h"
 #include "supervision.h"
 #include "trainwatch/analyze.h"
 #include "trainwatch/error.h"
@@ -33,6 +36,8 @@ typedef struct run_options {
     const char *report_file;
     const char *html_file;
     const char *pushgateway;
+    tw_cli_history history; /* --history, --no-history, --history-job */
+    double started;         /* wall clock when the command started */
 } run_options;
 
 static void usage(FILE *out)
@@ -66,8 +71,9 @@ static void usage(FILE *out)
         "                              may then interleave out of order in the log and the parse)\n"
         "  --report FILE               write the final diagnosis as JSON\n"
         "  --html FILE                 write the final diagnosis as a self-contained HTML page with charts\n"
-        "  --pushgateway URL           push the final metrics (grouping job (the run name), rank, instance)\n\n%s%s\n%s",
-        tw_cli_supervision_usage, tw_cli_discovery_usage, tw_cli_alerts_usage);
+        "  --pushgateway URL           push the final metrics (grouping job (the run name), rank, instance)\n"
+        "%s  (--history-job default: CMD's name and its script, e.g. 'python train.py')\n\n%s%s\n%s",
+        tw_cli_history_usage, tw_cli_supervision_usage, tw_cli_discovery_usage, tw_cli_alerts_usage);
 }
 
 static int parse(int argc, char **argv, run_options *o)
@@ -83,6 +89,7 @@ static int parse(int argc, char **argv, run_options *o)
                                              {"separate-stderr", 0, 0, 'S'},
                                              {"help", 0, 0, 'h'},
                                              TW_CLI_SUPERVISION_LONGOPTS,
+                                             TW_CLI_HISTORY_LONGOPTS,
                                              {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -132,6 +139,8 @@ static int parse(int argc, char **argv, run_options *o)
             usage(stdout);
             exit(TW_EXIT_OK);
         default:
+            if (tw_cli_history_option(&o->history, c, optarg))
+                break;
             if (tw_cli_supervision_option(&o->sup, "run", c, optarg, argv[optind - 1]) < 0)
                 return -1;
         }
@@ -215,6 +224,53 @@ static void say_report(const tw_report *report)
            report->finding_count ? " (--report FILE writes them with their evidence)" : "");
 }
 
+/* An argument that names the script a program runs: a .py or .sh file, or
+ * a file that exists. */
+static bool is_script(const char *arg)
+{
+    size_t n = strlen(arg);
+    struct stat st;
+    return arg[0] != '-' && ((n > 3 && (strcmp(arg + n - 3, ".py") == 0 || strcmp(arg + n - 3, ".sh") == 0)) ||
+                             (stat(arg, &st) == 0 && S_ISREG(st.st_mode)));
+}
+
+/* The job a command is: its program's name and the script it runs,
+ * "python train.py" ("python -m pkg.train"); the program alone without. */
+static const char *job_of(char **argv, char *buf, size_t cap)
+{
+    const char *slash = strrchr(argv[0], '/');
+    const char *program = slash ? slash + 1 : argv[0];
+    for (int i = 1; argv[i]; i++) {
+        if (strcmp(argv[i], "-m") == 0 && argv[i + 1]) {
+            snprintf(buf, cap, "%s -m %s", program, argv[i + 1]);
+            return buf;
+        }
+        if (is_script(argv[i])) {
+            slash = strrchr(argv[i], '/');
+            snprintf(buf, cap, "%s %s", program, slash ? slash + 1 : argv[i]);
+            return buf;
+        }
+    }
+    snprintf(buf, cap, "%s", program);
+    return buf;
+}
+
+static void record_history(const run_options *o, tw_report *report, const tw_run *run, int status)
+{
+    char outcome[32];
+    if (status > 128)
+        snprintf(outcome, sizeof outcome, "signal %d", status - 128);
+    else
+        snprintf(outcome, sizeof outcome, "exit %d", status);
+    if (!report->summary.step_records && !report->summary.eval_records && !report->summary.events)
+        return; /* nothing it printed was read: not a training run */
+    char job[256];
+    tw_history_identity who = {.source = "run", .name = o->sup.run, .job = job_of(o->command.argv, job, sizeof job),
+                               .command = o->sup.command, .inputs = o->command.log_file, .started = o->started,
+                               .ended = tw_wall_clock(), .outcome = outcome};
+    tw_cli_history_record("run", &o->history, &who, report, run);
+}
+
 /* The diagnosis at the end: printed, written, pushed; the exit status. */
 static int report_end(const run_options *o, tw_supervision *sup)
 {
@@ -223,6 +279,7 @@ static int report_end(const run_options *o, tw_supervision *sup)
     if (tw_supervision_finish(sup, &report, &result) != TW_OK)
         return TW_EXIT_USAGE;
     int status = result.status;
+    record_history(o, report, tw_supervision_run(sup), status); /* adds the baselines' findings */
     if (o->report_file && !write_report(o->report_file, report) && status == 0)
         status = TW_EXIT_PROBLEMS; /* the command succeeded, the report it was asked for is missing */
     if (o->html_file) {
@@ -280,6 +337,7 @@ static int run(int argc, char **argv)
     static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGWINCH};
     tw_supervision_catch_signals(sup, forwarded, isatty(STDOUT_FILENO) ? 4 : 3);
     int start_errno, status;
+    o.started = tw_wall_clock();
     if (tw_supervision_spawn(sup, &o.command, &start_errno) != TW_OK) {
         status = start_errno ? 127 : TW_EXIT_USAGE;
     } else {

@@ -20,6 +20,7 @@
 #include "../core/say.h"
 #include "../core/stream.h"
 #include "cli.h"
+#include "history.h"
 #include "supervision.h"
 #include "trainwatch/analyze.h"
 #include "trainwatch/error.h"
@@ -31,6 +32,8 @@ typedef struct watch_options {
     tw_follow_options follow;
     double duration;
     bool json;
+    tw_cli_history history; /* --history, --no-history, --history-job */
+    double started;         /* wall clock when watching started */
 } watch_options;
 
 static void usage(FILE *out)
@@ -60,15 +63,17 @@ static void usage(FILE *out)
             "  --log.level LEVEL           trainwatch's own messages: debug, info (default), warn, error\n"
             "  --log.format FORMAT         ... as text (default), logfmt or json lines on stderr\n"
             "  --duration SECONDS          stop after this long (default: until a signal)\n"
-            "  --json                      print the final diagnosis as JSON\n\n%s%s\n%s",
-            tw_cli_supervision_usage, tw_cli_discovery_usage, tw_cli_alerts_usage);
+            "  --json                      print the final diagnosis as JSON\n"
+            "%s  (--history-job default: the run name)\n\n%s%s\n%s",
+            tw_cli_history_usage, tw_cli_supervision_usage, tw_cli_discovery_usage, tw_cli_alerts_usage);
 }
 
 static int parse(int argc, char **argv, watch_options *o)
 {
     static const struct option longopts[] = {{"from-start", 0, 0, 'f'},   {"state", 1, 0, 's'}, {"records", 1, 0, 'r'},
                                              {"duration", 1, 0, 'd'},     {"json", 0, 0, 'J'},  {"help", 0, 0, 'h'},
-                                             TW_CLI_SUPERVISION_LONGOPTS, {0, 0, 0, 0}};
+                                             TW_CLI_SUPERVISION_LONGOPTS, TW_CLI_HISTORY_LONGOPTS,
+                                             {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int c;
@@ -94,6 +99,8 @@ static int parse(int argc, char **argv, watch_options *o)
             usage(stdout);
             exit(TW_EXIT_OK);
         default:
+            if (tw_cli_history_option(&o->history, c, optarg))
+                break;
             if (tw_cli_supervision_option(&o->sup, "watch", c, optarg, argv[optind - 1]) < 0)
                 return -1;
         }
@@ -140,6 +147,11 @@ static int finish(tw_supervision *sup, const watch_options *o)
                 (unsigned long long)st->truncations, st->inotify ? "" : ", polling");
     if (rc != TW_OK)
         return TW_EXIT_USAGE;
+    if (report->summary.step_records || report->summary.eval_records || report->summary.events) {
+        tw_history_identity who = {.source = "watch", .name = o->sup.run, .job = o->sup.run,
+                                   .inputs = o->sup.command, .started = o->started, .ended = tw_wall_clock()};
+        tw_cli_history_record("watch", &o->history, &who, report, tw_supervision_run(sup));
+    }
     if (o->json)
         tw_report_write_json(stdout, report);
     else
@@ -172,6 +184,7 @@ static int run(int argc, char **argv)
         o.sup.run = run_name(argv[first], name, sizeof name);
     o.sup.command = tw_cli_join_words(argv + first, files, sizeof files); /* for trainwatch_run_info */
     tw_supervision *sup;
+    o.started = tw_wall_clock();
     if (tw_supervision_new(&o.sup, &sup) != TW_OK)
         return TW_EXIT_USAGE;
     int status = TW_EXIT_USAGE;

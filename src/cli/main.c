@@ -20,6 +20,8 @@ static const tw_command *const commands[] = {
     &tw_cmd_trace,
     &tw_cmd_grafana,
     &tw_cmd_prometheus_config,
+    &tw_cmd_runs,
+    &tw_cmd_compare,
 };
 
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])

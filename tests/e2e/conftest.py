@@ -1,15 +1,32 @@
 """Shared fixtures for the end-to-end tests: where the built binaries are,
 where the shared corpus is, and a helper that runs trainwatch."""
+import atexit
 import json
 import os
 import pathlib
+import shutil
 import subprocess
+import tempfile
 
 import pytest
 
 SOURCE = pathlib.Path(os.environ.get("TW_SOURCE", pathlib.Path(__file__).resolve().parents[2]))
 BUILD = pathlib.Path(os.environ.get("TW_BUILD", SOURCE / "build"))
 CORPUS = SOURCE.parent / "shared" / "corpus"
+
+# Every analyze, run and watch records its run in the history
+# ($XDG_DATA_HOME/trainwatch/runs.db): the tests' runs go to a folder of
+# their own, never the user's ~/.local/share.
+HISTORY_HOME = tempfile.mkdtemp(prefix="tw-test-history-")
+os.environ["XDG_DATA_HOME"] = HISTORY_HOME
+atexit.register(shutil.rmtree, HISTORY_HOME, True)
+
+
+@pytest.fixture(autouse=True)
+def own_history(tmp_path_factory, monkeypatch):
+    """Each test's runs go to a history of its own: a run recorded by one
+    test is never another's baseline (docs/history.md#baselines)."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
 
 
 def binary(name):

@@ -33,7 +33,8 @@ def test_options_come_from_each_commands_help():
     assert {"--json", "--records", "--fail-on", "--data-share"} <= complete("trainwatch analyze --")
     assert "--separate-stderr" in complete("trainwatch run --")
     assert "--separate-stderr" not in complete("trainwatch watch --")
-    assert complete("trainwatch watch --web.l") == {"--web.listen-address"}
+    assert complete("trainwatch watch --web.li") == {"--web.listen-address", "--web.linger"}
+    assert complete("trainwatch watch --web.lis") == {"--web.listen-address"}
 
 
 def test_values():
