@@ -40,6 +40,7 @@ typedef struct tw_live_options {
     const char *run;           /* the run label */
     double stall_after;        /* seconds; 0: derived from the step interval */
     FILE *warnings;            /* NULL: no warnings printed */
+    double max_steps;          /* the planned global steps (--max-steps); 0: from the log */
 } tw_live_options;
 
 int tw_live_new(const tw_live_options *o, tw_live **out);

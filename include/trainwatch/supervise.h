@@ -96,6 +96,7 @@ typedef struct tw_supervision_options {
     const tw_format *format; /* NULL: detect */
     struct tw_user_formats *user_formats; /* --pattern / --formats, borrowed; NULL: none */
     double stall_after;      /* seconds; 0: derived from the step interval */
+    double max_steps;        /* the planned global steps, for the ETA; 0: from the log */
     bool serve;              /* serve /metrics with http */
     tw_http_options http;    /* its registry is the supervision's */
     tw_alerts_config alerts;

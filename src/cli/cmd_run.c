@@ -63,6 +63,8 @@ static void usage(FILE *out)
         "  --web.address-file FILE     write the address bound (HOST:PORT) to FILE\n"
         "  --web.config.file FILE      TLS and basic auth, exporter-toolkit format\n"
         "  --stall-after SECONDS       warn when no step arrives for this long (default: derived, >= 60)\n"
+        "  --max-steps N               the planned global steps, for trainwatch_eta_seconds (default: the\n"
+        "                              epochs and steps the log prints)\n"
         "  --log.level LEVEL           trainwatch's own messages: debug, info (default), warn, error\n"
         "  --log.format FORMAT         ... as text (default), logfmt or json lines on stderr\n"
         "  --kill-after SECONDS        after forwarding SIGINT/SIGTERM/SIGHUP, SIGKILL the group if it is\n"

@@ -60,6 +60,8 @@ static void usage(FILE *out)
             "  --web.config.file FILE      TLS and basic auth, exporter-toolkit format\n"
             "  --stall-after SECONDS       warn when no step arrives for this long (default: 10x the\n"
             "                              usual step interval, at least 60)\n"
+            "  --max-steps N               the planned global steps, for trainwatch_eta_seconds (default: the\n"
+            "                              epochs and steps the log prints)\n"
             "  --log.level LEVEL           trainwatch's own messages: debug, info (default), warn, error\n"
             "  --log.format FORMAT         ... as text (default), logfmt or json lines on stderr\n"
             "  --duration SECONDS          stop after this long (default: until a signal)\n"

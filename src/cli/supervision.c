@@ -108,6 +108,8 @@ static int store_option(tw_supervision_options *s, const char *command, int code
         return 1;
     case 26:
         return linger_option(s, command, arg);
+    case 27:
+        return tw_cli_number(command, "max-steps", arg, &s->max_steps) ? -1 : 1;
     default:
         return remote_write_option(s, command, code - TW_CLI_SUPERVISION_OPT, arg);
     }

@@ -34,7 +34,8 @@
         {"remote-write-job", 1, 0, TW_CLI_SUPERVISION_OPT + 11},                                                       \
         {"remote-write-instance", 1, 0, TW_CLI_SUPERVISION_OPT + 12},                                                  \
         {"sd-file", 1, 0, TW_CLI_SUPERVISION_OPT + 24}, {"sd-job", 1, 0, TW_CLI_SUPERVISION_OPT + 25},        \
-        {"web.linger", 1, 0, TW_CLI_SUPERVISION_OPT + 26}, TW_CLI_ALERT_LONGOPTS
+        {"web.linger", 1, 0, TW_CLI_SUPERVISION_OPT + 26}, {"max-steps", 1, 0, TW_CLI_SUPERVISION_OPT + 27},     \
+        TW_CLI_ALERT_LONGOPTS
 
 /* Sets up trainwatch's own messages as coming from command (text prefixes
  * them "trainwatch COMMAND: "), before any option is read. */

@@ -39,7 +39,7 @@ typedef struct named_gauges {
 
 typedef struct live_rank {
     int rank;
-    tw_gauge *loss, *step, *epoch, *lr, *ips, *last_progress, *stalled, *nan_streak, *interval;
+    tw_gauge *loss, *step, *epoch, *lr, *ips, *last_progress, *stalled, *nan_streak, *interval, *eta;
     tw_histogram *step_time, *data_wait;
     tw_counter *nan, *stalls;
     tw_counter *events[TW_EV_COUNT];
@@ -52,6 +52,11 @@ typedef struct live_rank {
     bool have_pos;
     double intervals[INTERVALS];
     int interval_count, interval_head;
+    /* the step rate over the last INTERVALS steps: when (the log's time,
+     * else the wall clock) and where each was */
+    double rate_time[INTERVALS], rate_pos[INTERVALS];
+    int rate_count, rate_head;
+    bool epoch_from_zero; /* an epoch 0 was logged: epochs count from 0 */
     bool is_stalled, finished;
     bool nan_reported;
     double streak;
@@ -62,10 +67,11 @@ struct tw_live {
     tw_registry *registry;
     char *run;
     double stall_after;
+    double max_steps;
     FILE *warnings;
     unsigned long warning_count;
     tw_family *f_loss, *f_step, *f_epoch, *f_lr, *f_ips, *f_last, *f_stalled, *f_step_time, *f_data_wait, *f_nan,
-        *f_stalls, *f_events, *f_records, *f_eval, *f_nan_streak, *f_interval, *f_train, *f_steps;
+        *f_stalls, *f_events, *f_records, *f_eval, *f_nan_streak, *f_interval, *f_train, *f_steps, *f_eta;
     live_rank **ranks; /* open addressing by rank number; rank_cap slots, a power of two */
     size_t rank_count, rank_cap;
     unsigned long ranks_dropped;
@@ -97,6 +103,7 @@ int tw_live_new(const tw_live_options *o, tw_live **out)
     l->registry = o->registry ? o->registry : tw_registry_default();
     l->run = strdup(o->run ? o->run : "trainwatch");
     l->stall_after = o->stall_after;
+    l->max_steps = o->max_steps;
     l->warnings = o->warnings;
     int rc = l->run ? TW_OK : TW_ENOMEM;
 #define FAM(var, name, help, type, n, extra)                                                                           \
@@ -131,6 +138,10 @@ int tw_live_new(const tw_live_options *o, tw_live **out)
     FAM(f_nan_streak, "trainwatch_nan_loss_streak",
         "Consecutive step records whose loss was NaN or Inf (0 after a finite loss).", TW_METRIC_GAUGE, 0, NULL);
     FAM(f_interval, "trainwatch_step_interval_seconds", "Usual wall time between new steps: the median of the last 32.",
+        TW_METRIC_GAUGE, 0, NULL);
+    FAM(f_eta, "trainwatch_eta_seconds",
+        "Estimated time to the end of training: the planned steps left at the step rate of the last 32 steps, "
+        "else the log's own ETA.",
         TW_METRIC_GAUGE, 0, NULL);
 #undef FAM
     if (rc != TW_OK) {
@@ -315,6 +326,47 @@ static double position(const tw_record *r)
     return r->step >= 0 ? (double)r->step : NAN;
 }
 
+/* The planned steps left after this record: --max-steps, else the epochs
+ * and steps per epoch the log prints ("epoch: [3/10]", "[120/500]"; epochs
+ * from 1 unless an epoch 0 was seen), else a run-wide total; NAN unknown. */
+static double steps_left(const tw_live *l, const live_rank *s, const tw_record *r, double pos)
+{
+    if (l->max_steps > 0)
+        return l->max_steps - pos;
+    if (r->epoch >= 0 && r->epoch_total > 0 && r->step >= 0 && r->step_total > 0) {
+        int64_t epochs_after = r->epoch_total - r->epoch - (s->epoch_from_zero ? 1 : 0);
+        return (double)(epochs_after < 0 ? 0 : epochs_after) * (double)r->step_total +
+               (double)(r->step_total - r->step);
+    }
+    if (r->epoch < 0 && r->step >= 0 && r->step_total > 0)
+        return (double)(r->step_total - r->step);
+    return NAN;
+}
+
+/* trainwatch_eta_seconds after a new step: the steps left at the rate of
+ * the last INTERVALS steps (by the log's timestamps where it has them, so
+ * a backlog read at once does not look instant), else the log's own ETA. */
+static void update_eta(const tw_live *l, live_rank *s, const tw_record *r, double pos, double t)
+{
+    if (r->epoch == 0)
+        s->epoch_from_zero = true;
+    int last = (s->rate_head + INTERVALS - 1) % INTERVALS;
+    if (s->rate_count && pos < s->rate_pos[last])
+        s->rate_count = 0; /* a restart from an earlier step: a new rate */
+    s->rate_time[s->rate_head] = t;
+    s->rate_pos[s->rate_head] = pos;
+    s->rate_head = (s->rate_head + 1) % INTERVALS;
+    if (s->rate_count < INTERVALS)
+        s->rate_count++;
+    int oldest = (s->rate_head + INTERVALS - s->rate_count) % INTERVALS;
+    double span = t - s->rate_time[oldest], advance = pos - s->rate_pos[oldest];
+    double left = steps_left(l, s, r, pos);
+    if (isfinite(left) && s->rate_count >= 2 && span > 0 && advance > 0)
+        set_gauge(l, s, &s->eta, l->f_eta, (left > 0 ? left : 0) * span / advance);
+    else if (tw_has(r, TW_F_ETA))
+        set_gauge(l, s, &s->eta, l->f_eta, r->eta);
+}
+
 /* The gauge of a named scalar of a rank (f: train or eval metrics): looked
  * up once for the first NAMED_KEPT names (a refused one stays NULL), every
  * time for further names. */
@@ -385,6 +437,7 @@ static void on_step(tw_live *l, live_rank *s, const tw_record *r, double now)
         set_gauge(l, s, &s->interval, l->f_interval, median(s->intervals, s->interval_count));
     }
     s->last_step_wall = now;
+    update_eta(l, s, r, pos, tw_has(r, TW_F_TIME) ? r->time : now);
     set_gauge(l, s, &s->last_progress, l->f_last, now);
     if (s->is_stalled) {
         s->is_stalled = false;
@@ -398,6 +451,8 @@ static void on_step(tw_live *l, live_rank *s, const tw_record *r, double now)
 static void on_end(live_rank *s)
 {
     s->finished = true;
+    if (s->eta)
+        tw_gauge_set(s->eta, 0); /* nothing left to run */
     if (s->is_stalled) {
         s->is_stalled = false;
         tw_gauge_set(s->stalled, 0);

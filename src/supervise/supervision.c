@@ -281,7 +281,8 @@ int tw_supervision_new(const tw_supervision_options *o, tw_supervision **out)
     if (rc == TW_OK) {
         tw_process_collector_register(s->registry);
         tw_live_options lo = {
-            .registry = s->registry, .run = o->run, .stall_after = o->stall_after, .warnings = stderr};
+            .registry = s->registry, .run = o->run, .stall_after = o->stall_after, .warnings = stderr,
+            .max_steps = o->max_steps};
         rc = tw_live_new(&lo, &s->sinks.live);
     }
     if (rc == TW_OK)
