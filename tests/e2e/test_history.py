@@ -179,7 +179,7 @@ def test_compare_two_recorded_runs_says_why_one_is_slower(tmp_path):
     loader: compare finds it slower per step and says the data wait rose."""
     db = tmp_path / "runs.db"
     demo(db, "quick", "--slow-reader", "1")
-    demo(db, "starved", "--slow-reader", "10")
+    demo(db, "starved", "--slow-reader", "30")  # a sleep: far beyond what load adds to a step
     listed = runs_json(db)["runs"]
     assert [e["name"] for e in listed] == ["starved", "quick"]
     assert {e["source"] for e in listed} == {"run"} and listed[0]["job"] == "demo-train"
@@ -260,7 +260,7 @@ def test_baseline_names_a_run_slower_than_its_jobs_last_runs(tmp_path):
     for i in range(3):
         first = demo_report(f"base{i}", 1)
         assert not findings_of(first, "slower_than_history")  # fewer than three before it: not judged
-    slow = findings_of(demo_report("starved", 12), "slower_than_history")
+    slow = findings_of(demo_report("starved", 30), "slower_than_history")
     assert len(slow) == 1 and slow[0]["severity"] == "warning", slow
     ids = [str(e["id"]) for e in runs_json(db)["runs"] if e["name"].startswith("base")]
     assert "Slower than the last 3 runs of job demo-train" in slow[0]["title"]
