@@ -85,6 +85,21 @@ typedef struct tw_alerts_config {
     size_t external_label_count;
 } tw_alerts_config;
 
+/* What a run's GPUs cost (`run`: the GPUs its processes hold memory on,
+ * sampled through NVML; src/supervise/cost.c). */
+typedef struct tw_cost_options {
+    double gpu_hour_cost;   /* money per GPU-hour of every GPU; 0: none unless price_file names it */
+    const char *price_file; /* lines "MODEL-PATTERN PRICE" (first match of the NVML name); NULL: none */
+    double budget;          /* money; 0: no budget (trainwatch_budget absent) */
+    double idle_below;      /* utilisation (%) under which a GPU's time counts as idle */
+} tw_cost_options;
+
+#define TW_COST_IDLE_BELOW 10.0
+
+/* Reads a price table as a run would: TW_OK, or TW_EINVAL with
+ * "--gpu-prices FILE:LINE: why" in err (checked before the command starts). */
+int tw_cost_check_prices(const char *path, char *err, size_t errlen);
+
 typedef struct tw_supervision_options {
     const char *name;        /* "run", "watch": the prefix of messages */
     const char *run;         /* the run label of per-run series (never job/instance: the scraper's) */
@@ -97,6 +112,7 @@ typedef struct tw_supervision_options {
     struct tw_user_formats *user_formats; /* --pattern / --formats, borrowed; NULL: none */
     double stall_after;      /* seconds; 0: derived from the step interval */
     double max_steps;        /* the planned global steps, for the ETA; 0: from the log */
+    tw_cost_options cost;    /* GPU time and money (run) */
     bool serve;              /* serve /metrics with http */
     tw_http_options http;    /* its registry is the supervision's */
     tw_alerts_config alerts;

@@ -74,6 +74,11 @@ static void usage(FILE *out)
         "  --report FILE               write the final diagnosis as JSON\n"
         "  --html FILE                 write the final diagnosis as a self-contained HTML page with charts\n"
         "  --pushgateway URL           push the final metrics (grouping job (the run name), rank, instance)\n"
+        "  --gpu-hour-cost PRICE       what one GPU-hour costs: trainwatch_cost_total and the summary\n"
+        "  --gpu-prices FILE           prices per GPU model: lines 'MODEL PRICE' (first match of the NVML name)\n"
+        "  --budget AMOUNT             the run's budget: TrainingOverBudget fires when the cost so far plus\n"
+        "                              the ETA at the current GPUs' price would pass it\n"
+        "  --gpu-idle-below PCT        GPU time under this utilisation counts as idle (default 10)\n"
         "%s  (--history-job default: CMD's name and its script, e.g. 'python train.py')\n\n%s%s\n%s",
         tw_cli_history_usage, tw_cli_supervision_usage, tw_cli_discovery_usage, tw_cli_alerts_usage);
 }
@@ -89,6 +94,10 @@ static int parse(int argc, char **argv, run_options *o)
                                              {"html", 1, 0, 'H'},
                                              {"pushgateway", 1, 0, 'P'},
                                              {"separate-stderr", 0, 0, 'S'},
+                                             {"gpu-hour-cost", 1, 0, 'C'},
+                                             {"gpu-prices", 1, 0, 'G'},
+                                             {"budget", 1, 0, 'U'},
+                                             {"gpu-idle-below", 1, 0, 'I'},
                                              {"help", 0, 0, 'h'},
                                              TW_CLI_SUPERVISION_LONGOPTS,
                                              TW_CLI_HISTORY_LONGOPTS,
@@ -136,6 +145,24 @@ static int parse(int argc, char **argv, run_options *o)
             break;
         case 'S':
             o->command.separate_stderr = true;
+            break;
+        case 'C':
+            if (tw_cli_number("run", "gpu-hour-cost", optarg, &o->sup.cost.gpu_hour_cost))
+                return -1;
+            break;
+        case 'G':
+            o->sup.cost.price_file = optarg;
+            break;
+        case 'U':
+            if (tw_cli_number("run", "budget", optarg, &o->sup.cost.budget))
+                return -1;
+            break;
+        case 'I':
+            if (tw_cli_number("run", "gpu-idle-below", optarg, &o->sup.cost.idle_below) ||
+                o->sup.cost.idle_below > 100) {
+                tw_say(TW_SAY_ERROR, "run", "--gpu-idle-below takes a utilisation from 0 to 100 (%%)");
+                return -1;
+            }
             break;
         case 'h':
             usage(stdout);
@@ -196,6 +223,10 @@ static bool ready_to_start(const run_options *o)
     }
     if (o->html_file && tw_outfile_check(o->html_file, err, sizeof err) != 0) {
         tw_say(TW_SAY_ERROR, "run", "--html %s (not starting %s)", err, cmd);
+        return false;
+    }
+    if (o->sup.cost.price_file && tw_cost_check_prices(o->sup.cost.price_file, err, sizeof err) != TW_OK) {
+        tw_say(TW_SAY_ERROR, "run", "%s (not starting %s)", err, cmd);
         return false;
     }
     if (o->pushgateway && tw_http_client_load(err, sizeof err) != TW_OK) {

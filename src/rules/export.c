@@ -168,6 +168,15 @@ static const char default_rules[] =
     "        annotations:\n"
     "          summary: \"Loss average {{ $value }} is over twice its earlier baseline\"\n"
     "          description: \"The 5-minute average loss of rank {{ $labels.rank }} (run {{ $labels.run }}) is {{ $value }}, more than twice its average over the 15 minutes before: the run is diverging.\"\n"
-    "          runbook_url: \"docs/alerts.md#traininglossdiverging\"\n";
+    "          runbook_url: \"docs/alerts.md#traininglossdiverging\"\n"
+    "      - alert: TrainingOverBudget\n"
+    "        expr: trainwatch_cost_total + on(job, run, rank) trainwatch_eta_seconds / 3600 * on(job, run, rank) trainwatch_cost_per_hour > on(job, run, rank) trainwatch_budget or trainwatch_cost_total > on(job, run, rank) trainwatch_budget\n"
+    "        for: 2m\n"
+    "        labels:\n"
+    "          severity: warning\n"
+    "        annotations:\n"
+    "          summary: \"The run will cost {{ $value | printf \\\"%.2f\\\" }}, past its budget\"\n"
+    "          description: \"Run {{ $labels.run }} (rank {{ $labels.rank }}) has cost so far plus its remaining time at the current GPUs' price {{ $value | printf \\\"%.2f\\\" }}, more than its budget (--budget).\"\n"
+    "          runbook_url: \"docs/alerts.md#trainingoverbudget\"\n";
 
 const char *tw_default_rules(void) { return default_rules; }

@@ -10,6 +10,7 @@
 #include "../core/clock.h"
 #include "../core/minmax.h"
 #include "../core/say.h"
+#include "cost.h"
 #include "gpu.h"
 #include "proctree.h"
 #include "trainwatch/error.h"
@@ -40,6 +41,7 @@ struct tw_samplers {
     const char *name;
     tree_metrics tree;
     gpu_metrics gpu;
+    tw_cost *cost;
 };
 
 static int tree_metrics_init(tw_registry *r, const char *run, int rank, tree_metrics *t)
@@ -131,13 +133,15 @@ static int gpu_metrics_init(tw_registry *r, const char *name, const char *run, i
 
 /* tree: the command's process tree, NULL before the command runs (then
  * nothing goes to the series drawn for the HTML report). */
-static void sample_gpus(gpu_metrics *g, const tw_tree_sample *tree)
+static void sample_gpus(gpu_metrics *g, const tw_tree_sample *tree, tw_cost *cost, double interval)
 {
     double now = tw_wall_clock();
     for (unsigned i = 0; g->gpu && i < g->count; i++) {
         tw_gpu_reading r;
         if (tw_gpu_read(g->gpu, i, &r) != TW_OK)
             continue;
+        uint64_t ours = tree ? tw_gpu_memory_of(g->gpu, i, tree->pids, (size_t)tree->pid_count) : 0;
+        tw_cost_gpu(cost, r.name, ours > 0, r.has_util ? r.util_gpu : NAN, interval);
         if (r.has_util) {
             tw_gauge_set(g->util[i], r.util_gpu);
             tw_gauge_set(g->copy_util[i], r.util_memory);
@@ -164,8 +168,10 @@ static void sample_gpus(gpu_metrics *g, const tw_tree_sample *tree)
         if (r.has_throttle)
             tw_gauge_set(g->throttle[i], (double)r.throttle_reasons);
         if (tree)
-            tw_gauge_set(g->ours[i], (double)tw_gpu_memory_of(g->gpu, i, tree->pids, (size_t)tree->pid_count));
+            tw_gauge_set(g->ours[i], (double)ours);
     }
+    if (g->gpu)
+        tw_cost_sample_done(cost);
 }
 
 static void sample_tree(pid_t child, tree_metrics *t, double interval)
@@ -281,9 +287,11 @@ void tw_samplers_write(const tw_samplers *s, const tw_report *report, FILE *out)
             fprintf(out, ", while data wait was %.0f%% of step time", share * 100);
         fputc('\n', out);
     }
+    tw_cost_write(s->cost, out);
 }
 
-int tw_samplers_new(tw_registry *r, const char *name, const char *run, int rank, tw_samplers **out)
+int tw_samplers_new(tw_registry *r, const char *name, const char *run, int rank, const tw_cost_options *cost,
+                    tw_samplers **out)
 {
     tw_samplers *s = calloc(1, sizeof *s);
     if (!s)
@@ -292,11 +300,17 @@ int tw_samplers_new(tw_registry *r, const char *name, const char *run, int rank,
     int rc = tree_metrics_init(r, run, rank, &s->tree);
     if (rc == TW_OK)
         rc = gpu_metrics_init(r, name, run, rank, &s->gpu);
+    char err[600];
+    if (rc == TW_OK && (rc = tw_cost_new(r, run, rank, cost, &s->cost, err, sizeof err)) != TW_OK) {
+        tw_say(TW_SAY_ERROR, name, "%s", err);
+        if (rc == TW_EINVAL)
+            rc = TW_EUSAGE;
+    }
     if (rc != TW_OK) {
         tw_samplers_free(s);
         return rc;
     }
-    sample_gpus(&s->gpu, NULL); /* no GPU gauge reads 0 before the first sample (alerts see them) */
+    sample_gpus(&s->gpu, NULL, NULL, 0); /* no GPU gauge reads 0 before the first sample (alerts see them) */
     *out = s;
     return TW_OK;
 }
@@ -306,6 +320,7 @@ void tw_samplers_free(tw_samplers *s)
     if (!s)
         return;
     tw_gpu_close(s->gpu.gpu);
+    tw_cost_free(s->cost);
     free(s);
 }
 
@@ -313,5 +328,5 @@ void tw_samplers_sample(tw_samplers *s, pid_t root, double interval)
 {
     if (root > 0)
         sample_tree(root, &s->tree, interval);
-    sample_gpus(&s->gpu, root > 0 ? &s->tree.last : NULL);
+    sample_gpus(&s->gpu, root > 0 ? &s->tree.last : NULL, s->cost, interval);
 }

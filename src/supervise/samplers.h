@@ -20,11 +20,14 @@
 #include "trainwatch/analyze.h"
 #include "trainwatch/html.h"
 #include "trainwatch/metrics.h"
+#include "trainwatch/supervise.h"
 
 typedef struct tw_samplers tw_samplers;
 
-/* name prefixes messages ("trainwatch NAME: ..."). */
-int tw_samplers_new(tw_registry *r, const char *name, const char *run, int rank, tw_samplers **out);
+/* name prefixes messages ("trainwatch NAME: ..."); cost: what the GPUs
+ * cost (cost.h). TW_EUSAGE, said, for a price table that cannot be read. */
+int tw_samplers_new(tw_registry *r, const char *name, const char *run, int rank, const tw_cost_options *cost,
+                    tw_samplers **out);
 void tw_samplers_free(tw_samplers *s);
 /* Samples the process tree under root (0: GPUs only) and the GPUs;
  * interval is the time since the last sample. */

@@ -439,7 +439,7 @@ int tw_supervision_spawn(tw_supervision *s, const tw_command_options *o, int *st
         return TW_ENOMEM;
     int rc = TW_OK;
     if (o->sample)
-        rc = tw_samplers_new(s->registry, s->o.name, s->o.run, s->o.rank, &c->samplers);
+        rc = tw_samplers_new(s->registry, s->o.name, s->o.run, s->o.rank, &s->o.cost, &c->samplers);
     for (int i = 0; i < 2 && rc == TW_OK; i++) {
         const char *name = o->log_file ? o->log_file : (i == 0 ? "<stdout>" : "<stderr>");
         if (i == 0 || o->separate_stderr)

@@ -73,7 +73,7 @@ def test_defaults_and_export_pass_promtool(tmp_path):
     for f in (defaults, exported):
         check = subprocess.run(["promtool", "check", "rules", str(f)], capture_output=True, text=True)
         assert check.returncode == 0, check.stdout + check.stderr
-    assert "SUCCESS: 8 rules found" in subprocess.run(["promtool", "check", "rules", str(defaults)],
+    assert "SUCCESS: 9 rules found" in subprocess.run(["promtool", "check", "rules", str(defaults)],
                                                       capture_output=True, text=True).stdout
     assert "SUCCESS: 10 rules found" in subprocess.run(["promtool", "check", "rules", str(exported)],
                                                        capture_output=True, text=True).stdout
