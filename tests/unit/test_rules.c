@@ -257,7 +257,7 @@ static void test_default_rules_load(void **state)
     tw_ruleset *rs;
     assert_int_equal(load(tw_default_rules(), &p, &rs), TW_OK);
     assert_int_equal(p.count, 0);
-    assert_int_equal(tw_ruleset_rule_count(rs), 8);
+    assert_int_equal(tw_ruleset_rule_count(rs), 9);
     /* export, and the export loads back to the same rules */
     char *text = NULL;
     size_t len = 0;
