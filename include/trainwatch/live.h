@@ -53,6 +53,10 @@ void tw_live_tick(tw_live *l, double now);
  * timestamps may not show them): false when there was none. now ends a
  * stall still going on. */
 bool tw_live_stall_finding(tw_live *l, double now, tw_finding *f);
+/* The furthest global step any rank has logged, and that rank's recent
+ * seconds per step (NAN each when not known): where requests to the ranks
+ * are due (trainwatch/actions.h). */
+void tw_live_progress(const tw_live *l, double *step, double *seconds_per_step);
 /* Number of warnings printed so far (for tests and summaries). */
 unsigned long tw_live_warnings(const tw_live *l);
 

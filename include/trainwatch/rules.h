@@ -54,6 +54,18 @@ int tw_ruleset_export(const tw_ruleset *rs, FILE *out);
 /* The built-in rules, as rule-file YAML. */
 const char *tw_default_rules(void);
 
+/* An entry of a rule file's actions: section (trainwatch's own; see
+ * trainwatch/actions.h), as 'SELECTOR=ACTION'. Export leaves the section
+ * out, so the exported file is one Prometheus loads. */
+typedef struct tw_rule_action {
+    char *spec;
+    char *where;     /* FILE:LINE */
+    double cooldown; /* seconds; < 0: the default */
+} tw_rule_action;
+
+/* The actions of the files loaded, in their order. */
+size_t tw_ruleset_actions(const tw_ruleset *rs, const tw_rule_action **out);
+
 /* ---- evaluation ------------------------------------------------------ */
 
 typedef struct tw_alert_label {

@@ -61,6 +61,7 @@
 #define TW_RULE_FILES_MAX 32
 #define TW_RECEIVERS_MAX  8
 #define TW_EXTERNAL_LABELS_MAX 8
+#define TW_ON_ALERT_MAX 32
 
 typedef struct tw_webhook_config {
     const char *url;    /* or env:NAME / file:PATH */
@@ -83,6 +84,15 @@ typedef struct tw_alerts_config {
      * notifier does), so they match the central Prometheus's */
     tw_alert_label external_labels[TW_EXTERNAL_LABELS_MAX];
     size_t external_label_count;
+    /* What alerts do (trainwatch/actions.h): --on-alert SELECTOR=ACTION,
+     * besides the rule files' actions: sections. */
+    const char *on_alert[TW_ON_ALERT_MAX];
+    size_t on_alert_count;
+    double action_cooldown;   /* seconds; 0: 300 */
+    double action_timeout;    /* seconds an exec: command may run; 0: 60 */
+    bool dry_run_actions;     /* say what would be done, do nothing */
+    bool no_stack_dumps;      /* no dump-stacks on a stall by default */
+    bool control;             /* a control channel for the command (run) */
 } tw_alerts_config;
 
 /* What a run's GPUs cost (`run`: the GPUs its processes hold memory on,

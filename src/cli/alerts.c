@@ -26,7 +26,17 @@ const char tw_cli_alerts_usage[] =
     "                              this run's /alerts page)\n"
     "  --external-label NAME=VALUE added to each alert sent, as Prometheus's global external_labels\n"
     "                              (repeatable; give the central Prometheus's, so Alertmanager dedups)\n"
-    "  URLs may be given as env:NAME or file:PATH to keep tokens off the command line.\n";
+    "  URLs may be given as env:NAME or file:PATH to keep tokens off the command line.\n"
+    "actions (docs/actions.md):\n"
+    "  --on-alert 'ALERT[{matchers}]=ACTION'\n"
+    "                              when the alert starts firing, do ACTION (repeatable): signal:SIG\n"
+    "                              [:rank=N|all], exec:COMMAND (no shell; the alert in TW_ALERT_*),\n"
+    "                              checkpoint, stop, lr:FACTOR (run: asks the trainer through the\n"
+    "                              trainwatch package), dump-stacks (every rank's Python stacks)\n"
+    "  --action-cooldown DURATION  an action fires again for the same alert only after this (5m)\n"
+    "  --action-timeout DURATION   an exec: command is killed after this (60s)\n"
+    "  --dry-run-actions           say what each action would do, do nothing\n"
+    "  --no-stack-dumps            run: no dump-stacks on a stall unless --on-alert asks\n";
 
 /* NAME=VALUE, NAME a Prometheus label name. */
 static int external_label(tw_alerts_config *a, const char *command, const char *arg)
@@ -106,6 +116,29 @@ int tw_cli_alerts_option(tw_alerts_config *a, const char *command, int code, con
         return 1;
     case 9:
         return external_label(a, command, arg);
+    case 10:
+        if (a->on_alert_count == TW_ON_ALERT_MAX) {
+            fprintf(stderr, "trainwatch %s: at most %d --on-alert\n", command, TW_ON_ALERT_MAX);
+            return -1;
+        }
+        a->on_alert[a->on_alert_count++] = arg;
+        return 1;
+    case 11:
+        if (tw_cli_duration(command, "action-cooldown", arg, &a->action_cooldown))
+            return -1;
+        if (a->action_cooldown == 0)
+            a->action_cooldown = 1e-9; /* 0: every firing acts (the field's 0 is the default) */
+        return 1;
+    case 12:
+        if (tw_cli_duration(command, "action-timeout", arg, &a->action_timeout))
+            return -1;
+        return 1;
+    case 13:
+        a->dry_run_actions = true;
+        return 1;
+    case 14:
+        a->no_stack_dumps = true;
+        return 1;
     default:
         return 0;
     }

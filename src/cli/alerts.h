@@ -1,6 +1,6 @@
 /*
  * alerts.h: the alerting options `run` and `watch` share (--rules,
- * --alertmanager, --webhook...), read into a tw_alerts_config
+ * --alertmanager, --webhook..., and what alerts do: --on-alert...), read into a tw_alerts_config
  * (trainwatch/supervise.h) that the supervision engine runs.
  */
 #ifndef TW_CLI_ALERTS_H
@@ -19,7 +19,10 @@
         {"eval-interval", 1, 0, TW_CLI_ALERT_OPT + 2}, {"alertmanager", 1, 0, TW_CLI_ALERT_OPT + 3},                   \
         {"webhook", 1, 0, TW_CLI_ALERT_OPT + 4}, {"webhook-format", 1, 0, TW_CLI_ALERT_OPT + 5},                       \
         {"webhook-secret-file", 1, 0, TW_CLI_ALERT_OPT + 6}, {"webhook-secret-env", 1, 0, TW_CLI_ALERT_OPT + 7},       \
-        {"external-url", 1, 0, TW_CLI_ALERT_OPT + 8}, {"external-label", 1, 0, TW_CLI_ALERT_OPT + 9}
+        {"external-url", 1, 0, TW_CLI_ALERT_OPT + 8}, {"external-label", 1, 0, TW_CLI_ALERT_OPT + 9},                  \
+        {"on-alert", 1, 0, TW_CLI_ALERT_OPT + 10}, {"action-cooldown", 1, 0, TW_CLI_ALERT_OPT + 11},                   \
+        {"action-timeout", 1, 0, TW_CLI_ALERT_OPT + 12}, {"dry-run-actions", 0, 0, TW_CLI_ALERT_OPT + 13},             \
+        {"no-stack-dumps", 0, 0, TW_CLI_ALERT_OPT + 14}
 
 extern const char tw_cli_alerts_usage[];
 

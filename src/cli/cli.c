@@ -14,6 +14,7 @@
 #include "../core/say.h"
 #include "../core/stream.h"
 #include "../parse/user_formats.h"
+#include "../rules/ruleset.h"
 #include "trainwatch/error.h"
 #include "trainwatch/html.h"
 
@@ -28,6 +29,23 @@ int tw_cli_number(const char *command, const char *flag, const char *arg, double
     }
     *out = v;
     return 0;
+}
+
+int tw_cli_duration(const char *command, const char *flag, const char *arg, double *seconds)
+{
+    int64_t ms;
+    char *end;
+    double v = strtod(arg, &end);
+    if (tw_parse_duration(arg, &ms)) {
+        *seconds = (double)ms / 1000;
+        return 0;
+    }
+    if (end != arg && !*end && v >= 0 && v <= 1e9) {
+        *seconds = v;
+        return 0;
+    }
+    fprintf(stderr, "trainwatch %s: --%s needs a duration (30s, 10m, 1h) or seconds, not '%s'\n", command, flag, arg);
+    return -1;
 }
 
 int tw_cli_write_html(const char *command, const char *path, int (*write)(FILE *out, const void *arg), const void *arg)

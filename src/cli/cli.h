@@ -31,6 +31,9 @@ extern const tw_command tw_cmd_compare;
 
 /* Reads a non-negative number for --flag; says what is wrong and returns -1. */
 int tw_cli_number(const char *command, const char *flag, const char *arg, double *out);
+/* A Prometheus duration (10m, 1h30m) or seconds into *seconds; -1 when it
+ * is neither (said, naming --flag). */
+int tw_cli_duration(const char *command, const char *flag, const char *arg, double *seconds);
 
 /* words (NULL-terminated) joined by spaces into buf, cut to fit; returns buf
  * (run's command line and watch's files, for trainwatch_run_info). */

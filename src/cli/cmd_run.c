@@ -344,7 +344,8 @@ static int report_end(const run_options *o, tw_supervision *sup)
 static int run(int argc, char **argv)
 {
     tw_cli_say_as("run");
-    run_options o = {.sup = {.name = "run", .serve = true, .linger = TW_LINGER_AUTO}, .command = {.sample = true}};
+    run_options o = {.sup = {.name = "run", .serve = true, .linger = TW_LINGER_AUTO, .alerts = {.control = true}},
+                     .command = {.sample = true}};
     tw_cli_rank_env(&o.sup.rank, &o.sup.local_rank, &o.sup.world_size);
     if (o.sup.rank < 0)
         o.sup.rank = 0;

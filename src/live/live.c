@@ -557,3 +557,20 @@ bool tw_live_stall_finding(tw_live *l, double now, tw_finding *f)
              "py-spy dump --pid PID shows where it waits.");
     return true;
 }
+
+void tw_live_progress(const tw_live *l, double *step, double *seconds_per_step)
+{
+    *step = *seconds_per_step = NAN;
+    for (size_t i = 0; i < l->rank_cap; i++) {
+        const live_rank *s = l->ranks[i];
+        if (!s || !s->rate_count)
+            continue;
+        int last = (s->rate_head + INTERVALS - 1) % INTERVALS;
+        int oldest = (s->rate_head + INTERVALS - s->rate_count) % INTERVALS;
+        if (isfinite(*step) && s->rate_pos[last] <= *step)
+            continue;
+        *step = s->rate_pos[last];
+        double span = s->rate_time[last] - s->rate_time[oldest], advance = s->rate_pos[last] - s->rate_pos[oldest];
+        *seconds_per_step = span > 0 && advance > 0 ? span / advance : NAN;
+    }
+}

@@ -374,6 +374,83 @@ static bool load_group(loader *l, const yaml_node_t *map, tw_rule_group *g)
     return true;
 }
 
+/* actions: - {alert: SELECTOR, action: ACTION, cooldown: DURATION} */
+static void load_action(loader *l, tw_ruleset *rs, const yaml_node_t *map)
+{
+    if (!expect_type(l, map, YAML_MAPPING_NODE, "an action"))
+        return;
+    const char *alert = NULL, *action = NULL;
+    int64_t cooldown_ms = -1;
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = node_at(l, p->key), *v = node_at(l, p->value);
+        const char *key = scalar(k);
+        if (repeated_key(l, map, p))
+            continue;
+        if (key && !strcmp(key, "alert"))
+            alert = scalar(v);
+        else if (key && !strcmp(key, "action"))
+            action = scalar(v);
+        else if (key && !strcmp(key, "cooldown"))
+            (void)duration_field(l, v, "cooldown", &cooldown_ms);
+        else
+            problem(l, k, TW_ECONFIG, "field %s not found in an action (alert, action, cooldown)", key ? key : "?");
+    }
+    if (!alert || !*alert || !action || !*action) {
+        problem(l, map, TW_ECONFIG, "an action needs alert: (a name, with optional {matchers}) and action:");
+        return;
+    }
+    tw_rule_action *grown = realloc(rs->actions, (rs->action_count + 1) * sizeof *grown);
+    if (!grown) {
+        problem(l, map, TW_ENOMEM, "out of memory");
+        return;
+    }
+    rs->actions = grown;
+    tw_rule_action *a = &rs->actions[rs->action_count];
+    size_t n = strlen(alert) + strlen(action) + 2, w = strlen(l->file) + 24;
+    a->spec = malloc(n);
+    a->where = malloc(w);
+    if (!a->spec || !a->where) {
+        free(a->spec);
+        free(a->where);
+        problem(l, map, TW_ENOMEM, "out of memory");
+        return;
+    }
+    snprintf(a->spec, n, "%s=%s", alert, action);
+    snprintf(a->where, w, "%s:%zu", l->file, map->start_mark.line + 1);
+    a->cooldown = cooldown_ms < 0 ? -1 : (double)cooldown_ms / 1000;
+    rs->action_count++;
+}
+
+static void load_actions(loader *l, tw_ruleset *rs, const yaml_node_t *list)
+{
+    if (!list || (list->type == YAML_SCALAR_NODE && !*scalar(list)))
+        return;
+    if (!expect_type(l, list, YAML_SEQUENCE_NODE, "actions"))
+        return;
+    for (yaml_node_item_t *it = list->data.sequence.items.start; it < list->data.sequence.items.top; it++) {
+        if (rs->action_count >= RULES_MAX) {
+            problem(l, list, TW_ECONFIG, "more than %d actions", RULES_MAX);
+            return;
+        }
+        load_action(l, rs, node_at(l, *it));
+    }
+}
+
+static void free_actions(tw_ruleset *rs, size_t from)
+{
+    for (size_t i = from; i < rs->action_count; i++) {
+        free(rs->actions[i].spec);
+        free(rs->actions[i].where);
+    }
+    rs->action_count = from;
+}
+
+size_t tw_ruleset_actions(const tw_ruleset *rs, const tw_rule_action **out)
+{
+    *out = rs->actions;
+    return rs->action_count;
+}
+
 static void load_document(loader *l, tw_ruleset *rs, size_t first_group)
 {
     yaml_node_t *root = yaml_document_get_root_node(l->doc);
@@ -388,6 +465,8 @@ static void load_document(loader *l, tw_ruleset *rs, size_t first_group)
             continue;
         if (key && !strcmp(key, "groups"))
             groups = node_at(l, p->value);
+        else if (key && !strcmp(key, "actions"))
+            load_actions(l, rs, node_at(l, p->value));
         else
             problem(l, node_at(l, p->key), TW_ECONFIG, "field %s not found in type rulefmt.RuleGroups", key ? key : "?");
     }
@@ -437,6 +516,8 @@ void tw_ruleset_free(tw_ruleset *rs)
     for (size_t i = 0; i < rs->group_count; i++)
         free_group(&rs->groups[i]);
     free(rs->groups);
+    free_actions(rs, 0);
+    free(rs->actions);
     free(rs);
 }
 
@@ -471,7 +552,7 @@ int tw_ruleset_load_text(tw_ruleset *rs, const char *name, const char *text, siz
         return loaded;
     }
     l.doc = &doc;
-    size_t before = rs->group_count;
+    size_t before = rs->group_count, actions_before = rs->action_count;
     load_document(&l, rs, before);
     if (further) /* a second document in the file is not a rule file either */
         problem_at_line(&l, further, TW_ECONFIG, "more than one YAML document in a rule file");
@@ -481,6 +562,7 @@ int tw_ruleset_load_text(tw_ruleset *rs, const char *name, const char *text, siz
         for (size_t i = before; i < rs->group_count; i++)
             free_group(&rs->groups[i]);
         rs->group_count = before;
+        free_actions(rs, actions_before);
     }
     return l.status;
 }

@@ -49,6 +49,8 @@ typedef struct tw_rule_group {
 struct tw_ruleset {
     tw_rule_group *groups;
     size_t group_count;
+    tw_rule_action *actions; /* the files' actions: sections (not Prometheus's) */
+    size_t action_count;
 };
 
 /* Prometheus durations: 1h30m, 5m, 250ms, 0; false when malformed. */

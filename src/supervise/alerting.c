@@ -78,8 +78,51 @@ static int add_receiver(tw_alerts *a, const char *command, const char *url_arg, 
     return rc;
 }
 
-int tw_alerts_start(tw_alerts *a, const tw_alerts_config *c, const char *command, tw_registry *registry,
-                    const tw_alerts_target *target)
+/* Every alert to the receivers and to the actions. */
+static void deliver(void *arg, const tw_alert_notice *alerts, size_t count)
+{
+    tw_alerts *a = arg;
+    if (a->notifier)
+        tw_notifier_sink(a->notifier, alerts, count);
+    if (a->actions)
+        tw_actions_sink(a->actions, alerts, count);
+}
+
+/* The actions of --on-alert and of the rule files; each bad one is said. */
+static int start_actions(tw_alerts *a, const tw_alerts_config *c, const char *command, const char *run,
+                         tw_registry *registry, const tw_ruleset *rs)
+{
+    const tw_rule_action *from_files;
+    size_t file_count = tw_ruleset_actions(rs, &from_files);
+    if (!c->on_alert_count && !file_count && !c->control)
+        return TW_OK;
+    tw_actions_options o = {.registry = registry,
+                            .name = command,
+                            .run = run,
+                            .cooldown = c->action_cooldown,
+                            .exec_timeout = c->action_timeout,
+                            .dry_run = c->dry_run_actions,
+                            .stack_dumps_on_stall = c->control && !c->no_stack_dumps,
+                            .exec_only = !c->control};
+    int rc = tw_actions_new(&o, &a->actions);
+    char err[512];
+    for (size_t i = 0; rc != TW_ENOMEM && i < c->on_alert_count + file_count; i++) {
+        bool cli = i < c->on_alert_count;
+        const tw_rule_action *f = cli ? NULL : &from_files[i - c->on_alert_count];
+        int r = tw_actions_add(a->actions, cli ? c->on_alert[i] : f->spec, cli ? "--on-alert" : f->where,
+                               cli ? -1 : f->cooldown, err, sizeof err);
+        if (r != TW_OK) {
+            tw_say(TW_SAY_ERROR, command, "%s", r == TW_ENOMEM ? "out of memory" : err);
+            rc = r;
+        }
+    }
+    if (rc == TW_OK && c->control && (rc = tw_actions_open_control(a->actions, err, sizeof err)) != TW_OK)
+        tw_say(TW_SAY_ERROR, command, "%s", err);
+    return rc;
+}
+
+int tw_alerts_start(tw_alerts *a, const tw_alerts_config *c, const char *command, const char *run,
+                    tw_registry *registry, const tw_alerts_target *target)
 {
     static const tw_alerts_target none = {0};
     if (!target)
@@ -134,13 +177,19 @@ int tw_alerts_start(tw_alerts *a, const tw_alerts_config *c, const char *command
             return rc;
         }
     }
+    if ((rc = start_actions(a, c, command, run, registry, rs)) != TW_OK) {
+        tw_ruleset_free(rs);
+        return rc;
+    }
+    const tw_rule_action *unused;
+    size_t configured = c->on_alert_count + tw_ruleset_actions(rs, &unused);
     size_t rules = tw_ruleset_rule_count(rs);
     tw_alerting_options ao = {.registry = registry,
                               .default_interval = c->eval_interval > 0 ? c->eval_interval : 5,
                               .generator_url = c->external_url,
                               .log = stderr,
-                              .sink = receivers ? tw_notifier_sink : NULL,
-                              .sink_arg = a->notifier,
+                              .sink = receivers || a->actions ? deliver : NULL,
+                              .sink_arg = a,
                               .target_labels = target->labels,
                               .target_label_count = target->label_count,
                               .honor_labels = target->honor_labels,
@@ -151,11 +200,16 @@ int tw_alerts_start(tw_alerts *a, const tw_alerts_config *c, const char *command
     if (rc == TW_OK && rules)
         tw_say(TW_SAY_INFO, command, "evaluating %zu alerting/recording rules%s", rules,
                 receivers ? "" : " (no --alertmanager or --webhook: alerts are logged here)");
+    if (rc == TW_OK && configured)
+        tw_say(TW_SAY_INFO, command, "%zu alert action%s%s", configured, configured == 1 ? "" : "s",
+                c->dry_run_actions ? " (dry run: said, not done)" : "");
     return rc;
 }
 
 void tw_alerts_tick(tw_alerts *a, double now)
 {
+    if (a->actions)
+        tw_actions_tick(a->actions);
     if (a->alerting)
         tw_alerting_tick(a->alerting, now);
 }
@@ -181,6 +235,8 @@ void tw_alerts_free(tw_alerts *a)
 {
     tw_alerting_free(a->alerting);
     tw_notifier_free(a->notifier);
+    tw_actions_free(a->actions);
     a->alerting = NULL;
     a->notifier = NULL;
+    a->actions = NULL;
 }

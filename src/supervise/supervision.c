@@ -101,6 +101,36 @@ static int write_address(const tw_supervision *s, const char *address)
     return rc;
 }
 
+/* The /alerts page with the actions: in the JSON, an "actions" member
+ * after "rules"; in the HTML, a table before the end of the body. Takes
+ * both texts; on no memory the page stays as it was. */
+static char *with_actions(char *page, size_t *len, char *actions, bool json)
+{
+    if (!actions)
+        return page;
+    const char *at = json ? strrchr(page, '}') : strstr(page, "</body>");
+    size_t head = at ? (size_t)(at - page) : *len, extra = strlen(actions);
+    char *joined = malloc(*len + extra + 16);
+    if (joined) {
+        memcpy(joined, page, head);
+        size_t n = head;
+        if (json) {
+            memcpy(joined + n, ",\"actions\":", 11);
+            n += 11;
+        }
+        memcpy(joined + n, actions, extra);
+        n += extra;
+        memcpy(joined + n, page + head, *len - head);
+        n += *len - head;
+        joined[n] = '\0';
+        *len = n;
+        free(page);
+        page = joined;
+    }
+    free(actions);
+    return page;
+}
+
 /* The /alerts page, on the server's thread (the alerting locks its state). */
 static char *alerts_page(void *arg, const char *path, const char *format, size_t *len, const char **type)
 {
@@ -110,7 +140,11 @@ static char *alerts_page(void *arg, const char *path, const char *format, size_t
         return NULL;
     bool json = format && !strcmp(format, "json");
     *type = json ? "application/json" : "text/html; charset=utf-8";
-    return tw_alerting_page(alerting, json, len);
+    char *page = tw_alerting_page(alerting, json, len);
+    tw_actions *actions = s->alerts.actions;
+    if (!page || !actions || !tw_actions_count(actions))
+        return page;
+    return with_actions(page, len, tw_actions_page(actions, json), json);
 }
 
 /* Starts the metrics server, when serving, and notes where it listens (the
@@ -264,7 +298,7 @@ static int announce_and_alert(tw_supervision *s)
         tw_say(TW_SAY_ERROR, o->name, "--sd-file needs /metrics served (not --web.listen-address none)");
         return TW_EUSAGE;
     }
-    return tw_alerts_start(&s->alerts, &o->alerts, o->name, s->registry, &target);
+    return tw_alerts_start(&s->alerts, &o->alerts, o->name, o->run, s->registry, &target);
 }
 
 
@@ -384,6 +418,17 @@ int tw_supervision_catch_signals(tw_supervision *s, const int *signals, size_t c
     return TW_OK;
 }
 
+/* The due rules, with the actions told where training is. */
+static void alerts_tick(tw_supervision *s)
+{
+    if (s->alerts.actions && s->sinks.live) {
+        double step, per_step;
+        tw_live_progress(s->sinks.live, &step, &per_step);
+        tw_actions_set_progress(s->alerts.actions, step, per_step);
+    }
+    tw_alerts_tick(&s->alerts, tw_wall_clock());
+}
+
 /* ---- the command's output ------------------------------------------ */
 
 /* The log file: a full disk drops lines (counted) and is said once when it
@@ -454,6 +499,8 @@ int tw_supervision_spawn(tw_supervision *s, const tw_command_options *o, int *st
         tw_say(TW_SAY_ERROR, s->o.name, "%s: %s", cmd, strerror(*start_errno));
         return rc;
     }
+    if (s->alerts.actions)
+        tw_actions_set_root(s->alerts.actions, tw_child_pid(c->child));
     c->last_sample = tw_monotonic_clock();
     return TW_OK;
 }
@@ -514,7 +561,7 @@ static bool command_tick(tw_supervision *s, double wait)
     }
     if (t - c->last_sample >= 1)
         on_second(s, t);
-    tw_alerts_tick(&s->alerts, tw_wall_clock());
+    alerts_tick(s);
     remote_tick(s, false);
     bool drained = tw_child_fd(c->child, 0) < 0 && tw_child_fd(c->child, 1) < 0;
     return !(c->exited && (drained || t - c->exited_at > OUTPUT_DRAIN_SECONDS));
@@ -554,7 +601,7 @@ static bool follow_tick(tw_supervision *s, double wait)
     (void)tw_follower_poll(s->follower, wait); /* a state that cannot be saved is said by the follower, once */
     take_signals(s);
     tw_live_tick(s->sinks.live, tw_wall_clock());
-    tw_alerts_tick(&s->alerts, tw_wall_clock());
+    alerts_tick(s);
     remote_tick(s, false);
     tw_sinks_flush(&s->sinks); /* readers see whole records soon, state file or not */
     return !s->stop;

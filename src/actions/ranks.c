@@ -1,0 +1,99 @@
+/*
+ * ranks.c: the training processes a signal: action goes to. The command's
+ * process tree (the process sampler's walk, supervise/proctree.h), each
+ * process's rank read from the environment it was started with
+ * (/proc/PID/environ: PADDLE_TRAINER_ID, RANK, ...), and per rank the top
+ * one: a rank's data-loader workers inherit its environment and must not
+ * get its signals. A tree where no process has a rank (one python train.py)
+ * is the command alone.
+ */
+#include "actions_internal.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../supervise/proctree.h"
+
+#define ENVIRON_MAX (256 << 10)
+
+static const char *const rank_vars[] = {"PADDLE_TRAINER_ID", "PADDLE_GLOBAL_RANK", "RANK", "OMPI_COMM_WORLD_RANK",
+                                        "PMI_RANK", "SLURM_PROCID", NULL};
+
+/* The first rank variable of pid's start-up environment; -1 when none. */
+static int environ_rank(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char *buf = malloc(ENVIRON_MAX + 1);
+    ssize_t n = 0, got;
+    while (buf && n < ENVIRON_MAX && (got = read(fd, buf + n, (size_t)(ENVIRON_MAX - n))) > 0)
+        n += got;
+    close(fd);
+    if (!buf)
+        return -1;
+    buf[n] = '\0';
+    int best = -1, rank = -1;
+    for (char *p = buf; p < buf + n; p += strlen(p) + 1) {
+        for (int v = 0; rank_vars[v] && (best < 0 || v < best); v++) {
+            size_t len = strlen(rank_vars[v]);
+            char *end;
+            if (!strncmp(p, rank_vars[v], len) && p[len] == '=') {
+                long r = strtol(p + len + 1, &end, 10);
+                if (end != p + len + 1 && !*end && r >= 0 && r < 1 << 20)
+                    best = v, rank = (int)r;
+            }
+        }
+    }
+    free(buf);
+    return rank;
+}
+
+static pid_t parent_of(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    int ppid;
+    return p && sscanf(p + 2, "%*c %d", &ppid) == 1 ? (pid_t)ppid : -1;
+}
+
+size_t tw_rank_processes(pid_t root, tw_rank_proc *out, size_t cap)
+{
+    tw_tree_sample *tree = malloc(sizeof *tree);
+    if (!tree || cap == 0 || tw_tree_sample_take(root, tree) != 0) {
+        free(tree);
+        return 0;
+    }
+    int n = tree->pid_count;
+    int *ranks = malloc(sizeof *ranks * (size_t)(n ? n : 1));
+    size_t count = 0;
+    for (int i = 0; ranks && i < n; i++)
+        ranks[i] = environ_rank(tree->pids[i]);
+    for (int i = 0; ranks && i < n && count < cap; i++) {
+        if (ranks[i] < 0)
+            continue;
+        pid_t parent = parent_of(tree->pids[i]);
+        bool top = true;
+        for (int j = 0; j < n && top; j++)
+            if (tree->pids[j] == parent && ranks[j] == ranks[i])
+                top = false;
+        if (top)
+            out[count++] = (tw_rank_proc){tree->pids[i], ranks[i]};
+    }
+    if (count == 0)
+        out[count++] = (tw_rank_proc){root, -1};
+    free(ranks);
+    free(tree);
+    return count;
+}
