@@ -41,9 +41,9 @@ typedef struct tw_actions_options {
     double cooldown;          /* seconds between two firings of one action for one alert; 0: 300 */
     double exec_timeout;      /* seconds before an exec: command is killed; 0: 60 */
     bool dry_run;             /* log what would happen, do nothing */
-    /* With a control channel (tw_actions_open_control), a stall sends
-     * dump-stacks to the processes that run the package unless an action
-     * for TrainingStalled is configured. */
+    /* With a control channel (tw_actions_open_control), a stall (see
+     * tw_actions_stalled) sends dump-stacks to the processes that run the
+     * package. */
     bool stack_dumps_on_stall;
     /* No process to act on (watch follows files): only exec: actions are
      * taken; tw_actions_add refuses the others. */
@@ -68,6 +68,10 @@ void tw_actions_set_root(tw_actions *a, pid_t root);
 /* The last global step seen and the recent seconds per step (NAN: not
  * known), for the step requests to the ranks are due at. */
 void tw_actions_set_progress(tw_actions *a, double step, double seconds_per_step);
+
+/* A stall began (no step for the stall time, trainwatch/live.h): the
+ * default dump-stacks, within its cooldown. */
+void tw_actions_stalled(tw_actions *a);
 
 /* A tw_alert_sink_fn. */
 void tw_actions_sink(void *actions, const tw_alert_notice *alerts, size_t count);

@@ -57,6 +57,8 @@ bool tw_live_stall_finding(tw_live *l, double now, tw_finding *f);
  * seconds per step (NAN each when not known): where requests to the ranks
  * are due (trainwatch/actions.h). */
 void tw_live_progress(const tw_live *l, double *step, double *seconds_per_step);
+/* How many stalls (no step for the stall time) have begun so far. */
+unsigned long tw_live_stalls(const tw_live *l);
 /* Number of warnings printed so far (for tests and summaries). */
 unsigned long tw_live_warnings(const tw_live *l);
 

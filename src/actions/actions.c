@@ -46,7 +46,7 @@ int tw_actions_new(const tw_actions_options *o, tw_actions **out)
     if (rc == TW_OK && o->registry) {
         const char *total[] = {"alert", "action", "result"}, *replies[] = {"action", "result"};
         tw_family_options t = {.name = "trainwatch_actions_total",
-                               .help = "Actions taken on alerts, by alert, action and result (done, failed, "
+                               .help = "Actions taken on alerts, by alert, action and result (done, failed, killed, "
                                        "timeout, requested, dry_run, skipped, dropped).",
                                .type = TW_METRIC_COUNTER,
                                .label_count = 3,
@@ -122,11 +122,9 @@ int tw_actions_open_control(tw_actions *a, char *err, size_t cap)
     int rc = tw_control_open(&a->control, err, cap);
     if (rc != TW_OK || !a->o.stack_dumps_on_stall)
         return rc;
-    for (size_t i = 0; i < a->count; i++)
-        if (!strcmp(a->actions[i]->alert, "TrainingStalled"))
-            return TW_OK; /* the user said what a stall does */
+    /* not an alert: tw_actions_stalled fires it */
     tw_action *act;
-    if ((rc = tw_action_parse("TrainingStalled=dump-stacks", "the default", a->o.cooldown, &act, err, cap)) != TW_OK)
+    if ((rc = tw_action_parse("stall=dump-stacks", "the default", a->o.cooldown, &act, err, cap)) != TW_OK)
         return rc;
     act->implicit = true;
     return add(a, act);
@@ -231,7 +229,7 @@ static void report(tw_actions *a, tw_action *act, const char *alert, const char 
     snprintf(act->last, sizeof act->last, "%s: %s%s%s", alert_text, result, *detail ? ": " : "", detail);
     pthread_mutex_unlock(&a->lock);
     bool bad = !strcmp(result, "failed") || !strcmp(result, "timeout") || !strcmp(result, "dropped");
-    tw_say(bad ? TW_SAY_WARN : TW_SAY_INFO, a->name, "action %s=%s on %s: %s%s%s%s", act->alert, act->action_text,
+    tw_say(bad ? TW_SAY_WARN : TW_SAY_INFO, a->name, "action %s on %s: %s%s%s%s", act->text,
            alert_text, result, *detail ? " (" : "", detail, *detail ? ")" : "");
 }
 
@@ -259,7 +257,7 @@ static void do_signal(tw_actions *a, tw_action *act, char *detail, size_t cap, c
     *result = sent ? "done" : "failed";
 }
 
-static void do_dump_stacks(tw_actions *a, tw_action *act, char *detail, size_t cap, const char **result)
+static void do_dump_stacks(tw_actions *a, char *detail, size_t cap, const char **result)
 {
     tw_control *c = &a->control;
     size_t len = (size_t)snprintf(detail, cap, "SIG%s to", tw_signal_name(c->stack_signal));
@@ -276,9 +274,9 @@ static void do_dump_stacks(tw_actions *a, tw_action *act, char *detail, size_t c
         *result = "done";
         return;
     }
-    *result = act->implicit ? "skipped" : "failed";
-    snprintf(detail, cap, "no process of the run has the trainwatch package to dump its stacks%s",
-             a->root > 0 ? " (py-spy dump --pid PID does it from outside)" : "");
+    *result = "failed";
+    snprintf(detail, cap, "no process of the run has the trainwatch package to dump its stacks (py-spy dump "
+             "--pid PID does it from outside)");
 }
 
 /* The step every rank acts at: a little ahead of the last one seen, when
@@ -458,6 +456,15 @@ static void dry_run(tw_actions *a, tw_action *act, const alert_view *v)
 
 static void act_on(tw_actions *a, tw_action *act, const alert_view *v)
 {
+    if (act->implicit && !a->control.proc_count) {
+        /* the default dump, and no process can take it: said once */
+        count(a, v->name, act, "skipped");
+        if (!a->said_no_package)
+            tw_say(TW_SAY_INFO, a->name, "a stall, and no process of the run has the trainwatch package to dump "
+                   "its stacks (py-spy dump --pid PID does it from outside)");
+        a->said_no_package = true;
+        return;
+    }
     if (a->o.dry_run) {
         dry_run(a, act, v);
         return;
@@ -472,14 +479,7 @@ static void act_on(tw_actions *a, tw_action *act, const alert_view *v)
         do_signal(a, act, detail, sizeof detail, &result);
         break;
     case TW_ACT_DUMP_STACKS:
-        do_dump_stacks(a, act, detail, sizeof detail, &result);
-        if (!strcmp(result, "skipped")) {
-            count(a, v->name, act, result);
-            if (!a->said_no_package)
-                tw_say(TW_SAY_INFO, a->name, "a stall, and %s", detail);
-            a->said_no_package = true;
-            return;
-        }
+        do_dump_stacks(a, detail, sizeof detail, &result);
         break;
     default:
         do_request(a, act, v->name, detail, sizeof detail, &result);
@@ -500,10 +500,23 @@ void tw_actions_sink(void *actions, const tw_alert_notice *alerts, size_t n)
         describe(&v, &alerts[i]);
         for (size_t k = 0; k < a->count; k++) {
             tw_action *act = a->actions[k];
-            if (matches(act, &alerts[i], v.name) && past_cooldown(act, alerts[i].fingerprint, now))
+            if (!act->implicit && matches(act, &alerts[i], v.name) && past_cooldown(act, alerts[i].fingerprint, now))
                 act_on(a, act, &v);
         }
     }
+}
+
+void tw_actions_stalled(tw_actions *a)
+{
+    static const tw_alert_label label = {"alertname", "stall"};
+    tw_alert_notice stall = {.labels = &label, .label_count = 1, .changed = true, .starts_at = tw_wall_clock()};
+    alert_view v;
+    describe(&v, &stall);
+    snprintf(v.text, sizeof v.text, "a stall (no step for the stall time)");
+    tw_actions_tick(a);
+    for (size_t k = 0; k < a->count; k++)
+        if (a->actions[k]->implicit && past_cooldown(a->actions[k], 0, tw_monotonic_clock()))
+            act_on(a, a->actions[k], &v);
 }
 
 /* ---- replies and the page ------------------------------------------ */

@@ -158,7 +158,10 @@ static void *run_job(void *arg)
             while (waitpid(j->pid, &status, 0) < 0 && errno == EINTR)
                 ;
         }
-        if (late) {
+        if (late && __atomic_load_n(&j->kill, __ATOMIC_ACQUIRE)) {
+            result = "killed";
+            snprintf(detail, sizeof detail, "still running at the end of the run");
+        } else if (late) {
             result = "timeout";
             snprintf(detail, sizeof detail, "killed after %.0f s", j->timeout);
         } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {

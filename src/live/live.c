@@ -574,3 +574,8 @@ void tw_live_progress(const tw_live *l, double *step, double *seconds_per_step)
         *seconds_per_step = span > 0 && advance > 0 ? span / advance : NAN;
     }
 }
+
+unsigned long tw_live_stalls(const tw_live *l)
+{
+    return l->stalls_seen;
+}

@@ -78,6 +78,7 @@ struct tw_supervision {
     bool followed; /* the source was files (their statistics stay after finish) */
     bool stop;
     tw_health_gauge health; /* trainwatch_health_score */
+    unsigned long stalls_acted; /* the live stalls the actions were told of */
     tw_remote_write *remote;
     double remote_at;              /* monotonic time of the last collection */
     char host[256], rank_text[16]; /* host.name of records; the remote-write labels' values */
@@ -425,6 +426,10 @@ static void alerts_tick(tw_supervision *s)
         double step, per_step;
         tw_live_progress(s->sinks.live, &step, &per_step);
         tw_actions_set_progress(s->alerts.actions, step, per_step);
+        unsigned long stalls = tw_live_stalls(s->sinks.live);
+        if (stalls > s->stalls_acted)
+            tw_actions_stalled(s->alerts.actions);
+        s->stalls_acted = stalls;
     }
     tw_alerts_tick(&s->alerts, tw_wall_clock());
 }
