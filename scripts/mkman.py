@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """mkman.py OUT VERSION SOURCE_DIR: writes the trainwatch(1) man page from the
 documentation (the README's first paragraphs, then docs/analyze.md, run.md,
-watch.md, alerts.md, trace.md and history.md as the command reference), so the man page and the
+watch.md, alerts.md, actions.md, trace.md and history.md as the command reference), so the man page and the
 docs cannot say different things. Reads the subset of Markdown the docs use:
 headings, paragraphs, lists, tables, fenced blocks, `code`, **bold**, links,
 HTML comments (dropped)."""
@@ -11,6 +11,7 @@ import re
 import sys
 
 PAGES = [("analyze.md", "ANALYZE"), ("run.md", "RUN"), ("watch.md", "WATCH"), ("alerts.md", "ALERTS"),
+         ("actions.md", "ACTIONS"),
          ("trace.md", "TRACE"), ("history.md", "HISTORY")]
 
 

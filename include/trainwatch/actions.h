@@ -58,6 +58,9 @@ void tw_actions_free(tw_actions *a);
  * it in errors. cooldown < 0: the default. TW_EUSAGE with the reason in err. */
 int tw_actions_add(tw_actions *a, const char *spec, const char *where, double cooldown, char *err, size_t cap);
 size_t tw_actions_count(const tw_actions *a);
+/* Only checks 'SELECTOR=ACTION' (trainwatch rules check): TW_OK, or
+ * TW_EUSAGE with the reason in err. */
+int tw_actions_check(const char *spec, const char *where, char *err, size_t cap);
 
 /* The control channel: makes a private directory with an empty request
  * file, and sets TRAINWATCH_CONTROL (and TRAINWATCH_STACK_SIGNAL) in our

@@ -112,6 +112,14 @@ int tw_actions_add(tw_actions *a, const char *spec, const char *where, double co
     return rc;
 }
 
+int tw_actions_check(const char *spec, const char *where, char *err, size_t cap)
+{
+    tw_action *act;
+    int rc = tw_action_parse(spec, where, 1, &act, err, cap);
+    tw_action_free(act);
+    return rc;
+}
+
 size_t tw_actions_count(const tw_actions *a)
 {
     return a->count;

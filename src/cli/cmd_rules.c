@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "trainwatch/actions.h"
 #include "trainwatch/error.h"
 #include "trainwatch/rules.h"
 
@@ -81,6 +82,21 @@ static bool lint_setting(const char *value)
     }
 }
 
+/* The file's actions: section (trainwatch's own): each bad one printed;
+ * false when there was one. */
+static bool actions_valid(const tw_ruleset *rs, size_t *count)
+{
+    const tw_rule_action *actions;
+    size_t bad = 0;
+    *count = tw_ruleset_actions(rs, &actions);
+    for (size_t i = 0; i < *count; i++) {
+        char err[600];
+        if (tw_actions_check(actions[i].spec, actions[i].where, err, sizeof err) != TW_OK && ++bad)
+            printf("  FAILED: %s\n", err);
+    }
+    return bad == 0;
+}
+
 /* Checks one file: CHECK_OK, CHECK_FAILED or CHECK_UNSUPPORTED, with
  * *linted set when the lint found something. */
 static int check_file(const char *path, bool lint, bool *linted)
@@ -95,9 +111,15 @@ static int check_file(const char *path, bool lint, bool *linted)
     bool found = (rc == TW_OK || rc == TW_EUNSUPPORTED) && lint && lint_duplicates(rs);
     int status = CHECK_OK;
     *linted |= found;
-    if (rc == TW_OK) {
+    size_t actions = 0;
+    if (rc == TW_OK && !actions_valid(rs, &actions)) {
+        status = CHECK_FAILED;
+    } else if (rc == TW_OK) {
         if (!found)
             printf("  SUCCESS: %zu rules found\n", tw_ruleset_rule_count(rs));
+        if (actions)
+            printf("  and %zu action%s (trainwatch's own: rules export leaves them out)\n", actions,
+                   actions == 1 ? "" : "s");
     } else if (c.invalid == 0 && c.unsupported > 0) {
         printf("  valid for Prometheus, but %zu construct%s not evaluated by trainwatch\n", c.unsupported,
                c.unsupported == 1 ? " is" : "s are");

@@ -202,6 +202,7 @@ def test_rule_file_actions_section(tmp_path):
     path = rules(tmp_path, extra=extra)
     check = run(["trainwatch", "rules", "check", path])
     assert check.returncode == 0, check.stdout + check.stderr
+    assert "SUCCESS: 1 rules found\n  and 1 action (trainwatch's own: rules export leaves them out)" in check.stdout
     exported = run(["trainwatch", "rules", "export", "--no-default-rules", "--rules", path])
     assert exported.returncode == 0 and "\nactions:" not in exported.stdout and "Hung" in exported.stdout
     (tmp_path / "exported.yml").write_text(exported.stdout)
@@ -227,6 +228,8 @@ def test_bad_actions_stop_before_the_command_starts(tmp_path):
         assert p.returncode == 2 and words in p.stderr and not marker.exists(), (value, p.stderr)
         assert len(p.stderr.strip().splitlines()) <= 2, p.stderr
     path = rules(tmp_path, extra="actions:\n  - alert: Hung\n    action: reboot\n")
+    check = run(["trainwatch", "rules", "check", path])
+    assert check.returncode == 1 and "FAILED: " in check.stdout and "'Hung=reboot': unknown action" in check.stdout
     p = run(["trainwatch", "run", "--no-history", "--rules", path, "--", "touch", marker])
     line = path.read_text().splitlines().index("  - alert: Hung") + 1
     assert p.returncode == 2 and f"{path}:{line} 'Hung=reboot': unknown action" in p.stderr, p.stderr
