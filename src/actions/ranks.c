@@ -53,21 +53,6 @@ static int environ_rank(pid_t pid)
     return rank;
 }
 
-static pid_t parent_of(pid_t pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    int ppid;
-    return p && sscanf(p + 2, "%*c %d", &ppid) == 1 ? (pid_t)ppid : -1;
-}
-
 size_t tw_rank_processes(pid_t root, tw_rank_proc *out, size_t cap)
 {
     tw_tree_sample *tree = malloc(sizeof *tree);
@@ -83,7 +68,7 @@ size_t tw_rank_processes(pid_t root, tw_rank_proc *out, size_t cap)
     for (int i = 0; ranks && i < n && count < cap; i++) {
         if (ranks[i] < 0)
             continue;
-        pid_t parent = parent_of(tree->pids[i]);
+        pid_t parent = tree->parents[i];
         bool top = true;
         for (int j = 0; j < n && top; j++)
             if (tree->pids[j] == parent && ranks[j] == ranks[i])

@@ -141,8 +141,10 @@ int tw_tree_sample_take(pid_t root, tw_tree_sample *out)
         if (in[i] != 1)
             continue;
         out->processes++;
-        if (out->pid_count < TW_TREE_PIDS)
+        if (out->pid_count < TW_TREE_PIDS) {
+            out->parents[out->pid_count] = all[i].ppid;
             out->pids[out->pid_count++] = all[i].pid;
+        }
         out->cpu_seconds += all[i].cpu;
         out->rss_bytes += all[i].rss_pages * (uint64_t)page;
         out->threads += all[i].threads;

@@ -19,6 +19,7 @@ typedef struct tw_tree_sample {
     uint64_t threads;
     int pid_count;            /* the first TW_TREE_PIDS of them */
     pid_t pids[TW_TREE_PIDS];
+    pid_t parents[TW_TREE_PIDS]; /* of each of pids */
 } tw_tree_sample;
 
 /* Samples root's tree; returns 0, or TW_ENOENT when root is gone. */
