@@ -58,7 +58,8 @@ typedef enum tw_record_kind {
     X(TW_EV_LAUNCH, "launch")                                                  \
     X(TW_EV_ENVIRONMENT, "environment")                                        \
     X(TW_EV_LAUNCHER, "launcher")                                              \
-    X(TW_EV_RANKS, "rank-assignment")
+    X(TW_EV_RANKS, "rank-assignment")                                          \
+    X(TW_EV_STACKS, "stacks")
 
 typedef enum tw_event_kind {
 #define TW_EVENT_ENUM(name, text) name,

@@ -51,6 +51,7 @@ static const tw_rule *const rules[] = {
     &tw_rule_exceptions,
     &tw_rule_exits,
     &tw_rule_rank_stopped,
+    &tw_rule_hang,
     &tw_rule_shared_device,
     &tw_rule_divergence,
     &tw_rule_data_bound,

@@ -139,6 +139,7 @@ int tw_oom_processes_listed(const char *detail);
 int tw_device_sharers(const tw_run *run, int rank, int device, char *buf, size_t cap);
 
 /* The rules, by theme. */
+extern const tw_rule tw_rule_hang;
 extern const tw_rule tw_rule_loss_scale, tw_rule_overfitting, tw_rule_eval_empty;
 extern const tw_rule tw_rule_data_bound, tw_rule_nan, tw_rule_spikes, tw_rule_divergence, tw_rule_plateau,
     tw_rule_stalls, tw_rule_jitter, tw_rule_throughput, tw_rule_memory, tw_rule_oom, tw_rule_exceptions, tw_rule_exits,

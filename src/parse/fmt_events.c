@@ -10,7 +10,8 @@
  * launcher's report of the rank that failed (Paddle's "ABORT!!! ... rank=[3]",
  * torchrun's "Root Cause (first observed failure)", the elastic agent's
  * "failed ... local_rank: 2": a rank within its node) and the elastic agent's
- * assignment of its node's ranks ("Rendezvous complete for workers").
+ * assignment of its node's ranks ("Rendezvous complete for workers"), and
+ * faulthandler's all-threads stack dumps (stacks.h).
  *
  * Multi-line blocks are tracked in a small state machine; everything else is
  * a keyword search. This format sees every line no step format claimed, so
@@ -24,6 +25,7 @@
 
 #include "formats.h"
 #include "keywords.h"
+#include "stacks.h"
 
 enum block { BLOCK_NONE, BLOCK_PYTHON, BLOCK_CPP, BLOCK_SUMMARY };
 
@@ -58,6 +60,8 @@ typedef struct events_state {
         long long group_rank, group_world_size; /* -1: not read (yet) */
         bool local_in_order;                    /* local_ranks=[0, 1, ..., n-1] */
     } rendezvous;
+    tw_stacks stacks;        /* a faulthandler dump being read (stacks.h) */
+    tw_source stacks_source; /* its first line */
 } events_state;
 
 static int emit_event(tw_parser *p, const tw_line *line, tw_event_kind kind, const char *msg, size_t len,
@@ -885,6 +889,15 @@ static int single_line(tw_parser *p, events_state *st, const tw_line *line)
     return 0;
 }
 
+/* A dump read: one event at its first line, naming the main thread's frame. */
+static void emit_stacks(tw_parser *p, events_state *st, const tw_line *line)
+{
+    char where[TW_MESSAGE_MAX], threads[TW_MESSAGE_MAX];
+    tw_stacks_take(&st->stacks, where, threads, sizeof where);
+    tw_line at = {.text = where, .len = strlen(where), .source = st->stacks_source, .rank = line ? line->rank : -1};
+    emit_event(p, &at, TW_EV_STACKS, where, at.len, threads, 0);
+}
+
 static bool detect(const tw_line *line)
 {
     (void)line;
@@ -896,6 +909,13 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     events_state *st = state;
     const char *s = line->text;
     size_t len = line->len;
+    if (st->stacks.open || tw_stacks_begins(s, len)) {
+        if (!st->stacks.open)
+            st->stacks_source = line->source;
+        if (tw_stacks_line(&st->stacks, s, len))
+            return -1;
+        emit_stacks(p, st, line); /* it ended before this line */
+    }
     if (st->await_message) {
         int n = awaited_message(p, st, line);
         if (n != 0)
@@ -958,6 +978,8 @@ static void finish(tw_parser *p, void *state)
         nccl_lines(p, st, NULL);
     flush_signal(p, st, NULL, 0);
     release_held(p, st, NULL);
+    if (st->stacks.open)
+        emit_stacks(p, st, NULL);
     if (st->assertion[0]) { /* no CUDA error followed it in the log: the assertion is the error */
         char msg[TW_MESSAGE_MAX + 32];
         snprintf(msg, sizeof msg, "CUDA device-side assertion: %s", st->assertion);
@@ -985,7 +1007,8 @@ static bool same_state(const void *a, const void *b)
            (!x->root_cause || strcmp(x->launcher, y->launcher) == 0) && x->rendezvous.open == y->rendezvous.open &&
            (!x->rendezvous.open || (x->rendezvous.group_rank == y->rendezvous.group_rank &&
                                     x->rendezvous.group_world_size == y->rendezvous.group_world_size &&
-                                    x->rendezvous.local_in_order == y->rendezvous.local_in_order));
+                                    x->rendezvous.local_in_order == y->rendezvous.local_in_order)) &&
+           tw_stacks_same(&x->stacks, &y->stacks);
 }
 
 const tw_format tw_format_events = {

@@ -1,0 +1,108 @@
+/*
+ * stacks.c: faulthandler's all-threads dumps, a line at a time (see
+ * stacks.h).
+ */
+#include "stacks.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "scan.h"
+
+static bool thread_header(const char *s, size_t len, bool *current)
+{
+    static const char tail[] = " (most recent call first):";
+    size_t t = sizeof tail - 1;
+    if (len < t || memcmp(s + len - t, tail, t) != 0)
+        return false;
+    *current = tw_starts_with(s, len, "Current thread 0x");
+    return *current || tw_starts_with(s, len, "Thread 0x");
+}
+
+bool tw_stacks_begins(const char *s, size_t len)
+{
+    bool current;
+    return len > 30 && (s[0] == 'T' || s[0] == 'C') && thread_header(s, len, &current);
+}
+
+/* The thread just read: is it the main one? */
+static void end_thread(tw_stacks *st)
+{
+    if (!st->has_frame)
+        return;
+    if (st->is_current)
+        memcpy(st->current, st->top, sizeof st->top);
+    if (!st->main_found)
+        memcpy(st->main, st->top, sizeof st->top);
+}
+
+/* '  File "PATH", line N in FUNC' */
+static bool frame(tw_stacks *st, const char *s, size_t len)
+{
+    if (!tw_starts_with(s, len, "  File \""))
+        return false;
+    const char *path = s + 8, *end = s + len;
+    const char *q = memchr(path, '"', (size_t)(end - path));
+    if (!q || end - q < 10 || memcmp(q, "\", line ", 8) != 0)
+        return false;
+    const char *num = q + 8, *in = num;
+    while (in < end && *in >= '0' && *in <= '9')
+        in++;
+    if (in == num || end - in < 5 || memcmp(in, " in ", 4) != 0)
+        return false;
+    const char *func = in + 4;
+    if (!st->has_frame) {
+        /* the file's last path part is enough to find it */
+        const char *base = path;
+        for (const char *p = path; p < q; p++)
+            if (*p == '/')
+                base = p + 1;
+        snprintf(st->top, sizeof st->top, "%.*s (%.*s:%.*s)", (int)(end - func), func, (int)(q - base), base,
+                 (int)(in - num), num);
+        st->has_frame = true;
+    }
+    if ((size_t)(end - func) == 8 && memcmp(func, "<module>", 8) == 0 && !st->main_found) {
+        memcpy(st->main, st->top, sizeof st->top);
+        st->main_found = true;
+    }
+    return true;
+}
+
+bool tw_stacks_line(tw_stacks *st, const char *s, size_t len)
+{
+    bool current;
+    if (thread_header(s, len, &current)) {
+        if (!st->open)
+            *st = (tw_stacks){.open = true};
+        else
+            end_thread(st);
+        st->threads++;
+        st->is_current = current;
+        st->has_frame = false;
+        return true;
+    }
+    if (!st->open)
+        return false;
+    if (len == 0 || frame(st, s, len) || tw_starts_with(s, len, "  <no Python frame>") ||
+        tw_starts_with(s, len, "  ..."))
+        return true;
+    return false;
+}
+
+void tw_stacks_take(tw_stacks *st, char *message, char *detail, size_t cap)
+{
+    end_thread(st);
+    const char *where = st->main_found ? st->main : st->current[0] ? st->current : st->main;
+    snprintf(message, cap, "%s", *where ? where : "no Python frame");
+    snprintf(detail, cap, "%d thread%s", st->threads, st->threads == 1 ? "" : "s");
+    st->open = false;
+}
+
+bool tw_stacks_same(const tw_stacks *a, const tw_stacks *b)
+{
+    if (a->open != b->open)
+        return false;
+    return !a->open || (a->threads == b->threads && a->is_current == b->is_current && a->has_frame == b->has_frame &&
+                        a->main_found == b->main_found && !strcmp(a->top, b->top) && !strcmp(a->main, b->main) &&
+                        !strcmp(a->current, b->current));
+}
