@@ -770,6 +770,60 @@ static void test_forced_format_ignores_others(void **state)
     free(c);
 }
 
+/* faulthandler's all-threads dumps (parse/stacks.c): one event per dump, at
+ * its first line, naming the main thread's innermost frame: the thread with
+ * <module>, else the "Current thread", else the last listed. */
+static const tw_record *nth_event(const collected_records *c, tw_event_kind kind, int n)
+{
+    for (int i = 0; i < c->count; i++)
+        if (c->records[i].kind == TW_REC_EVENT && c->records[i].event == kind && n-- == 0)
+            return &c->records[i];
+    return NULL;
+}
+
+static void test_stack_dumps(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "step 1/2 - loss: 0.5 - 1ms/step\n"
+        "Thread 0x00007f3c2a7fc640 (most recent call first):\n"
+        "  File \"/usr/lib/python3.11/threading.py\", line 324 in wait\n"
+        "  File \"/usr/lib/python3.11/threading.py\", line 1002 in _bootstrap\n"
+        "\n"
+        "Current thread 0x00007f3c2bd4e740 (most recent call first):\n"
+        "  File \"/home/u/proj/train.py\", line 20 in all_reduce\n"
+        "  File \"/home/u/proj/train.py\", line 41 in <module>\n"
+        "step 2/2 - loss: 0.4 - 1ms/step\n"
+        /* no <module> thread: the one the signal hit */
+        "Thread 0x0000000000000002 (most recent call first):\n"
+        "  File \"a.py\", line 1 in loop\n"
+        "Current thread 0x0000000000000001 (most recent call first):\n"
+        "  File \"b.py\", line 7 in handler\n"
+        "  File \"b.py\", line 9 in run\n"
+        "\n"
+        "not a frame: the dump ended\n"
+        /* neither: the last listed, cut at the end of the log */
+        "Thread 0x0000000000000003 (most recent call first):\n"
+        "  <no Python frame>\n"
+        "Thread 0x0000000000000004 (most recent call first):\n"
+        "  File \"c.py\", line 3 in wait_for\n",
+        NULL, "train.log");
+    assert_int_equal(count_kind(c, TW_REC_STEP), 2);
+    const tw_record *a = nth_event(c, TW_EV_STACKS, 0), *b = nth_event(c, TW_EV_STACKS, 1),
+                    *d = nth_event(c, TW_EV_STACKS, 2);
+    assert_non_null(a);
+    assert_string_equal(a->message, "all_reduce (train.py:20)");
+    assert_string_equal(a->detail, "2 threads");
+    assert_int_equal(a->source.line, 2);
+    assert_non_null(b);
+    assert_string_equal(b->message, "handler (b.py:7)");
+    assert_int_equal(b->source.line, 10);
+    assert_non_null(d);
+    assert_string_equal(d->message, "wait_for (c.py:3)");
+    assert_null(nth_event(c, TW_EV_STACKS, 3));
+    free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -811,6 +865,7 @@ int main(void)
         cmocka_unit_test(test_yolo_console_rows_with_rewrites),
         cmocka_unit_test(test_rank_from_nccl_init_line),
         cmocka_unit_test(test_forced_format_ignores_others),
+        cmocka_unit_test(test_stack_dumps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
