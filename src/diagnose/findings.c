@@ -82,7 +82,7 @@ void tw_finding_at(tw_finding *f, const tw_run *run, const tw_point *p, int rank
 }
 
 /* How far after a failure's line its loop's closing record may come. */
-#define CLOSING_RECORD_LINES 16
+#define CLOSING_RECORD_LINES 32
 
 const tw_point *tw_closing_record(const tw_run *run, const tw_event_note *e)
 {

@@ -155,7 +155,7 @@ static void failed_launches(const tw_report *r, tw_findings *out)
                             "one). Check that the cause of each is fixed, not only that the last launch ran.");
 }
 
-static void restarts(const tw_report *r, tw_findings *out)
+static void restarts(const tw_run *run, const tw_report *r, tw_findings *out)
 {
     int trained = 0;
     for (int i = 0; i + 1 < r->launch_count; i++)
@@ -184,6 +184,12 @@ static void restarts(const tw_report *r, tw_findings *out)
                             next->where.file ? next->where.file : "?", (unsigned long long)next->where.line,
                             next->start);
     }
+    /* what the last launch started from, when it says */
+    const tw_event_note *resume = tw_first_event(tw_run_launch(run, r->launch_count - 1), TW_EV_RESUME);
+    char where[600];
+    if (resume)
+        tw_finding_evidence(f, "launch %d resumes: %s (%s), then trains from step %lld", last->index, resume->message,
+                            tw_where(run, resume->file, resume->line, where, sizeof where), (long long)last->first_step);
     tw_finding_recommend(f, "Work after the last checkpoint before each restart was lost; find why the earlier launch "
                             "stopped (its outcome above, --launch N for its findings) and checkpoint more often if "
                             "restarts are expected.");
@@ -254,7 +260,7 @@ int tw_report_select(const tw_run *run, tw_report *report)
     int rc = append_all(&out, shown);
     if (count > 1 && (all || report->launch == count)) {
         failed_launches(report, &out);
-        restarts(report, &out);
+        restarts(run, report, &out);
         environment_changed(run, report, &out);
     }
     for (int i = count - 2; all && rc == TW_OK && i >= 0; i--)

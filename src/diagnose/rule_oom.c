@@ -273,9 +273,12 @@ static void check_oom(const tw_run *run, const tw_thresholds *t, tw_findings *ou
         return;
     bool eval = in_evaluation(run, e);
     char where[600], kind[64];
+    /* no step before it, but the loop's closing record says which it was */
+    const tw_point *closing = e->last_pos < 0 ? tw_closing_record(run, e) : NULL;
     tw_finding *f = tw_finding_add(out, "oom", TW_SEV_ERROR, "Out of memory%s",
                                    eval               ? " during evaluation"
                                    : e->last_pos >= 0 ? " during training"
+                                   : closing          ? " in the first step"
                                                       : " before the first step");
     if (!f)
         return;

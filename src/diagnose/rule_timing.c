@@ -5,6 +5,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "diagnose.h"
 
@@ -279,11 +280,66 @@ static void check_jitter(const tw_run *run, const tw_thresholds *t, tw_findings 
 
 const tw_rule tw_rule_jitter = {"step_time_jitter", "p99 step time far above the median", check_jitter};
 
+/* Where a drop from early to late began, when it was sudden and lasting:
+ * after the last stretch of w values above halfway between the two levels,
+ * the first value below it, with the run's rest (a tenth of it at least)
+ * below halfway too. n when there is none (a slow decline has no onset to
+ * point at; a slow patch that recovered is not where the drop began). */
+static size_t drop_onset(const double *v, size_t n, double early, double late, double *scratch)
+{
+    double mid = (early + late) / 2;
+    size_t w = n / 50 > 3 ? n / 50 : 3, run = 0, k = n;
+    for (size_t i = 0; i < n; i++) {
+        run = v[i] > mid ? run + 1 : 0;
+        if (run >= w)
+            k = i + 1; /* the first value after the latest fast stretch */
+    }
+    while (k < n && v[k] > mid)
+        k++;
+    if (k >= n || n - k < n / 10)
+        return n;
+    memcpy(scratch, v + k, (n - k) * sizeof *v);
+    return tw_median(scratch, n - k) <= mid ? k : n;
+}
+
+static const tw_point *point_at(const tw_rank *rk, double pos)
+{
+    for (size_t i = 0; i < rk->series.count; i++)
+        if (rk->series.points[i].pos == pos)
+            return &rk->series.points[i];
+    return NULL;
+}
+
+/* The finding's place and words for a sudden drop at onset k. */
+static void say_onset(tw_finding *f, const tw_run *run, const tw_rank *rk, const double *v, const double *pos,
+                      size_t n, size_t k, bool ips, double *scratch)
+{
+    const tw_point *p = point_at(rk, pos[k]);
+    if (!p)
+        return;
+    tw_finding_at(f, run, p, rk->rank);
+    memcpy(scratch, v, k * sizeof *v);
+    double before = tw_median(scratch, k);
+    memcpy(scratch, v + k, (n - k) * sizeof *v);
+    double after = tw_median(scratch, n - k);
+    char where[600];
+    tw_where(run, p->file, p->line, where, sizeof where);
+    if (ips)
+        tw_finding_evidence(f, "a sudden, lasting drop at step %.0f (%s): a median %.4g samples/s before, %.4g after "
+                               "(%.2fx slower), and it stays there", pos[k], where, before, after, before / after);
+    else
+        tw_finding_evidence(f, "a sudden, lasting drop at step %.0f (%s): the median step takes %.3g s before, %.3g s "
+                               "after (%.2fx slower), and it stays there", pos[k], where, 1 / before, 1 / after,
+                            before / after);
+}
+
 static void check_throughput(const tw_run *run, const tw_thresholds *t, tw_findings *out)
 {
     double *v = malloc(sizeof(double) * TW_SERIES_MAX);
     double *pos = malloc(sizeof(double) * TW_SERIES_MAX);
-    if (!v || !pos)
+    double *sorted = malloc(sizeof(double) * TW_SERIES_MAX);
+    double *scratch = malloc(sizeof(double) * TW_SERIES_MAX);
+    if (!v || !pos || !sorted || !scratch)
         goto done;
     for (int i = 0; i < run->rank_count; i++) {
         const tw_rank *rk = run->ranks[i];
@@ -301,8 +357,9 @@ static void check_throughput(const tw_run *run, const tw_thresholds *t, tw_findi
             continue;
         size_t a = n / 20, b = n / 4, c = n - n / 5;
         double early_end = pos[b - 1], late_start = pos[c];
-        double early = tw_median(v + a, b - a);
-        double late = tw_median(v + c, n - c);
+        memcpy(sorted, v, n * sizeof *v); /* the medians reorder; v stays in step order */
+        double early = tw_median(sorted + a, b - a);
+        double late = tw_median(sorted + c, n - c);
         if (!(early > 0 && late < early * (1 - t->throughput_drop)))
             continue;
         tw_finding *f =
@@ -320,6 +377,9 @@ static void check_throughput(const tw_run *run, const tw_thresholds *t, tw_findi
             tw_finding_evidence(f,
                                 "median %.4g steps/s early (to step %.0f) against %.4g steps/s late (from step %.0f)",
                                 early, early_end, late, late_start);
+        size_t onset = drop_onset(v, n, early, late, scratch);
+        if (onset < n)
+            say_onset(f, run, rk, v, pos, n, onset, ips, scratch);
         tw_finding_recommend(
             f, "Check for growing memory (fragmentation, tensors kept alive across steps), thermal or power throttling "
                "(GPU clocks), other jobs on the node, and inputs that grow over the run (sequence lengths, caches).");
@@ -327,6 +387,8 @@ static void check_throughput(const tw_run *run, const tw_thresholds *t, tw_findi
 done:
     free(v);
     free(pos);
+    free(sorted);
+    free(scratch);
 }
 
 const tw_rule tw_rule_throughput = {"throughput_drop", "throughput falling from early to late in the run",

@@ -26,6 +26,15 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     tw_record_init(&r);
     tw_fields_scan(&r, line->body, line->body_len);
     tw_record_step_is_global(&r);
+    /* the loop's closing line after a failure in the first iteration has no
+     * loss and no time, only "iter: 0  lr: N/A  max_mem: 22043M": still a
+     * step report (where it failed, and its memory) */
+    if (r.global_step >= 0 && tw_has(&r, TW_F_MEM) && !tw_record_is_step_like(&r) &&
+        tw_find(line->text, line->len, "d2.utils.events")) {
+        r.kind = TW_REC_STEP;
+        tw_parser_emit(p, line, &r);
+        return 1;
+    }
     return tw_emit_step(p, line, &r, -1);
 }
 

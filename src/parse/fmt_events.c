@@ -6,12 +6,9 @@
  * reports, out-of-memory errors (Paddle ResourceExhaustedError, CUDA OOM,
  * std::bad_alloc), FLAGS_check_nan_inf output, checkpoints saved, resumes,
  * warnings, process exits, "training finished" markers and the lines that
- * start a launch (an environment banner, the launcher's arguments), and the
- * launcher's report of the rank that failed (Paddle's "ABORT!!! ... rank=[3]",
- * torchrun's "Root Cause (first observed failure)", the elastic agent's
- * "failed ... local_rank: 2": a rank within its node) and the elastic agent's
- * assignment of its node's ranks ("Rendezvous complete for workers"), and
- * faulthandler's all-threads stack dumps (stacks.h).
+ * start a launch (an environment banner, the launcher's arguments), the
+ * launchers' reports of ranks (events_launchers.c) and faulthandler's
+ * all-threads stack dumps (stacks.h).
  *
  * Multi-line blocks are tracked in a small state machine; everything else is
  * a keyword search. This format sees every line no step format claimed, so
@@ -23,49 +20,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "formats.h"
+#include "events.h"
 #include "keywords.h"
-#include "stacks.h"
 
-enum block { BLOCK_NONE, BLOCK_PYTHON, BLOCK_CPP, BLOCK_SUMMARY };
-
-/* A Python exception name printed without its message ("MemoryError: "):
- * after a dashed line it may be Paddle's, whose C++ Traceback or Error
- * Message Summary comes next (tentative); once one does, the summary's
- * error is its message (confirmed). */
-enum held_name { NAME_NOT_HELD, NAME_HELD_TENTATIVE, NAME_HELD };
-
-typedef struct events_state {
-    enum block block;
-    char frame[TW_MESSAGE_MAX];      /* last stack frame of the current block */
-    char user_frame[TW_MESSAGE_MAX]; /* its deepest frame outside installed packages, "" none */
-    bool signal_pending;             /* saw "FatalError: Termination signal" */
-    char signal_message[TW_MESSAGE_MAX];
-    long long aborted_at;     /* "[TimeInfo: *** Aborted at N (unix time)": N, 0 unknown */
-    bool await_message;       /* "ResourceExhaustedError: " with its message on the lines after */
-    enum held_name name_held; /* "MemoryError: " whose message is the Error Message Summary's error:
-                                 its frames wait for that error (pending_name kept in case none comes) */
-    tw_source name_source;    /* where that name stands, and its time: said there if no error comes */
-    bool name_has_time;
-    double name_time;
-    int nccl; /* an NCCL error held for its "Last error:" lines: 1 held, 2 after "Last error:" */
-    char held[TW_MESSAGE_MAX];
-    char pending_name[TW_NAME_MAX];
-    char assertion[TW_MESSAGE_MAX]; /* the last CUDA device-side assertion, "" none */
-    uint64_t assertion_line;        /* its line */
-    int root_cause;                 /* lines left of torchrun's "Root Cause (first observed failure)" entry, 0 none */
-    char launcher[TW_MESSAGE_MAX];  /* that entry as read so far */
-    struct {                        /* the elastic agent's "Rendezvous complete for workers" block */
-        bool open;                  /* its "  key=value" lines follow */
-        long long group_rank, group_world_size; /* -1: not read (yet) */
-        bool local_in_order;                    /* local_ranks=[0, 1, ..., n-1] */
-    } rendezvous;
-    tw_stacks stacks;        /* a faulthandler dump being read (stacks.h) */
-    tw_source stacks_source; /* its first line */
-} events_state;
-
-static int emit_event(tw_parser *p, const tw_line *line, tw_event_kind kind, const char *msg, size_t len,
-                      const char *detail, int code)
+int tw_events_emit(tw_parser *p, const tw_line *line, tw_event_kind kind, const char *msg, size_t len,
+                   const char *detail, int code)
 {
     tw_record r;
     tw_record_init(&r);
@@ -221,9 +180,9 @@ static int emit_exception(tw_parser *p, events_state *st, const tw_line *line, c
             line = &at_assertion;
         }
     }
-    int n = emit_event(p, line, TW_EV_EXCEPTION, s, len, detail, 0);
+    int n = tw_events_emit(p, line, TW_EV_EXCEPTION, s, len, detail, 0);
     if (is_oom_text(s, len))
-        n += emit_event(p, line, TW_EV_OOM, s, len, detail, 0);
+        n += tw_events_emit(p, line, TW_EV_OOM, s, len, detail, 0);
     return n;
 }
 
@@ -341,7 +300,7 @@ static int exception_line(tw_parser *p, events_state *st, const tw_line *line)
     int n = emit_exception(p, st, line, s, len);
     if (tw_find(s, len, "SignalException") || tw_find(s, len, "got signal")) {
         int sig = parse_signal_number(s, len);
-        n += emit_event(p, line, TW_EV_SIGNAL, s, len, st->frame, sig);
+        n += tw_events_emit(p, line, TW_EV_SIGNAL, s, len, st->frame, sig);
     }
     st->block = BLOCK_NONE;
     st->frame[0] = '\0';
@@ -380,7 +339,7 @@ static int flush_signal(tw_parser *p, events_state *st, const tw_line *line, int
             snprintf(msg + n, sizeof msg - n, "]");
     }
     st->aborted_at = 0;
-    return emit_event(p, line, TW_EV_SIGNAL, msg, strnlen(msg, sizeof msg - 1), st->frame, sig);
+    return tw_events_emit(p, line, TW_EV_SIGNAL, msg, strnlen(msg, sizeof msg - 1), st->frame, sig);
 }
 
 static int in_block(tw_parser *p, events_state *st, const tw_line *line)
@@ -455,252 +414,6 @@ static int in_block(tw_parser *p, events_state *st, const tw_line *line)
     return n;
 }
 
-/* The rank numbers of "rank=[1, 2, 3]" into out as "1, 2, 3"; returns how
- * many, *first the first. */
-static int rank_list(const char *s, const char *end, char *out, size_t cap, long long *first)
-{
-    int n = 0;
-    size_t used = 0;
-    out[0] = '\0';
-    while (s < end && *s != ']') {
-        long long v;
-        size_t d = tw_scan_uint(s, end, &v);
-        if (!d) {
-            s++;
-            continue;
-        }
-        if (n++ == 0)
-            *first = v;
-        int w = snprintf(out + used, cap - used, "%s%lld", used ? ", " : "", v);
-        if (w > 0 && (size_t)w < cap - used)
-            used += (size_t)w;
-        s += d;
-    }
-    return n;
-}
-
-/* The launcher's report of the rank that failed, as an event: the message
- * is the launcher's words, the code the rank it names as failed (-1: it
- * names several, in no order), the detail every rank it names ("1, 2, 3").
- * One reader a launcher's wording, each given the line and where its
- * keyword stands (at); each returns 0 when the line is not such a report. */
-static int launcher_event(tw_parser *p, const tw_line *line, const char *msg, size_t len, long long rank)
-{
-    char ranks[32];
-    snprintf(ranks, sizeof ranks, "%lld", rank);
-    return emit_event(p, line, TW_EV_LAUNCHER, msg, len, ranks, (int)rank);
-}
-
-/* paddle.distributed.launch (launch_utils.py): "ABORT!!! Out of all 4
- * trainers, the trainer process with rank=[1, 2, 3] was aborted." */
-static int launcher_paddle_abort(tw_parser *p, events_state *st, const tw_line *line, const char *at)
-{
-    (void)st;
-    const char *end = line->text + line->len;
-    const char *list = tw_find(at, (size_t)(end - at), "rank=[");
-    char ranks[TW_MESSAGE_MAX];
-    long long first = -1;
-    int n = list ? rank_list(list + 6, end, ranks, sizeof ranks, &first) : 0;
-    if (n == 0)
-        return 0;
-    return emit_event(p, line, TW_EV_LAUNCHER, at, (size_t)(end - at), ranks,
-                      n == 1 && first <= 1 << 20 ? (int)first : -1);
-}
-
-/* paddle.distributed.launch (controllers): "Container rank 6 status failed
- * cmd [...] code 1 log log/workerlog.6", quoted without the command. */
-static int launcher_paddle_container(tw_parser *p, events_state *st, const tw_line *line, const char *at)
-{
-    (void)st;
-    const char *end = line->text + line->len;
-    size_t len = (size_t)(end - at);
-    long long rank;
-    const char *cmd = tw_find(at, len, " cmd ");
-    if (!tw_scan_uint(at + strlen("Container rank "), end, &rank) || rank > 1 << 20 || !cmd ||
-        !tw_find(at, len, " status failed"))
-        return 0;
-    const char *code = tw_find(cmd, (size_t)(end - cmd), "] code ");
-    char msg[TW_MESSAGE_MAX];
-    snprintf(msg, sizeof msg, "%.*s%.*s", (int)(cmd - at), at, code ? (int)(end - code - 1) : 0, code ? code + 1 : "");
-    return launcher_event(p, line, msg, strnlen(msg, sizeof msg - 1), rank);
-}
-
-/* ProcessGroupNCCL's watchdog: "[rank0]:[E1218 20:27:21.426 ProcessGroupNCCL.cpp:629]
- * [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1,
- * OpType=BROADCAST, ...) ran for 600081 milliseconds before timing out." Its
- * repetitions inside the thread's exception ("terminated with exception:",
- * "what():") are the same timeout and not read again. The message keeps
- * from "[Rank N]" on, so the rank and the collective stay in it. */
-static int nccl_watchdog(tw_parser *p, events_state *st, const tw_line *line, const char *at)
-{
-    (void)st;
-    const char *s = line->text;
-    size_t len = line->len;
-    if (tw_find(s, len, "terminated with exception") || tw_find(s, len, "what():"))
-        return 0;
-    const char *from = tw_find(s, (size_t)(at - s), "[Rank ");
-    if (!from)
-        from = at;
-    char msg[TW_MESSAGE_MAX];
-    int n = snprintf(msg, sizeof msg, "NCCL timeout: %.*s", (int)(s + len - from), from);
-    return emit_event(p, line, TW_EV_EXCEPTION, msg, n < 0 ? 0 : strnlen(msg, sizeof msg - 1), NULL, 0);
-}
-
-/* Slurm's step daemon when the job is cancelled (scancel, the time limit,
- * preemption): "slurmstepd: error: *** JOB 2365 ON node03 CANCELLED AT
- * 2021-03-25T20:34:50 DUE TO TIME LIMIT ***". Slurm sends the job's tasks
- * SIGTERM, then SIGKILL after KillWait. */
-static int slurm_cancelled(tw_parser *p, events_state *st, const tw_line *line, const char *at)
-{
-    (void)st;
-    const char *s = line->text;
-    size_t len = (size_t)(at - s);
-    if (!tw_find(s, len, "*** JOB ") && !tw_find(s, len, "*** STEP "))
-        return 0;
-    return emit_event(p, line, TW_EV_SIGNAL, s, line->len, NULL, 15);
-}
-
-/* torch.distributed.elastic's agent: "failed (exitcode: 1) local_rank: 2
- * (pid: 60554) of binary: ...", quoted up to " of binary". A local rank is
- * the rank within the agent's node (multiprocessing/api.py), not the job's:
- * the detail says so ("local 2") and diagnose/root_cause.c turns it into a
- * global rank only where the agent's rank assignment tells it. */
-static int launcher_elastic_failed(tw_parser *p, events_state *st, const tw_line *line, const char *at)
-{
-    (void)st;
-    const char *end = line->text + line->len;
-    size_t len = (size_t)(end - at);
-    const char *local = tw_find(at, len, "local_rank: ");
-    long long rank;
-    if (!local || !tw_scan_uint(local + strlen("local_rank: "), end, &rank) || rank > 1 << 20)
-        return 0;
-    const char *binary = tw_find(at, len, " of binary");
-    char detail[32];
-    snprintf(detail, sizeof detail, "local %lld", rank);
-    return emit_event(p, line, TW_EV_LAUNCHER, at, binary ? (size_t)(binary - at) : len, detail, (int)rank);
-}
-
-/* The elastic agent after each rendezvous (agent/server/api.py, _rendezvous):
- * "[default] Rendezvous complete for workers. Result:", then one "  key=value"
- * line each: restart_count, master_addr, master_port, group_rank (the node),
- * group_world_size (how many nodes), local_ranks, role_ranks, global_ranks
- * (its workers' job ranks, in local rank order), role_world_sizes,
- * global_world_sizes. Read by rendezvous_lines; this line is consumed. */
-static int launcher_rendezvous(tw_parser *p, events_state *st, const tw_line *line, const char *at)
-{
-    (void)p, (void)line, (void)at;
-    st->rendezvous.open = true;
-    st->rendezvous.group_rank = st->rendezvous.group_world_size = -1;
-    st->rendezvous.local_in_order = false;
-    return -1;
-}
-
-/* "[0, 1, 2, 3]": 0 to n-1 in order? */
-static bool counts_up(const char *s, const char *end)
-{
-    long long expect = 0, v;
-    for (; s < end && *s != ']'; s++) {
-        size_t d = tw_scan_uint(s, end, &v);
-        if (!d)
-            continue;
-        if (v != expect++)
-            return false;
-        s += d - 1;
-    }
-    return expect > 0;
-}
-
-/* A line of the agent's rendezvous result. At global_ranks the node's
- * assignment is emitted as an event of kind ranks: the message names the
- * node (group_rank) and how many there are (group_world_size, also the
- * code), the detail lists the global ranks of local ranks 0, 1, ... A line
- * of another shape ends the block (returns 0: read as usual). */
-static int rendezvous_lines(tw_parser *p, events_state *st, const tw_line *line)
-{
-    const char *s = line->text, *end = s + line->len;
-    while (s < end && tw_is_blank(*s))
-        s++;
-    const char *eq = memchr(s, '=', (size_t)(end - s));
-    if (s == line->text || !eq) {
-        st->rendezvous.open = false;
-        return 0;
-    }
-    size_t key = (size_t)(eq - s);
-    long long v;
-    if (key == 10 && memcmp(s, "group_rank", 10) == 0 && tw_scan_uint(eq + 1, end, &v))
-        st->rendezvous.group_rank = v;
-    else if (key == 16 && memcmp(s, "group_world_size", 16) == 0 && tw_scan_uint(eq + 1, end, &v))
-        st->rendezvous.group_world_size = v;
-    else if (key == 11 && memcmp(s, "local_ranks", 11) == 0)
-        st->rendezvous.local_in_order = counts_up(eq + 1, end);
-    else if (key == 12 && memcmp(s, "global_ranks", 12) == 0 && st->rendezvous.local_in_order &&
-             st->rendezvous.group_rank >= 0 && st->rendezvous.group_world_size > 0 &&
-             st->rendezvous.group_world_size <= 1 << 20) {
-        char ranks[TW_MESSAGE_MAX / 2], msg[TW_MESSAGE_MAX];
-        long long first;
-        if (rank_list(eq + 1, end, ranks, sizeof ranks, &first) == 0)
-            return -1;
-        snprintf(msg, sizeof msg,
-                 "Rendezvous complete for workers: group_rank=%lld group_world_size=%lld "
-                 "global_ranks=[%s]",
-                 st->rendezvous.group_rank, st->rendezvous.group_world_size, ranks);
-        return emit_event(p, line, TW_EV_RANKS, msg, strnlen(msg, sizeof msg - 1), ranks,
-                          (int)st->rendezvous.group_world_size);
-    }
-    return -1;
-}
-
-/* torchrun's "Root Cause (first observed failure):": the entry follows on
- * the next lines (root_cause_lines); this line is consumed. */
-static int launcher_torchrun_root_cause(tw_parser *p, events_state *st, const tw_line *line, const char *at)
-{
-    (void)p, (void)line, (void)at;
-    st->root_cause = 8;
-    snprintf(st->launcher, sizeof st->launcher, "%s", "torchrun's Root Cause (first observed failure):");
-    return -1;
-}
-
-/* The lines of torchrun's Root Cause entry ("[0]:", "  time      : ...",
- * "  host : ...", "  rank      : 3 (local_rank: 3)", "  exitcode  : 1
- * (pid: 123)"): the rank it names, emitted at its exitcode line. Another
- * line ends it (returns 0: read as usual). */
-static int root_cause_lines(tw_parser *p, events_state *st, const tw_line *line)
-{
-    const char *s = line->text, *end = s + line->len;
-    while (s < end && tw_is_blank(*s))
-        s++;
-    size_t len = (size_t)(end - s);
-    st->root_cause--;
-    if (tw_starts_with(s, len, "[0]:"))
-        return -1;
-    bool key = tw_is_blank(line->text[0]) && memchr(s, ':', len);
-    if (!key || st->root_cause == 0) {
-        st->root_cause = 0;
-        return 0;
-    }
-    const char *colon = memchr(s, ':', len);
-    const char *value = colon + 1;
-    while (value < end && *value == ' ')
-        value++;
-    size_t used = strlen(st->launcher);
-    bool time = tw_starts_with(s, len, "time "), rank = tw_starts_with(s, len, "rank "),
-         code = tw_starts_with(s, len, "exitcode ");
-    if (time || rank || code)
-        snprintf(st->launcher + used, sizeof st->launcher - used, " %s %.*s",
-                 time   ? "time"
-                 : rank ? "rank"
-                        : "exitcode",
-                 (int)(end - value), value);
-    if (!code)
-        return -1;
-    st->root_cause = 0;
-    const char *r = strstr(st->launcher, " rank ");
-    long long first;
-    if (!r || !tw_scan_uint(r + 6, r + strlen(r), &first) || first > 1 << 20)
-        return -1;
-    return launcher_event(p, line, st->launcher, strlen(st->launcher), first);
-}
-
 /* PyTorch's out-of-memory message outgrows an event's message: what falls
  * past the cut goes in the event's detail, shortened to what the rules read
  * (rule_oom.c): how many "Process N has X memory in use" entries the
@@ -724,6 +437,18 @@ static const char *oom_tail(tw_event_kind kind, const char *s, size_t len, char 
         used = 0;
     snprintf(buf + used, cap - (size_t)used, "%.*s", tail ? (int)(s + len - tail) : 0, tail ? tail : "");
     return buf;
+}
+
+/* argparse refusing the command line ("train.py: error: unrecognized
+ * arguments: --local-rank=1", torchrun's newer flag meeting an old script):
+ * a crash before anything ran, PROG at the start of the line. */
+static int usage_error(tw_parser *p, events_state *st, const tw_line *line, const char *at)
+{
+    (void)st;
+    for (const char *c = line->text; c < at; c++)
+        if (tw_is_blank(*c) || *c == ':')
+            return 0;
+    return tw_events_emit(p, line, TW_EV_EXCEPTION, line->text, line->len, NULL, 0);
 }
 
 typedef struct keyword_rule {
@@ -763,6 +488,7 @@ static const keyword_rule rules[] = {
     {"esume from", TW_EV_RESUME, NULL},     /* Resume from, resume from */
     {"esumed from", TW_EV_RESUME, NULL},    /* Resumed from, resumed from */
     {"esume training", TW_EV_RESUME, NULL}, /* Resume training, resume training */
+    {"Finish resuming model weights", TW_EV_RESUME, NULL}, /* PaddleDetection */
     {"Environment Information---", TW_EV_LAUNCH, NULL},
     {"Configuration Arguments ---", TW_EV_LAUNCH, NULL},
     {"Setting OMP_NUM_THREADS environment variable for each process", TW_EV_LAUNCH, NULL},
@@ -779,11 +505,11 @@ static const keyword_rule rules[] = {
     {"sha: ", TW_EV_ENVIRONMENT, NULL},
     {"train with paddle ", TW_EV_ENVIRONMENT, NULL}, /* PaddleOCR, anywhere in the line */
     /* the launcher's report of which rank failed (launcher_*) */
-    {"ABORT!!! Out of all ", TW_EV_LAUNCHER, launcher_paddle_abort},
-    {"Container rank ", TW_EV_LAUNCHER, launcher_paddle_container},
-    {"failed (exitcode: ", TW_EV_LAUNCHER, launcher_elastic_failed},
-    {"Root Cause (first observed failure)", TW_EV_LAUNCHER, launcher_torchrun_root_cause},
-    {"Rendezvous complete for workers", TW_EV_RANKS, launcher_rendezvous},
+    {"ABORT!!! Out of all ", TW_EV_LAUNCHER, tw_events_launcher_paddle_abort},
+    {"Container rank ", TW_EV_LAUNCHER, tw_events_launcher_paddle_container},
+    {"failed (exitcode: ", TW_EV_LAUNCHER, tw_events_launcher_elastic_failed},
+    {"Root Cause (first observed failure)", TW_EV_LAUNCHER, tw_events_launcher_torchrun_root_cause},
+    {"Rendezvous complete for workers", TW_EV_RANKS, tw_events_launcher_rendezvous},
     {"Warning: ", TW_EV_WARNING, NULL},
     {"WARNING", TW_EV_WARNING, NULL},
     {"exited with code", TW_EV_EXIT, NULL},
@@ -798,9 +524,10 @@ static const keyword_rule rules[] = {
     {"results of the whole dataset is empty", TW_EV_WARNING, NULL}, /* mmdet */
     {"No predictions from the model", TW_EV_WARNING, NULL},         /* detectron2 */
     /* torch's NCCL watchdog: a collective that never completed */
-    {"Watchdog caught collective operation timeout", TW_EV_EXCEPTION, nccl_watchdog},
+    {"Watchdog caught collective operation timeout", TW_EV_EXCEPTION, tw_events_nccl_watchdog},
     /* the batch scheduler stopped the job: Slurm's step daemon */
-    {" CANCELLED AT ", TW_EV_SIGNAL, slurm_cancelled},
+    {" CANCELLED AT ", TW_EV_SIGNAL, tw_events_slurm_cancelled},
+    {".py: error: ", TW_EV_EXCEPTION, usage_error},
 };
 
 /* at begins the line, after indentation only. */
@@ -847,7 +574,7 @@ static int single_line(tw_parser *p, events_state *st, const tw_line *line)
     size_t len = line->len;
     /* "training AGCN finished", "train finished": a verb at the end. */
     if (len > 8 && memcmp(s + len - 8, "finished", 8) == 0 && tw_find_ci(s, len, "train"))
-        return emit_event(p, line, TW_EV_FINISHED, s, len, NULL, 0);
+        return tw_events_emit(p, line, TW_EV_FINISHED, s, len, NULL, 0);
     pthread_once(&rule_index_once, build_rule_index);
     uint64_t found = tw_keywords_scan(&rule_index, s, len);
     if (!found)
@@ -873,7 +600,7 @@ static int single_line(tw_parser *p, events_state *st, const tw_line *line)
             return n;
         }
         char tail[TW_MESSAGE_MAX];
-        return emit_event(p, line, rules[i].kind, s, len, oom_tail(rules[i].kind, s, len, tail, sizeof tail), code);
+        return tw_events_emit(p, line, rules[i].kind, s, len, oom_tail(rules[i].kind, s, len, tail, sizeof tail), code);
     }
     /* "torch.distributed.DistBackendError: NCCL error in: ..." where no
      * traceback header came first (ranks printing at once, a pasted excerpt):
@@ -885,7 +612,7 @@ static int single_line(tw_parser *p, events_state *st, const tw_line *line)
         return 0;
     }
     if ((len == 6 && memcmp(s, "Killed", 6) == 0) || tw_find(s, len, "got signal: "))
-        return emit_event(p, line, TW_EV_SIGNAL, s, len, NULL, len == 6 ? 9 : parse_signal_number(s, len));
+        return tw_events_emit(p, line, TW_EV_SIGNAL, s, len, NULL, len == 6 ? 9 : parse_signal_number(s, len));
     return 0;
 }
 
@@ -895,7 +622,7 @@ static void emit_stacks(tw_parser *p, events_state *st, const tw_line *line)
     char where[TW_MESSAGE_MAX], threads[TW_MESSAGE_MAX];
     tw_stacks_take(&st->stacks, where, threads, sizeof where);
     tw_line at = {.text = where, .len = strlen(where), .source = st->stacks_source, .rank = line ? line->rank : -1};
-    emit_event(p, &at, TW_EV_STACKS, where, at.len, threads, 0);
+    tw_events_emit(p, &at, TW_EV_STACKS, where, at.len, threads, 0);
 }
 
 static bool detect(const tw_line *line)
@@ -933,12 +660,12 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
             return n;
     }
     if (st->root_cause) {
-        int n = root_cause_lines(p, st, line);
+        int n = tw_events_root_cause_lines(p, st, line);
         if (n != 0)
             return n;
     }
     if (st->rendezvous.open) {
-        int n = rendezvous_lines(p, st, line);
+        int n = tw_events_rendezvous_lines(p, st, line);
         if (n != 0)
             return n;
     }
@@ -983,7 +710,7 @@ static void finish(tw_parser *p, void *state)
     if (st->assertion[0]) { /* no CUDA error followed it in the log: the assertion is the error */
         char msg[TW_MESSAGE_MAX + 32];
         snprintf(msg, sizeof msg, "CUDA device-side assertion: %s", st->assertion);
-        emit_event(p, NULL, TW_EV_EXCEPTION, msg, strnlen(msg, TW_MESSAGE_MAX - 1), NULL, 0);
+        tw_events_emit(p, NULL, TW_EV_EXCEPTION, msg, strnlen(msg, TW_MESSAGE_MAX - 1), NULL, 0);
         st->assertion[0] = '\0';
     }
     st->block = BLOCK_NONE;

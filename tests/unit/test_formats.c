@@ -824,6 +824,39 @@ static void test_stack_dumps(void **state)
     free(c);
 }
 
+/* argparse refusing a command line is a crash before anything ran; a
+ * compiler's "file.c:1: error:" or a sentence with ".py: error: " in it is not. */
+static void test_usage_errors(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text("usage: train.py [-h] [--local_rank LOCAL_RANK]\n"
+                                      "train.py: error: unrecognized arguments: --local-rank=1\n"
+                                      "the log of run.py: error: none\n"
+                                      "main.c:10: error: expected ';'\n",
+                                      NULL, "train.log");
+    const tw_record *e = nth_event(c, TW_EV_EXCEPTION, 0);
+    assert_non_null(e);
+    assert_string_equal(e->message, "train.py: error: unrecognized arguments: --local-rank=1");
+    assert_int_equal(e->source.line, 2);
+    assert_null(nth_event(c, TW_EV_EXCEPTION, 1));
+    free(c);
+}
+
+/* detectron2's closing line after a failure in the first iteration has no
+ * loss and no time: still the step report that says where it failed. */
+static void test_detectron2_closing_line_without_losses(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text("[08/30 15:37:29] d2.utils.events INFO:  iter: 0       lr: N/A  max_mem: 22043M\n"
+                                      "[08/30 15:37:29] d2.engine.hooks INFO:  iter: 3  max_mem: 10M\n",
+                                      "detectron2", "train.log");
+    assert_int_equal(count_kind(c, TW_REC_STEP), 1);
+    const tw_record *r = nth_kind(c, TW_REC_STEP, 0);
+    assert_int_equal(r->global_step, 0);
+    assert_true(tw_has(r, TW_F_MEM) && r->mem_bytes == 22043.0 * 1024 * 1024);
+    free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -866,6 +899,8 @@ int main(void)
         cmocka_unit_test(test_rank_from_nccl_init_line),
         cmocka_unit_test(test_forced_format_ignores_others),
         cmocka_unit_test(test_stack_dumps),
+        cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_detectron2_closing_line_without_losses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
