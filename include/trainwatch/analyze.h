@@ -183,6 +183,11 @@ typedef struct tw_summary {
     int64_t best_loss_step;
     double final_lr;
     double peak_mem_bytes;
+    /* A log that ends mid-run (no finish, no failure): the planned steps
+     * after its last (its epoch/step counters), the time they take at the
+     * median step time (else the log's own ETA), and when that is by the
+     * log's clock (NAN each: not known, or the run ended). */
+    double steps_left, eta_seconds, eta_end;
     int train_metric_count;
     tw_metric_summary train_metrics[TW_SUMMARY_METRICS];
     int eval_metric_count;

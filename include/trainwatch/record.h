@@ -140,6 +140,10 @@ static inline bool tw_has(const tw_record *r, unsigned field)
 
 /* Resets r to "nothing known": kind STEP, no fields, -1 counters, no metrics. */
 void tw_record_init(tw_record *r);
+/* The planned steps after r by its own counters (epoch E of N with step S
+ * of M per epoch, or step S of M in all); epochs_from_zero: the log counts
+ * epochs from 0. NAN when r does not say. */
+double tw_record_steps_left(const tw_record *r, bool epochs_from_zero);
 
 /* Adds or replaces a named metric; names longer than TW_NAME_MAX-1 are cut.
  * Returns false when the record already holds TW_METRICS_MAX metrics (or

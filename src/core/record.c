@@ -115,3 +115,15 @@ const char *tw_record_kind_name(tw_record_kind kind)
     }
     return "unknown";
 }
+
+double tw_record_steps_left(const tw_record *r, bool epochs_from_zero)
+{
+    if (r->epoch >= 0 && r->epoch_total > 0 && r->step >= 0 && r->step_total > 0) {
+        int64_t epochs_after = r->epoch_total - r->epoch - (epochs_from_zero ? 1 : 0);
+        return (double)(epochs_after < 0 ? 0 : epochs_after) * (double)r->step_total +
+               (double)(r->step_total - r->step);
+    }
+    if (r->epoch < 0 && r->step >= 0 && r->step_total > 0)
+        return (double)(r->step_total - r->step);
+    return NAN;
+}

@@ -96,6 +96,25 @@ static void summarize_duration(const tw_rank *lead, tw_summary *s)
         s->duration = (double)lead->step_span * median;
 }
 
+/* The time left when the log ends mid-run (see tw_summary). */
+static void summarize_eta(const tw_run *run, const tw_rank *lead, tw_summary *s)
+{
+    if (tw_run_ended(run))
+        return;
+    bool from_zero = lead->series.count && lead->series.points[0].epoch == 0;
+    double left = tw_record_steps_left(&lead->last_step_record, from_zero);
+    if (!(left > 0))
+        return;
+    s->steps_left = left;
+    double per_step = tw_hist_quantile(&lead->step_times, 0.5);
+    if (per_step > 0)
+        s->eta_seconds = left * per_step;
+    else if (tw_has(&lead->last_step_record, TW_F_ETA))
+        s->eta_seconds = lead->last_step_record.eta;
+    if (!isnan(s->eta_seconds) && !isnan(lead->last.time))
+        s->eta_end = lead->last.time + s->eta_seconds;
+}
+
 static void summarize_lead(const tw_rank *lead, tw_summary *s)
 {
     s->first_step = (int64_t)lead->first.pos;
@@ -125,6 +144,7 @@ static void summarize_steps(const tw_run *run, tw_summary *s)
     s->duration = s->final_loss = s->best_loss = s->first_loss = s->final_lr = NAN;
     s->samples_per_sec = s->step_time_max = s->peak_mem_bytes = s->data_share = NAN;
     s->step_time_p50 = s->step_time_p95 = s->step_time_p99 = NAN;
+    s->steps_left = s->eta_seconds = s->eta_end = NAN;
     s->best_loss_step = -1;
     tw_hist *hist = calloc(1, sizeof *hist);
     double *values = malloc(sizeof(double) * TW_SERIES_MAX);
@@ -156,8 +176,10 @@ static void summarize_steps(const tw_run *run, tw_summary *s)
     s->step_time_p99 = tw_hist_quantile(hist, 0.99);
     s->step_time_max = hist->count ? hist->max : NAN;
     s->data_share = sum_batch > 0 ? sum_data / sum_batch : NAN;
-    if (lead)
+    if (lead) {
         summarize_lead(lead, s);
+        summarize_eta(run, lead, s);
+    }
 done:
     free(hist);
     free(values);

@@ -39,6 +39,10 @@ void tw_finding_first_last(tw_finding *f, const tw_run *run, const tw_event_note
  * NULL when training went on after e or nothing followed it. */
 const tw_point *tw_closing_record(const tw_run *run, const tw_event_note *e);
 
+/* The log says the run ended: finished, or failed (an exception, OOM,
+ * signal or exit); then nothing is left to run. */
+bool tw_run_ended(const tw_run *run);
+
 /* The first event of a kind kept by the run, or NULL. */
 const tw_event_note *tw_first_event(const tw_run *run, tw_event_kind kind);
 

@@ -111,6 +111,15 @@ void tw_finding_first_last(tw_finding *f, const tw_run *run, const tw_event_note
         tw_finding_evidence(f, "last: %s (%s)", last->message, tw_where(run, last->file, last->line, where, sizeof where));
 }
 
+bool tw_run_ended(const tw_run *run)
+{
+    static const tw_event_kind ended[] = {TW_EV_FINISHED, TW_EV_EXCEPTION, TW_EV_OOM, TW_EV_SIGNAL, TW_EV_EXIT};
+    for (size_t i = 0; i < sizeof ended / sizeof ended[0]; i++)
+        if (run->event_counts[ended[i]])
+            return true;
+    return false;
+}
+
 const tw_event_note *tw_first_event(const tw_run *run, tw_event_kind kind)
 {
     for (int i = 0; i < run->events_kept_count; i++) {

@@ -79,6 +79,9 @@ static void summary(FILE *out, const tw_summary *s)
         {"best_loss", s->best_loss},
         {"final_lr", s->final_lr},
         {"peak_memory_bytes", s->peak_mem_bytes},
+        {"steps_left", s->steps_left},
+        {"eta_seconds", s->eta_seconds},
+        {"eta_end", s->eta_end},
     };
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         fprintf(out, ",\"%s\":", fields[i].name);

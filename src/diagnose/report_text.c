@@ -123,6 +123,15 @@ static void write_summary(FILE *out, const tw_report *r, const style *st)
         row(out, st, "data / compute");
         fprintf(out, "%.0f%% waiting for data, %.0f%% compute\n", s->data_share * 100, (1 - s->data_share) * 100);
     }
+    if (!isnan(s->steps_left)) {
+        row(out, st, "remaining");
+        fprintf(out, "%.0f planned steps after the last", s->steps_left);
+        if (!isnan(s->eta_seconds))
+            fprintf(out, ": about %s more", tw_fmt_duration(s->eta_seconds, a, sizeof a));
+        if (!isnan(s->eta_end))
+            fprintf(out, ", ending %s by the log's clock", tw_fmt_time(s->eta_end, b, sizeof b));
+        fputc('\n', out);
+    }
     if (!isnan(s->samples_per_sec)) {
         row(out, st, "throughput");
         fprintf(out, s->samples_per_sec >= 1000 ? "%.0f samples/s (median)\n" : "%.4g samples/s (median)\n",

@@ -38,6 +38,33 @@ static double median_data_share(const tw_rank *rk, size_t *count, const tw_point
     return m;
 }
 
+/* What hiding the data wait (loading the next batch while the GPU computes
+ * this one) would save: per step, then for the steps the log says are left,
+ * else over the steps it logged; in GPU-hours over the ranks that train. */
+static void what_if(tw_finding *f, const tw_run *run, const tw_rank *rk)
+{
+    double step = rk->sum_batch / rk->sum_weight, wait = rk->sum_data / rk->sum_weight;
+    int gpus = 0;
+    for (int i = 0; i < run->rank_count; i++)
+        gpus += run->ranks[i] && run->ranks[i]->used;
+    gpus = gpus > 0 ? gpus : 1;
+    char a[32], b[32], c[32];
+    tw_finding_evidence(f, "with the data wait hidden behind compute, a step would take %.3fs instead of %.3fs",
+                        step - wait, step);
+    bool from_zero = rk->series.count && rk->series.points[0].epoch == 0;
+    double left = tw_run_ended(run) ? NAN : tw_record_steps_left(&rk->last_step_record, from_zero);
+    if (isfinite(left) && left > 0)
+        tw_finding_evidence(f, "the %.0f steps left would take %s instead of %s: %s of GPU time saved on %d GPU%s",
+                            left, tw_fmt_duration(left * (step - wait), a, sizeof a),
+                            tw_fmt_duration(left * step, b, sizeof b), tw_fmt_duration(left * wait * gpus, c, sizeof c),
+                            gpus, gpus == 1 ? "" : "s");
+    else
+        tw_finding_evidence(f, "over the %.0f steps logged it waited %s of %s: %s of GPU time on %d GPU%s",
+                            rk->sum_weight, tw_fmt_duration(rk->sum_data, a, sizeof a),
+                            tw_fmt_duration(rk->sum_batch, b, sizeof b), tw_fmt_duration(rk->sum_data * gpus, c, sizeof c),
+                            gpus, gpus == 1 ? "" : "s");
+}
+
 static void check_data_bound(const tw_run *run, const tw_thresholds *t, tw_findings *out)
 {
     const tw_rank *worst_rank = NULL;
@@ -90,6 +117,7 @@ static void check_data_bound(const tw_run *run, const tw_thresholds *t, tw_findi
     if (bound_ranks > 1)
         tw_finding_evidence(f, "%d ranks are above the %.0f%% threshold", bound_ranks, t->data_share * 100);
     tw_finding_evidence(f, "threshold: data wait above %.0f%% of step time", t->data_share * 100);
+    what_if(f, run, rk);
     tw_finding_recommend(f, "Raise DataLoader num_workers (Paddle: paddle.io.DataLoader(num_workers=N, "
                             "use_shared_memory=True, persistent_workers=True); PyTorch: num_workers=N, "
                             "pin_memory=True, persistent_workers=True, prefetch_factor=4).");

@@ -333,14 +333,7 @@ static double steps_left(const tw_live *l, const live_rank *s, const tw_record *
 {
     if (l->max_steps > 0)
         return l->max_steps - pos;
-    if (r->epoch >= 0 && r->epoch_total > 0 && r->step >= 0 && r->step_total > 0) {
-        int64_t epochs_after = r->epoch_total - r->epoch - (s->epoch_from_zero ? 1 : 0);
-        return (double)(epochs_after < 0 ? 0 : epochs_after) * (double)r->step_total +
-               (double)(r->step_total - r->step);
-    }
-    if (r->epoch < 0 && r->step >= 0 && r->step_total > 0)
-        return (double)(r->step_total - r->step);
-    return NAN;
+    return tw_record_steps_left(r, s->epoch_from_zero);
 }
 
 /* trainwatch_eta_seconds after a new step: the steps left at the rate of

@@ -845,6 +845,10 @@ static void summary_table(FILE *out, const tw_report *r)
         tw_html_row(out, "data wait share", "%.1f%%", s->data_share * 100);
     if (!isnan(s->samples_per_sec))
         tw_html_row(out, "samples/s (median)", "%s", num(s->samples_per_sec, 2, a, sizeof a));
+    if (!isnan(s->steps_left))
+        tw_html_row(out, "remaining", "%.0f planned steps%s%s%s%s", s->steps_left, isnan(s->eta_seconds) ? "" : ", about ",
+                    isnan(s->eta_seconds) ? "" : tw_fmt_duration(s->eta_seconds, a, sizeof a),
+                    isnan(s->eta_end) ? "" : ", ending ", isnan(s->eta_end) ? "" : tw_fmt_time(s->eta_end, b, sizeof b));
     if (!isnan(s->first_loss))
         tw_html_row(out, "loss first / best / final", "%s / %s (step %lld) / %s", num(s->first_loss, 4, a, sizeof a),
                     num(s->best_loss, 4, b, sizeof b), (long long)s->best_loss_step,

@@ -64,3 +64,39 @@ def test_eta_falls_back_to_the_logs_own_estimate(tmp_path):
     log.write_text("".join(kv_line(k, 10 * k, "eta: 0:05:00, ") for k in range(1, 6)))
     _, eta = eta_of(log)
     assert eta == 300.0, eta
+
+
+def clas_log(path, last_iter_of_epoch2, finished=False):
+    """PaddleClas lines: 4 epochs of 100 iterations at 3 s a step, 2 s of it waiting for data."""
+    lines = []
+    for epoch in (1, 2):
+        for it in range(10, 101, 10):
+            if epoch == 2 and it > last_iter_of_epoch2:
+                break
+            t = time.strftime("%Y/%m/%d %H:%M:%S", time.gmtime(1_780_000_000 + 30 * len(lines)))
+            lines.append(f"[{t}] ppcls INFO: [Train][Epoch {epoch}/4][Iter: {it}/100]lr: 0.10000, loss: {2 / epoch:.5f}, "
+                         "batch_cost: 3.00000s, reader_cost: 2.00000, ips: 42.6 samples/s, eta: 0:10:00\n")
+    if finished:
+        lines.append("training finished\n")
+    path.write_text("".join(lines))
+    return path
+
+
+def test_analyze_says_the_time_left_and_what_hiding_the_data_wait_would_save(tmp_path):
+    from conftest import analyze_json, run
+    log = clas_log(tmp_path / "train.log", 50)
+    report, _ = analyze_json("--no-history", log)
+    s = report["summary"]
+    assert s["steps_left"] == 250 and s["eta_seconds"] == 750  # (4 - 2) x 100 + 50 steps at 3 s
+    assert s["eta_end"] == 1_780_000_000 + 30 * 14 + 750
+    text = run(["trainwatch", "analyze", "--no-history", log]).stdout
+    assert re.search(r"^  remaining +250 planned steps after the last: about 12m30s more, ending \d{4}-\d\d-\d\d "
+                     r"\d\d:\d\d:\d\d by the log's clock$", text, re.M), text
+    data = next(f for f in report["findings"] if f["rule"] == "data_loading_bound")
+    assert "a step would take 1.000s instead of 3.000s" in data["evidence"]
+    assert "the 250 steps left would take 4m10s instead of 12m30s: 8m20s of GPU time saved on 1 GPU" in data["evidence"]
+    # a run that ended has nothing left; what-if then speaks of the steps logged
+    report, _ = analyze_json("--no-history", clas_log(tmp_path / "done.log", 50, finished=True))
+    assert report["summary"]["steps_left"] is None and report["summary"]["eta_seconds"] is None
+    data = next(f for f in report["findings"] if f["rule"] == "data_loading_bound")
+    assert re.search(r"over the 141 steps logged it waited 4m42s of 7m03s: 4m42s of GPU time on 1 GPU", data["evidence"])
