@@ -636,7 +636,7 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     events_state *st = state;
     const char *s = line->text;
     size_t len = line->len;
-    if (st->stacks.open || tw_stacks_begins(s, len)) {
+    if (st->stacks.open || (tw_stacks_may_begin(s, len) && tw_stacks_begins(s, len))) {
         if (!st->stacks.open)
             st->stacks_source = line->source;
         if (tw_stacks_line(&st->stacks, s, len))
@@ -735,7 +735,7 @@ static bool same_state(const void *a, const void *b)
            (!x->rendezvous.open || (x->rendezvous.group_rank == y->rendezvous.group_rank &&
                                     x->rendezvous.group_world_size == y->rendezvous.group_world_size &&
                                     x->rendezvous.local_in_order == y->rendezvous.local_in_order)) &&
-           tw_stacks_same(&x->stacks, &y->stacks);
+           ((!x->stacks.open && !y->stacks.open) || tw_stacks_same(&x->stacks, &y->stacks));
 }
 
 const tw_format tw_format_events = {

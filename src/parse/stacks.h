@@ -36,6 +36,11 @@ typedef struct tw_stacks {
 
 /* True when the line starts a dump. */
 bool tw_stacks_begins(const char *s, size_t len);
+/* The test every line gets first, inline: could it start a dump? */
+static inline bool tw_stacks_may_begin(const char *s, size_t len)
+{
+    return len > 30 && (s[0] == 'T' || s[0] == 'C') && s[len - 1] == ':';
+}
 /* Reads a line of an open dump (or the first): true when it belongs to the
  * dump, false when the dump ended before it. */
 bool tw_stacks_line(tw_stacks *st, const char *s, size_t len);
