@@ -14,7 +14,8 @@
  * text that goes through the shared key/value scanner, so the two encodings
  * of a record give the same step. A leading "Step N" is the step. A record
  * at ERROR or above with an `exception` field is an exception event; one at
- * WARNING that is no step is a warning event.
+ * WARNING that is no step is a warning event. A "stacks" field (a stack
+ * dump) is not a field of the record: the event reader reads it.
  */
 #include <stdio.h>
 #include <string.h>
@@ -170,8 +171,8 @@ static int parse_text(tw_parser *p, const tw_line *line)
 /* The members that are not fields: at the top level of the earlier JSON,
  * and under "trainwatch" in the ECS one. */
 static const char *const fixed[] = {"time", "level", "logger",     "message", "file", "func",
-                                    "line", "rank",  "world_size", "host",    "pid",  NULL};
-static const char *const ecs_fixed[] = {"rank", "world_size", "truncated", NULL};
+                                    "line", "rank",  "world_size", "host",    "pid",  "stacks", NULL};
+static const char *const ecs_fixed[] = {"rank", "world_size", "truncated", "stacks", NULL};
 
 static bool is_fixed(const char *const *list, const char *key)
 {

@@ -106,3 +106,34 @@ bool tw_stacks_same(const tw_stacks *a, const tw_stacks *b)
                         a->main_found == b->main_found && !strcmp(a->top, b->top) && !strcmp(a->main, b->main) &&
                         !strcmp(a->current, b->current));
 }
+
+bool tw_stacks_from_json(const char *s, size_t len, char *message, char *detail, size_t cap)
+{
+    tw_stacks st = {0};
+    char line[TW_MESSAGE_MAX * 2];
+    size_t n = 0;
+    bool ok = true;
+    for (size_t i = 0; i < len && ok; i++) {
+        char c = s[i];
+        bool end = c == '"';
+        if (c == '\\' && i + 1 < len) {
+            char e = s[++i];
+            c = e == 'n' ? '\n' : e == 't' ? '\t' : e == 'u' ? '?' : e == 'r' ? '\r' : e;
+            if (e == 'u')
+                i += i + 4 < len ? 4 : 0;
+        }
+        if (end || c == '\n') {
+            if (!tw_stacks_line(&st, line, n) && st.open)
+                ok = false; /* the dump ended inside the string: what follows is not it */
+            n = 0;
+            if (end)
+                break;
+        } else if (c != '\r' && n < sizeof line) {
+            line[n++] = c;
+        }
+    }
+    if (!st.threads)
+        return false;
+    tw_stacks_take(&st, message, detail, cap);
+    return true;
+}

@@ -48,5 +48,9 @@ bool tw_stacks_line(tw_stacks *st, const char *s, size_t len);
  * bytes) and "N threads" into detail; closes it. */
 void tw_stacks_take(tw_stacks *st, char *message, char *detail, size_t cap);
 bool tw_stacks_same(const tw_stacks *a, const tw_stacks *b);
+/* A dump held in a JSON string (a JSON-lines log's "stacks" field): s
+ * points just past its opening quote, len bytes to the end of the line.
+ * True with message and detail as tw_stacks_take's when it held one. */
+bool tw_stacks_from_json(const char *s, size_t len, char *message, char *detail, size_t cap);
 
 #endif

@@ -857,6 +857,27 @@ static void test_detectron2_closing_line_without_losses(void **state)
     free(c);
 }
 
+/* The package's JSON log holds a dump in one record's "stacks" field. */
+static void test_stack_dump_in_a_json_record(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "{\"@timestamp\":\"2026-12-07T04:00:00.000+00:00\",\"log.level\":\"WARNING\",\"log.logger\":\"trainer\","
+        "\"message\":\"stack dump (signal SIGUSR2)\",\"ecs.version\":\"8.11.0\",\"trainwatch\":{\"rank\":2,"
+        "\"stacks\":\"Thread 0x00007f3c2a7fc640 (most recent call first):\\n  File \\\"/usr/lib/python3.11/"
+        "threading.py\\\", line 324 in wait\\n\\nCurrent thread 0x00007f3c2bd4e740 (most recent call first):\\n"
+        "  File \\\"/w/hang_ranks.py\\\", line 40 in load_batch\\n  File \\\"/w/hang_ranks.py\\\", line 60 in "
+        "<module>\\n\"}}\n",
+        NULL, "train.log"); /* the rank from the record, not the file name */
+    const tw_record *e = nth_event(c, TW_EV_STACKS, 0);
+    assert_non_null(e);
+    assert_string_equal(e->message, "load_batch (hang_ranks.py:40)");
+    assert_string_equal(e->detail, "2 threads");
+    assert_int_equal(e->rank, 2);
+    assert_null(nth_event(c, TW_EV_WARNING, 0));
+    free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -900,6 +921,7 @@ int main(void)
         cmocka_unit_test(test_forced_format_ignores_others),
         cmocka_unit_test(test_stack_dumps),
         cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_stack_dump_in_a_json_record),
         cmocka_unit_test(test_detectron2_closing_line_without_losses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
