@@ -63,6 +63,7 @@ static char ack_path[4096];
 static int ack_fd = -1;
 static atomic_uint_fast64_t read_errors, replies_dropped, dumps_written, dump_bytes_dropped;
 static atomic_int forked_child;
+static atomic_int dump_busy; /* the reader holds a dump not yet written */
 
 static void after_fork_child(void);
 
@@ -371,6 +372,7 @@ static void *dump_main(void *arg)
         if (r <= 0)
             break;
         n = (size_t)r;
+        atomic_store(&dump_busy, 1);
         struct pollfd p = {pipe_read, POLLIN, 0};
         for (;;) {
             int ready = poll(&p, 1, DUMP_QUIET);
@@ -387,6 +389,7 @@ static void *dump_main(void *arg)
                 atomic_fetch_add(&dump_bytes_dropped, (uint_fast64_t)r);
         }
         dump_emit(buf, n);
+        atomic_store(&dump_busy, 0);
     }
     free(buf);
     return NULL;
@@ -458,6 +461,26 @@ static PyObject *py_control_log_to(PyObject *m, PyObject *args)
     return PyBool_FromLong(i < TARGETS_MAX);
 }
 
+/* control_drain(): at exit, waits (up to 500 ms, the GIL released) for a
+ * dump under way, so a process that ends right after the signal still gets
+ * its dump out. */
+static PyObject *py_control_drain(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    if (pipe_read < 0 || atomic_load(&forked_child))
+        Py_RETURN_NONE;
+    Py_BEGIN_ALLOW_THREADS
+    for (int i = 0; i < 100; i++) {
+        struct pollfd p = {pipe_read, POLLIN, 0};
+        if (!atomic_load(&dump_busy) && poll(&p, 1, 0) == 0)
+            break;
+        usleep(5000);
+    }
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_control_stats(PyObject *m, PyObject *unused)
 {
     (void)m;
@@ -503,6 +526,7 @@ static PyMethodDef control_functions[] = {
     {"control_stacks_start", py_control_stacks_start, METH_VARARGS,
      "control_stacks_start(signum, name, rank) -> fd: the pipe faulthandler writes dumps to"},
     {"control_log_to", py_control_log_to, METH_VARARGS, "control_log_to(router, name): where dumps are logged"},
+    {"control_drain", py_control_drain, METH_NOARGS, "at exit: waits for a dump under way (500 ms at most)"},
     {"control_stats", py_control_stats, METH_NOARGS, "counters of the control channel"},
     {"control_forked", py_control_forked, METH_NOARGS, "True in a child forked after the channel opened"},
     {NULL, NULL, 0, NULL},

@@ -21,6 +21,7 @@ ignored, with a detail). Nothing here raises into the training loop.
 Without TRAINWATCH_CONTROL, current() is None and the hooks skip all of
 this with one attribute check.
 """
+import atexit
 import faulthandler
 import json
 import logging
@@ -381,6 +382,7 @@ def _register_stacks():
     chain = previous not in (signal.SIG_DFL, None)
     faulthandler.register(number, file=fd, all_threads=True, chain=chain)
     _stack_signal = int(number)
+    atexit.register(_native.control_drain)
 
 
 def log_to(router, name):

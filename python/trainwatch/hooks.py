@@ -397,6 +397,8 @@ class StepTimer:
             self._inputs = batch
             yield batch
             before = self._finish()
+            if self.recorder.should_stop:  # a stop request: the loop ends after this step's record
+                return
 
     __call__ = wrap
 
