@@ -6,7 +6,9 @@ RotatingFileHandler, trainwatch.Handler on a plain logging.Logger, the logger
 setup_logger returns, and the direct trainwatch logger). Each figure is the
 best of 5 runs of N calls in one thread, the runs interleaved; ratios are the
 other library's time over ours (two decimals for logging, whose targets
-are met by small margins)."""
+are met by small margins). Last, the control channel's step-boundary poll
+(`trainwatch run`'s TRAINWATCH_CONTROL, nothing pending) and what the hooks
+pay without it (one attribute check)."""
 import logging
 import logging.handlers
 import os
@@ -124,6 +126,51 @@ def log_loops(d):
     return python_logging, trainwatch_handler, trainwatch_setup_logger, trainwatch_direct, trainwatch_buffered
 
 
+def control_loops(d):
+    """The poll at each step boundary with nothing pending: the native call
+    (one fstat), Control.poll, StepRecorder.record with the channel on and
+    off, and the attribute check the hooks make without it."""
+    path = os.path.join(d, "requests")
+    open(path, "w").close()
+    trainwatch._native.control_open(path)
+    ctl = trainwatch.Control(path)
+    off = trainwatch.StepRecorder(None, log_freq=1 << 30, metrics=False)
+    on = trainwatch.StepRecorder(None, log_freq=1 << 30, metrics=False)
+    on._control = ctl
+    native = trainwatch._native.control_poll
+
+    def native_poll(n):
+        for i in range(n):
+            native()
+
+    def control_poll(n):
+        f = ctl.poll
+        for i in range(n):
+            f(i)
+
+    def record_off(n):
+        f = off.record
+        for i in range(n):
+            f(0.1, 0.01)
+
+    def record_on(n):
+        f = on.record
+        for i in range(n):
+            f(0.1, 0.01)
+
+    def check(n):
+        r = off
+        for i in range(n):
+            if r._control is not None:
+                pass
+
+    def empty(n):
+        for i in range(n):
+            pass
+
+    return native_poll, control_poll, record_off, record_on, check, empty
+
+
 def main():
     print(f"Python {sys.version.split()[0]}, prometheus_client {_version('prometheus_client')}, {os.cpu_count()} cores; "
           f"ns per call, best of 5 x {N} (logging: x {LOG_N})")
@@ -142,6 +189,15 @@ def main():
     print(f"  {'setup_logger().info':24} {s:11.1f} {p / s:17.2f}x   (trainwatch.Logger + tw.Handler)")
     print(f"  {'trainwatch direct':24} {f:11.1f} {p / f:17.2f}x")
     print(f"  {'direct, INFO buffered':24} {b:11.1f} {p / b:17.2f}x   (flush_level=WARNING)")
+    with tempfile.TemporaryDirectory() as d:
+        fns = control_loops(d)
+        native, poll, off, on, check, empty = best_ns(fns, N // 4)
+    print(f"  {'control channel, step boundary':32} {'ns':>11}")
+    print(f"  {'_native.control_poll()':32} {native:11.1f}   (nothing pending: one fstat)")
+    print(f"  {'Control.poll(step)':32} {poll:11.1f}   (TRAINWATCH_CONTROL set, nothing pending)")
+    print(f"  {'StepRecorder.record, channel on':32} {on:11.1f}   (+{on - off:.1f} over off)")
+    print(f"  {'StepRecorder.record, channel off':32} {off:11.1f}")
+    print(f"  {'without TRAINWATCH_CONTROL':32} {max(check - empty, 0.0):11.1f}   (the hooks' one attribute check)")
 
 
 if __name__ == "__main__":

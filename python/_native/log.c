@@ -348,6 +348,19 @@ static void router_dealloc(router_object *self)
     Py_DECREF(type);
 }
 
+/* For control.c: the router's two libtrainwatch loggers (library-owned, so
+ * they outlive the Python object), where a stack dump is written. */
+int tw_py_router_loggers(tw_py_state *st, PyObject *o, tw_logger **text, tw_logger **json)
+{
+    if (!PyObject_TypeCheck(o, st->router_type)) {
+        PyErr_SetString(PyExc_TypeError, "expected a trainwatch._native.Router");
+        return -1;
+    }
+    *text = ((router_object *)o)->text;
+    *json = ((router_object *)o)->json;
+    return 0;
+}
+
 static PyObject *router_add_console(router_object *self, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"level", "pattern", "color", "other_ranks_level", "json", NULL};

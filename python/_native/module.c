@@ -2,7 +2,8 @@
  * module.c: trainwatch._native, the CPython extension behind the trainwatch
  * package: module creation, its state and the TW_E* -> exception mapping.
  * metrics.c holds the metric, registry, server and push types; log.c the
- * logging handler core and the direct logger.
+ * logging handler core and the direct logger; control.c the control channel
+ * of `trainwatch run` (request polling, replies, stack dumps).
  */
 #include "native.h"
 
@@ -73,7 +74,7 @@ static int module_exec(PyObject *m)
     if (PyModule_AddObjectRef(m, "CardinalityError", st->cardinality_error) < 0 ||
         PyModule_AddObjectRef(m, "PushError", st->push_error) < 0)
         return -1;
-    if (tw_py_metrics_init(m, st) < 0 || tw_py_log_init(m, st) < 0)
+    if (tw_py_metrics_init(m, st) < 0 || tw_py_log_init(m, st) < 0 || tw_py_control_init(m, st) < 0)
         return -1;
     return 0;
 }

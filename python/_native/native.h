@@ -1,5 +1,5 @@
 /*
- * native.h: what the three files of trainwatch._native share: the module
+ * native.h: what the four files of trainwatch._native share: the module
  * state (the exception types), the error mapping from TW_E* codes to Python
  * exceptions, and the type specs each file defines.
  *
@@ -54,5 +54,11 @@ int tw_py_metrics_traverse(tw_py_state *st, visitproc visit, void *arg);
 /* log.c */
 int tw_py_log_init(PyObject *m, tw_py_state *st);
 int tw_py_log_traverse(tw_py_state *st, visitproc visit, void *arg);
+/* The router's text and JSON loggers (borrowed from libtrainwatch, valid
+ * until exit); -1 with TypeError when o is not a Router. */
+struct tw_logger;
+int tw_py_router_loggers(tw_py_state *st, PyObject *o, struct tw_logger **text, struct tw_logger **json);
+/* control.c */
+int tw_py_control_init(PyObject *m, tw_py_state *st);
 
 #endif

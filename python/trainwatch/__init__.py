@@ -8,6 +8,8 @@ script, backed by libtrainwatch (docs/python.md).
     trainwatch.start_http_server(9464)
 """
 from . import _native
+from .control import Control
+from .control import current as get_control
 from .hooks import PaddleCallbackCore, StepRecorder, StepTimer, TrainingMetrics
 from .logs import Handler, Logger, ValueSummary, get_logger, log_environment, setup_logger, summary
 from .metrics import (CONTENT_TYPE_LATEST, CONTENT_TYPE_OPENMETRICS, DEFAULT_BUCKETS, INF, REGISTRY,
@@ -30,8 +32,8 @@ def __getattr__(name):
 
 __all__ = [
     "CONTENT_TYPE_LATEST", "CONTENT_TYPE_OPENMETRICS", "DEFAULT_BUCKETS", "INF", "REGISTRY", "CardinalityError",
-    "CollectorRegistry", "Counter", "Enum", "Gauge", "Handler", "Histogram", "Info", "Logger", "PaddleCallback",
+    "CollectorRegistry", "Control", "Counter", "Enum", "Gauge", "Handler", "Histogram", "Info", "Logger", "PaddleCallback",
     "PaddleCallbackCore", "PushError", "StepRecorder", "StepTimer", "TrainingMetrics", "ValueSummary",
-    "delete_from_gateway", "generate_latest", "get_logger", "log_environment", "push_to_gateway",
+    "delete_from_gateway", "generate_latest", "get_control", "get_logger", "log_environment", "push_to_gateway",
     "pushadd_to_gateway", "setup_logger", "start_http_server", "summary", "write_to_textfile",
 ]

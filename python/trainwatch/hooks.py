@@ -12,6 +12,7 @@ import time
 from collections import deque
 
 from . import _native
+from . import control as _control_module
 from .logs import summary
 from .metrics import REGISTRY, Counter, Gauge, Histogram
 
@@ -101,10 +102,15 @@ class StepRecorder:
     returning None, a loss that is not a number) is dropped from that step
     and counted in trainwatch_hook_errors_total{hook=PART}
     (hook_errors[PART] without metrics), said once per part through the
-    logger itself, and the rest of the step is recorded as usual."""
+    logger itself, and the rest of the step is recorded as usual.
+
+    Under `trainwatch run` (TRAINWATCH_CONTROL set) each step ends with the
+    control channel's poll: save (a callable save(path)) makes checkpoints,
+    optimizer (or model._optimizer) has its lr scaled, and should_stop
+    turns True on a stop request (docs/python.md, "Control channel")."""
 
     def __init__(self, logger=None, log_freq=10, metrics=True, run=None, registry=REGISTRY, batch_size=None,
-                 memory_fn=None, memory_spike_bytes=512 << 20, history=5):
+                 memory_fn=None, memory_spike_bytes=512 << 20, history=5, save=None, optimizer=None):
         self.logger = _logger(logger)
         self.log_freq = max(int(log_freq), 1)
         self.metrics = TrainingMetrics(run, registry) if metrics else None
@@ -120,6 +126,15 @@ class StepRecorder:
         self._window = [0.0, 0.0, 0, 0]  # step time, data time, steps, samples since the last record
         self.hook_errors = {}  # part -> failures so far
         self._failed_parts = set()  # parts already said
+        self.save = save
+        self.optimizer = optimizer
+        self.model = None  # a paddle.Model, set by the callback
+        self._control = _control_module.current()  # None without TRAINWATCH_CONTROL
+
+    @property
+    def should_stop(self):
+        """True once a stop request was acted on: a plain loop ends here."""
+        return self._control is not None and self._control.should_stop
 
     def part(self, name, fn, *args):
         """fn(*args), or None when it raised: then counted and said once."""
@@ -178,6 +193,8 @@ class StepRecorder:
         if (not finite and self._nan_streak == 1) or self.step % self.log_freq == 0:
             fields = self.part("fields", _fields, fields) or {}
             self.part("log", self._log_step, loss, lr, memory, fields)
+        if self._control is not None:  # the whole cost without TRAINWATCH_CONTROL
+            self._control.poll(self.step, self.save, self.optimizer, self.model, self)
 
     def _update_metrics(self, step_time, data_time, lr, samples):
         m = self.metrics
@@ -335,18 +352,25 @@ class StepTimer:
             timer.update(loss=loss, lr=lr)    # what this step knows
 
     or, without wrapping the loader, ``with timer.step(): ...`` around each
-    step (data time is then the gap since the previous step ended)."""
+    step (data time is then the gap since the previous step ended).
+
+    save= and optimizer= serve the control channel (StepRecorder); a loop
+    under `trainwatch run` ends when should_stop turns True."""
 
     def __init__(self, logger=None, log_freq=10, metrics=True, run=None, registry=REGISTRY, batch_size=None,
-                 memory_fn=None, memory_spike_bytes=512 << 20):
+                 memory_fn=None, memory_spike_bytes=512 << 20, save=None, optimizer=None):
         self.recorder = StepRecorder(logger, log_freq, metrics, run, registry, batch_size,
                                      memory_fn if memory_fn is not None else _framework_memory(),
-                                     memory_spike_bytes)
+                                     memory_spike_bytes, save=save, optimizer=optimizer)
         self._pending = {}
         self._last_end = None
         self._start = None
         self._data = 0.0
         self._inputs = None
+
+    @property
+    def should_stop(self):
+        return self.recorder.should_stop
 
     @property
     def epoch(self):
@@ -373,6 +397,8 @@ class StepTimer:
             self._inputs = batch
             yield batch
             before = self._finish()
+            if self.recorder.should_stop:  # a stop request: the loop ends after this step's record
+                return
 
     __call__ = wrap
 
@@ -410,15 +436,20 @@ class PaddleCallbackCore:
     """The hapi callback's body (paddle.callbacks.Callback's methods), usable
     without paddle: a loop that calls these in hapi's order gets the same
     records and metrics. trainwatch.PaddleCallback adds the paddle base class
-    when paddle imports."""
+    when paddle imports.
+
+    Under `trainwatch run` each train batch end polls the control channel:
+    checkpoints with save (a callable save(path)) or model.save(path), lr
+    scaled on optimizer or model._optimizer, and a stop request ends fit
+    after the batch (model.stop_training, num_iters)."""
 
     def __init__(self, logger=None, log_freq=10, metrics=True, run=None, registry=REGISTRY, memory_fn=None,
-                 memory_spike_bytes=512 << 20):
+                 memory_spike_bytes=512 << 20, save=None, optimizer=None):
         self.params = {}
         self.model = None
         self.recorder = StepRecorder(logger, log_freq, metrics, run, registry, None,
                                      memory_fn if memory_fn is not None else _framework_memory(),
-                                     memory_spike_bytes)
+                                     memory_spike_bytes, save=save, optimizer=optimizer)
         self._batch_start = None
         self._last_end = None
         self._inputs = None
@@ -429,6 +460,7 @@ class PaddleCallbackCore:
 
     def set_model(self, model):
         self.model = model
+        self.recorder.model = model
 
     def set_inputs(self, inputs):
         """The next batch's inputs, for the memory-spike warning (hapi does
@@ -501,7 +533,7 @@ class PaddleCallbackCore:
         pass
 
     def _lr(self):
-        opt = getattr(self.model, "_optimizer", None)
+        opt = self.recorder.optimizer or getattr(self.model, "_optimizer", None)
         get_lr = getattr(opt, "get_lr", None)
         try:
             return float(get_lr()) if get_lr else None

@@ -13,6 +13,7 @@ import sys
 import warnings
 
 from . import _native
+from . import control as _control
 
 
 # emit() looks for extra fields only in records with more members than this
@@ -82,6 +83,7 @@ class Handler(logging.Handler):
         if console:
             self.add_console(level=console_level, pattern=pattern, rank_aware=rank_aware)
         self._fast_path()
+        _control.log_to(self._router, "trainwatch")  # stack dumps (TRAINWATCH_CONTROL) go to these sinks
 
     def add_file(self, path, level=None, *, json=False, max_bytes=0, backup_count=0, pattern=None,
                  flush_level="DEBUG", truncate=False):
@@ -267,6 +269,7 @@ def setup_logger(name="trainer", log_file="train.log", max_bytes=10 * 1024 * 102
     world_size = _native.rank()[2]
     handler = Handler()
     handler._tw_setup = True
+    _control.log_to(handler._router, name)
     if log_file:
         handler.add_file(_rank_path(log_file, rank_aware, world_size), max_bytes=max_bytes,
                          backup_count=backup_count, pattern=pattern, flush_level=flush_level)
