@@ -616,22 +616,6 @@ static int single_line(tw_parser *p, events_state *st, const tw_line *line)
     return 0;
 }
 
-/* A JSON-lines record whose "stacks" field holds a dump (the trainwatch
- * package's on a stall): one event, at the record. */
-static int json_stacks(tw_parser *p, const tw_line *line)
-{
-    const char *at = tw_find(line->text, line->len, "\"stacks\":\"");
-    char where[TW_MESSAGE_MAX], threads[TW_MESSAGE_MAX];
-    if (!at || !tw_stacks_from_json(at + 10, (size_t)(line->text + line->len - at - 10), where, threads, sizeof where))
-        return 0;
-    tw_line record = *line; /* the record's own "rank", where it has one */
-    const char *rank = tw_find(line->text, (size_t)(at - line->text), "\"rank\":");
-    long long r;
-    if (rank && tw_scan_uint(rank + 7, line->text + line->len, &r) && r >= 0 && r < 1000000)
-        record.rank = (int)r;
-    return tw_events_emit(p, &record, TW_EV_STACKS, where, strlen(where), threads, 0);
-}
-
 /* A dump read: one event at its first line, naming the main thread's frame. */
 static void emit_stacks(tw_parser *p, events_state *st, const tw_line *line)
 {
@@ -660,7 +644,7 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
         emit_stacks(p, st, line); /* it ended before this line */
     }
     if (s[0] == '{' && len > 40) {
-        int n = json_stacks(p, line);
+        int n = tw_stacks_emit_json(p, line);
         if (n)
             return n;
     }

@@ -23,6 +23,7 @@
 
 #include "../core/json.h"
 #include "formats.h"
+#include "stacks.h"
 
 #define SCAN_MAX 4096
 
@@ -282,6 +283,8 @@ static int parse_json(tw_parser *p, const tw_line *line)
     }
     if (exception[0] && is_error(level, strlen(level)))
         return emit_exception(p, &at, exception, strlen(exception));
+    if (tw_find(line->text, line->len, "\"stacks\":\""))
+        return tw_stacks_emit_json(p, &at);
     return emit(p, &at, &t, level, strlen(level));
 }
 

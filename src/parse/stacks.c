@@ -137,3 +137,22 @@ bool tw_stacks_from_json(const char *s, size_t len, char *message, char *detail,
     tw_stacks_take(&st, message, detail, cap);
     return true;
 }
+
+int tw_stacks_emit_json(tw_parser *p, const tw_line *line)
+{
+    const char *at = tw_find(line->text, line->len, "\"stacks\":\"");
+    tw_record r;
+    tw_record_init(&r);
+    if (!at || !tw_stacks_from_json(at + 10, (size_t)(line->text + line->len - at - 10), r.message, r.detail,
+                                    sizeof r.message))
+        return 0;
+    r.kind = TW_REC_EVENT;
+    r.event = TW_EV_STACKS;
+    tw_line record = *line;
+    const char *rank = tw_find(line->text, (size_t)(at - line->text), "\"rank\":");
+    long long n;
+    if (rank && tw_scan_uint(rank + 7, line->text + line->len, &n) && n >= 0 && n < 1000000)
+        record.rank = (int)n;
+    tw_parser_emit(p, &record, &r);
+    return 1;
+}

@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "formats.h"
 #include "trainwatch/record.h"
 
 typedef struct tw_stacks {
@@ -52,5 +53,11 @@ bool tw_stacks_same(const tw_stacks *a, const tw_stacks *b);
  * points just past its opening quote, len bytes to the end of the line.
  * True with message and detail as tw_stacks_take's when it held one. */
 bool tw_stacks_from_json(const char *s, size_t len, char *message, char *detail, size_t cap);
+/* A JSON-lines record whose "stacks" field holds a dump (the trainwatch
+ * package's on a stall): emits its event, at the record, with the record's
+ * own "rank" where it has one; 1, or 0 when the line holds none. Read by
+ * the event reader and by the trainwatch-log format (which, once a file is
+ * known to be one, sees its lines first). */
+int tw_stacks_emit_json(tw_parser *p, const tw_line *line);
 
 #endif

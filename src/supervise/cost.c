@@ -90,7 +90,9 @@ static int read_prices(tw_cost *c, const char *path, char *err, size_t errlen)
         while (sep > start && isspace((unsigned char)sep[-1]))
             *--sep = '\0';
         price_row *row = &c->prices[c->price_count++];
-        snprintf(row->pattern, sizeof row->pattern, "%s", start);
+        size_t n = strnlen(start, sizeof row->pattern - 1); /* a longer model name is cut */
+        memcpy(row->pattern, start, n);
+        row->pattern[n] = '\0';
         row->price = price;
     }
     fclose(f);

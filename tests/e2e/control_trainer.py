@@ -148,11 +148,13 @@ def main():
     p.add_argument("--block-at", type=int, default=0, help="at this step, block in all_reduce")
     p.add_argument("--block-marker", default="blocked")
     p.add_argument("--block-seconds", type=float, default=60)
+    p.add_argument("--console", action="store_true", help="the records on the console too (for trainwatch run)")
     args = p.parse_args()
 
     if not args.no_logger:
         log = trainwatch.setup_logger("trainer", log_file=os.path.join(args.log_dir, "train.log"),
-                                      json_file=os.path.join(args.log_dir, "train.jsonl"), console_level=None)
+                                      json_file=os.path.join(args.log_dir, "train.jsonl"),
+                                      console_level="INFO" if args.console else None)
     else:
         log = None
     opt = {"paddle": PaddleLikeOptimizer, "scheduler": ScheduledOptimizer, "torch": TorchLikeOptimizer}[

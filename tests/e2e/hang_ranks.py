@@ -38,7 +38,8 @@ def rank_main(args):
 
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     log = trainwatch.setup_logger("trainer", log_file=os.path.join(args.log_dir, "rank{rank}.log"),
-                                  json_file=os.path.join(args.log_dir, "rank{rank}.jsonl"), console_level=None)
+                                  json_file=os.path.join(args.log_dir, "rank{rank}.jsonl"),
+                                  console_level="INFO" if args.console else None)
     recorder = trainwatch.StepRecorder(log, log_freq=10, metrics=False)
     log.info("rank %d of %d started", rank, world_size)
     for step in range(1, args.steps + 1):
@@ -74,7 +75,7 @@ def launcher_main(args):
     signal.signal(signal.SIGINT, forward)
     argv = [sys.executable, os.path.abspath(__file__), "--rank-worker", "--log-dir", args.log_dir, "--barrier",
             args.barrier, "--steps", str(args.steps), "--hang-rank", str(args.hang_rank), "--hang-at",
-            str(args.hang_at), "--step-seconds", str(args.step_seconds)]
+            str(args.hang_at), "--step-seconds", str(args.step_seconds)] + (["--console"] if args.console else [])
     for r in range(args.ranks):
         env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(args.ranks), LOCAL_RANK=str(r))
         children.append(subprocess.Popen(argv, env=env))
@@ -91,6 +92,7 @@ def main():
     p.add_argument("--log-dir", default="logs")
     p.add_argument("--barrier", help="the barrier's directory (default LOG_DIR/barrier)")
     p.add_argument("--rank-worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--console", action="store_true", help="rank 0's records on the console too (for trainwatch run)")
     args = p.parse_args()
     args.barrier = args.barrier or os.path.join(args.log_dir, "barrier")
     sys.exit(rank_main(args) if args.rank_worker else launcher_main(args))

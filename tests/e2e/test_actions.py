@@ -242,3 +242,76 @@ def test_watch_takes_only_exec_actions(tmp_path):
     p = run(["trainwatch", "watch", "--no-history", "--on-alert", "Hung=checkpoint", log], timeout=30)
     assert p.returncode == 2, p.stderr
     assert "checkpoint acts on the training processes, which only `trainwatch run` has" in p.stderr
+
+
+# ---- with the trainwatch package (python/, docs/python.md#control-channel) ----
+
+HERE = pathlib.Path(__file__).parent
+
+
+def package_env():
+    from conftest import BUILD
+    return dict(os.environ, PYTHONPATH=str(BUILD / "python"), PYTHONDONTWRITEBYTECODE="1")
+
+
+def package_run(tmp_path, *options, script, args):
+    cmd = [binary("trainwatch"), "run", "--no-history", "--web.listen-address", "127.0.0.1:0", "--web.linger", "0",
+           "--no-default-rules", "--rules", str(rules(tmp_path)), "--eval-interval", "0.2", "--stall-after", "0.8",
+           *options, "--", sys.executable, str(HERE / script), *[str(a) for a in args]]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=package_env())
+
+
+def test_the_package_checkpoints_and_lowers_the_lr_when_run_asks(tmp_path):
+    p = package_run(tmp_path, "--on-alert", "Hung=checkpoint", "--on-alert", "Hung=lr:0.5",
+                    script="control_trainer.py",
+                    args=["--console", "--steps", "300", "--block-at", "100", "--block-seconds", "2.5"])
+    assert p.returncode == 0, p.stderr
+    assert re.search(r"trainer rank 0: checkpoint \(request 1\): done at step 10\d", p.stderr), p.stderr
+    assert re.search(r"trainer rank 0: lr \(request 2\): done at step 10\d", p.stderr), p.stderr
+    result = json.loads(p.stdout.strip().splitlines()[-1])
+    lr = {int(k): v for k, v in result["lr"].items()}
+    assert lr[99] == 0.1 and lr[300] == 0.05, lr  # halved once, after the hang, and kept
+    changed = min(s for s, v in lr.items() if v == 0.05)
+    assert 100 <= changed <= 110, changed
+    assert list(tmp_path.rglob("*.ckpt")), "no checkpoint written"
+    assert re.search(r"trainwatch_action_replies_total|lr 0\.1 -> 0\.05", p.stderr + (tmp_path / "logs" / "train.log").read_text())
+
+
+def test_the_package_stops_cleanly_when_run_asks(tmp_path):
+    p = package_run(tmp_path, "--on-alert", "Hung=stop", script="control_trainer.py",
+                    args=["--console", "--steps", "2000", "--block-at", "100", "--block-seconds", "2.5"])
+    assert p.returncode == 0, p.stderr
+    assert re.search(r"trainer rank 0: stop \(request 1\): done at step 10\d", p.stderr), p.stderr
+    result = json.loads(p.stdout.strip().splitlines()[-1])
+    assert result["should_stop"] and result["steps_run"] < 120, result
+    assert list(tmp_path.rglob("*.ckpt")), "stop checkpoints first"
+
+
+def test_a_hang_under_run_dumps_every_rank_and_analyze_names_the_rank_elsewhere(tmp_path):
+    err = tmp_path / "run.err"
+    logs = tmp_path / "logs"
+    with open(err, "w") as e:
+        p = subprocess.Popen([binary("trainwatch"), "run", "--no-history", "--web.listen-address", "127.0.0.1:0",
+                              "--web.linger", "0", "--stall-after", "1", "--", sys.executable,
+                              str(HERE / "hang_ranks.py"), "--console", "--log-dir", logs, "--hang-rank", "2",
+                              "--hang-at", "20"],
+                             stdout=subprocess.DEVNULL, stderr=e, cwd=tmp_path, env=package_env())
+    try:
+        dumped = lambda: all((logs / f"rank{r}.jsonl").exists() and '"stacks":"' in (logs / f"rank{r}.jsonl").read_text()
+                             for r in range(4))
+        wait_until(dumped, timeout=60, what="a stack dump in every rank's log")
+    finally:
+        p.terminate()
+        p.wait(timeout=60)
+    said = err.read_text()
+    done = [l for l in said.splitlines() if "action stall=dump-stacks on a stall" in l]
+    assert len(done) == 1 and all(f"rank {r} (pid" in done[0] for r in range(4)), said
+    report = json.loads(run(["trainwatch", "analyze", "--no-history", "--json",
+                             *[logs / f"rank{r}.jsonl" for r in range(4)]]).stdout)
+    hang = [f for f in report["findings"] if f["rule"] == "rank_outside_collective"]
+    assert len(hang) == 1 and hang[0]["rank"] == 2, report["findings"]
+    assert hang[0]["title"] == "Rank 2 is not in all_reduce (hang_ranks.py), where ranks 0, 1, 3 wait for it"
+    assert "rank 2: main thread in load_batch (hang_ranks.py:" in hang[0]["evidence"]
+    # the text logs hold the same dumps
+    text = run(["trainwatch", "analyze", "--no-history", "--json", *[logs / f"rank{r}.log" for r in range(4)]])
+    assert [f["rank"] for f in json.loads(text.stdout)["findings"] if f["rule"] == "rank_outside_collective"] == [2]
