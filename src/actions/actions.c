@@ -271,8 +271,8 @@ static void do_dump_stacks(tw_actions *a, char *detail, size_t cap, const char *
     size_t len = (size_t)snprintf(detail, cap, "SIG%s to", tw_signal_name(c->stack_signal));
     int sent = 0;
     for (size_t i = 0; i < c->proc_count; i++) {
-        if (kill(c->procs[i].pid, c->stack_signal) != 0)
-            continue; /* ended */
+        if (!c->procs[i].stack_signal || kill(c->procs[i].pid, c->procs[i].stack_signal) != 0)
+            continue; /* takes no dumps, or ended */
         sent++;
         if (len < cap)
             len += (size_t)snprintf(detail + len, cap - len, " rank %d (pid %d)", c->procs[i].rank,
@@ -462,9 +462,18 @@ static void dry_run(tw_actions *a, tw_action *act, const alert_view *v)
     report(a, act, v->name, v->text, "dry_run", detail);
 }
 
+/* Some process of the run said it takes stack dumps. */
+static bool dumps_taken(const tw_control *c)
+{
+    for (size_t i = 0; i < c->proc_count; i++)
+        if (c->procs[i].stack_signal)
+            return true;
+    return false;
+}
+
 static void act_on(tw_actions *a, tw_action *act, const alert_view *v)
 {
-    if (act->implicit && !a->control.proc_count) {
+    if (act->implicit && !dumps_taken(&a->control)) {
         /* the default dump, and no process can take it: said once */
         count(a, v->name, act, "skipped");
         if (!a->said_no_package)

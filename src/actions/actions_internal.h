@@ -60,6 +60,7 @@ typedef struct tw_action {
 typedef struct tw_package_proc {
     pid_t pid;
     int rank;
+    int stack_signal; /* 0: it takes no stack dumps (a C trainer, or faulthandler missing) */
 } tw_package_proc;
 
 /* The control channel (control.c). */
@@ -72,7 +73,7 @@ typedef struct tw_control {
     char ack_buf[8192];
     size_t ack_len;
     unsigned long next_id;
-    int stack_signal;
+    int stack_signal; /* what TRAINWATCH_STACK_SIGNAL says */
     tw_package_proc procs[TW_PACKAGE_PROCS_MAX];
     size_t proc_count;
 } tw_control;

@@ -98,16 +98,17 @@ int tw_control_request(tw_control *c, const char *action, double factor, const c
     return rc;
 }
 
-static void add_proc(tw_control *c, pid_t pid, int rank)
+static void add_proc(tw_control *c, pid_t pid, int rank, int stack_signal)
 {
     for (size_t i = 0; i < c->proc_count; i++) {
         if (c->procs[i].pid == pid) {
             c->procs[i].rank = rank;
+            c->procs[i].stack_signal = stack_signal;
             return;
         }
     }
     if (c->proc_count < TW_PACKAGE_PROCS_MAX)
-        c->procs[c->proc_count++] = (tw_package_proc){pid, rank};
+        c->procs[c->proc_count++] = (tw_package_proc){pid, rank, stack_signal};
 }
 
 /* src cut to fit dst (cap bytes, terminated). */
@@ -152,11 +153,9 @@ static void read_reply(tw_control *c, const char *line, size_t len, tw_control_r
     }
     if (r.error || pid <= 0 || pid > 1 << 30)
         return;
-    if (hello) {
-        add_proc(c, (pid_t)pid, rank >= 0 ? (int)rank : -1);
-        if (sig > 0 && sig < 65)
-            c->stack_signal = (int)sig;
-    } else if (*action && *result && fn) {
+    if (hello) /* a process that names no signal takes no dumps: one would kill it */
+        add_proc(c, (pid_t)pid, rank >= 0 ? (int)rank : -1, sig > 0 && sig < 65 ? (int)sig : 0);
+    else if (*action && *result && fn) {
         fn(arg, action, result, rank >= 0 ? (int)rank : -1, step, (unsigned long)id, detail);
     }
 }

@@ -10,12 +10,15 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "actions/actions_internal.h"
+#include "trainwatch/control.h"
 #include "trainwatch/error.h"
 #include "trainwatch/metrics.h"
 
@@ -188,6 +191,81 @@ static void test_requests_without_a_channel_fail_and_watch_takes_exec_only(void 
     tw_registry_free(r);
 }
 
+/* The channel end to end: the supervisor's requests (control.c) read by a
+ * C trainer (trainwatch/control.h), which acts when they are due and
+ * replies; the supervisor reads the hello and the replies back. */
+typedef struct replies {
+    int count;
+    char action[8][16], result[8][16], detail[8][64];
+    double step[8];
+} replies;
+
+static void collect_reply(void *arg, const char *action, const char *result, int rank, double step, unsigned long id,
+                          const char *detail)
+{
+    replies *r = arg;
+    (void)rank, (void)id;
+    if (r->count == 8)
+        return;
+    snprintf(r->action[r->count], sizeof r->action[0], "%s", action);
+    snprintf(r->result[r->count], sizeof r->result[0], "%s", result);
+    snprintf(r->detail[r->count], sizeof r->detail[0], "%s", detail);
+    r->step[r->count++] = step;
+}
+
+static void test_a_round_trip_through_the_control_channel(void **state)
+{
+    (void)state;
+    tw_trainer_control *none = NULL;
+    unsetenv("TRAINWATCH_CONTROL");
+    assert_int_equal(tw_trainer_control_open(&none), TW_ENOENT);
+    tw_trainer_request req;
+    assert_int_equal(tw_trainer_control_poll(NULL, 1, &req), 0); /* outside run: nothing, no test needed */
+    tw_control sup = {.fd = -1, .ack_fd = -1};
+    char err[256];
+    assert_int_equal(tw_control_open(&sup, err, sizeof err), TW_OK);
+    assert_string_equal(getenv("TRAINWATCH_CONTROL"), sup.path);
+    tw_trainer_control *t;
+    assert_int_equal(tw_trainer_control_open(&t), TW_OK);
+    unsigned long id;
+    assert_int_equal(tw_control_request(&sup, "lr", 0.5, "Hung", 12, &id), TW_OK);
+    assert_int_equal(id, 1);
+    assert_int_equal(tw_control_request(&sup, "checkpoint", 0, "Hung", NAN, &id), TW_OK);
+    assert_int_equal(write(sup.fd, "not json\n{\"id\":7,\"action\":\"reboot\",\"time\":1e12}\n", 49), 49);
+    assert_int_equal(tw_trainer_control_poll(t, 10, &req), 1); /* lr is due at 12 */
+    assert_string_equal(req.action, "checkpoint");
+    assert_string_equal(req.alert, "Hung");
+    tw_trainer_control_reply(t, &req, "done", 10, "saved step10.ckpt");
+    assert_int_equal(tw_trainer_control_poll(t, 11, &req), 0);
+    assert_int_equal(tw_trainer_control_poll(t, 12, &req), 1);
+    assert_string_equal(req.action, "lr");
+    assert_true(req.factor == 0.5 && req.at_step == 12);
+    tw_trainer_control_reply(t, &req, "done", 12, "lr 0.1 -> 0.05");
+    assert_int_equal(tw_trainer_control_poll(t, 13, &req), 0);
+    assert_int_equal(tw_trainer_control_errors(t), 0);
+    replies r = {0};
+    tw_control_read_replies(&sup, collect_reply, &r);
+    assert_int_equal(sup.proc_count, 1);
+    assert_int_equal(sup.procs[0].pid, getpid());
+    assert_int_equal(sup.procs[0].stack_signal, 0); /* a C trainer: never sent the dump signal */
+    assert_int_equal(r.count, 3); /* the malformed line's reply names no action: not counted */
+    assert_string_equal(r.action[0], "reboot");
+    assert_string_equal(r.result[0], "ignored");
+    assert_string_equal(r.detail[0], "unknown action");
+    assert_string_equal(r.action[1], "checkpoint");
+    assert_string_equal(r.detail[1], "saved step10.ckpt");
+    assert_true(r.step[1] == 10);
+    assert_string_equal(r.action[2], "lr");
+    assert_string_equal(r.detail[2], "lr 0.1 -> 0.05");
+    tw_trainer_control_close(t);
+    char ack[700];
+    snprintf(ack, sizeof ack, "%s", sup.ack_path);
+    tw_control_close(&sup);
+    assert_int_equal(access(ack, F_OK), -1); /* the directory went with the run */
+    unsetenv("TRAINWATCH_CONTROL");
+    unsetenv("TRAINWATCH_STACK_SIGNAL");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -197,6 +275,7 @@ int main(void)
         cmocka_unit_test(test_signal_names),
         cmocka_unit_test(test_once_per_firing_per_alert_within_the_cooldown),
         cmocka_unit_test(test_requests_without_a_channel_fail_and_watch_takes_exec_only),
+        cmocka_unit_test(test_a_round_trip_through_the_control_channel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
