@@ -251,7 +251,11 @@ HERE = pathlib.Path(__file__).parent
 
 def package_env():
     from conftest import BUILD
-    return dict(os.environ, PYTHONPATH=str(BUILD / "python"), PYTHONDONTWRITEBYTECODE="1")
+    env = dict(os.environ, PYTHONPATH=str(BUILD / "python"), PYTHONDONTWRITEBYTECODE="1")
+    if os.environ.get("TW_PY_PRELOAD"):  # the ASan build: its runtime first for CPython, whose own leaks are not ours
+        env["LD_PRELOAD"] = os.environ["TW_PY_PRELOAD"]
+        env["ASAN_OPTIONS"] = "detect_leaks=0"
+    return env
 
 
 def package_run(tmp_path, *options, script, args):
