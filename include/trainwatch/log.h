@@ -255,11 +255,12 @@ typedef struct tw_log_rank_info {
 } tw_log_rank_info;
 
 /* From the environment, first found wins: rank from PADDLE_TRAINER_ID,
- * RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID (else 0); world size from
- * PADDLE_TRAINERS_NUM, WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS (else
- * 1); local rank from PADDLE_LOCAL_RANK, LOCAL_RANK,
- * OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID (else the rank). Read once, at
- * the first logger or sink. */
+ * PADDLE_GLOBAL_RANK, RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID
+ * (else 0); world size from PADDLE_TRAINERS_NUM, PADDLE_GLOBAL_SIZE,
+ * WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS (else 1); local
+ * rank from PADDLE_LOCAL_RANK, LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK,
+ * MPI_LOCALRANKID, SLURM_LOCALID (else the rank). Read once, at the first
+ * logger or sink. */
 tw_log_rank_info tw_log_rank(void);
 /* Overrides what the environment said (bindings that know better). */
 void tw_log_set_rank(int rank, int local_rank, int world_size);

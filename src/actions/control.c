@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "../core/clock.h"
+#include "../core/cut.h"
 #include "../core/json.h"
 #include "trainwatch/error.h"
 
@@ -112,13 +113,6 @@ static void add_proc(tw_control *c, pid_t pid, int rank, int stack_signal)
 }
 
 /* src cut to fit dst (cap bytes, terminated). */
-static void copy_cut(char *dst, size_t cap, const char *src)
-{
-    size_t n = strnlen(src, cap - 1);
-    memcpy(dst, src, n);
-    dst[n] = '\0';
-}
-
 static void read_reply(tw_control *c, const char *line, size_t len, tw_control_reply_fn fn, void *arg)
 {
     tw_json_reader r;
@@ -144,11 +138,11 @@ static void read_reply(tw_control *c, const char *line, size_t len, tw_control_r
                 sig = m.number;
         } else if (m.type == TW_JSON_STRING) {
             if (!strcmp(m.key, "action"))
-                copy_cut(action, sizeof action, m.string);
+                tw_copy_str(action, sizeof action, m.string);
             else if (!strcmp(m.key, "result"))
-                copy_cut(result, sizeof result, m.string);
+                tw_copy_str(result, sizeof result, m.string);
             else if (!strcmp(m.key, "detail"))
-                copy_cut(detail, sizeof detail, m.string);
+                tw_copy_str(detail, sizeof detail, m.string);
         }
     }
     if (r.error || pid <= 0 || pid > 1 << 30)

@@ -14,12 +14,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../core/rank_env.h"
 #include "../supervise/proctree.h"
 
 #define ENVIRON_MAX (256 << 10)
-
-static const char *const rank_vars[] = {"PADDLE_TRAINER_ID", "PADDLE_GLOBAL_RANK", "RANK", "OMPI_COMM_WORLD_RANK",
-                                        "PMI_RANK", "SLURM_PROCID", NULL};
 
 /* The first rank variable of pid's start-up environment; -1 when none. */
 static int environ_rank(pid_t pid)
@@ -39,15 +37,9 @@ static int environ_rank(pid_t pid)
     buf[n] = '\0';
     int best = -1, rank = -1;
     for (char *p = buf; p < buf + n; p += strlen(p) + 1) {
-        for (int v = 0; rank_vars[v] && (best < 0 || v < best); v++) {
-            size_t len = strlen(rank_vars[v]);
-            char *end;
-            if (!strncmp(p, rank_vars[v], len) && p[len] == '=') {
-                long r = strtol(p + len + 1, &end, 10);
-                if (end != p + len + 1 && !*end && r >= 0 && r < 1 << 20)
-                    best = v, rank = (int)r;
-            }
-        }
+        int value, which;
+        if (tw_rank_env_entry(tw_rank_env_vars, p, 1 << 20, &value, &which) && (best < 0 || which < best))
+            best = which, rank = value;
     }
     free(buf);
     return rank;

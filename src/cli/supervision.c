@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../core/rank_env.h"
 #include "../core/say.h"
 #include "../rules/ruleset.h"
 #include "cli.h"
@@ -194,27 +195,17 @@ int tw_cli_supervision_option(tw_supervision_options *s, const char *command, in
 }
 
 /* The first of these variables that is set, as a number; -1 when none is. */
-static int env_number(const char *const *names, size_t n)
+static int env_number(const char *const *names)
 {
-    for (size_t i = 0; i < n; i++) {
-        const char *v = getenv(names[i]);
-        if (v && *v)
-            return atoi(v);
-    }
-    return -1;
+    int value;
+    return tw_rank_env_get(names, 1L << 30, &value) ? value : -1;
 }
 
 void tw_cli_rank_env(int *rank, int *local_rank, int *world_size)
 {
-    static const char *const ranks[] = {"PADDLE_TRAINER_ID", "PADDLE_GLOBAL_RANK", "RANK", "OMPI_COMM_WORLD_RANK",
-                                        "SLURM_PROCID"};
-    static const char *const locals[] = {"PADDLE_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
-                                         "SLURM_LOCALID"};
-    static const char *const worlds[] = {"PADDLE_TRAINERS_NUM", "PADDLE_GLOBAL_SIZE", "WORLD_SIZE",
-                                         "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"};
-    *rank = env_number(ranks, sizeof ranks / sizeof ranks[0]);
-    *local_rank = env_number(locals, sizeof locals / sizeof locals[0]);
-    *world_size = env_number(worlds, sizeof worlds / sizeof worlds[0]);
+    *rank = env_number(tw_rank_env_vars);
+    *local_rank = env_number(tw_local_rank_env_vars);
+    *world_size = env_number(tw_world_size_env_vars);
 }
 
 /* The value of a port offset's name: the local rank or the rank, 0 when the

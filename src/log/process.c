@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../core/rank_env.h"
 #include "internal.h"
 #include "trainwatch/error.h"
 
@@ -57,35 +58,13 @@ int tw_log_level_parse(const char *text, int *level)
 static tw_log_process process;
 static pthread_once_t process_once = PTHREAD_ONCE_INIT;
 
-static const char *first_env(const char *const *names, int *value)
-{
-    for (size_t i = 0; names[i]; i++) {
-        const char *v = getenv(names[i]);
-        char *end;
-        if (!v || !*v)
-            continue;
-        long n = strtol(v, &end, 10);
-        if (*end == '\0' && n >= 0 && n < (1L << 30)) {
-            *value = (int)n;
-            return names[i];
-        }
-    }
-    return NULL;
-}
-
-static const char *const rank_vars[] = {"PADDLE_TRAINER_ID", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", NULL};
-static const char *const size_vars[] = {"PADDLE_TRAINERS_NUM", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS",
-                                        NULL};
-static const char *const local_vars[] = {"PADDLE_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
-                                         "SLURM_LOCALID", NULL};
-
 static void process_init(void)
 {
     process.rank = 0;
     process.world_size = 1;
-    process.rank_source = first_env(rank_vars, &process.rank);
-    first_env(size_vars, &process.world_size);
-    if (!first_env(local_vars, &process.local_rank))
+    process.rank_source = tw_rank_env_get(tw_rank_env_vars, 1L << 30, &process.rank);
+    tw_rank_env_get(tw_world_size_env_vars, 1L << 30, &process.world_size);
+    if (!tw_rank_env_get(tw_local_rank_env_vars, 1L << 30, &process.local_rank))
         process.local_rank = process.rank;
     if (process.world_size <= process.rank)
         process.world_size = process.rank + 1;

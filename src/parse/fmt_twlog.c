@@ -258,7 +258,7 @@ static int parse_json(tw_parser *p, const tw_line *line)
     char level[16] = "", exception[512] = "";
     tw_line at = *line;
     int depth = 1;
-    bool in_fields = false;
+    bool in_fields = false, stacks = false;
     for (;;) {
         tw_json_type type = tw_json_next(&reader, &m);
         if (type == TW_JSON_ERROR)
@@ -274,6 +274,7 @@ static int parse_json(tw_parser *p, const tw_line *line)
             in_fields = ecs && depth == 2 && strcmp(m.key, "trainwatch") == 0;
             continue;
         }
+        stacks = stacks || (m.type == TW_JSON_STRING && strcmp(m.key, "stacks") == 0);
         if (depth == 1 && !ecs) { /* the earlier JSON: fields beside time, level and message */
             bool top = strcmp(m.key, "time") == 0 || strcmp(m.key, "level") == 0 || strcmp(m.key, "message") == 0;
             json_member(p, &m, !top, fixed_keys, &at, level, sizeof level, exception, sizeof exception, &t);
@@ -283,8 +284,8 @@ static int parse_json(tw_parser *p, const tw_line *line)
     }
     if (exception[0] && is_error(level, strlen(level)))
         return emit_exception(p, &at, exception, strlen(exception));
-    if (tw_find(line->text, line->len, "\"stacks\":\""))
-        return tw_stacks_emit_json(p, &at);
+    if (stacks && tw_stacks_emit_json(p, &at)) /* a faulthandler dump (stacks.h) */
+        return 1;
     return emit(p, &at, &t, level, strlen(level));
 }
 

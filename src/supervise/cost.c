@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/cut.h"
 #include "trainwatch/error.h"
 
 #define PRICES_MAX 64
@@ -90,9 +91,7 @@ static int read_prices(tw_cost *c, const char *path, char *err, size_t errlen)
         while (sep > start && isspace((unsigned char)sep[-1]))
             *--sep = '\0';
         price_row *row = &c->prices[c->price_count++];
-        size_t n = strnlen(start, sizeof row->pattern - 1); /* a longer model name is cut */
-        memcpy(row->pattern, start, n);
-        row->pattern[n] = '\0';
+        tw_copy_str(row->pattern, sizeof row->pattern, start); /* a longer model name is cut */
         row->price = price;
     }
     fclose(f);

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../core/cut.h"
 #include "../core/grow.h"
 #include "reader.h"
 #include "trainwatch/error.h"
@@ -194,14 +195,6 @@ static bool read_args(reader *r)
     }
 }
 
-static void copy_cut(char *to, size_t cap, const char *from, size_t n)
-{
-    if (n > cap - 1)
-        n = cap - 1;
-    memcpy(to, from, n);
-    to[n] = '\0';
-}
-
 static span_stack *stack_of(reader *r, int64_t pid, int64_t tid, bool create)
 {
     for (int i = 0; i < r->stack_count; i++) {
@@ -231,8 +224,8 @@ static void begin_span(reader *r, const tw_trace_event *e)
                      .bytes = e->bytes,
                      .device = e->device,
                      .stream = e->stream};
-    copy_cut(o->name, sizeof o->name, e->name, e->name_len);
-    copy_cut(o->cat, sizeof o->cat, e->cat, strlen(e->cat));
+    tw_copy_cut(o->name, sizeof o->name, e->name, e->name_len);
+    tw_copy_cut(o->cat, sizeof o->cat, e->cat, strlen(e->cat));
 }
 
 /* The complete event for an E, in r->paired; false when nothing is open. */
@@ -248,10 +241,10 @@ static bool end_span(reader *r, const tw_trace_event *e)
     *x = *e; /* the E's args count where the B had none (chrome's merge) */
     x->ph = 'X';
     x->name = x->name_buf;
-    copy_cut(x->name_buf, sizeof x->name_buf, o->name, strlen(o->name));
+    tw_copy_cut(x->name_buf, sizeof x->name_buf, o->name, strlen(o->name));
     x->name_len = strlen(x->name);
     x->name_hashed = false;
-    copy_cut(x->cat, sizeof x->cat, o->cat, strlen(o->cat));
+    tw_copy_cut(x->cat, sizeof x->cat, o->cat, strlen(o->cat));
     x->ts = o->ts;
     x->dur = e->ts - o->ts;
     x->has_ts = true;

@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include "actions/actions_internal.h"
+#include "core/cut.h"
+#include "core/rank_env.h"
 #include "trainwatch/control.h"
 #include "trainwatch/error.h"
 #include "trainwatch/metrics.h"
@@ -266,6 +268,52 @@ static void test_a_round_trip_through_the_control_channel(void **state)
     unsetenv("TRAINWATCH_STACK_SIGNAL");
 }
 
+/* The launchers' rank variables (core/rank_env.h), read from an environ
+ * entry as the signal action reads /proc/PID/environ, and from getenv. */
+static void test_rank_variables_in_order_of_trust(void **state)
+{
+    (void)state;
+    int value = -1, which = -1;
+    assert_true(tw_rank_env_entry(tw_rank_env_vars, "RANK=3", 1 << 20, &value, &which));
+    assert_int_equal(value, 3);
+    assert_string_equal(tw_rank_env_vars[which], "RANK");
+    int first = which;
+    assert_true(tw_rank_env_entry(tw_rank_env_vars, "PADDLE_TRAINER_ID=5", 1 << 20, &value, &which));
+    assert_true(which < first); /* Paddle's own variable wins over RANK */
+    assert_false(tw_rank_env_entry(tw_rank_env_vars, "RANKS=3", 1 << 20, &value, &which));
+    assert_false(tw_rank_env_entry(tw_rank_env_vars, "RANK=3x", 1 << 20, &value, &which));
+    assert_false(tw_rank_env_entry(tw_rank_env_vars, "RANK=", 1 << 20, &value, &which));
+    assert_false(tw_rank_env_entry(tw_rank_env_vars, "RANK=-1", 1 << 20, &value, &which));
+    assert_false(tw_rank_env_entry(tw_rank_env_vars, "RANK=2000000", 1 << 20, &value, &which));
+    assert_false(tw_rank_env_entry(tw_rank_env_vars, "LOCAL_RANK=1", 1 << 20, &value, &which));
+    assert_true(tw_rank_env_entry(tw_local_rank_env_vars, "LOCAL_RANK=1", 1 << 20, &value, &which));
+
+    for (int i = 0; tw_rank_env_vars[i]; i++)
+        unsetenv(tw_rank_env_vars[i]);
+    assert_null(tw_rank_env_get(tw_rank_env_vars, 1L << 30, &value));
+    setenv("SLURM_PROCID", "7", 1);
+    setenv("RANK", "junk", 1);
+    assert_string_equal(tw_rank_env_get(tw_rank_env_vars, 1L << 30, &value), "SLURM_PROCID");
+    assert_int_equal(value, 7);
+    setenv("RANK", "2", 1);
+    assert_string_equal(tw_rank_env_get(tw_rank_env_vars, 1L << 30, &value), "RANK");
+    assert_int_equal(value, 2);
+    unsetenv("RANK");
+    unsetenv("SLURM_PROCID");
+}
+
+static void test_copies_are_cut_to_fit(void **state)
+{
+    (void)state;
+    char small[4] = "xyz";
+    tw_copy_str(small, sizeof small, "abcdef");
+    assert_string_equal(small, "abc");
+    tw_copy_cut(small, sizeof small, "hello", 2);
+    assert_string_equal(small, "he");
+    tw_copy_str(small, sizeof small, "");
+    assert_string_equal(small, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -276,6 +324,8 @@ int main(void)
         cmocka_unit_test(test_once_per_firing_per_alert_within_the_cooldown),
         cmocka_unit_test(test_requests_without_a_channel_fail_and_watch_takes_exec_only),
         cmocka_unit_test(test_a_round_trip_through_the_control_channel),
+        cmocka_unit_test(test_rank_variables_in_order_of_trust),
+        cmocka_unit_test(test_copies_are_cut_to_fit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
