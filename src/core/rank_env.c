@@ -8,11 +8,16 @@
 #include <string.h>
 
 const char *const tw_rank_env_vars[] = {"PADDLE_TRAINER_ID", "PADDLE_GLOBAL_RANK", "RANK", "OMPI_COMM_WORLD_RANK",
-                                        "PMI_RANK", "SLURM_PROCID", NULL};
-const char *const tw_local_rank_env_vars[] = {"PADDLE_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
-                                              "MPI_LOCALRANKID", "SLURM_LOCALID", NULL};
-const char *const tw_world_size_env_vars[] = {"PADDLE_TRAINERS_NUM", "PADDLE_GLOBAL_SIZE", "WORLD_SIZE",
-                                              "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", NULL};
+                                        "PMI_RANK",          "SLURM_PROCID",       NULL};
+const char *const tw_local_rank_env_vars[] = {"PADDLE_LOCAL_RANK", "LOCAL_RANK",    "OMPI_COMM_WORLD_LOCAL_RANK",
+                                              "MPI_LOCALRANKID",   "SLURM_LOCALID", NULL};
+const char *const tw_world_size_env_vars[] = {"PADDLE_TRAINERS_NUM",
+                                              "PADDLE_GLOBAL_SIZE",
+                                              "WORLD_SIZE",
+                                              "OMPI_COMM_WORLD_SIZE",
+                                              "PMI_SIZE",
+                                              "SLURM_NTASKS",
+                                              NULL};
 
 /* "123" (all of s) as a number in [0, limit). */
 static bool whole_number(const char *s, long limit, int *value)

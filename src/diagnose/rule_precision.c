@@ -5,7 +5,7 @@
  * starts at 2^32 and halves to a workable scale in its first steps) is
  * normal; a scale pinned at its floor, or a large share of steps thrown
  * away, means the gradients themselves overflow and the model is not
- * training. run.c notes the counters of each step record
+ * training. run_precision.c notes the counters of each step record
  * (tw_precision_note); the rule reads them per rank.
  */
 #include <math.h>
@@ -19,75 +19,9 @@
 #define STARTUP_SKIPS 32.0
 /* Skipped steps beyond the start-up, as a share of all steps: a warning
  * from the first, an error from the second. */
-#define SKIPPED_WARN_SHARE 0.05
+#define SKIPPED_WARN_SHARE  0.05
 #define SKIPPED_ERROR_SHARE 0.25
-#define SKIPPED_MIN 20.0
-
-static bool is_scale_name(const char *name)
-{
-    static const char *const names[] = {"loss scale", "loss_scale", "loss-scale", "lossscale", "amp_scale"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        if (strcasecmp(name, names[i]) == 0)
-            return true;
-    }
-    return false;
-}
-
-/* A cheap first test, run on every metric of every step record: the names
- * read here are "loss?scale", "lossscale", "amp_scale", "skipped" and
- * "number of skipped iterations" (so loss_cls, lr, samples go no further). */
-static bool maybe_counter_name(const char *n)
-{
-    switch (n[0] | 0x20) { /* each test reads no byte past the name's end */
-    case 'l':
-        return strncasecmp(n, "loss", 4) == 0 && ((n[4] | 0x20) == 's' || (n[4] && (n[5] | 0x20) == 's'));
-    case 'a':
-        return strncasecmp(n, "am", 2) == 0;
-    case 's':
-        return n[1] == 'k';
-    case 'n':
-        return strncmp(n, "number o", 8) == 0;
-    default:
-        return false;
-    }
-}
-
-static tw_scale_note note_of(double value, const tw_point *p)
-{
-    return (tw_scale_note){value, p->pos, p->file, p->line};
-}
-
-void tw_precision_note(tw_precision *pr, const tw_record *r, const tw_point *p)
-{
-    for (int i = 0; i < r->metric_count; i++) {
-        const tw_metric *m = &r->metrics[i];
-        if (!maybe_counter_name(m->name) || !isfinite(m->value) || m->value < 0)
-            continue;
-        if (is_scale_name(m->name)) {
-            tw_scale_note n = note_of(m->value, p);
-            if (pr->scale_count++ == 0)
-                pr->scale_first = pr->scale_max = n;
-            if (m->value > pr->scale_max.value)
-                pr->scale_max = n;
-            pr->scale_last = n;
-            if (m->value <= 1) {
-                if (!pr->have_floor)
-                    pr->scale_floor = n;
-                pr->have_floor = true;
-                pr->floor_count++;
-            }
-        } else if (strcmp(m->name, "skipped") == 0) { /* DeepSpeed: a running count */
-            pr->skipped = note_of(m->value, p);
-            pr->have_skipped = true;
-        } else if (strcmp(m->name, "number of skipped iterations") == 0) { /* Megatron: per interval */
-            pr->skipped_sum += m->value;
-            if (pr->skipped_sum > 0 && (!pr->have_skipped || pr->skipped_sum > pr->skipped.value)) {
-                pr->skipped = note_of(pr->skipped_sum, p);
-                pr->have_skipped = true;
-            }
-        }
-    }
-}
+#define SKIPPED_MIN         20.0
 
 /* "1586 of 2500 steps (63%)" into buf; false when the counts say nothing. */
 static bool skipped_words(const tw_precision *pr, char *buf, size_t cap, double *share)
@@ -124,12 +58,13 @@ static void report_floor(const tw_run *run, const tw_rank *rk, tw_findings *out)
     f->step = (int64_t)pr->scale_floor.pos;
     f->rank = rk->rank;
     f->value = pr->scale_floor.value;
-    tw_finding_evidence(f, "loss scale %g at step %.0f (%s); %llu of %llu readings at 1 or below, the last %g at "
-                           "step %.0f",
+    tw_finding_evidence(f,
+                        "loss scale %g at step %.0f (%s); %llu of %llu readings at 1 or below, the last %g at "
+                        "step %.0f",
                         pr->scale_floor.value, pr->scale_floor.pos,
                         tw_where(run, pr->scale_floor.file, pr->scale_floor.line, where, sizeof where),
-                        (unsigned long long)pr->floor_count, (unsigned long long)pr->scale_count,
-                        pr->scale_last.value, pr->scale_last.pos);
+                        (unsigned long long)pr->floor_count, (unsigned long long)pr->scale_count, pr->scale_last.value,
+                        pr->scale_last.pos);
     tw_finding_evidence(f, "highest scale: %g at step %.0f; first reading %g at step %.0f", pr->scale_max.value,
                         pr->scale_max.pos, pr->scale_first.value, pr->scale_first.pos);
     if (skipped_words(pr, skipped, sizeof skipped, &share))
@@ -143,9 +78,9 @@ static void report_skipped(const tw_run *run, const tw_rank *rk, double share, t
     const tw_precision *pr = &rk->precision;
     char where[600], skipped[96];
     skipped_words(pr, skipped, sizeof skipped, &share);
-    tw_finding *f = tw_finding_add(out, "loss_scale_collapse",
-                                   share >= SKIPPED_ERROR_SHARE ? TW_SEV_ERROR : TW_SEV_WARNING,
-                                   "fp16 overflow skipped %s on rank %d", skipped, rk->rank);
+    tw_finding *f =
+        tw_finding_add(out, "loss_scale_collapse", share >= SKIPPED_ERROR_SHARE ? TW_SEV_ERROR : TW_SEV_WARNING,
+                       "fp16 overflow skipped %s on rank %d", skipped, rk->rank);
     if (!f)
         return;
     f->where = tw_run_source(run, pr->skipped.file, pr->skipped.line);
@@ -183,6 +118,5 @@ static void check_loss_scale(const tw_run *run, const tw_thresholds *t, tw_findi
     }
 }
 
-const tw_rule tw_rule_loss_scale = {"loss_scale_collapse",
-                                    "fp16 loss scale at its floor, or many steps skipped on overflow",
-                                    check_loss_scale};
+const tw_rule tw_rule_loss_scale = {
+    "loss_scale_collapse", "fp16 loss scale at its floor, or many steps skipped on overflow", check_loss_scale};

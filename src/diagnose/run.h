@@ -129,7 +129,7 @@ typedef struct tw_precision {
     tw_scale_note skipped;    /* the last running count (value) or sum, at its record */
 } tw_precision;
 
-/* Notes a step record's loss-scale and skipped-step counters (rule_precision.c). */
+/* Notes a step record's loss-scale and skipped-step counters (run_precision.c). */
 void tw_precision_note(tw_precision *pr, const tw_record *r, const tw_point *p);
 
 typedef struct tw_rank {
