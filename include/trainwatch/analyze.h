@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "trainwatch/parse.h"
 #include "trainwatch/record.h"
 
 #define TW_SERIES_MAX 4096 /* points kept per rank before downsampling */
@@ -60,6 +61,12 @@ typedef struct tw_thresholds {
 } tw_thresholds;
 
 void tw_thresholds_default(tw_thresholds *t);
+/* The rows of TW_THRESHOLD_LIST as options: how many, row i's option name
+ * ("data-share"), and setting row i's field to value (the option's unit,
+ * times its scale). */
+size_t tw_threshold_count(void);
+const char *tw_threshold_option(size_t i);
+void tw_threshold_set(tw_thresholds *t, size_t i, double value);
 
 typedef struct tw_run tw_run;
 
@@ -316,6 +323,40 @@ void tw_report_write_text(FILE *out, const tw_report *report, bool colour);
 /* One finding as the JSON object both analyze's and trace's reports hold. */
 void tw_finding_write_json(FILE *out, const tw_finding *f);
 void tw_report_write_json(FILE *out, const tw_report *report);
+
+/* ---- reading the inputs (src/analyze/) ------------------------------------
+ *
+ * What `trainwatch analyze` does with its FILE arguments, for any program:
+ * each input is a rank's training log (its rank from its file name,
+ * workerlog.3 or rank3, or its torchrun log directory, else the order of
+ * the inputs; a lone input's from its content) or a GPU telemetry log
+ * (nvidia-smi CSV, dmon, pmon, -q) read beside them. An input that cannot
+ * be read is said on stderr in one line naming it and noted in the run
+ * (the report lists it); the others are read all the same. */
+struct tw_user_formats; /* src/parse/user_formats.h */
+
+typedef struct tw_analyze_input_options {
+    const tw_format *format;            /* NULL: detected per input (see trainwatch/parse.h) */
+    const struct tw_user_formats *user; /* formats of the user's own, tried first; NULL: none */
+    const char *gpu_columns;            /* a headerless nvidia-smi CSV's --query-gpu list; NULL: none */
+    int jobs;                           /* threads reading one large plain file (tw_parser_set_jobs) */
+    size_t block_size;                  /* their block size; 0: the default */
+    bool explain;                       /* say on stderr what was read from each log */
+    bool quiet;                         /* no progress line (else one on a terminal for large inputs) */
+    tw_record_fn records;               /* non-NULL: the records go here, not into the run; GPU logs unread */
+    void *records_arg;
+} tw_analyze_input_options;
+
+typedef struct tw_analyze_tally {
+    int inputs; /* given */
+    int logs;   /* of which training logs (the others: GPU telemetry) */
+    int failed; /* could not be read (said, and noted in the run) */
+} tw_analyze_tally;
+
+/* Reads paths[0..count) into run as above; *out says how many were read.
+ * TW_OK, or TW_ENOMEM before any input was read. */
+int tw_analyze_read(tw_run *run, char *const *paths, int count, const tw_analyze_input_options *o,
+                    tw_analyze_tally *out);
 
 #define TW_ANALYSIS_SCHEMA "trainwatch.analysis/2"
 

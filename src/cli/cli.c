@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../core/outfile.h"
 #include "../core/say.h"
@@ -29,6 +30,62 @@ int tw_cli_number(const char *command, const char *flag, const char *arg, double
     }
     *out = v;
     return 0;
+}
+
+int tw_cli_when(const char *command, const char *flag, const char *arg, int *out)
+{
+    static const char *const names[] = {"never", "always", "auto"}; /* 0, 1, -1 */
+    for (int i = 0; i < 3; i++) {
+        if (strcmp(arg, names[i]) == 0) {
+            *out = i == 2 ? -1 : i;
+            return 0;
+        }
+    }
+    fprintf(stderr, "trainwatch %s: --%s takes auto, always or never\n", command, flag);
+    return -1;
+}
+
+bool tw_cli_colour(int when)
+{
+    if (when >= 0)
+        return when == 1;
+    const char *no = getenv("NO_COLOR");
+    return isatty(STDOUT_FILENO) && !(no && *no);
+}
+
+int tw_cli_severity(const char *command, const char *arg, tw_severity *out)
+{
+    for (tw_severity s = TW_SEV_INFO; s <= TW_SEV_ERROR; s++) {
+        if (strcmp(arg, tw_severity_name(s)) == 0) {
+            *out = s;
+            return 0;
+        }
+    }
+    fprintf(stderr, "trainwatch %s: --fail-on takes error, warning or info, not '%s'\n", command, arg);
+    return -1;
+}
+
+int tw_cli_finish_stdout(const char *command, const char *what)
+{
+    int rc = tw_stream_flush(stdout);
+    if (rc == TW_OK)
+        return 0;
+    int err = errno;
+    fprintf(stderr, "trainwatch %s: could not write %s to standard output: %s\n", command, what,
+            err ? strerror(err) : tw_strerror(rc));
+    return -1;
+}
+
+int tw_cli_write_help(const char *command, const char *text)
+{
+    errno = 0;
+    if (fputs(text, stdout) == EOF) {
+        int err = errno;
+        fprintf(stderr, "trainwatch %s: could not write the help to standard output: %s\n", command,
+                strerror(err ? err : EIO));
+        return -1;
+    }
+    return tw_cli_finish_stdout(command, "the help");
 }
 
 int tw_cli_duration(const char *command, const char *flag, const char *arg, double *seconds)
@@ -112,7 +169,10 @@ int tw_cli_write_report_html(const char *command, const char *path, const tw_rep
  * parsers (and run's and watch's followers) borrow it to the end. */
 static struct tw_user_formats *process_formats;
 
-static void free_process_formats(void) { tw_user_formats_free(process_formats); }
+static void free_process_formats(void)
+{
+    tw_user_formats_free(process_formats);
+}
 
 /* --pattern REGEX / --formats FILE: adds to *set (made on first use). A bad
  * pattern is said with its position, and the pattern with a caret under it. */

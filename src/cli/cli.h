@@ -6,6 +6,7 @@
 #ifndef TW_CLI_CLI_H
 #define TW_CLI_CLI_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "trainwatch/analyze.h"
@@ -34,6 +35,23 @@ int tw_cli_number(const char *command, const char *flag, const char *arg, double
 /* A Prometheus duration (10m, 1h30m) or seconds into *seconds; -1 when it
  * is neither (said, naming --flag). */
 int tw_cli_duration(const char *command, const char *flag, const char *arg, double *seconds);
+
+/* --FLAG=auto|always|never (colours, a progress line) into *out: -1, 1, 0;
+ * says what is wrong and returns -1. */
+int tw_cli_when(const char *command, const char *flag, const char *arg, int *out);
+/* Whether colours go to standard output: when (as tw_cli_when gives) says,
+ * or on auto a terminal without NO_COLOR. */
+bool tw_cli_colour(int when);
+/* --fail-on SEVERITY (info, warning, error) into *out; says what is wrong
+ * and returns -1. */
+int tw_cli_severity(const char *command, const char *arg, tw_severity *out);
+
+/* Flushes standard output; on a write error says so ("could not write WHAT
+ * to standard output: why") and returns -1. */
+int tw_cli_finish_stdout(const char *command, const char *what);
+/* A command's help on standard output, longer than a pipe's buffer: a write
+ * error is said with the errno of the write that failed. Returns 0 or -1. */
+int tw_cli_write_help(const char *command, const char *text);
 
 /* words (NULL-terminated) joined by spaces into buf, cut to fit; returns buf
  * (run's command line and watch's files, for trainwatch_run_info). */

@@ -3,8 +3,8 @@
  * files read, MB/s and ETA, redrawn in place on stderr from a thread of its
  * own and cleared at the end. Ownership: tw_progress_start/tw_progress_stop.
  */
-#ifndef TW_CLI_PROGRESS_H
-#define TW_CLI_PROGRESS_H
+#ifndef TW_ANALYZE_PROGRESS_H
+#define TW_ANALYZE_PROGRESS_H
 
 #include <stdbool.h>
 #include <stdint.h>

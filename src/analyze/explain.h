@@ -2,8 +2,8 @@
  * explain.h: `analyze --explain`, what the parsers picked up from an input
  * (explain.c). Ownership: tw_explain_new/tw_explain_free, one per input.
  */
-#ifndef TW_CLI_EXPLAIN_H
-#define TW_CLI_EXPLAIN_H
+#ifndef TW_ANALYZE_EXPLAIN_H
+#define TW_ANALYZE_EXPLAIN_H
 
 #include <stdio.h>
 
