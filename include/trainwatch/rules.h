@@ -66,6 +66,22 @@ typedef struct tw_rule_action {
 /* The actions of the files loaded, in their order. */
 size_t tw_ruleset_actions(const tw_ruleset *rs, const tw_rule_action **out);
 
+/* `rules check` of one file, printed as `promtool check rules` prints it
+ * (stdout; the duplicate-rules lint, when lint is set, on stderr), with the
+ * constructs trainwatch does not evaluate and the actions: section, each
+ * entry given to check (tw_actions_check; NULL: not checked). Returns
+ * promtool's exit statuses (and 4, ours): */
+enum {
+    TW_RULES_CHECK_OK = 0,
+    TW_RULES_CHECK_FAILED = 1,      /* invalid, unreadable: promtool's failureExitCode */
+    TW_RULES_CHECK_LINT = 3,        /* a lint found something, with --lint-fatal: promtool's lintErrExitCode */
+    TW_RULES_CHECK_UNSUPPORTED = 4, /* valid for Prometheus, not evaluated by trainwatch */
+};
+/* An action's validator: TW_OK, or an error with the reason in err. */
+typedef int (*tw_rule_action_check_fn)(const char *spec, const char *where, char *err, size_t cap);
+/* TW_RULES_CHECK_OK, _FAILED or _UNSUPPORTED; *linted set when the lint found something. */
+int tw_rules_check_file(const char *path, bool lint, tw_rule_action_check_fn check, bool *linted);
+
 /* ---- evaluation ------------------------------------------------------ */
 
 typedef struct tw_alert_label {

@@ -16,52 +16,6 @@
 #include "trainwatch/error.h"
 #include "trainwatch/rules.h"
 
-typedef struct check_counts {
-    size_t invalid, unsupported;
-} check_counts;
-
-static void print_problem(void *arg, const char *text, bool unsupported)
-{
-    check_counts *c = arg;
-    if (unsupported)
-        c->unsupported++;
-    else
-        c->invalid++;
-    printf("  %s: %s\n", unsupported ? "UNSUPPORTED" : "FAILED", text);
-}
-
-static void print_duplicate(void *arg, const char *name, const char *const *label_names,
-                            const char *const *label_values, size_t label_count)
-{
-    FILE *out = arg;
-    fprintf(out, "Metric: %s\nLabel(s):\n", name);
-    for (size_t i = 0; i < label_count; i++)
-        fprintf(out, "\t%s: %s\n", label_names[i], label_values[i]);
-}
-
-/* promtool's duplicate-rules lint, worded as promtool words it (on stderr,
- * instead of the SUCCESS line). Returns true when it found something. */
-static bool lint_duplicates(const tw_ruleset *rs)
-{
-    size_t count;
-    if (tw_ruleset_duplicates(rs, NULL, NULL, &count) != TW_OK || count == 0)
-        return false;
-    fprintf(stderr, "  FAILED:\nlint error %zu duplicate rule(s) found.\n", count);
-    tw_ruleset_duplicates(rs, print_duplicate, stderr, &count);
-    fprintf(stderr, "Might cause inconsistency while recording expressions\n");
-    return true;
-}
-
-/* Exit statuses of check: promtool's (1 for anything invalid, unreadable or
- * mistyped, 3 for a lint with --lint-fatal), and one of ours for files that
- * are valid for Prometheus but hold what trainwatch does not evaluate. */
-enum {
-    CHECK_OK = 0,
-    CHECK_FAILED = 1, /* promtool's failureExitCode */
-    CHECK_LINT = 3,   /* promtool's lintErrExitCode */
-    CHECK_UNSUPPORTED = 4,
-};
-
 static const char check_usage[] =
     "usage: trainwatch rules check [--lint=all|duplicate-rules|none] [--lint-fatal] FILE...\n";
 
@@ -82,58 +36,6 @@ static bool lint_setting(const char *value)
     }
 }
 
-/* The file's actions: section (trainwatch's own): each bad one printed;
- * false when there was one. */
-static bool actions_valid(const tw_ruleset *rs, size_t *count)
-{
-    const tw_rule_action *actions;
-    size_t bad = 0;
-    *count = tw_ruleset_actions(rs, &actions);
-    for (size_t i = 0; i < *count; i++) {
-        char err[600];
-        if (tw_actions_check(actions[i].spec, actions[i].where, err, sizeof err) != TW_OK && ++bad)
-            printf("  FAILED: %s\n", err);
-    }
-    return bad == 0;
-}
-
-/* Checks one file: CHECK_OK, CHECK_FAILED or CHECK_UNSUPPORTED, with
- * *linted set when the lint found something. */
-static int check_file(const char *path, bool lint, bool *linted)
-{
-    tw_ruleset *rs;
-    if (tw_ruleset_new(&rs) != TW_OK)
-        return CHECK_FAILED;
-    printf("Checking %s\n", path);
-    fflush(stdout); /* promtool's order when stdout and stderr are one terminal */
-    check_counts c = {0};
-    int rc = tw_ruleset_load_file(rs, path, print_problem, &c);
-    bool found = (rc == TW_OK || rc == TW_EUNSUPPORTED) && lint && lint_duplicates(rs);
-    int status = CHECK_OK;
-    *linted |= found;
-    size_t actions = 0;
-    if (rc == TW_OK && !actions_valid(rs, &actions)) {
-        status = CHECK_FAILED;
-    } else if (rc == TW_OK) {
-        if (!found)
-            printf("  SUCCESS: %zu rules found\n", tw_ruleset_rule_count(rs));
-        if (actions)
-            printf("  and %zu action%s (trainwatch's own: rules export leaves them out)\n", actions,
-                   actions == 1 ? "" : "s");
-    } else if (c.invalid == 0 && c.unsupported > 0) {
-        printf("  valid for Prometheus, but %zu construct%s not evaluated by trainwatch\n", c.unsupported,
-               c.unsupported == 1 ? " is" : "s are");
-        status = CHECK_UNSUPPORTED;
-    } else {
-        if (c.invalid == 0) /* an I/O error, already printed by the loader */
-            printf("  FAILED: %s\n", tw_strerror(rc));
-        status = CHECK_FAILED;
-    }
-    printf("\n");
-    tw_ruleset_free(rs);
-    return status;
-}
-
 /* Exit status: 1 invalid, else 3 a lint with --lint-fatal, else 4 a
  * construct trainwatch does not evaluate, else 0. */
 static int rules_check(int argc, char **argv)
@@ -151,28 +53,30 @@ static int rules_check(int argc, char **argv)
             fatal = true;
         } else if (opt == 'h') {
             fputs(check_usage, stdout);
-            return CHECK_OK;
+            return TW_RULES_CHECK_OK;
         } else {
-            fprintf(stderr, "trainwatch rules check: unknown or incomplete option '%s' (--lint=all|duplicate-rules|none, "
-                            "--lint-fatal)\n", argv[optind - 1]);
-            return CHECK_FAILED;
+            fprintf(stderr,
+                    "trainwatch rules check: unknown or incomplete option '%s' (--lint=all|duplicate-rules|none, "
+                    "--lint-fatal)\n",
+                    argv[optind - 1]);
+            return TW_RULES_CHECK_FAILED;
         }
     }
     if (optind >= argc) {
         fprintf(stderr, "trainwatch rules check: no rule files (trainwatch rules check FILE...)\n");
-        return CHECK_FAILED;
+        return TW_RULES_CHECK_FAILED;
     }
     bool invalid = false, unsupported = false, linted = false;
     for (int i = optind; i < argc; i++) {
-        int status = check_file(argv[i], lint, &linted);
-        invalid |= status == CHECK_FAILED;
-        unsupported |= status == CHECK_UNSUPPORTED;
+        int status = tw_rules_check_file(argv[i], lint, tw_actions_check, &linted);
+        invalid |= status == TW_RULES_CHECK_FAILED;
+        unsupported |= status == TW_RULES_CHECK_UNSUPPORTED;
     }
     if (invalid)
-        return CHECK_FAILED;
+        return TW_RULES_CHECK_FAILED;
     if (linted && fatal)
-        return CHECK_LINT;
-    return unsupported ? CHECK_UNSUPPORTED : CHECK_OK;
+        return TW_RULES_CHECK_LINT;
+    return unsupported ? TW_RULES_CHECK_UNSUPPORTED : TW_RULES_CHECK_OK;
 }
 
 static void to_stderr(void *arg, const char *text, bool unsupported)
@@ -216,9 +120,11 @@ static char *with_runbook_base(const char *text, const char *base)
 
 static int rules_export(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"rules", 1, 0, 'r'},       {"no-default-rules", 0, 0, 'n'}, {"output", 1, 0, 'o'},
-        {"runbook-base", 1, 0, 'b'}, {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"rules", 1, 0, 'r'},
+                                             {"no-default-rules", 0, 0, 'n'},
+                                             {"output", 1, 0, 'o'},
+                                             {"runbook-base", 1, 0, 'b'},
+                                             {0, 0, 0, 0}};
     const char *files[64], *output = NULL, *runbook_base = NULL;
     size_t count = 0;
     bool defaults = true;
@@ -234,9 +140,15 @@ static int rules_export(int argc, char **argv)
             }
             files[count++] = optarg;
             break;
-        case 'n': defaults = false; break;
-        case 'o': output = optarg; break;
-        case 'b': runbook_base = optarg; break;
+        case 'n':
+            defaults = false;
+            break;
+        case 'o':
+            output = optarg;
+            break;
+        case 'b':
+            runbook_base = optarg;
+            break;
         default:
             fprintf(stderr, "trainwatch rules export: unknown or incomplete option '%s'\n", argv[optind - 1]);
             return TW_EXIT_USAGE;
