@@ -317,6 +317,10 @@ void tw_report_free(tw_report *report);
  * report's and each launch's; tw_report_append updates the report's). */
 void tw_health_compute(const tw_summary *s, const tw_finding *findings, int count, tw_health *out);
 
+/* As trainwatch's own messages (text, logfmt or JSON lines, as `run` and
+ * `watch` were told to say them): one per finding and one that sums the
+ * report up, command naming the subcommand ("run"). */
+void tw_report_say(const tw_report *report, const char *command);
 /* Human text; colour adds ANSI colours (use only on a terminal). */
 void tw_report_write_text(FILE *out, const tw_report *report, bool colour);
 /* JSON, schema "trainwatch.analysis/2" (docs/analysis-json.md). */

@@ -58,6 +58,14 @@ typedef struct tw_history_identity {
     const char *outcome;   /* how it ended when the log does not say ("exit 0"); NULL: the report's */
 } tw_history_identity;
 
+/* The job a command line (argv, NULL-terminated) is, into buf: its
+ * program's name and the script it runs, "python train.py" ("python -m
+ * pkg.train"); the program alone without one. Returns buf. */
+const char *tw_history_job_of(char *const *argv, char *buf, size_t cap);
+/* How a command ended, from its exit status as a shell gives it (128+N:
+ * killed by signal N): "exit 0", "signal 9", into buf. Returns buf. */
+const char *tw_history_outcome_of(int status, char *buf, size_t cap);
+
 /* Records a diagnosed run: report from tw_diagnose*() over run. *id gets
  * the new run's id. */
 int tw_history_record(tw_history *h, const tw_history_identity *who, const tw_report *report, const tw_run *run,

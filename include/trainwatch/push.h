@@ -47,6 +47,10 @@ int tw_push_url(const tw_push_options *o, char *out, size_t cap);
  * TW_EHTTP (an error status) and writes a one-line reason into err. */
 int tw_push(const tw_push_options *o, tw_registry *r, tw_push_method m, char *err, size_t errlen);
 
+/* A run's metrics at its end (`run --pushgateway`): PUT, replacing the
+ * group job=JOB (the run name), rank, instance (this host's name). */
+int tw_push_run_end(const char *url, const char *job, int rank, tw_registry *r, char *err, size_t errlen);
+
 /* A background pusher: tw_pusher_request() asks for a push and returns at
  * once; tw_pusher_stop() makes a final push (when asked) and joins. */
 typedef struct tw_pusher tw_pusher;

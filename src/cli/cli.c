@@ -203,3 +203,19 @@ int tw_cli_user_format(struct tw_user_formats **set, const char *flag, const cha
     }
     return -1;
 }
+
+int tw_cli_write_report_json(const char *command, const char *path, const tw_report *report)
+{
+    char err[600];
+    tw_outfile out;
+    if (tw_outfile_open(&out, path, err, sizeof err) != 0) {
+        tw_say(TW_SAY_ERROR, command, "--report %s", err);
+        return -1;
+    }
+    tw_report_write_json(out.f, report);
+    if (tw_outfile_commit(&out, err, sizeof err) != 0) {
+        tw_say(TW_SAY_ERROR, command, "--report %s", err);
+        return -1;
+    }
+    return 0;
+}

@@ -68,6 +68,10 @@ int tw_cli_write_html(const char *command, const char *path, int (*write)(FILE *
 int tw_cli_write_report_html(const char *command, const char *path, const tw_report *report, const tw_run *run,
                              const char *title, const tw_html_gpu *gpu);
 
+/* The report as JSON to path (--report of run), a file whole or not at
+ * all. Returns 0, or -1 when it could not be written (said). */
+int tw_cli_write_report_json(const char *command, const char *path, const tw_report *report);
+
 /* --pattern REGEX or --formats FILE (flag "pattern" or "formats") into
  * *set, made on first use and freed when the process exits (one set per
  * process).

@@ -9,13 +9,11 @@
  * itself cannot start (a bad flag, the port taken, an unwritable report
  * path) it says so and does not start the command.
  */
-#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../core/clock.h"
@@ -85,23 +83,13 @@ static void usage(FILE *out)
 
 static int parse(int argc, char **argv, run_options *o)
 {
-    static const struct option longopts[] = {{"log-file", 1, 0, 'L'},
-                                             {"log-max-bytes", 1, 0, 'M'},
-                                             {"log-backups", 1, 0, 'B'},
-                                             {"rank", 1, 0, 'r'},
-                                             {"kill-after", 1, 0, 'K'},
-                                             {"report", 1, 0, 'R'},
-                                             {"html", 1, 0, 'H'},
-                                             {"pushgateway", 1, 0, 'P'},
-                                             {"separate-stderr", 0, 0, 'S'},
-                                             {"gpu-hour-cost", 1, 0, 'C'},
-                                             {"gpu-prices", 1, 0, 'G'},
-                                             {"budget", 1, 0, 'U'},
-                                             {"gpu-idle-below", 1, 0, 'I'},
-                                             {"help", 0, 0, 'h'},
-                                             TW_CLI_SUPERVISION_LONGOPTS,
-                                             TW_CLI_HISTORY_LONGOPTS,
-                                             {0, 0, 0, 0}};
+    static const struct option longopts[] = {
+        {"log-file", 1, 0, 'L'},      {"log-max-bytes", 1, 0, 'M'},   {"log-backups", 1, 0, 'B'},
+        {"rank", 1, 0, 'r'},          {"kill-after", 1, 0, 'K'},      {"report", 1, 0, 'R'},
+        {"html", 1, 0, 'H'},          {"pushgateway", 1, 0, 'P'},     {"separate-stderr", 0, 0, 'S'},
+        {"gpu-hour-cost", 1, 0, 'C'}, {"gpu-prices", 1, 0, 'G'},      {"budget", 1, 0, 'U'},
+        {"gpu-idle-below", 1, 0, 'I'}, {"help", 0, 0, 'h'},           TW_CLI_SUPERVISION_LONGOPTS,
+        TW_CLI_HISTORY_LONGOPTS,      {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int c;
@@ -181,37 +169,6 @@ static int parse(int argc, char **argv, run_options *o)
     return optind;
 }
 
-/* The JSON report, written whole or not at all; false when it failed (said). */
-static bool write_report(const char *path, const tw_report *report)
-{
-    char err[600];
-    tw_outfile out;
-    if (tw_outfile_open(&out, path, err, sizeof err) != 0) {
-        tw_say(TW_SAY_ERROR, "run", "--report %s", err);
-        return false;
-    }
-    tw_report_write_json(out.f, report);
-    if (tw_outfile_commit(&out, err, sizeof err) != 0) {
-        tw_say(TW_SAY_ERROR, "run", "--report %s", err);
-        return false;
-    }
-    return true;
-}
-
-static void push_final(const run_options *o, tw_registry *reg)
-{
-    char host[256] = "", rank[16], err[512];
-    gethostname(host, sizeof host - 1);
-    snprintf(rank, sizeof rank, "%d", o->sup.rank);
-    tw_push_options p = {.url = o->pushgateway,
-                         .job = o->sup.run,
-                         .grouping_count = 2,
-                         .grouping_names = {"rank", "instance"},
-                         .grouping_values = {rank, host}};
-    if (tw_push(&p, reg, TW_PUSH_REPLACE, err, sizeof err) != TW_OK)
-        tw_say(TW_SAY_ERROR, "run", "pushing to the Pushgateway failed: %s", err);
-}
-
 /* What can be checked before the command starts; false when it is wrong (said). */
 static bool ready_to_start(const run_options *o)
 {
@@ -236,71 +193,14 @@ static bool ready_to_start(const run_options *o)
     return true;
 }
 
-/* With --log.format logfmt or json stderr holds log lines only, so the
- * diagnosis goes there as one message per finding, at its severity, and one
- * that sums it up (--report FILE has all of it). */
-static void say_report(const tw_report *report)
-{
-    static const tw_say_level level_of[] = {[TW_SEV_INFO] = TW_SAY_INFO, [TW_SEV_WARNING] = TW_SAY_WARN,
-                                            [TW_SEV_ERROR] = TW_SAY_ERROR};
-    for (int i = 0; i < report->finding_count; i++) {
-        const tw_finding *f = &report->findings[i];
-        const char *file = f->where.file;
-        if (file)
-            tw_say(level_of[f->severity], "run", "finding %s: %s (rank %d, %s:%llu)", f->rule, f->title, f->rank, file,
-                   (unsigned long long)f->where.line);
-        else
-            tw_say(level_of[f->severity], "run", "finding %s: %s (rank %d)", f->rule, f->title, f->rank);
-    }
-    tw_say(report->healthy ? TW_SAY_INFO : TW_SAY_WARN, "run", "diagnosis: %s, %d finding%s%s",
-           report->healthy ? "healthy" : "not healthy", report->finding_count, report->finding_count == 1 ? "" : "s",
-           report->finding_count ? " (--report FILE writes them with their evidence)" : "");
-}
-
-/* An argument that names the script a program runs: a .py or .sh file, or
- * a file that exists. */
-static bool is_script(const char *arg)
-{
-    size_t n = strlen(arg);
-    struct stat st;
-    return arg[0] != '-' && ((n > 3 && (strcmp(arg + n - 3, ".py") == 0 || strcmp(arg + n - 3, ".sh") == 0)) ||
-                             (stat(arg, &st) == 0 && S_ISREG(st.st_mode)));
-}
-
-/* The job a command is: its program's name and the script it runs,
- * "python train.py" ("python -m pkg.train"); the program alone without. */
-static const char *job_of(char **argv, char *buf, size_t cap)
-{
-    const char *slash = strrchr(argv[0], '/');
-    const char *program = slash ? slash + 1 : argv[0];
-    for (int i = 1; argv[i]; i++) {
-        if (strcmp(argv[i], "-m") == 0 && argv[i + 1]) {
-            snprintf(buf, cap, "%s -m %s", program, argv[i + 1]);
-            return buf;
-        }
-        if (is_script(argv[i])) {
-            slash = strrchr(argv[i], '/');
-            snprintf(buf, cap, "%s %s", program, slash ? slash + 1 : argv[i]);
-            return buf;
-        }
-    }
-    snprintf(buf, cap, "%s", program);
-    return buf;
-}
-
 static void record_history(const run_options *o, tw_report *report, const tw_run *run, int status)
 {
-    char outcome[32];
-    if (status > 128)
-        snprintf(outcome, sizeof outcome, "signal %d", status - 128);
-    else
-        snprintf(outcome, sizeof outcome, "exit %d", status);
+    char outcome[32], job[256];
     if (!report->summary.step_records && !report->summary.eval_records && !report->summary.events)
         return; /* nothing it printed was read: not a training run */
-    char job[256];
-    tw_history_identity who = {.source = "run", .name = o->sup.run, .job = job_of(o->command.argv, job, sizeof job),
+    tw_history_identity who = {.source = "run", .name = o->sup.run, .job = tw_history_job_of(o->command.argv, job, sizeof job),
                                .command = o->sup.command, .inputs = o->command.log_file, .started = o->started,
-                               .ended = tw_wall_clock(), .outcome = outcome};
+                               .ended = tw_wall_clock(), .outcome = tw_history_outcome_of(status, outcome, sizeof outcome)};
     tw_cli_history_record("run", &o->history, &who, report, run);
 }
 
@@ -313,7 +213,7 @@ static int report_end(const run_options *o, tw_supervision *sup)
         return TW_EXIT_USAGE;
     int status = result.status;
     record_history(o, report, tw_supervision_run(sup), status); /* adds the baselines' findings */
-    if (o->report_file && !write_report(o->report_file, report) && status == 0)
+    if (o->report_file && tw_cli_write_report_json("run", o->report_file, report) != 0 && status == 0)
         status = TW_EXIT_PROBLEMS; /* the command succeeded, the report it was asked for is missing */
     if (o->html_file) {
         char title[256];
@@ -333,11 +233,13 @@ static int report_end(const run_options *o, tw_supervision *sup)
         tw_report_write_text(stderr, report, isatty(STDERR_FILENO));
         tw_supervision_write_samples(sup, report, stderr);
     } else {
-        say_report(report);
+        tw_report_say(report, "run");
     }
     tw_report_free(report);
-    if (o->pushgateway)
-        push_final(o, tw_supervision_registry(sup));
+    char err[512];
+    if (o->pushgateway &&
+        tw_push_run_end(o->pushgateway, o->sup.run, o->sup.rank, tw_supervision_registry(sup), err, sizeof err))
+        tw_say(TW_SAY_ERROR, "run", "pushing to the Pushgateway failed: %s", err);
     return status;
 }
 

@@ -6,9 +6,9 @@
  * first: the copy of what we were reading (from our offset), whole
  * generations we never saw, and not a copy of the file now at the name
  * (read there). The files it reads are marked consumed (identity.c).
- * Part of the follower (follow.c); shared state in follow_internal.h.
+ * Part of the follower (follow.c); shared state in follower.h.
  */
-#include "follow_internal.h"
+#include "follower.h"
 
 #include <string.h>
 #include <sys/stat.h>

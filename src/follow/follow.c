@@ -31,9 +31,9 @@
  *
  * This file holds the followed names (globs, the inotify watch, the index by
  * path) and the lifecycle (open, poll, finish, close); the other concerns
- * each have a file, listed in follow_internal.h.
+ * each have a file, listed in follower.h.
  */
-#include "follow_internal.h"
+#include "follower.h"
 #include "../core/clock.h"
 #include "../parse/user_formats.h"
 
@@ -51,22 +51,6 @@
 
 /* ---- the followed names ---------------------------------------------- */
 
-static size_t index_slot(const tw_follower *f, const char *path)
-{
-    size_t mask = f->index_cap - 1, i = (size_t)path_hash(path) & mask;
-    while (f->index[i] && strcmp(f->files[f->index[i] - 1]->path, path) != 0)
-        i = (i + 1) & mask;
-    return i;
-}
-
-followed *tw_follow_find(tw_follower *f, const char *path)
-{
-    if (!f->index_cap)
-        return NULL;
-    size_t n = f->index[index_slot(f, path)];
-    return n ? f->files[n - 1] : NULL;
-}
-
 static int index_grow(tw_follower *f)
 {
     size_t cap = f->index_cap ? f->index_cap * 2 : 64;
@@ -77,7 +61,7 @@ static int index_grow(tw_follower *f)
     f->index = index;
     f->index_cap = cap;
     for (size_t k = 0; k < f->count; k++)
-        f->index[index_slot(f, f->files[k]->path)] = k + 1;
+        f->index[tw_follow_index_slot(f, f->files[k]->path)] = k + 1;
     return TW_OK;
 }
 
@@ -129,7 +113,7 @@ static int add_file(tw_follower *f, const char *path, bool from_start)
     }
     tw_parser_set_user_formats(fl->parser, f->o.user_formats);
     f->files[f->count++] = fl;
-    f->index[index_slot(f, fl->path)] = f->count;
+    f->index[tw_follow_index_slot(f, fl->path)] = f->count;
     bool opened = tw_follow_open_file(f, fl) == 0;
     saved *s = tw_follow_saved_for(f, fl); /* by name, or by device and inode when opened */
     /* at the start, the rotated generations of a name the state does not
@@ -154,11 +138,6 @@ static int add_file(tw_follower *f, const char *path, bool from_start)
         tw_follow_start_at(fl, 0);
     }
     return TW_OK; /* the next poll reads it */
-}
-
-bool tw_follow_has_glob(const char *s)
-{
-    return strpbrk(s, "*?[") != NULL;
 }
 
 static void add_or_say(tw_follower *f, const char *path, bool from_start)

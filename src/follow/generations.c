@@ -7,9 +7,9 @@
  * directory again while a writer renames them under us, so that no
  * generation is handed over out of order. The trade-off: two readdirs per
  * rotation, but no help needed from the writer. Part of the follower
- * (follow.c); shared state in follow_internal.h.
+ * (follow.c); shared state in follower.h.
  */
-#include "follow_internal.h"
+#include "follower.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -6,9 +6,9 @@
  * (old ones, copies) are remembered per followed name ("consumed") so that a
  * listing of the directory hands each of them over once. The checks here also
  * tell a file rewritten or truncated under our offset from one that grew.
- * Part of the follower (follow.c); shared state in follow_internal.h.
+ * Part of the follower (follow.c); shared state in follower.h.
  */
-#include "follow_internal.h"
+#include "follower.h"
 
 #include <stdlib.h>
 #include <string.h>

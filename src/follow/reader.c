@@ -7,9 +7,9 @@
  * HEAD_MAX bytes and the last CHECK_MAX bytes read are held from the reads
  * themselves, never read again separately (a rewrite between two reads must
  * not lend us its new bytes). Part of the follower (follow.c); shared state
- * in follow_internal.h.
+ * in follower.h.
  */
-#include "follow_internal.h"
+#include "follower.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -81,7 +81,7 @@ static void note_read(followed *fl, const char *data, size_t n)
 }
 
 /* The current generation's byte `offset` is the next byte of the stream. */
-static void place_in_stream(followed *fl, uint64_t offset)
+void tw_follow_place_in_stream(followed *fl, uint64_t offset)
 {
     fl->gen_start = tw_follow_stream_end(fl) - (int64_t)offset;
     fl->gen_read_from = tw_follow_stream_end(fl);
@@ -94,7 +94,7 @@ void tw_follow_start_at(followed *fl, uint64_t offset)
 {
     fl->offset = offset;
     fl->fresh = offset == 0;
-    place_in_stream(fl, offset);
+    tw_follow_place_in_stream(fl, offset);
     fl->tail_len = 0;
     if (offset > 0) {
         uint32_t len = offset < CHECK_MAX ? (uint32_t)offset : CHECK_MAX;
@@ -104,39 +104,14 @@ void tw_follow_start_at(followed *fl, uint64_t offset)
     lseek(fl->fd, (off_t)offset, SEEK_SET);
 }
 
-void tw_follow_read_all(tw_follower *f, followed *fl)
+/* n bytes just read from fl's descriptor at its offset: into the stream,
+ * into the head and tail kept, and counted. */
+void tw_follow_take(tw_follower *f, followed *fl, const char *data, size_t n)
 {
-    if (fl->fd < 0)
-        return;
-    struct stat before = {0}; /* a fresh generation's time of change before its first read */
-    if (fl->fresh && fstat(fl->fd, &before) != 0)
-        before.st_mtim = (struct timespec){0, 0};
-    for (;;) {
-        ssize_t n = read(fl->fd, f->buf, READ_SIZE);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        /* copied and truncated since it was checked, and written past our
-         * offset again: these bytes are the new content's, the copy holds
-         * ours (a writer that rotates every few milliseconds, a loaded
-         * machine); nothing of them is pushed */
-        if (fl->head_len > 0 && !tw_follow_head_unchanged(fl)) {
-            tw_follow_truncated(f, fl);
-            return;
-        }
-        if (fl->fresh) {
-            fl->fresh = false;
-            if (tw_follow_look_beside(f, fl, f->buf, (size_t)n, before.st_mtim)) {
-                tw_parser_set_line(fl->parser, 0);
-                place_in_stream(fl, 0);
-            }
-        }
-        push(f, fl, f->buf, (size_t)n);
-        note_read(fl, f->buf, (size_t)n);
-        fl->offset += (uint64_t)n;
-        fl->last_data = tw_monotonic_clock();
-    }
+    push(f, fl, data, n);
+    note_read(fl, data, n);
+    fl->offset += (uint64_t)n;
+    fl->last_data = tw_monotonic_clock();
 }
 
 /* Reads [from, end) of another generation into fl's parser; it becomes the

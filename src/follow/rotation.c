@@ -6,9 +6,9 @@
  * look at a name: another inode under it is a rotation by rename
  * (switch_file), a file that no longer holds what we read is a copy-truncate
  * or a rewrite (truncated), an idle file that changed is opened again.
- * Part of the follower (follow.c); shared state in follow_internal.h.
+ * Part of the follower (follow.c); shared state in follower.h.
  */
-#include "follow_internal.h"
+#include "follower.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -200,6 +200,42 @@ void tw_follow_truncated(tw_follower *f, followed *fl)
     fl->head_known = true;
     tw_follow_start_at(fl, 0);
     tw_follow_read_all(f, fl);
+}
+
+/* Reads fl's descriptor to its end. A copy-truncate caught between two
+ * reads goes to tw_follow_truncated; the first bytes of a fresh generation
+ * wait for one more look beside it (catchup.c), so a copy made meanwhile
+ * goes first. */
+void tw_follow_read_all(tw_follower *f, followed *fl)
+{
+    if (fl->fd < 0)
+        return;
+    struct stat before = {0}; /* a fresh generation's time of change before its first read */
+    if (fl->fresh && fstat(fl->fd, &before) != 0)
+        before.st_mtim = (struct timespec){0, 0};
+    for (;;) {
+        ssize_t n = read(fl->fd, f->buf, READ_SIZE);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        /* copied and truncated since it was checked, and written past our
+         * offset again: these bytes are the new content's, the copy holds
+         * ours (a writer that rotates every few milliseconds, a loaded
+         * machine); nothing of them is pushed */
+        if (fl->head_len > 0 && !tw_follow_head_unchanged(fl)) {
+            tw_follow_truncated(f, fl);
+            return;
+        }
+        if (fl->fresh) {
+            fl->fresh = false;
+            if (tw_follow_look_beside(f, fl, f->buf, (size_t)n, before.st_mtim)) {
+                tw_parser_set_line(fl->parser, 0);
+                tw_follow_place_in_stream(fl, 0);
+            }
+        }
+        tw_follow_take(f, fl, f->buf, (size_t)n);
+    }
 }
 
 /* An idle file changed: open it again; under the same device and inode it

@@ -8,9 +8,9 @@
  * and renamed over; a records sink's size is saved with it, so the sink and
  * the positions go back together. Loading, resuming a file from its saved
  * point, and saving live here. Part of the follower (follow.c); shared state
- * in follow_internal.h.
+ * in follower.h.
  */
-#include "follow_internal.h"
+#include "follower.h"
 
 #include <errno.h>
 #include <fcntl.h>

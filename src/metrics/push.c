@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../core/base64.h"
 #include "../core/buffer.h"
@@ -259,4 +260,17 @@ int tw_pusher_stop(tw_pusher *p, bool final_push, char *err, size_t errlen)
         rc = tw_push(&p->options, p->registry, TW_PUSH_REPLACE, err, errlen);
     pusher_free(p);
     return rc;
+}
+
+int tw_push_run_end(const char *url, const char *job, int rank, tw_registry *r, char *err, size_t errlen)
+{
+    char host[256] = "", rank_text[16];
+    gethostname(host, sizeof host - 1);
+    snprintf(rank_text, sizeof rank_text, "%d", rank);
+    tw_push_options p = {.url = url,
+                         .job = job,
+                         .grouping_count = 2,
+                         .grouping_names = {"rank", "instance"},
+                         .grouping_values = {rank_text, host}};
+    return tw_push(&p, r, TW_PUSH_REPLACE, err, errlen);
 }

@@ -154,3 +154,18 @@ size_t tw_scan_fraction(const char *s, const char *end, long long *a, long long 
         return 0;
     return (size_t)(p + n - s);
 }
+
+int tw_events_emit(tw_parser *p, const tw_line *line, tw_event_kind kind, const char *msg, size_t len,
+                   const char *detail, int code)
+{
+    tw_record r;
+    tw_record_init(&r);
+    r.kind = TW_REC_EVENT;
+    r.event = kind;
+    r.exit_code = code;
+    tw_record_set_text(r.message, msg, len);
+    if (detail)
+        tw_record_set_text(r.detail, detail, strlen(detail));
+    tw_parser_emit(p, line, &r);
+    return 1;
+}

@@ -48,9 +48,6 @@ typedef struct events_state {
     tw_source stacks_source; /* its first line */
 } events_state;
 
-/* Emits one event record at line; returns 1 (one record). */
-int tw_events_emit(tw_parser *p, const tw_line *line, tw_event_kind kind, const char *msg, size_t len,
-                   const char *detail, int code);
 
 /* Keyword rules' readers (NULL-safe on at: the keyword's place in the line);
  * 0: not this event after all. */

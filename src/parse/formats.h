@@ -113,6 +113,12 @@ void tw_record_step_is_global(tw_record *r);
  * loss are kept. Returns 1 if emitted. */
 int tw_emit_eval(tw_parser *p, const tw_line *line, tw_record *r);
 
+/* Emits one event record at line: kind, its message (len bytes of msg),
+ * a detail (NULL: none) and a code (an exit status, a signal, a rank);
+ * returns 1 (one record). */
+int tw_events_emit(tw_parser *p, const tw_line *line, tw_event_kind kind, const char *msg, size_t len,
+                   const char *detail, int code);
+
 /* True when the words before the first key mark an evaluation line
  * ("eval", "[EVAL]", "val", "validation", "test"). */
 bool tw_text_is_eval(const char *s, size_t len);

@@ -180,6 +180,22 @@ static void the_verdict_says_how_much_slower_and_why(void **state)
     tw_history_view_free(&b);
 }
 
+/* The job `run` records a command under: the program and its script, not
+ * the arguments; and how it ended. */
+static void a_command_is_its_program_and_script(void **state)
+{
+    (void)state;
+    char buf[128];
+    char *python[] = {"/usr/bin/python3", "-u", "tools/train.py", "--lr", "0.1", NULL};
+    assert_string_equal(tw_history_job_of(python, buf, sizeof buf), "python3 train.py");
+    char *module[] = {"python", "-m", "paddle.distributed.launch", "train.py", NULL};
+    assert_string_equal(tw_history_job_of(module, buf, sizeof buf), "python -m paddle.distributed.launch");
+    char *bare[] = {"./trainer", "--epochs", "3", NULL};
+    assert_string_equal(tw_history_job_of(bare, buf, sizeof buf), "trainer");
+    assert_string_equal(tw_history_outcome_of(0, buf, sizeof buf), "exit 0");
+    assert_string_equal(tw_history_outcome_of(137, buf, sizeof buf), "signal 9");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -187,6 +203,7 @@ int main(void)
         cmocka_unit_test(a_file_that_is_no_database_is_refused),
         cmocka_unit_test(curves_part_where_they_leave_each_others_noise),
         cmocka_unit_test(the_verdict_says_how_much_slower_and_why),
+        cmocka_unit_test(a_command_is_its_program_and_script),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

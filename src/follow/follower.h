@@ -1,20 +1,21 @@
 /*
- * follow_internal.h: what the files of the follower share (see follow.c).
+ * follower.h: what the files of the follower share (see follow.c).
  *
  * The follower's state (tw_follower), one followed name (followed), a file
  * generation (generation), a fully read one (consumed) and a saved position
  * (saved), and the functions one file of src/follow/ calls in another:
  *   follow.c       the followed names (globs, inotify) and the lifecycle
- *   rotation.c     a name's descriptor: rename, copy-truncate, idle reopen
- *   reader.c       reading bytes into the parser and holding head and tail
+ *   rotation.c     a name's descriptor: reading it to its end, rename,
+ *                  copy-truncate, idle reopen
+ *   reader.c       bytes into the parser, holding head and tail
  *   identity.c     which file a descriptor holds, what was read already
  *   generations.c  listing the rotated generations beside a name
  *   catchup.c      reading what was rotated away, in order
  *   state.c        the state file: loading, resuming, saving
  * Internal to src/follow/; the API is include/trainwatch/follow.h.
  */
-#ifndef TW_FOLLOW_INTERNAL_H
-#define TW_FOLLOW_INTERNAL_H
+#ifndef TW_FOLLOW_FOLLOWER_H
+#define TW_FOLLOW_FOLLOWER_H
 
 #include "trainwatch/follow.h"
 #include "../core/say.h"
@@ -160,7 +161,8 @@ void tw_follow_count_record(void *arg, const tw_record *r);
 int64_t tw_follow_stream_end(const followed *fl);
 void tw_follow_close_line(tw_follower *f, followed *fl);
 void tw_follow_start_at(followed *fl, uint64_t offset);
-void tw_follow_read_all(tw_follower *f, followed *fl);
+void tw_follow_place_in_stream(followed *fl, uint64_t offset);
+void tw_follow_take(tw_follower *f, followed *fl, const char *data, size_t n);
 uint64_t tw_follow_read_range(tw_follower *f, followed *fl, int fd, const generation *g, uint64_t from);
 
 /* generations.c */
@@ -175,6 +177,7 @@ void tw_follow_consume_existing_siblings(tw_follower *f, followed *fl);
 /* rotation.c */
 int tw_follow_open_file(tw_follower *f, followed *fl);
 void tw_follow_truncated(tw_follower *f, followed *fl);
+void tw_follow_read_all(tw_follower *f, followed *fl);
 void tw_follow_check_file(tw_follower *f, followed *fl);
 
 /* state.c */
@@ -185,8 +188,28 @@ int tw_follow_load_state(tw_follower *f, char *err, size_t errlen);
 void tw_follow_commit_point(followed *fl, saved *s);
 int tw_follow_write_state(tw_follower *f, int *reason);
 
-/* follow.c */
-followed *tw_follow_find(tw_follower *f, const char *path);
-bool tw_follow_has_glob(const char *s);
+/* The index of the followed names by path (open addressing, filled by
+ * follow.c): the slot of path, where it is or where it would go. */
+static inline size_t tw_follow_index_slot(const tw_follower *f, const char *path)
+{
+    size_t mask = f->index_cap - 1, i = (size_t)path_hash(path) & mask;
+    while (f->index[i] && strcmp(f->files[f->index[i] - 1]->path, path) != 0)
+        i = (i + 1) & mask;
+    return i;
+}
+
+/* The followed file of that name, or NULL. */
+static inline followed *tw_follow_find(tw_follower *f, const char *path)
+{
+    if (!f->index_cap)
+        return NULL;
+    size_t n = f->index[tw_follow_index_slot(f, path)];
+    return n ? f->files[n - 1] : NULL;
+}
+
+static inline bool tw_follow_has_glob(const char *s)
+{
+    return strpbrk(s, "*?[") != NULL;
+}
 
 #endif
