@@ -9,7 +9,7 @@
 #include <string.h>
 
 static const tw_format *const table[] = {
-    &tw_format_trainwatch, &tw_format_events, &tw_format_twlog,    &tw_format_hf_state, &tw_format_json,
+    &tw_format_trainwatch, &tw_format_events, &tw_format_twlog,    &tw_format_hf_state, &tw_format_detr, &tw_format_json,
     &tw_format_hapi,       &tw_format_ppdet,     &tw_format_ppcls,    &tw_format_paddlevideo,
     &tw_format_paddleseg,  &tw_format_ppocr,     &tw_format_paddlenlp, &tw_format_megatron,
     &tw_format_deepspeed,  &tw_format_mmdet,     &tw_format_detectron2, &tw_format_tqdm,

@@ -73,6 +73,7 @@ int64_t tw_parser_bar_step(const tw_parser *p);
 extern const tw_format tw_format_trainwatch;
 extern const tw_format tw_format_twlog;
 extern const tw_format tw_format_events;
+extern const tw_format tw_format_detr;
 extern const tw_format tw_format_json;
 extern const tw_format tw_format_hf_state;
 extern const tw_format tw_format_hapi;

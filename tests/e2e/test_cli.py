@@ -39,7 +39,7 @@ def test_formats_lists_the_table():
     names = [line.split()[0] for line in out if line]
     assert names[:2] == ["trainwatch", "events"]
     for name in ["hapi", "ppocr", "ppdet", "ppcls", "paddleseg", "paddlevideo", "paddlenlp", "megatron",
-                 "deepspeed", "tqdm", "mmdet", "detectron2", "yolo", "json", "hf-trainer-state", "olmo", "glog",
+                 "deepspeed", "tqdm", "mmdet", "detectron2", "yolo", "json", "detr", "hf-trainer-state", "olmo", "glog",
                  "pylogging", "kv"]:
         assert name in names
 

@@ -878,6 +878,32 @@ static void test_stack_dump_in_a_json_record(void **state)
     free(c);
 }
 
+/* DETR's log.txt: an epoch's train_ averages are a step, its test_ losses and
+ * first COCO value an evaluation; layer copies and unscaled twins are left out. */
+static void test_detr_epoch_lines(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "{\"train_lr\": 9.99e-05, \"train_class_error\": 41.68, \"train_loss\": 18.22, \"train_loss_ce\": 1.04, "
+        "\"train_loss_ce_0\": 1.15, \"train_loss_ce_unscaled\": 0.52, \"test_class_error\": 21.5, \"test_loss\": 14.36, "
+        "\"test_coco_eval_bbox\": [0.0434, 0.1011, 0.0321], \"epoch\": 0, \"n_parameters\": 43196001}\n"
+        "{\"train_lr\": 9.99e-05, \"train_loss\": 15.1, \"test_loss\": 12.9, \"test_coco_eval_bbox\": [0.0912, 0.2], "
+        "\"epoch\": 1, \"n_parameters\": 43196001}\n",
+        NULL, NULL);
+    assert_string_equal(c->stats.format, "detr");
+    assert_int_equal(count_kind(c, TW_REC_STEP), 2);
+    const tw_record *r = nth_kind(c, TW_REC_STEP, 0);
+    assert_true(r->loss == 18.22 && r->lr == 9.99e-05);
+    assert_int_equal(r->epoch, 0);
+    assert_true(tw_record_metric(r, "loss_ce") == 1.04);
+    assert_true(isnan(tw_record_metric(r, "loss_ce_0")) && isnan(tw_record_metric(r, "loss_ce_unscaled")));
+    assert_int_equal(nth_kind(c, TW_REC_STEP, 1)->global_step, 1);
+    const tw_record *e = nth_kind(c, TW_REC_EVAL, 1);
+    assert_non_null(e);
+    assert_true(tw_record_metric(e, "loss") == 12.9 && tw_record_metric(e, "bbox/AP") == 0.0912);
+    free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -923,6 +949,7 @@ int main(void)
         cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_stack_dump_in_a_json_record),
         cmocka_unit_test(test_detectron2_closing_line_without_losses),
+        cmocka_unit_test(test_detr_epoch_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
