@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "trainwatch/analyze.h"
 
@@ -196,6 +197,29 @@ typedef void (*tw_trace_progress_fn)(void *arg, uint64_t done, uint64_t total, u
 int tw_trace_add_file(tw_trace *t, const char *path, int rank, tw_trace_progress_fn progress, void *arg);
 /* The same over bytes in memory (tests, fuzzing); path names it. */
 int tw_trace_add_buffer(tw_trace *t, const char *path, const char *data, size_t len, int rank);
+
+/* A progress line on stderr for one file (progress_line.c), "trace.json.gz
+ * 312 MiB of 1024 MiB  4.1M events/s  ETA 0:12", redrawn in place:
+ * tw_trace_progress_begin before the file, tw_trace_progress_show as
+ * tw_trace_add_file's progress (arg: the line), tw_trace_progress_end after
+ * it, which clears the line if one was drawn. */
+typedef struct tw_trace_progress_line {
+    const char *path; /* borrowed */
+    struct timespec start;
+    bool shown;
+} tw_trace_progress_line;
+void tw_trace_progress_begin(tw_trace_progress_line *p, const char *path);
+void tw_trace_progress_show(void *arg, uint64_t done, uint64_t total, uint64_t events);
+void tw_trace_progress_end(tw_trace_progress_line *p);
+
+/* Plain files are read through mappings (map_files): one cut shorter while
+ * it is read raises SIGBUS. tw_trace_catch_cut_files installs a
+ * process-wide handler (cut_files.c) that says "trainwatch: PATH: the file
+ * became shorter while it was read" and exits with exit_status; other
+ * faults die as without it. tw_trace_reading names the input being read
+ * (NULL between inputs; path borrowed until then). */
+void tw_trace_catch_cut_files(int exit_status);
+void tw_trace_reading(const char *path);
 
 /* Runs the rules over the ranks read; call once, after the last add. */
 int tw_trace_finish(tw_trace *t);

@@ -2,17 +2,16 @@
  * cmd_trace.c: `trainwatch trace [options] FILE...` reads profiler traces
  * (Kineto / PyTorch profiler and paddle.profiler chrome traces, .json or
  * .json.gz, and paddle.profiler summary text) and says where the time went.
- * Options only: the reading and the rules are src/trace/.
+ * Options and output choice only: the reading, the rules, the progress
+ * line (progress_line.c) and the handler for a file cut while mapped
+ * (cut_files.c) are src/trace/, behind trainwatch/trace.h.
  */
 #include <errno.h>
 #include <getopt.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../core/outfile.h"
@@ -188,36 +187,6 @@ static int parse_options(int argc, char **argv, trace_cli *c)
     return optind;
 }
 
-typedef struct progress_state {
-    const char *path;
-    struct timespec start;
-    bool shown;
-} progress_state;
-
-static double since(const struct timespec *t0)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
-}
-
-/* "trace.json.gz  312 MiB of 1.0 GiB  4.1M events/s  ETA 0:12" on one line. */
-static void show_progress(void *arg, uint64_t done, uint64_t total, uint64_t events)
-{
-    progress_state *p = arg;
-    double s = since(&p->start);
-    double rate = s > 0 ? (double)events / s : 0;
-    fprintf(stderr, "\r\x1b[K%s  %.0f MiB", p->path, (double)done / 1048576.0);
-    if (total > 0) {
-        double eta = done > 0 ? s * (double)(total - (done < total ? done : total)) / (double)done : 0;
-        fprintf(stderr, " of %.0f MiB  %.1fM events/s  ETA %d:%02d", (double)total / 1048576.0, rate / 1e6,
-                (int)eta / 60, (int)eta % 60);
-    } else {
-        fprintf(stderr, "  %.1fM events/s", rate / 1e6);
-    }
-    p->shown = true;
-}
-
 static bool use(int setting, int fd)
 {
     if (setting >= 0)
@@ -241,50 +210,12 @@ static int write_page(FILE *out, const void *arg)
     return tw_trace_write_html(out, p->trace, p->title);
 }
 
-/* Plain files are read through mappings (tw_trace_options.map_files): a
- * file cut shorter while it is read faults there. That is said in one
- * line, as any unreadable input is, not left to kill the process. */
-static const char *volatile reading; /* the input being read, for the handler */
-
-static void say(const char *text)
-{
-    ssize_t n = write(STDERR_FILENO, text, strlen(text));
-    (void)n;
-}
-
-static void cut_while_mapped(int sig, siginfo_t *info, void *context)
-{
-    (void)context;
-    if (info->si_code != BUS_ADRERR) { /* not a page past the file's end: die of it as without the handler */
-        signal(sig, SIG_DFL);
-        raise(sig);
-        return;
-    }
-    static atomic_flag said = ATOMIC_FLAG_INIT; /* several threads may fault at once: one speaks */
-    if (atomic_flag_test_and_set(&said)) {
-        for (;;)
-            pause(); /* until the one that speaks ends the process */
-    }
-    const char *path = reading;
-    say("trainwatch: ");
-    say(path ? path : "an input");
-    say(": the file became shorter while it was read\n");
-    _exit(TW_EXIT_USAGE);
-}
-
-static void catch_cut_files(void)
-{
-    struct sigaction sa = {.sa_sigaction = cut_while_mapped, .sa_flags = SA_SIGINFO};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGBUS, &sa, NULL);
-}
-
 static int run(int argc, char **argv)
 {
     trace_cli c = {.colour = -1, .progress = -1, .fail_on = TW_SEV_ERROR};
     tw_trace_options_default(&c.o);
     c.o.map_files = true;
-    catch_cut_files();
+    tw_trace_catch_cut_files(TW_EXIT_USAGE);
     int first = parse_options(argc, argv, &c);
     if (first < 0)
         return TW_EXIT_USAGE;
@@ -301,13 +232,12 @@ static int run(int argc, char **argv)
     bool progress = use(c.progress, STDERR_FILENO);
     int files = argc - first, unreadable = 0;
     for (int i = first; i < argc; i++) {
-        progress_state ps = {.path = argv[i]};
-        clock_gettime(CLOCK_MONOTONIC, &ps.start);
-        reading = argv[i];
-        int rc = tw_trace_add_file(t, argv[i], -1, progress ? show_progress : NULL, &ps);
-        reading = NULL;
-        if (ps.shown)
-            fputs("\r\x1b[K", stderr);
+        tw_trace_progress_line line;
+        tw_trace_progress_begin(&line, argv[i]);
+        tw_trace_reading(argv[i]);
+        int rc = tw_trace_add_file(t, argv[i], -1, progress ? tw_trace_progress_show : NULL, &line);
+        tw_trace_reading(NULL);
+        tw_trace_progress_end(&line);
         const tw_trace_rank *r = tw_trace_rank_at(t, tw_trace_rank_count(t) - 1);
         if (rc != TW_OK) {
             fprintf(stderr, "trainwatch: %s: %s\n", argv[i], r && r->error[0] ? r->error : tw_strerror(rc));
