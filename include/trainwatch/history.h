@@ -190,6 +190,20 @@ void tw_history_compare_write_json(FILE *out, const tw_history_view *runs, size_
 #define TW_HISTORY_BASELINE_MIN 3
 int tw_history_baseline(tw_history *h, const tw_history_view *now, tw_report *report, char *err, size_t errlen);
 
+/* The same runs' step time, for the live baseline of a run starting
+ * (run, watch: trainwatch_baseline_step_seconds): the median of their step
+ * time p50s and p95s, the step time over which slower_than_history would
+ * judge a run slower (25% over the median and three robust deviations),
+ * and how many runs it is from; runs 0 (the rest NAN) with fewer than
+ * TW_HISTORY_BASELINE_MIN of them. */
+typedef struct tw_history_step_times {
+    size_t runs;
+    double p50, p95, limit; /* seconds */
+} tw_history_step_times;
+
+int tw_history_step_baseline(tw_history *h, const char *job, tw_history_step_times *out, char *err,
+                             size_t errlen);
+
 /* Deletes all but the newest keep runs (keep < 0: no bound) and those
  * recorded more than older_than seconds ago (older_than <= 0: no bound);
  * *removed gets how many went. */

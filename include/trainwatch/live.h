@@ -20,6 +20,13 @@
  *   trainwatch_train_metric{name}, trainwatch_eval_metric{name} (gauges: every
  *   other scalar of step and evaluation records, up to the family's series
  *   limit).
+ *
+ * Given a baseline (the last runs of the job in the history, run and watch):
+ * trainwatch_baseline_step_seconds{stat="p50|p95|limit"} and
+ * trainwatch_baseline_runs (gauges, labelled run), and per rank
+ * trainwatch_step_time_vs_baseline: its recent step time (the median of the
+ * last 32 the log reports, else the step rate of the last 32 steps) over the
+ * baseline's p50. Without one, none of the three.
  */
 #ifndef TRAINWATCH_LIVE_H
 #define TRAINWATCH_LIVE_H
@@ -35,12 +42,19 @@
 
 typedef struct tw_live tw_live;
 
+/* The step time of the job's last runs (tw_history_step_baseline); runs 0: none. */
+typedef struct tw_live_baseline {
+    int runs;
+    double p50, p95, limit; /* seconds; limit: over it the run is slower than they were */
+} tw_live_baseline;
+
 typedef struct tw_live_options {
     tw_registry *registry;     /* NULL: the default registry */
     const char *run;           /* the run label */
     double stall_after;        /* seconds; 0: derived from the step interval */
     FILE *warnings;            /* NULL: no warnings printed */
     double max_steps;          /* the planned global steps (--max-steps); 0: from the log */
+    tw_live_baseline baseline; /* runs 0: no baseline gauges */
 } tw_live_options;
 
 int tw_live_new(const tw_live_options *o, tw_live **out);

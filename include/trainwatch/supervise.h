@@ -53,6 +53,7 @@
 #include "trainwatch/follow.h"
 #include "trainwatch/html.h"
 #include "trainwatch/http.h"
+#include "trainwatch/live.h"
 #include "trainwatch/metrics.h"
 #include "trainwatch/parse.h"
 #include "trainwatch/remote_write.h"
@@ -122,6 +123,7 @@ typedef struct tw_supervision_options {
     struct tw_user_formats *user_formats; /* --pattern / --formats, borrowed; NULL: none */
     double stall_after;      /* seconds; 0: derived from the step interval */
     double max_steps;        /* the planned global steps, for the ETA; 0: from the log */
+    tw_live_baseline baseline; /* the job's last runs' step time (history); runs 0: none */
     tw_cost_options cost;    /* GPU time and money (run) */
     bool serve;              /* serve /metrics with http */
     tw_http_options http;    /* its registry is the supervision's */

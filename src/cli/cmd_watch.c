@@ -185,6 +185,7 @@ static int run(int argc, char **argv)
     if (!o.sup.run)
         o.sup.run = run_name(argv[first], name, sizeof name);
     o.sup.command = tw_cli_join_words(argv + first, files, sizeof files); /* for trainwatch_run_info */
+    tw_cli_history_baseline("watch", &o.history, o.history.job ? o.history.job : o.sup.run, &o.sup.baseline);
     tw_supervision *sup;
     o.started = tw_wall_clock();
     if (tw_supervision_new(&o.sup, &sup) != TW_OK)

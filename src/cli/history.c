@@ -4,6 +4,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "history.h"
 #include "trainwatch/error.h"
@@ -81,5 +82,32 @@ void tw_cli_history_record(const char *command, const tw_cli_history *o, const t
     int64_t run_id;
     if (tw_history_record(h, &id, report, run, &run_id, err, sizeof err) != TW_OK)
         fprintf(stderr, "trainwatch %s: history: %s; this run is not recorded\n", command, err);
+    tw_history_close(h);
+}
+
+void tw_cli_history_baseline(const char *command, const tw_cli_history *o, const char *job, tw_live_baseline *out)
+{
+    *out = (tw_live_baseline){.runs = 0};
+    char fallback[4096], err[5000];
+    const char *path = o->path;
+    if (o->off || !job || !job[0])
+        return;
+    if (!path) {
+        if (tw_history_default_path(fallback, sizeof fallback) != TW_OK)
+            return; /* said when the run is recorded */
+        path = fallback;
+    }
+    if (access(path, F_OK) != 0)
+        return; /* no history yet: nothing to compare with, and nothing created before the run */
+    tw_history *h = open_history(path, err, sizeof err);
+    if (!h) {
+        fprintf(stderr, "trainwatch %s: %s; no live baseline\n", command, err);
+        return;
+    }
+    tw_history_step_times st;
+    if (tw_history_step_baseline(h, job, &st, err, sizeof err) != TW_OK)
+        fprintf(stderr, "trainwatch %s: history: %s; no live baseline\n", command, err);
+    else if (st.runs > 0)
+        *out = (tw_live_baseline){.runs = (int)st.runs, .p50 = st.p50, .p95 = st.p95, .limit = st.limit};
     tw_history_close(h);
 }

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 
 #include "trainwatch/history.h"
+#include "trainwatch/live.h"
 
 typedef struct tw_cli_history {
     const char *path; /* --history FILE; NULL: the default file */
@@ -39,5 +40,11 @@ tw_history *tw_cli_history_open(const char *command, const char *path);
  * report) and records it. */
 void tw_cli_history_record(const char *command, const tw_cli_history *h, const tw_history_identity *who,
                            tw_report *report, const tw_run *run);
+
+/* Unless --no-history: the step time of the last runs of job in the
+ * history, for the live baseline gauges of a run starting (runs 0 in *out
+ * when there are too few, no history file yet, or it cannot be read: said
+ * on stderr, and the run goes on). Creates no file. */
+void tw_cli_history_baseline(const char *command, const tw_cli_history *h, const char *job, tw_live_baseline *out);
 
 #endif

@@ -36,31 +36,60 @@ static void run_list(const tw_history_entry *runs, const bool *used, size_t n, c
     }
 }
 
+/* The step times (p50) of the runs that logged one: their median and
+ * robust deviation (1.4826 x MAD), the fastest and slowest; used[i] marks
+ * the runs counted. The number counted. */
+typedef struct step_stats {
+    size_t count;
+    double median, spread, p95_median, fastest, slowest;
+    size_t fastest_at;
+} step_stats;
+
+static void step_stats_of(const tw_history_entry *runs, size_t n, bool *used, step_stats *st)
+{
+    double p50s[TW_HISTORY_BASELINE_RUNS], p95s[TW_HISTORY_BASELINE_RUNS], dev[TW_HISTORY_BASELINE_RUNS];
+    size_t k = 0, k95 = 0;
+    *st = (step_stats){.median = NAN, .spread = NAN, .p95_median = NAN, .fastest = INFINITY};
+    for (size_t i = 0; i < n && i < TW_HISTORY_BASELINE_RUNS; i++) {
+        used[i] = isfinite(runs[i].step_p50) && runs[i].step_p50 > 0;
+        if (!used[i])
+            continue;
+        p50s[k++] = runs[i].step_p50;
+        if (isfinite(runs[i].step_p95) && runs[i].step_p95 > 0)
+            p95s[k95++] = runs[i].step_p95;
+        if (runs[i].step_p50 < st->fastest) {
+            st->fastest = runs[i].step_p50;
+            st->fastest_at = i;
+        }
+        st->slowest = fmax(st->slowest, runs[i].step_p50);
+    }
+    st->count = k;
+    if (!k)
+        return;
+    st->median = tw_history_median(p50s, k);
+    for (size_t i = 0; i < k; i++)
+        dev[i] = fabs(p50s[i] - st->median);
+    st->spread = 1.4826 * tw_history_median(dev, k);
+    st->p95_median = k95 ? tw_history_median(p95s, k95) : NAN;
+}
+
+/* The step time over which a run is slower than its job's runs. */
+static double slower_limit(const step_stats *st)
+{
+    return fmax(st->median * SLOWER_MEDIAN, st->median + SLOWER_SPREAD * st->spread);
+}
+
 static int slower(const tw_history_view *now, const tw_history_entry *runs, size_t n, tw_report *report)
 {
-    double p50s[TW_HISTORY_BASELINE_RUNS], fastest = INFINITY, slowest = 0;
-    size_t fastest_at = 0;
     bool used[TW_HISTORY_BASELINE_RUNS] = {false};
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(runs[i].step_p50) || runs[i].step_p50 <= 0)
-            continue;
-        used[i] = true;
-        p50s[k++] = runs[i].step_p50;
-        if (runs[i].step_p50 < fastest) {
-            fastest = runs[i].step_p50;
-            fastest_at = i;
-        }
-        slowest = fmax(slowest, runs[i].step_p50);
-    }
+    step_stats st;
+    step_stats_of(runs, n, used, &st);
+    size_t k = st.count, fastest_at = st.fastest_at;
+    double med = st.median, fastest = st.fastest, slowest = st.slowest;
     double p50 = now->entry.step_p50;
     if (k < TW_HISTORY_BASELINE_MIN || !isfinite(p50))
         return TW_OK;
-    double med = tw_history_median(p50s, k), dev[TW_HISTORY_BASELINE_RUNS];
-    for (size_t i = 0; i < k; i++)
-        dev[i] = fabs(p50s[i] - med);
-    double spread = 1.4826 * tw_history_median(dev, k);
-    if (p50 <= med * SLOWER_MEDIAN || p50 <= med + SLOWER_SPREAD * spread)
+    if (p50 <= slower_limit(&st))
         return TW_OK; /* one slow run among them does not make the next slow one normal */
     tw_finding f = {.rule = "slower_than_history", .severity = TW_SEV_WARNING, .launch = 0, .rank = -1,
                     .step = -1, .value = p50 / med};
@@ -150,4 +179,27 @@ int tw_history_baseline(tw_history *h, const tw_history_view *now, tw_report *re
     }
     free(runs);
     return rc;
+}
+
+int tw_history_step_baseline(tw_history *h, const char *job, tw_history_step_times *out, char *err,
+                             size_t errlen)
+{
+    *out = (tw_history_step_times){.p50 = NAN, .p95 = NAN, .limit = NAN};
+    if (!job || !job[0])
+        return TW_OK;
+    tw_history_filter filter = {.job = job, .limit = TW_HISTORY_BASELINE_RUNS};
+    tw_history_entry *runs;
+    size_t n;
+    int rc = tw_history_list(h, &filter, &runs, &n, err, errlen);
+    if (rc != TW_OK)
+        return rc;
+    bool used[TW_HISTORY_BASELINE_RUNS] = {false};
+    step_stats st;
+    step_stats_of(runs, n, used, &st);
+    free(runs);
+    if (st.count < TW_HISTORY_BASELINE_MIN)
+        return TW_OK; /* a new job or a first experiment is never judged */
+    *out = (tw_history_step_times){
+        .runs = st.count, .p50 = st.median, .p95 = st.p95_median, .limit = slower_limit(&st)};
+    return TW_OK;
 }

@@ -9,7 +9,9 @@
  * records are counted and skipped). Stall detection keeps the last 32
  * intervals between new steps per rank and compares the time since the last
  * step with ten times their median; a rank that logged its end (finished, or
- * exit 0) is not stalled.
+ * exit 0) is not stalled. With a baseline (the job's last runs), each rank's
+ * recent step time is also set against the baseline's median: the median of
+ * its last 32 reported step times, else its step rate over the last 32 steps.
  */
 #include "trainwatch/live.h"
 #include "../core/clock.h"
@@ -39,7 +41,7 @@ typedef struct named_gauges {
 
 typedef struct live_rank {
     int rank;
-    tw_gauge *loss, *step, *epoch, *lr, *ips, *last_progress, *stalled, *nan_streak, *interval, *eta;
+    tw_gauge *loss, *step, *epoch, *lr, *ips, *last_progress, *stalled, *nan_streak, *interval, *eta, *vs_baseline;
     tw_histogram *step_time, *data_wait;
     tw_counter *nan, *stalls;
     tw_counter *events[TW_EV_COUNT];
@@ -56,6 +58,10 @@ typedef struct live_rank {
      * else the wall clock) and where each was */
     double rate_time[INTERVALS], rate_pos[INTERVALS];
     int rate_count, rate_head;
+    double seconds_per_step; /* over those steps; NAN until two */
+    /* the last INTERVALS step times the log reported, for the baseline ratio */
+    double batch_times[INTERVALS];
+    int batch_count, batch_head;
     bool epoch_from_zero; /* an epoch 0 was logged: epochs count from 0 */
     bool is_stalled, finished;
     bool nan_reported;
@@ -71,7 +77,9 @@ struct tw_live {
     FILE *warnings;
     unsigned long warning_count;
     tw_family *f_loss, *f_step, *f_epoch, *f_lr, *f_ips, *f_last, *f_stalled, *f_step_time, *f_data_wait, *f_nan,
-        *f_stalls, *f_events, *f_records, *f_eval, *f_nan_streak, *f_interval, *f_train, *f_steps, *f_eta;
+        *f_stalls, *f_events, *f_records, *f_eval, *f_nan_streak, *f_interval, *f_train, *f_steps, *f_eta,
+        *f_vs_baseline, *f_baseline, *f_baseline_runs;
+    tw_live_baseline baseline; /* runs 0: none */
     live_rank **ranks; /* open addressing by rank number; rank_cap slots, a power of two */
     size_t rank_count, rank_cap;
     unsigned long ranks_dropped;
@@ -93,6 +101,54 @@ static int family(tw_live *l, const char *name, const char *help, tw_metric_type
                            .label_names = labels,
                            .series_limit = named ? NAMED_LIMIT : 10000};
     return tw_family_register(l->registry, &o, out);
+}
+
+/* A gauge family of the run's, not a rank's: labels run and the rest of labels. */
+static int run_gauges(tw_live *l, const char *name, const char *help, const char *const *labels, size_t n,
+                      tw_family **out)
+{
+    tw_family_options o = {.name = name, .help = help, .type = TW_METRIC_GAUGE, .label_count = n, .label_names = labels};
+    return tw_family_register(l->registry, &o, out);
+}
+
+/* The baseline's gauges, labelled run only (they are the job's, not a
+ * rank's), set once; the ratio's family, whose series appear with each
+ * rank's first step time. */
+static int baseline_gauges(tw_live *l, const tw_live_baseline *b)
+{
+    l->baseline = *b;
+    int rc = family(l, "trainwatch_step_time_vs_baseline",
+                    "Recent step time over the median step time of the job's last runs in the history "
+                    "(trainwatch_baseline_step_seconds{stat=\"p50\"}).",
+                    TW_METRIC_GAUGE, 0, NULL, &l->f_vs_baseline);
+    const char *labels[] = {"run", "stat"};
+    if (rc == TW_OK)
+        rc = run_gauges(l, "trainwatch_baseline_step_seconds",
+                        "Step time of the job's last runs in the history: the median of their p50s and p95s, and the "
+                        "limit over which a run is slower than they were.",
+                        labels, 2, &l->f_baseline);
+    if (rc == TW_OK)
+        rc = run_gauges(l, "trainwatch_baseline_runs",
+                        "How many of the job's last runs in the history the baseline is from.", labels, 1,
+                        &l->f_baseline_runs);
+    const struct {
+        const char *stat;
+        double value;
+    } stats[] = {{"p50", b->p50}, {"p95", b->p95}, {"limit", b->limit}};
+    for (size_t i = 0; rc == TW_OK && i < sizeof stats / sizeof stats[0]; i++) {
+        if (!isfinite(stats[i].value))
+            continue;
+        tw_cell *g = NULL;
+        rc = tw_family_series(l->f_baseline, (const char *[]){l->run, stats[i].stat}, &g);
+        if (g)
+            tw_gauge_set(g, stats[i].value);
+    }
+    tw_cell *runs = NULL;
+    if (rc == TW_OK)
+        rc = tw_family_series(l->f_baseline_runs, (const char *[]){l->run}, &runs);
+    if (runs)
+        tw_gauge_set(runs, b->runs);
+    return rc;
 }
 
 int tw_live_new(const tw_live_options *o, tw_live **out)
@@ -144,6 +200,8 @@ int tw_live_new(const tw_live_options *o, tw_live **out)
         "else the log's own ETA.",
         TW_METRIC_GAUGE, 0, NULL);
 #undef FAM
+    if (rc == TW_OK && o->baseline.runs > 0 && o->baseline.p50 > 0)
+        rc = baseline_gauges(l, &o->baseline);
     if (rc != TW_OK) {
         tw_live_free(l);
         return rc;
@@ -161,7 +219,8 @@ void tw_live_free(tw_live *l)
     free(l->ranks);
     tw_family *all[] = {l->f_loss,    l->f_step,      l->f_epoch,      l->f_lr,       l->f_ips,    l->f_last,
                         l->f_stalled, l->f_step_time, l->f_data_wait,  l->f_nan,      l->f_stalls, l->f_events,
-                        l->f_records, l->f_eval,      l->f_nan_streak, l->f_interval, l->f_train,  l->f_steps};
+                        l->f_records, l->f_eval,      l->f_nan_streak, l->f_interval, l->f_train,  l->f_steps,
+                        l->f_eta,     l->f_vs_baseline, l->f_baseline, l->f_baseline_runs};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (all[i])
             tw_family_unregister(all[i]);
@@ -235,6 +294,7 @@ static live_rank *new_rank(tw_live *l, int rank)
     if (!s)
         return NULL;
     s->rank = rank;
+    s->seconds_per_step = NAN;
     snprintf(s->rank_text, sizeof s->rank_text, "%d", rank);
     const char *r = s->rank_text;
     /* the gauges of values appear with their first value (set_gauge): a
@@ -344,8 +404,10 @@ static void update_eta(const tw_live *l, live_rank *s, const tw_record *r, doubl
     if (r->epoch == 0)
         s->epoch_from_zero = true;
     int last = (s->rate_head + INTERVALS - 1) % INTERVALS;
-    if (s->rate_count && pos < s->rate_pos[last])
+    if (s->rate_count && pos < s->rate_pos[last]) {
         s->rate_count = 0; /* a restart from an earlier step: a new rate */
+        s->seconds_per_step = NAN;
+    }
     s->rate_time[s->rate_head] = t;
     s->rate_pos[s->rate_head] = pos;
     s->rate_head = (s->rate_head + 1) % INTERVALS;
@@ -353,11 +415,25 @@ static void update_eta(const tw_live *l, live_rank *s, const tw_record *r, doubl
         s->rate_count++;
     int oldest = (s->rate_head + INTERVALS - s->rate_count) % INTERVALS;
     double span = t - s->rate_time[oldest], advance = pos - s->rate_pos[oldest];
+    s->seconds_per_step = s->rate_count >= 2 && span > 0 && advance > 0 ? span / advance : NAN;
     double left = steps_left(l, s, r, pos);
-    if (isfinite(left) && s->rate_count >= 2 && span > 0 && advance > 0)
-        set_gauge(l, s, &s->eta, l->f_eta, (left > 0 ? left : 0) * span / advance);
+    if (isfinite(left) && isfinite(s->seconds_per_step))
+        set_gauge(l, s, &s->eta, l->f_eta, (left > 0 ? left : 0) * s->seconds_per_step);
     else if (tw_has(r, TW_F_ETA))
         set_gauge(l, s, &s->eta, l->f_eta, r->eta);
+}
+
+/* trainwatch_step_time_vs_baseline after a new step: the median of the
+ * rank's last reported step times, else its step rate, over the baseline's
+ * median (the same step time the history keeps of a run, where the log
+ * reports one). */
+static void update_vs_baseline(const tw_live *l, live_rank *s)
+{
+    if (!l->f_vs_baseline)
+        return;
+    double recent = s->batch_count ? median(s->batch_times, s->batch_count) : s->seconds_per_step;
+    if (isfinite(recent) && recent > 0)
+        set_gauge(l, s, &s->vs_baseline, l->f_vs_baseline, recent / l->baseline.p50);
 }
 
 /* The gauge of a named scalar of a rank (f: train or eval metrics): looked
@@ -395,8 +471,15 @@ static void on_step(tw_live *l, live_rank *s, const tw_record *r, double now)
         set_gauge(l, s, &s->lr, l->f_lr, r->lr);
     if (tw_has(r, TW_F_SAMPLES_PER_SEC))
         set_gauge(l, s, &s->ips, l->f_ips, r->samples_per_sec);
-    if (tw_has(r, TW_F_BATCH_TIME))
+    if (tw_has(r, TW_F_BATCH_TIME)) {
         tw_histogram_observe(s->step_time, r->batch_time);
+        if (isfinite(r->batch_time) && r->batch_time > 0) {
+            s->batch_times[s->batch_head] = r->batch_time;
+            s->batch_head = (s->batch_head + 1) % INTERVALS;
+            if (s->batch_count < INTERVALS)
+                s->batch_count++;
+        }
+    }
     if (tw_has(r, TW_F_DATA_TIME))
         tw_histogram_observe(s->data_wait, r->data_time);
     if (r->epoch >= 0)
@@ -431,6 +514,7 @@ static void on_step(tw_live *l, live_rank *s, const tw_record *r, double now)
     }
     s->last_step_wall = now;
     update_eta(l, s, r, pos, tw_has(r, TW_F_TIME) ? r->time : now);
+    update_vs_baseline(l, s);
     set_gauge(l, s, &s->last_progress, l->f_last, now);
     if (s->is_stalled) {
         s->is_stalled = false;

@@ -177,6 +177,15 @@ static const char default_rules[] =
     "        annotations:\n"
     "          summary: \"The run will cost {{ $value | printf \\\"%.2f\\\" }}, past its budget\"\n"
     "          description: \"Run {{ $labels.run }} (rank {{ $labels.rank }}) has cost so far plus its remaining time at the current GPUs' price {{ $value | printf \\\"%.2f\\\" }}, more than its budget (--budget).\"\n"
-    "          runbook_url: \"docs/alerts.md#trainingoverbudget\"\n";
+    "          runbook_url: \"docs/alerts.md#trainingoverbudget\"\n"
+    "      - alert: TrainingSlowerThanHistory\n"
+    "        expr: max by (job, run) (trainwatch_step_time_vs_baseline) > on(job, run) (max by (job, run) (trainwatch_baseline_step_seconds{stat=\"limit\"}) / max by (job, run) (trainwatch_baseline_step_seconds{stat=\"p50\"})) unless on(job, run) (max by (job, run) (trainwatch_log_events_total{event=~\"finished|exit|signal\"}) > 0)\n"
+    "        for: 5m\n"
+    "        labels:\n"
+    "          severity: warning\n"
+    "        annotations:\n"
+    "          summary: \"Steps take {{ $value | printf \\\"%.2f\\\" }}x the median of the job's last runs\"\n"
+    "          description: \"The slowest rank of run {{ $labels.run }} has taken {{ $value | printf \\\"%.2f\\\" }}x the median step time of its job's last runs in the history for 5 minutes: more than 25% and three robust deviations over it.\"\n"
+    "          runbook_url: \"docs/alerts.md#trainingslowerthanhistory\"\n";
 
 const char *tw_default_rules(void) { return default_rules; }

@@ -317,7 +317,7 @@ int tw_supervision_new(const tw_supervision_options *o, tw_supervision **out)
         tw_process_collector_register(s->registry);
         tw_live_options lo = {
             .registry = s->registry, .run = o->run, .stall_after = o->stall_after, .warnings = stderr,
-            .max_steps = o->max_steps};
+            .max_steps = o->max_steps, .baseline = o->baseline};
         rc = tw_live_new(&lo, &s->sinks.live);
     }
     if (rc == TW_OK)

@@ -73,9 +73,9 @@ def test_defaults_and_export_pass_promtool(tmp_path):
     for f in (defaults, exported):
         check = subprocess.run(["promtool", "check", "rules", str(f)], capture_output=True, text=True)
         assert check.returncode == 0, check.stdout + check.stderr
-    assert "SUCCESS: 9 rules found" in subprocess.run(["promtool", "check", "rules", str(defaults)],
+    assert "SUCCESS: 10 rules found" in subprocess.run(["promtool", "check", "rules", str(defaults)],
                                                       capture_output=True, text=True).stdout
-    assert "SUCCESS: 11 rules found" in subprocess.run(["promtool", "check", "rules", str(exported)],
+    assert "SUCCESS: 12 rules found" in subprocess.run(["promtool", "check", "rules", str(exported)],
                                                        capture_output=True, text=True).stdout
     # check: 0 for our own, 4 for valid-but-unsupported, 1 (as promtool) for invalid
     assert run(["trainwatch", "rules", "check", defaults]).returncode == 0

@@ -154,7 +154,7 @@ def test_printed_scrape_configs_pass_promtool(tmp_path, kind):
         print("promtool here has no kubernetes_sd_configs: checked the relabeling on a static job")
     check = subprocess.run(["promtool", "check", "config", str(config)], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
-    assert "SUCCESS: 9 rules found" in check.stdout
+    assert "SUCCESS: 10 rules found" in check.stdout
     assert "rule_files:" in text and str(rules) in text
 
 
@@ -267,7 +267,7 @@ def test_every_runbook_url_leads_to_a_docs_section():
     text = run(["trainwatch", "rules", "defaults"]).stdout
     links = re.findall(r'runbook_url: "([^"#]+)#([^"]+)"', text)
     alerts = re.findall(r"- alert: (\w+)", text)
-    assert len(links) == len(alerts) == 9
+    assert len(links) == len(alerts) == 10
     for path, anchor in links:
         page = SOURCE / path
         headings = {github_anchor(h) for h in re.findall(r"^#+ (.*)$", page.read_text(), re.M)}

@@ -275,6 +275,75 @@ def test_baseline_names_a_run_slower_than_its_jobs_last_runs(tmp_path):
     assert "slower_than_history" in [f["rule"] for f in shown["finding_list"]]
 
 
+def test_live_baseline_gauges_and_the_slower_than_history_alert(tmp_path):
+    """The baseline live (docs/alerts.md#trainingslowerthanhistory): a run
+    with fewer than three runs of its job before it serves no baseline
+    gauge; after three, a run whose data loader sleeps 40 ms a batch (the
+    others 10 ms) serves the job's median step time, the runs it is from
+    and its own step time over it, and TrainingSlowerThanHistory (its `for`
+    taken out) fires on /alerts while it runs."""
+    from servers import http, wait_until
+    db = tmp_path / "runs.db"
+    rules = tmp_path / "rules.yml"
+    text = run(["trainwatch", "rules", "defaults"]).stdout
+    waiting = "for: 5m\n        labels:\n          severity: warning\n        annotations:\n          summary: \"Steps take"
+    assert text.count(waiting) == 1
+    rules.write_text(text.replace(waiting, waiting.replace("for: 5m\n        ", "")))  # no wait: fires at once
+
+    def served(name, reader, steps):
+        addr = tmp_path / f"{name}.addr"
+        p = subprocess.Popen([binary("trainwatch"), "run", "--history", db, "--web.listen-address", "127.0.0.1:0",
+                              "--web.address-file", addr, "--web.linger", "0", "--run-name", name,
+                              "--no-default-rules", "--rules", rules, "--eval-interval", "1", "--",
+                              binary("demo-train"), "--epochs", "1", "--steps-per-epoch", str(steps),
+                              "--log-interval", "5", "--slow-reader", str(reader)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        wait_until(lambda: addr.exists() and addr.read_text().strip(), what="the address file")
+        return p, "http://" + addr.read_text().strip()
+
+    def body_with(base, name):
+        return wait_until(lambda: (lambda b: b if re.search(rf"^{name}\b", b, re.M) else None)(
+            http(base + "/metrics")[2].decode()), timeout=60, what=name)
+
+    for i in range(2):
+        r = run(["trainwatch", "run", "--history", db, "--web.listen-address", "none", "--run-name", f"base{i}",
+                 "--", binary("demo-train"), "--epochs", "1", "--steps-per-epoch", "300", "--log-interval", "5",
+                 "--slow-reader", "10"], timeout=300)
+        assert r.returncode == 0, r.stderr
+    # two runs before it: too few, no gauge, no alert, no error
+    p, base = served("base2", 10, 300)
+    body = body_with(base, "trainwatch_train_step")
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert "trainwatch_baseline" not in body and "trainwatch_step_time_vs_baseline" not in body, body
+    assert "baseline" not in err, err
+    # three before it: the baseline, and a starved run over it
+    p, base = served("starved", 40, 3000)
+    try:
+        body = body_with(base, "trainwatch_step_time_vs_baseline")
+        runs = re.search(r'^trainwatch_baseline_runs\{run="starved"\} (\S+)$', body, re.M)
+        p50 = re.search(r'^trainwatch_baseline_step_seconds\{run="starved",stat="p50"\} (\S+)$', body, re.M)
+        limit = re.search(r'^trainwatch_baseline_step_seconds\{run="starved",stat="limit"\} (\S+)$', body, re.M)
+        assert runs and float(runs.group(1)) == 3, body
+        assert p50 and 0.005 < float(p50.group(1)) < 0.04, body  # about 10 ms a step
+        assert limit and float(limit.group(1)) >= 1.25 * float(p50.group(1)), body
+        ratio = re.search(r'^trainwatch_step_time_vs_baseline\{run="starved",rank="0"\} (\S+)$', body, re.M)
+        assert ratio and float(ratio.group(1)) > 1, body
+
+        def firing():
+            page = json.loads(http(base + "/alerts?format=json")[2])
+            return [a for r in page["rules"] for a in r.get("alerts", [])
+                    if a["labels"]["alertname"] == "TrainingSlowerThanHistory" and a["state"] == "firing"]
+        alert = wait_until(firing, timeout=60, what="TrainingSlowerThanHistory firing")[0]
+        assert alert["labels"]["run"] == "starved" and float(alert["value"]) > 1.25, alert
+    finally:
+        p.terminate()
+        p.communicate(timeout=60)
+    # the exposition is one promtool accepts
+    check = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
 def test_baseline_names_a_loss_behind_its_jobs_last_runs(tmp_path):
     db = tmp_path / "runs.db"
 
