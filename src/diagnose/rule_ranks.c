@@ -1,7 +1,8 @@
 /*
  * rule_ranks.c: comparing ranks of a distributed run: a straggler (its step
  * time against the median of the others) and a rank that stopped reporting
- * steps while the others went on. Ranks that never log steps (many suites
+ * steps while the others went on; the straggler's finding says what the run
+ * would save if it kept pace. Ranks that never log steps (many suites
  * log on rank 0 only) are not compared. Also: step records of ranks past the
  * limit of distinct ranks a run keeps, which are counted, not analysed.
  */
@@ -35,6 +36,33 @@ static double median_without(const double *sorted, int n, double v)
 #undef OTHER
 }
 
+/* What the run would save if the straggler kept pace with the others (in
+ * synchronous data parallel every rank waits for it): per step its median
+ * over theirs, then for the steps the log says are left, else over the
+ * steps it logged; in GPU time over the ranks that train, all of which wait. */
+static void straggler_what_if(tw_finding *f, const tw_run *run, const tw_rank *rk, double med, double base)
+{
+    int gpus = 0;
+    for (int i = 0; i < run->rank_count; i++)
+        gpus += run->ranks[i] && run->ranks[i]->used;
+    gpus = gpus > 0 ? gpus : 1;
+    char a[32], b[32], c[32];
+    tw_finding_evidence(f, "if rank %d kept pace with the others, a step would take %.3fs instead of %.3fs", rk->rank,
+                        base, med);
+    bool from_zero = rk->series.count && rk->series.points[0].epoch == 0;
+    double left = tw_run_ended(run) ? NAN : tw_record_steps_left(&rk->last_step_record, from_zero);
+    double logged = rk->sum_weight > 0 ? rk->sum_weight : (double)rk->step_times.count;
+    if (isfinite(left) && left > 0)
+        tw_finding_evidence(f, "the %.0f steps left would take %s instead of %s: %s of GPU time saved on %d GPU%s",
+                            left, tw_fmt_duration(left * base, a, sizeof a), tw_fmt_duration(left * med, b, sizeof b),
+                            tw_fmt_duration(left * (med - base) * gpus, c, sizeof c), gpus, gpus == 1 ? "" : "s");
+    else if (logged > 0)
+        tw_finding_evidence(f, "over the %.0f steps logged that is %s of %s: %s of GPU time on %d GPU%s", logged,
+                            tw_fmt_duration(logged * (med - base), a, sizeof a),
+                            tw_fmt_duration(logged * med, b, sizeof b),
+                            tw_fmt_duration(logged * (med - base) * gpus, c, sizeof c), gpus, gpus == 1 ? "" : "s");
+}
+
 static void report_straggler(const tw_run *run, tw_findings *out, const tw_rank *rk, double med, double base, int n)
 {
     char a[32], b[32], ratio[32];
@@ -47,6 +75,7 @@ static void report_straggler(const tw_run *run, tw_findings *out, const tw_rank 
     f->value = med / base;
     tw_finding_evidence(f, "median step time %s on rank %d against %s, the median of the other %d ranks",
                         tw_fmt_duration(med, a, sizeof a), rk->rank, tw_fmt_duration(base, b, sizeof b), n - 1);
+    straggler_what_if(f, run, rk, med, base);
     tw_finding_recommend(f, "In synchronous data parallel every rank waits for the slowest: check that rank's GPU "
                             "(clocks, throttling, ECC errors), its data shard (larger or slower files), its host "
                             "(other processes, NUMA placement) and its network link.");

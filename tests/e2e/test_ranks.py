@@ -3,7 +3,9 @@ cause, and the ranks that were then terminated by the launcher, lost their
 peers or stopped logging are its victims, named in the same finding; no rank
 is blamed for stopping when another failed first. Real logs: the shared
 corpus and tests/corpus-extra (see its SOURCES.md)."""
+import json
 import os
+import re
 import pathlib
 import signal
 import subprocess
@@ -604,3 +606,40 @@ def test_rotated_files_of_one_rank_in_one_directory_stay_one_rank(tmp_path, corp
     report, result = analyze_json(tmp_path / "workerlog.0.1", tmp_path / "workerlog.0")
     assert "different directories" not in result.stderr
     assert {r["rank"] for r in report["rank_health"]} == {0}
+
+
+def test_the_straggler_says_what_keeping_pace_would_save(tmp_path):
+    """Four ranks, rank 3 taking 0.3 s a step where the others take 0.1 s:
+    the straggler finding says what the run would save if it kept pace,
+    per step and, with nothing saying how many steps are planned, over the
+    steps logged, in GPU time on the four GPUs that all wait for it. With a
+    plan in the log (PaddleClas's [Epoch 1/2][Iter: 50/100]), over the
+    steps left (the medians are the step-time histograms', so two minutes
+    may read 1m59s)."""
+    logs = []
+    for rank in range(4):
+        cost = 0.3 if rank == 3 else 0.1
+        log = tmp_path / f"workerlog.{rank}"
+        log.write_text("".join(f"step: {i}, loss: {2.0 / (1 + i / 10)}, lr: 0.1, batch_cost: {cost}\n"
+                               for i in range(1, 101)))
+        logs.append(log)
+    r = run(["trainwatch", "analyze", "--json", *logs])
+    f = [f for f in json.loads(r.stdout)["findings"] if f["rule"] == "straggler"]
+    assert len(f) == 1 and f[0]["rank"] == 3, r.stdout
+    evidence = f[0]["evidence"]
+    assert "if rank 3 kept pace with the others, a step would take 0.100s instead of 0.300s" in evidence, evidence
+    assert re.search(r"over the 100 steps logged that is 20(\.0)?s of 30(\.0)?s: 1m20s of GPU time on 4 GPUs",
+                     evidence), evidence
+
+    for rank in range(4):
+        cost = 0.3 if rank == 3 else 0.1
+        logs[rank].write_text("".join(
+            f"[2026/05/28 20:{i // 60:02d}:{i % 60:02d}] ppcls INFO: [Train][Epoch 1/2][Iter: {i}/100]"
+            f"lr(LinearWarmup): 0.10000000, CELoss: {2.0 / (1 + i / 10):.5f}, loss: {2.0 / (1 + i / 10):.5f}, "
+            f"batch_cost: {cost:.5f}s, reader_cost: 0.00100, ips: 640.0 samples/s, eta: 0:05:00\n"
+            for i in range(1, 51)))
+    r = run(["trainwatch", "analyze", "--json", *logs])
+    f = [f for f in json.loads(r.stdout)["findings"] if f["rule"] == "straggler"]
+    assert len(f) == 1 and f[0]["rank"] == 3, r.stdout
+    assert re.search(r"the 150 steps left would take 15(\.0)?s instead of 45(\.0)?s: (1m59s|2m0?s) of GPU time saved on 4 GPUs",
+                     f[0]["evidence"]), f[0]["evidence"]
