@@ -265,8 +265,8 @@ static int run(int argc, char **argv)
     if (!ready_to_start(&o))
         return TW_EXIT_USAGE;
     char job[256]; /* the job recorded at the end (record_history): its last runs are the live baseline */
-    tw_cli_history_baseline("run", &o.history, o.history.job ? o.history.job : job_of(o.command.argv, job, sizeof job),
-                            &o.sup.baseline);
+    const char *job_name = o.history.job ? o.history.job : tw_history_job_of(o.command.argv, job, sizeof job);
+    tw_cli_history_baseline("run", &o.history, job_name, &o.sup.baseline);
     tw_supervision *sup;
     if (tw_supervision_new(&o.sup, &sup) != TW_OK) {
         tw_say(TW_SAY_ERROR, "run", "not starting %s", cmd);
