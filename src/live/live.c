@@ -643,12 +643,10 @@ void tw_live_progress(const tw_live *l, double *step, double *seconds_per_step)
         if (!s || !s->rate_count)
             continue;
         int last = (s->rate_head + INTERVALS - 1) % INTERVALS;
-        int oldest = (s->rate_head + INTERVALS - s->rate_count) % INTERVALS;
         if (isfinite(*step) && s->rate_pos[last] <= *step)
             continue;
         *step = s->rate_pos[last];
-        double span = s->rate_time[last] - s->rate_time[oldest], advance = s->rate_pos[last] - s->rate_pos[oldest];
-        *seconds_per_step = span > 0 && advance > 0 ? span / advance : NAN;
+        *seconds_per_step = s->seconds_per_step; /* kept by update_eta */
     }
 }
 
