@@ -99,6 +99,22 @@ static PyObject *py_control_open(PyObject *m, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* Appends len bytes to the line being put together in `partial`; past its
+ * size the rest of the line is dropped (the record is cut, never the
+ * neighbour). */
+static void hold(const char *data, size_t len)
+{
+    size_t room = sizeof partial - partial_len;
+    if (partial_overlong)
+        return;
+    if (len > room) {
+        len = room;
+        partial_overlong = 1;
+    }
+    memcpy(partial + partial_len, data, len);
+    partial_len += len;
+}
+
 /* Adds the complete lines of buf to out; the tail without a newline waits
  * in `partial`. */
 static int split_lines(const char *buf, size_t n, PyObject *out)
@@ -107,16 +123,7 @@ static int split_lines(const char *buf, size_t n, PyObject *out)
     for (size_t i = 0; i < n; i++) {
         if (buf[i] != '\n')
             continue;
-        size_t len = i - start;
-        size_t room = sizeof partial - partial_len;
-        if (!partial_overlong) {
-            if (len > room) {
-                len = room;
-                partial_overlong = 1;
-            }
-            memcpy(partial + partial_len, buf + start, len);
-            partial_len += len;
-        }
+        hold(buf + start, i - start);
         PyObject *s = PyUnicode_DecodeUTF8(partial, (Py_ssize_t)partial_len, "replace");
         partial_len = 0;
         partial_overlong = 0;
@@ -127,15 +134,7 @@ static int split_lines(const char *buf, size_t n, PyObject *out)
         Py_DECREF(s);
         start = i + 1;
     }
-    size_t len = n - start, room = sizeof partial - partial_len;
-    if (!partial_overlong) {
-        if (len > room) {
-            len = room;
-            partial_overlong = 1;
-        }
-        memcpy(partial + partial_len, buf + start, len);
-        partial_len += len;
-    }
+    hold(buf + start, n - start);
     return 0;
 }
 

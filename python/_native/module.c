@@ -1,64 +1,15 @@
 /*
  * module.c: trainwatch._native, the CPython extension behind the trainwatch
- * package: module creation, its state and the TW_E* -> exception mapping.
- * metrics.c holds the metric, registry, server and push types; log.c the
- * logging handler core and the direct logger; control.c the control channel
- * of `trainwatch run` (request polling, replies, stack dumps).
+ * package: module creation, which hands the module to each part. metrics.c
+ * holds the metric, registry, server and push types; router.c (with
+ * log_fields.c) the logging handler core and the direct logger; control.c
+ * the control channel of `trainwatch run` (request polling, replies, stack
+ * dumps). What they all use, the module's state and the TW_E* -> exception
+ * mapping, is state.c's.
  */
 #include "native.h"
 
 #include "trainwatch/error.h"
-
-tw_py_state *tw_py_state_of_module(PyObject *m)
-{
-    return (tw_py_state *)PyModule_GetState(m);
-}
-
-tw_py_state *tw_py_state_of_type(PyTypeObject *t)
-{
-    PyObject *m = PyType_GetModuleByDef(t, &tw_py_module);
-    if (!m) {
-        PyErr_Clear();
-        return NULL;
-    }
-    return tw_py_state_of_module(m);
-}
-
-PyObject *tw_py_raise(tw_py_state *st, int status, const char *what)
-{
-    PyObject *type = PyExc_ValueError;
-    switch (status) {
-    case TW_ENOMEM:
-        return PyErr_NoMemory();
-    case TW_ELIMIT:
-        type = st ? st->cardinality_error : PyExc_ValueError;
-        break;
-    case TW_ENET:
-    case TW_EHTTP:
-        type = st ? st->push_error : PyExc_OSError;
-        break;
-    case TW_EIO:
-    case TW_ENOENT:
-    case TW_EACCES:
-    case TW_EISDIR:
-    case TW_EBUSY:
-    case TW_ETLS:
-        type = PyExc_OSError;
-        break;
-    case TW_ECONFIG:
-    case TW_EINVAL:
-    case TW_ENAME:
-    case TW_EEXIST:
-    case TW_ELABELS:
-    default:
-        break;
-    }
-    if (what && *what)
-        PyErr_Format(type, "%s: %s", what, tw_strerror(status));
-    else
-        PyErr_SetString(type, tw_strerror(status));
-    return NULL;
-}
 
 static int module_exec(PyObject *m)
 {
@@ -131,5 +82,6 @@ PyModuleDef tw_py_module = {
 PyMODINIT_FUNC PyInit__native(void);
 PyMODINIT_FUNC PyInit__native(void)
 {
+    tw_py_state_init(&tw_py_module); /* before any type asks for its module */
     return PyModuleDef_Init(&tw_py_module);
 }

@@ -41,6 +41,8 @@ enum {
 extern PyModuleDef tw_py_module;
 
 /* The state of the module a type (or a subclass of it) belongs to. */
+/* state.c: the module definition the types' module is found by (module.c's, at import). */
+void tw_py_state_init(PyModuleDef *def);
 tw_py_state *tw_py_state_of_type(PyTypeObject *t);
 tw_py_state *tw_py_state_of_module(PyObject *m);
 

@@ -1,5 +1,5 @@
 /*
- * log.c: the logging half of trainwatch._native: Router, the C core of
+ * router.c: the logging half of trainwatch._native: Router, the C core of
  * trainwatch.Handler, and FastLogger, the direct log call.
  *
  * A Router owns two hidden libtrainwatch loggers ("trainwatch.python.N.text"
@@ -11,9 +11,10 @@
  *
  * Failures: nothing raised here reaches the training loop. A record that
  * cannot be converted is dropped, counted in
- * trainwatch_python_log_errors_total, and said once on stderr.
+ * trainwatch_python_log_errors_total, and said once on stderr
+ * (log_fields.c, which also turns a record's extra= into fields).
  */
-#include "native.h"
+#include "log_fields.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -23,281 +24,8 @@
 #include "trainwatch/log.h"
 #include "trainwatch/metrics.h"
 
-#define FIELDS_MAX 48
-#define SHAPE_MAX  8
-
 static atomic_uint_fast64_t router_count;
 static Py_ssize_t plain_record_size; /* members of a LogRecord made without extra (set_plain_record) */
-static atomic_uint_fast64_t log_errors;
-static atomic_bool log_error_said;
-static tw_counter *log_errors_counter; /* in the default registry, which lives for the process */
-
-/* ---- errors ------------------------------------------------------------------ */
-
-/* Swallows the pending exception: counted, said once. */
-static void log_failed(const char *what)
-{
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    atomic_fetch_add(&log_errors, 1);
-    tw_counter_inc(log_errors_counter);
-    if (!atomic_exchange(&log_error_said, true)) {
-        const char *reason = "unknown error";
-        PyObject *s = value ? PyObject_Str(value) : NULL;
-        if (s)
-            reason = PyUnicode_AsUTF8(s);
-        if (!reason) {
-            PyErr_Clear();
-            reason = "unprintable error";
-        }
-        fprintf(stderr,
-                "trainwatch: a log record was dropped: %s: %s: %s (further failures are counted in "
-                "trainwatch_python_log_errors_total, not said)\n",
-                what, type ? ((PyTypeObject *)type)->tp_name : "error", reason);
-        Py_XDECREF(s);
-    }
-    Py_XDECREF(type);
-    Py_XDECREF(value);
-    Py_XDECREF(tb);
-    PyErr_Clear();
-}
-
-/* ---- fields -------------------------------------------------------------------- */
-
-#define MESSAGE_MAX 1024
-
-typedef struct field_set {
-    tw_log_field f[FIELDS_MAX + 2];
-    size_t n;
-    char message[MESSAGE_MAX]; /* msg % args made by format_simple */
-    int64_t shapes[FIELDS_MAX][SHAPE_MAX];
-    PyObject *keep[FIELDS_MAX * 2]; /* strings made for this record */
-    size_t kept;
-} field_set;
-
-static void fields_release(field_set *fs)
-{
-    for (size_t i = 0; i < fs->kept; i++)
-        Py_DECREF(fs->keep[i]);
-    fs->kept = 0;
-}
-
-static const char *keep_utf8(field_set *fs, PyObject *owned)
-{
-    if (!owned)
-        return NULL;
-    fs->keep[fs->kept++] = owned;
-    return PyUnicode_AsUTF8(owned);
-}
-
-/* A value that says how to summarize itself (trainwatch.summary): the
- * attribute _tw_summary is (type name, shape tuple, size). */
-static int field_summary(tw_py_state *st, field_set *fs, const char *key, PyObject *v, int *done)
-{
-    *done = 0;
-    if (PyUnicode_Check(v) || PyLong_Check(v) || PyFloat_Check(v))
-        return 0;
-    PyObject *t = PyObject_GetAttr(v, st->strings[TW_PY_S_TW_SUMMARY]);
-    if (!t) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-            return -1;
-        PyErr_Clear();
-        return 0;
-    }
-    const char *type_name;
-    PyObject *shape;
-    long long size;
-    if (!PyArg_ParseTuple(t, "sO!L;_tw_summary must be (str, tuple, int)", &type_name, &PyTuple_Type, &shape, &size)) {
-        Py_DECREF(t);
-        return -1;
-    }
-    size_t i = fs->n, ndim = (size_t)PyTuple_GET_SIZE(shape);
-    if (ndim > SHAPE_MAX)
-        ndim = SHAPE_MAX;
-    for (size_t d = 0; d < ndim; d++) {
-        fs->shapes[i][d] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, (Py_ssize_t)d));
-        if (fs->shapes[i][d] == -1 && PyErr_Occurred()) {
-            Py_DECREF(t);
-            return -1;
-        }
-    }
-    fs->keep[fs->kept++] = t; /* keeps type_name alive */
-    fs->f[fs->n++] = tw_log_summary(key, type_name, fs->shapes[i], ndim, size);
-    *done = 1;
-    return 0;
-}
-
-/* The field is written member by member: a tw_log_field built by value
- * (tw_field_double(...)) and copied in cost a store-forwarding stall per
- * field, a tenth of a direct log call. */
-static void set_int(tw_log_field *f, const char *key, int64_t v)
-{
-    f->key = key;
-    f->type = TW_FIELD_INT;
-    f->v.i = v;
-}
-
-static void set_double(tw_log_field *f, const char *key, double v)
-{
-    f->key = key;
-    f->type = TW_FIELD_DOUBLE;
-    f->v.d = v;
-}
-
-static void set_str(tw_log_field *f, const char *key, const char *v)
-{
-    f->key = key;
-    f->type = TW_FIELD_STRING;
-    f->v.s = v;
-}
-
-/* Values of no type above: a summary, a numpy number, else str(v). */
-static int field_other(tw_py_state *st, field_set *fs, tw_log_field *f, const char *key, PyObject *v)
-{
-    int done;
-    if (field_summary(st, fs, key, v, &done) < 0)
-        return -1;
-    if (done)
-        return 1;
-    if (PyIndex_Check(v)) { /* numpy integers */
-        PyObject *i = PyNumber_Index(v);
-        if (!i)
-            return -1;
-        long long x = PyLong_AsLongLong(i);
-        Py_DECREF(i);
-        if (x == -1 && PyErr_Occurred())
-            return -1;
-        set_int(f, key, x);
-    } else if (Py_TYPE(v)->tp_as_number && Py_TYPE(v)->tp_as_number->nb_float && !PySequence_Check(v)) {
-        double d = PyFloat_AsDouble(v); /* numpy floats */
-        if (d == -1.0 && PyErr_Occurred())
-            return -1;
-        set_double(f, key, d);
-    } else {
-        const char *s = keep_utf8(fs, PyObject_Str(v));
-        if (!s)
-            return -1;
-        set_str(f, key, s);
-    }
-    return 0;
-}
-
-/* An int as an int field, or a double past 64 bits; -1 with a Python error. */
-static int set_long(tw_log_field *f, const char *key, PyObject *v)
-{
-    int overflow;
-    long long i = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (overflow)
-        set_double(f, key, PyLong_AsDouble(v));
-    else
-        set_int(f, key, i);
-    return i == -1 && PyErr_Occurred() ? -1 : 0;
-}
-
-static int field_add(tw_py_state *st, field_set *fs, PyObject *keyobj, PyObject *v)
-{
-    if (fs->n >= FIELDS_MAX)
-        return 0; /* more fields than a record carries: the rest are left out */
-    const char *key = PyUnicode_AsUTF8(keyobj);
-    if (!key)
-        return -1;
-    tw_log_field *f = &fs->f[fs->n];
-    if (PyFloat_CheckExact(v)) {
-        set_double(f, key, PyFloat_AS_DOUBLE(v));
-    } else if (PyLong_CheckExact(v)) {
-        if (set_long(f, key, v) < 0)
-            return -1;
-    } else if (v == Py_None) {
-        set_str(f, key, NULL);
-    } else if (PyBool_Check(v)) {
-        f->key = key;
-        f->type = TW_FIELD_BOOL;
-        f->v.b = v == Py_True;
-    } else if (PyLong_Check(v)) { /* an int subclass (an IntEnum): bool was taken above */
-        if (set_long(f, key, v) < 0)
-            return -1;
-    } else if (PyFloat_Check(v)) {
-        set_double(f, key, PyFloat_AS_DOUBLE(v));
-    } else if (PyUnicode_Check(v)) {
-        const char *s = PyUnicode_AsUTF8(v);
-        if (!s)
-            return -1;
-        set_str(f, key, s);
-    } else {
-        int rc = field_other(st, fs, f, key, v);
-        if (rc != 0)
-            return rc < 0 ? -1 : 0; /* 1: a summary, added by field_summary */
-    }
-    fs->n++;
-    return 0;
-}
-
-/* Call sites by (code, instruction): PyFrame_GetLineNumber walks the
- * code's line table on every call, the largest cost of a direct log call
- * before this cache; the file and function names in UTF-8 are kept with
- * the line. Holds its code objects (released with the router), which keep
- * those names alive. */
-#define LINE_SLOTS 16
-typedef struct line_cache {
-    PyObject *code;
-    int lasti, line;
-    const char *file, *func; /* code's co_filename and co_name */
-} line_cache;
-
-static int site_of(line_cache *slot, PyFrameObject *frame, PyCodeObject *code)
-{
-    const char *file = PyUnicode_AsUTF8(code->co_filename), *func = PyUnicode_AsUTF8(code->co_name);
-    if (!file || !func)
-        return -1;
-    slot->line = PyFrame_GetLineNumber(frame);
-    slot->file = file;
-    slot->func = func;
-    return 0;
-}
-
-/* The caller's file, function and line: the frame calling the C method
- * (up = 0) or the one `up` frames above it. *keep_code: a reference to
- * release once the names are no longer used. */
-static void call_site(line_cache *cache, int up, const char **file, const char **func, int *line, PyObject **keep_code)
-{
-    *file = *func = NULL;
-    *line = 0;
-    *keep_code = NULL;
-    PyFrameObject *frame = PyEval_GetFrame(), *held = NULL; /* borrowed; held: a reference of ours */
-    for (; frame && up > 0; up--) {
-        PyFrameObject *back = PyFrame_GetBack(frame);
-        if (!back)
-            break;
-        Py_XDECREF(held);
-        frame = held = back;
-    }
-    if (!frame)
-        return;
-    PyCodeObject *code = PyFrame_GetCode(frame);
-    line_cache one = {NULL, 0, 0, NULL, NULL}, *slot = &one;
-    if (cache) {
-        int lasti = PyFrame_GetLasti(frame);
-        slot = &cache[(((uintptr_t)code >> 4) ^ (uintptr_t)lasti) & (LINE_SLOTS - 1)];
-        if (slot->code != (PyObject *)code || slot->lasti != lasti) {
-            if (site_of(slot, frame, code) < 0) {
-                Py_CLEAR(slot->code);
-                slot = NULL;
-            } else {
-                Py_XSETREF(slot->code, Py_NewRef((PyObject *)code));
-                slot->lasti = lasti;
-            }
-        }
-    } else if (site_of(slot, frame, code) < 0) {
-        slot = NULL;
-    }
-    if (slot) {
-        *file = slot->file;
-        *func = slot->func;
-        *line = slot->line;
-    }
-    *keep_code = (PyObject *)code;
-    Py_XDECREF(held);
-}
 
 /* ---- Router ---------------------------------------------------------------------- */
 
@@ -653,7 +381,7 @@ static int emit_record(router_object *self, tw_py_state *st, PyObject *d, field_
         int own = PySet_Contains(st->record_attrs, k);
         if (own < 0)
             return -1;
-        if (!own && PyUnicode_Check(k) && field_add(st, fs, k, v) < 0)
+        if (!own && PyUnicode_Check(k) && tw_py_field_add(st, fs, k, v) < 0)
             return -1;
     }
     route(self, name ? name : "root", level, file, func, line, message, exc, stack, fs);
@@ -667,9 +395,9 @@ static PyObject *router_emit(router_object *self, PyObject *record)
     fs.n = fs.kept = 0;
     PyObject *d = PyObject_GenericGetDict(record, NULL);
     if (!d || emit_record(self, st, d, &fs) < 0)
-        log_failed("logging record");
+        tw_py_log_failed("logging record");
     Py_XDECREF(d);
-    fields_release(&fs);
+    tw_py_fields_release(&fs);
     Py_RETURN_NONE;
 }
 
@@ -709,7 +437,7 @@ static PyObject *router_log(router_object *self, PyObject *const *args, Py_ssize
         message = fs.message;
     } else {
         PyObject *text = format_message(args[2], args[3]);
-        message = text ? keep_utf8(&fs, text) : NULL;
+        message = text ? tw_py_keep_utf8(&fs, text) : NULL;
     }
     PyObject *extra = args[4];
     if (message && extra != Py_None) {
@@ -719,7 +447,7 @@ static PyObject *router_log(router_object *self, PyObject *const *args, Py_ssize
             PyObject *k, *v;
             Py_ssize_t pos = 0;
             while (PyDict_Next(extra, &pos, &k, &v)) {
-                if (PyUnicode_Check(k) && field_add(st, &fs, k, v) < 0)
+                if (PyUnicode_Check(k) && tw_py_field_add(st, &fs, k, v) < 0)
                     break;
             }
         }
@@ -727,14 +455,14 @@ static PyObject *router_log(router_object *self, PyObject *const *args, Py_ssize
     if (name && message && !PyErr_Occurred()) {
         const char *file, *func;
         int line;
-        call_site(self->lines, 1, &file, &func, &line, &code);
+        tw_py_call_site(self->lines, 1, &file, &func, &line, &code);
         if (!PyErr_Occurred())
             route(self, name, level, file, func, line, message, NULL, NULL, &fs);
     }
     if (PyErr_Occurred())
-        log_failed("logging record");
+        tw_py_log_failed("logging record");
     Py_XDECREF(code);
-    fields_release(&fs);
+    tw_py_fields_release(&fs);
     Py_RETURN_NONE;
 }
 
@@ -758,7 +486,7 @@ static PyObject *router_environment(router_object *self, PyObject *args)
     const char *file, *func;
     int line;
     PyObject *code;
-    call_site(NULL, 1, &file, &func, &line, &code);
+    tw_py_call_site(NULL, 1, &file, &func, &line, &code);
     if (PyErr_Occurred()) {
         Py_XDECREF(code);
         return NULL;
@@ -829,7 +557,7 @@ static void fast_log(fast_logger_object *self, int level, PyObject *const *args,
         if (PyUnicode_Check(args[0]))
             message = PyUnicode_AsUTF8(args[0]);
         else
-            message = keep_utf8(&fs, PyObject_Str(args[0]));
+            message = tw_py_keep_utf8(&fs, PyObject_Str(args[0]));
     }
     if (nargs > 1) {
         PyErr_Format(PyExc_TypeError, "a direct log call takes one message and keyword fields, got %zd arguments",
@@ -838,20 +566,20 @@ static void fast_log(fast_logger_object *self, int level, PyObject *const *args,
     }
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     for (Py_ssize_t i = 0; message && i < nkw; i++) {
-        if (field_add(st, &fs, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0)
+        if (tw_py_field_add(st, &fs, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0)
             message = NULL;
     }
     if (message && !PyErr_Occurred()) {
         const char *file, *func;
         int line;
-        call_site(r->lines, 0, &file, &func, &line, &code);
+        tw_py_call_site(r->lines, 0, &file, &func, &line, &code);
         if (!PyErr_Occurred())
             route(r, self->cname, level, file, func, line, message, exc, NULL, &fs);
     }
     if (PyErr_Occurred())
-        log_failed("direct log call");
+        tw_py_log_failed("direct log call");
     Py_XDECREF(code);
-    fields_release(&fs);
+    tw_py_fields_release(&fs);
 }
 
 #define FAST_LEVEL(fn, LEVEL)                                                                                          \
@@ -895,7 +623,7 @@ static PyObject *fast_exception(fast_logger_object *self, PyObject *const *args,
     if (text && !(exc = PyUnicode_AsUTF8(text)))
         Py_CLEAR(text);
     if (!text)
-        log_failed("formatting the traceback");
+        tw_py_log_failed("formatting the traceback");
     fast_log(self, TW_LEVEL_ERROR, args, nargs, kwnames, exc);
     Py_XDECREF(text);
     Py_RETURN_NONE;
@@ -1030,7 +758,7 @@ static PyObject *py_log_errors(PyObject *m, PyObject *unused)
 {
     (void)m;
     (void)unused;
-    return PyLong_FromUnsignedLongLong((unsigned long long)atomic_load(&log_errors));
+    return PyLong_FromUnsignedLongLong((unsigned long long)tw_py_log_error_count());
 }
 
 static PyObject *py_dropped(PyObject *m, PyObject *unused)
@@ -1122,11 +850,11 @@ int tw_py_log_init(PyObject *m, tw_py_state *st)
         return -1;
     if (PyModule_AddFunctions(m, log_functions) < 0)
         return -1;
-    if (!log_errors_counter) {
+    if (!tw_py_log_errors_counter) {
         tw_registry *r = tw_registry_default();
         tw_counter_new(r, "trainwatch_python_log_errors_total",
                        "Log records the Python binding dropped because they could not be converted.",
-                       &log_errors_counter);
+                       &tw_py_log_errors_counter);
         tw_log_register_metrics(r); /* trainwatch_log_dropped_total; already there is fine */
     }
     return 0;
