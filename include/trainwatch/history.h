@@ -174,11 +174,27 @@ typedef struct tw_history_parting {
 } tw_history_parting;
 
 void tw_history_loss_parting(const tw_history_view *ref, const tw_history_view *other, tw_history_parting *out);
+/* The parting in one sentence, the other run named by its letter (A is
+ * the reference): "B parts from A at step 1200: ..." or "B follows A
+ * within the runs' noise ...". Returns buf. */
+const char *tw_history_parting_text(const tw_history_parting *p, char letter, char *buf, size_t cap);
 /* The verdict on other against ref, in words ("B is 31% slower per step:
  * data wait rose from 12% to 48%; num_workers 8 -> 2"); name: other's letter. */
 void tw_history_verdict(const tw_history_view *ref, const tw_history_view *other, const char *name, char *buf,
                         size_t cap);
 void tw_history_compare_write_text(FILE *out, const tw_history_view *runs, size_t n);
+/* The side-by-side table as rows of cells, one per run (n at most
+ * TW_HISTORY_COMPARE_MAX), for the text and the HTML page alike: the
+ * figures (outcome, health, steps, ... and the last value of each
+ * evaluation metric), then, separately, the facts of the environment and
+ * configuration that differ ("-" where a run's log did not state it).
+ * Cells are borrowed for the call. */
+enum { TW_HISTORY_ROW_FIGURE, TW_HISTORY_ROW_DIFFERENCE };
+typedef void (*tw_history_compare_row_fn)(int kind, const char *label, const char *const *cells, size_t n,
+                                          void *arg);
+void tw_history_compare_figures(const tw_history_view *runs, size_t n, tw_history_compare_row_fn each, void *arg);
+void tw_history_compare_differences(const tw_history_view *runs, size_t n, tw_history_compare_row_fn each,
+                                    void *arg);
 void tw_history_compare_write_json(FILE *out, const tw_history_view *runs, size_t n);
 
 /* Judges a run (its view, tw_history_view_of) against the last

@@ -2,7 +2,8 @@
  * cmd_compare.c: `trainwatch compare A B [C...]` lays runs side by side:
  * recorded ones (an ID or a name from `trainwatch runs`) and log files read
  * on the fly (one file each, diagnosed as analyze would, not recorded). The
- * comparison itself is the library's (trainwatch/history.h).
+ * comparison itself is the library's (trainwatch/history.h), the --html
+ * page report/html_compare.c.
  */
 #include <getopt.h>
 #include <math.h>
@@ -13,11 +14,13 @@
 
 #include "cli.h"
 #include "history.h"
+#include "../core/outfile.h"
+#include "../report/html.h"
 #include "trainwatch/error.h"
 #include "trainwatch/parse.h"
 
 static const char usage_text[] =
-    "usage: trainwatch compare [--json] [--history FILE] A B [C...]\n\n"
+    "usage: trainwatch compare [--json] [--html FILE] [--history FILE] A B [C...]\n\n"
     "Lays two to eight runs side by side, the first as the reference: step time,\n"
     "data-wait share, throughput, memory, losses and evaluation metrics; where the\n"
     "loss curves part (the first step where they differ beyond the runs' own\n"
@@ -26,20 +29,24 @@ static const char usage_text[] =
     "name from `trainwatch runs`, or a log file (read now, not recorded).\n\n"
     "options:\n"
     "  --json               as JSON (schema " TW_HISTORY_COMPARE_SCHEMA ")\n"
+    "  --html FILE          also write the comparison as one self-contained HTML page with the\n"
+    "                       runs' loss, step time and throughput overlaid (\"-\": stdout, instead)\n"
     "  --history FILE       the history file (default $XDG_DATA_HOME/trainwatch/runs.db)\n"
     "  -h, --help           show this help\n";
 
-enum { OPT_JSON = 1000, OPT_HISTORY, OPT_HELP };
+enum { OPT_JSON = 1000, OPT_HTML, OPT_HISTORY, OPT_HELP };
 
 typedef struct compare_options {
     bool json;
+    const char *html; /* --html FILE, "-": stdout; NULL: none */
     const char *history;
 } compare_options;
 
 static int parse(int argc, char **argv, compare_options *o)
 {
-    static const struct option longopts[] = {
-        {"json", 0, 0, OPT_JSON}, {"history", 1, 0, OPT_HISTORY}, {"help", 0, 0, OPT_HELP}, {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"json", 0, 0, OPT_JSON},       {"html", 1, 0, OPT_HTML},
+                                             {"history", 1, 0, OPT_HISTORY}, {"help", 0, 0, OPT_HELP},
+                                             {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int c;
@@ -47,6 +54,9 @@ static int parse(int argc, char **argv, compare_options *o)
         switch (c) {
         case OPT_JSON:
             o->json = true;
+            break;
+        case OPT_HTML:
+            o->html = optarg;
             break;
         case OPT_HISTORY:
             o->history = optarg;
@@ -65,6 +75,11 @@ static int parse(int argc, char **argv, compare_options *o)
     if (n < 2 || n > TW_HISTORY_COMPARE_MAX) {
         fprintf(stderr, "trainwatch compare: give two to %d runs (IDs, names or log files), not %d\n",
                 TW_HISTORY_COMPARE_MAX, n);
+        return -1;
+    }
+    char err[600];
+    if (o->html && strcmp(o->html, "-") != 0 && tw_outfile_check(o->html, err, sizeof err) != 0) {
+        fprintf(stderr, "trainwatch compare: --html %s\n", err);
         return -1;
     }
     return optind;
@@ -129,6 +144,17 @@ static int load(const char *arg, const compare_options *o, tw_history **h, tw_hi
     return 0;
 }
 
+typedef struct compare_page {
+    const tw_history_view *views;
+    size_t n;
+} compare_page;
+
+static int write_page(FILE *out, const void *arg)
+{
+    const compare_page *p = arg;
+    return tw_html_compare_write(out, p->views, p->n);
+}
+
 static int run(int argc, char **argv)
 {
     compare_options o = {0};
@@ -146,12 +172,20 @@ static int run(int argc, char **argv)
             break;
         }
     }
-    if (status == TW_EXIT_OK) {
+    bool html_stdout = o.html && strcmp(o.html, "-") == 0;
+    if (status == TW_EXIT_OK && !html_stdout) {
         if (o.json)
             tw_history_compare_write_json(stdout, views, n);
         else
             tw_history_compare_write_text(stdout, views, n);
     }
+    if (status == TW_EXIT_OK && o.html) {
+        compare_page page = {views, n};
+        if (tw_cli_write_html("compare", o.html, write_page, &page) != 0)
+            status = TW_EXIT_USAGE;
+    }
+    if (status == TW_EXIT_OK && tw_cli_finish_stdout("compare", "the comparison") != 0)
+        status = TW_EXIT_USAGE;
     for (size_t i = 0; i < loaded; i++)
         tw_history_view_free(&views[i]);
     tw_history_close(h);

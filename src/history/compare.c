@@ -210,18 +210,6 @@ static void cell_out(FILE *out, const char *text, size_t r, size_t n)
         fprintf(out, " %s", text);
 }
 
-static void row(FILE *out, const char *label, const tw_history_view *runs, size_t n,
-                void (*cell)(const tw_history_entry *e, char *buf, size_t cap))
-{
-    fprintf(out, "  %-24s", label);
-    for (size_t r = 0; r < n; r++) {
-        char buf[64];
-        cell(&runs[r].entry, buf, sizeof buf);
-        cell_out(out, buf, r, n);
-    }
-    fputc('\n', out);
-}
-
 static void num_cell(char *buf, size_t cap, double v, const char *fmt)
 {
     if (isfinite(v))
@@ -286,8 +274,10 @@ static double last_value(const tw_history_view *v, const char *metric)
     return s && s->count ? s->value[s->count - 1] : NAN;
 }
 
-static void eval_rows(FILE *out, const tw_history_view *runs, size_t n)
+static void eval_rows(const tw_history_view *runs, size_t n, tw_history_compare_row_fn each, void *arg)
 {
+    char buf[TW_HISTORY_COMPARE_MAX][32];
+    const char *cells[TW_HISTORY_COMPARE_MAX];
     for (size_t r = 0; r < n; r++) {
         for (size_t i = 0; i < runs[r].series_count; i++) {
             const char *m = runs[r].series[i].metric;
@@ -298,35 +288,89 @@ static void eval_rows(FILE *out, const tw_history_view *runs, size_t n)
                 continue;
             char label[40];
             snprintf(label, sizeof label, "%.30s (last)", m);
-            fprintf(out, "  %-24s", label);
             for (size_t k = 0; k < n; k++) {
-                char buf[32];
-                num_cell(buf, sizeof buf, last_value(&runs[k], m), "%.4g");
-                cell_out(out, buf, k, n);
+                num_cell(buf[k], sizeof buf[k], last_value(&runs[k], m), "%.4g");
+                cells[k] = buf[k];
             }
-            fputc('\n', out);
+            each(TW_HISTORY_ROW_FIGURE, label, cells, n, arg);
         }
     }
 }
 
-typedef struct env_table {
-    FILE *out;
+typedef struct env_rows {
     const tw_history_view *runs;
     size_t n;
-    int rows;
-} env_table;
+    tw_history_compare_row_fn each;
+    void *arg;
+} env_rows;
 
 static void env_row(const char *key, void *arg)
 {
-    env_table *t = arg;
-    if (!t->rows++)
-        fprintf(t->out, "\nenvironment and configuration that differ:\n");
-    fprintf(t->out, "  %-24.24s", key);
+    env_rows *t = arg;
+    const char *cells[TW_HISTORY_COMPARE_MAX];
     for (size_t r = 0; r < t->n; r++) {
-        char v[COL + 1];
         const char *value = fact(&t->runs[r], key);
-        snprintf(v, sizeof v, "%.*s", COL, value ? value : "-");
-        cell_out(t->out, v, r, t->n);
+        cells[r] = value ? value : "-";
+    }
+    t->each(TW_HISTORY_ROW_DIFFERENCE, key, cells, t->n, t->arg);
+}
+
+void tw_history_compare_figures(const tw_history_view *runs, size_t n, tw_history_compare_row_fn each, void *arg)
+{
+    if (n > TW_HISTORY_COMPARE_MAX)
+        n = TW_HISTORY_COMPARE_MAX;
+    char buf[TW_HISTORY_COMPARE_MAX][64];
+    const char *cells[TW_HISTORY_COMPARE_MAX];
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        for (size_t r = 0; r < n; r++) {
+            rows[i].cell(&runs[r].entry, buf[r], sizeof buf[r]);
+            cells[r] = buf[r];
+        }
+        each(TW_HISTORY_ROW_FIGURE, rows[i].label, cells, n, arg);
+    }
+    eval_rows(runs, n, each, arg);
+}
+
+void tw_history_compare_differences(const tw_history_view *runs, size_t n, tw_history_compare_row_fn each,
+                                    void *arg)
+{
+    env_rows t = {runs, n > TW_HISTORY_COMPARE_MAX ? TW_HISTORY_COMPARE_MAX : n, each, arg};
+    each_difference(runs, t.n, env_row, &t);
+}
+
+const char *tw_history_parting_text(const tw_history_parting *p, char letter, char *buf, size_t cap)
+{
+    if (!p->overlap)
+        snprintf(buf, cap, "%c and A share no logged steps", letter);
+    else if (p->parted)
+        snprintf(buf, cap, "%c parts from A at step %.0f: %.4g against %.4g (apart: more than %.3g, 3x the runs' noise)",
+                 letter, p->step, p->other, p->ref, p->threshold);
+    else
+        snprintf(buf, cap, "%c follows A within the runs' noise (%.3g) over steps %.0f-%.0f", letter, p->threshold,
+                 p->from, p->to);
+    return buf;
+}
+
+/* The text table: labels in a column of 24, cells of COL; the differing
+ * facts under a heading of their own, cut to the column. */
+typedef struct text_table {
+    FILE *out;
+    int differences;
+} text_table;
+
+static void text_row(int kind, const char *label, const char *const *cells, size_t n, void *arg)
+{
+    text_table *t = arg;
+    if (kind == TW_HISTORY_ROW_DIFFERENCE && !t->differences++)
+        fprintf(t->out, "\nenvironment and configuration that differ:\n");
+    if (kind == TW_HISTORY_ROW_DIFFERENCE)
+        fprintf(t->out, "  %-24.24s", label);
+    else
+        fprintf(t->out, "  %-24s", label);
+    for (size_t r = 0; r < n; r++) {
+        char v[COL + 1];
+        snprintf(v, sizeof v, "%.*s", COL, cells[r]);
+        cell_out(t->out, kind == TW_HISTORY_ROW_DIFFERENCE ? v : cells[r], r, n);
     }
     fputc('\n', t->out);
 }
@@ -348,26 +392,17 @@ void tw_history_compare_write_text(FILE *out, const tw_history_view *runs, size_
         cell_out(out, letter, r, n);
     }
     fputc('\n', out);
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-        row(out, rows[i].label, runs, n, rows[i].cell);
-    eval_rows(out, runs, n);
+    text_table t = {out, 0};
+    tw_history_compare_figures(runs, n, text_row, &t);
     fprintf(out, "\nloss curves:\n");
     for (size_t r = 1; r < n; r++) {
         tw_history_parting p;
+        char line[256];
         tw_history_loss_parting(&runs[0], &runs[r], &p);
-        if (!p.overlap)
-            fprintf(out, "  %c and A share no logged steps\n", letters[r]);
-        else if (p.parted)
-            fprintf(out, "  %c parts from A at step %.0f: %.4g against %.4g (apart: more than %.3g, 3x the runs' "
-                         "noise)\n",
-                    letters[r], p.step, p.other, p.ref, p.threshold);
-        else
-            fprintf(out, "  %c follows A within the runs' noise (%.3g) over steps %.0f-%.0f\n", letters[r],
-                    p.threshold, p.from, p.to);
+        fprintf(out, "  %s\n", tw_history_parting_text(&p, letters[r], line, sizeof line));
     }
-    env_table t = {out, runs, n, 0};
-    each_difference(runs, n, env_row, &t);
-    if (!t.rows)
+    tw_history_compare_differences(runs, n, text_row, &t);
+    if (!t.differences)
         fprintf(out, "\nenvironment and configuration: the same where the logs state them\n");
     fprintf(out, "\nverdict:\n");
     for (size_t r = 1; r < n; r++) {

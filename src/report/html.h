@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "trainwatch/analyze.h"
+#include "trainwatch/history.h"
 
 /* s with &, <, >, " and ' escaped; bytes below 0x20 but tab become spaces. */
 void tw_html_text(FILE *out, const char *s);
@@ -38,5 +39,10 @@ void tw_html_findings(FILE *out, const tw_finding *f, int n, char (*targets)[32]
 
 /* <tr><th>key</th><td>value</td></tr>, value printf-style and escaped. */
 void tw_html_row(FILE *out, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* The page of `trainwatch compare --html` (html_compare.c): runs[0] is the
+ * reference; n at most TW_HISTORY_COMPARE_MAX. TW_OK or TW_ENOMEM (then
+ * nothing is written). */
+int tw_html_compare_write(FILE *out, const tw_history_view *runs, size_t n);
 
 #endif

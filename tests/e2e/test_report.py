@@ -24,6 +24,7 @@ import pytest
 
 from conftest import BUILD, SOURCE, binary, run
 from browser import CHROMIUM, Browser
+from test_history import ppocr_log
 
 ARTIFACTS = BUILD / "test-artifacts" / "report"
 
@@ -623,3 +624,70 @@ def test_hover_dark_mode_and_print(browser, tmp_path):
         assert browser.evaluate("getComputedStyle(document.querySelector('.xaxis')).display") == "none"
     finally:
         browser.call("Emulation.setEmulatedMedia", media="")
+
+
+def compare_log(path, lr, reader, workers, steps=300):
+    return ppocr_log(path, steps=steps, reader=reader, lr=lr, env=[f"num_workers: {workers}"])
+
+
+def test_compare_html_overlays_the_runs_and_says_what_the_text_says(browser, tmp_path):
+    """compare --html of two logs read now and one recorded run: one line
+    a run in each chart, the parting's band on the loss chart, and the
+    verdict, the table and the differing facts the text gives."""
+    a = compare_log(tmp_path / "a.log", lr=0.01, reader=0.01, workers=8)
+    b = compare_log(tmp_path / "b.log", lr=0.05, reader=0.06, workers=2)
+    c = compare_log(tmp_path / "c.log", lr=0.01, reader=0.01, workers=8, steps=150)
+    db = tmp_path / "runs.db"
+    r = run(["trainwatch", "analyze", "--history", db, "--history-job", "job-c", c])
+    assert r.returncode in (0, 1), r.stderr
+    recorded = json.loads(run(["trainwatch", "runs", "--history", db, "--json"]).stdout)["runs"]
+    assert len(recorded) == 1 and recorded[0]["job"] == "job-c", recorded
+    page = tmp_path / "compare.html"
+    out = run(["trainwatch", "compare", "--history", db, "--html", page, a, b, str(recorded[0]["id"])])
+    assert out.returncode == 0, out.stderr
+    text = out.stdout  # the text still goes to stdout
+    assert "verdict:" in text
+    got = open_page(browser, page, "compare")
+    assert got["title"] == "trainwatch compare: 3 runs"
+    charts = {c["id"]: c for c in got["charts"]}
+    assert {"chart-loss", "chart-step-time", "chart-throughput"} <= set(charts), list(charts)
+    for cid in ("chart-loss", "chart-step-time"):
+        names = [p["name"] for p in charts[cid]["polylines"]]
+        assert len(names) == 3 and [n[0] for n in names] == ["A", "B", "C"], names
+        assert all(p["points"] > 10 for p in charts[cid]["polylines"]), charts[cid]["polylines"]
+        check_drawn(charts[cid])
+    assert charts["chart-loss"]["bands"] == 1  # B parts from A; C follows it
+    said = browser.evaluate("""(() => ({
+      verdict: [...document.querySelectorAll('#verdict li')].map(li => li.textContent),
+      parting: [...document.querySelectorAll('#parting li')].map(li => li.textContent),
+      differ: [...document.querySelectorAll('#differences-table tbody tr')].map(
+        tr => [...tr.children].map(td => td.textContent)),
+      runs: [...document.querySelectorAll('#runs-table tr')].map(tr => tr.textContent)}))()""")
+    verdict_text = text.split("verdict:\n")[1].splitlines()
+    assert said["verdict"] == [v.strip() for v in verdict_text if v.strip()], (said, text)
+    for sentence in said["parting"]:
+        assert "  " + sentence in text, (sentence, text)
+    assert said["parting"][0].startswith("B parts from A at step")
+    assert said["parting"][1].startswith("C follows A")
+    assert ["num_workers", "8", "2", "8"] in said["differ"], said["differ"]
+    assert "job job-c" in said["runs"][2] and "read now, not recorded" in said["runs"][0], said["runs"]
+
+
+def test_compare_html_to_stdout_and_refusals(tmp_path):
+    a = compare_log(tmp_path / "a.log", lr=0.01, reader=0.01, workers=8, steps=60)
+    b = compare_log(tmp_path / "b.log", lr=0.01, reader=0.02, workers=4, steps=60)
+    db = tmp_path / "runs.db"
+    out = run(["trainwatch", "compare", "--history", db, "--html", "-", a, b])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("<!DOCTYPE html>") and out.stdout.rstrip().endswith("</html>")
+    assert "verdict:" not in out.stdout  # the page instead of the text
+    check_markup_text(out.stdout)
+    bad = run(["trainwatch", "compare", "--history", db, "--html", tmp_path / "no" / "such" / "c.html", a, b])
+    assert bad.returncode == 2 and "--html" in bad.stderr and len(bad.stderr.splitlines()) == 1, bad.stderr
+
+
+def check_markup_text(text):
+    m = Markup()
+    m.feed(text)
+    m.close()
+    assert not m.errors and not m.stack, (m.errors[:5], m.stack)
