@@ -197,6 +197,29 @@ void tw_history_compare_differences(const tw_history_view *runs, size_t n, tw_hi
                                     void *arg);
 void tw_history_compare_write_json(FILE *out, const tw_history_view *runs, size_t n);
 
+/* ---- from a Prometheus (history/prometheus.c) ----------------------------
+ * The runs `run` and `watch` exported, read back through a Prometheus HTTP
+ * API (/api/v1/query, /api/v1/query_range): for `runs --prometheus` and
+ * `compare --prometheus` at fleet scale. A run is a label selector over
+ * trainwatch's series (run="a", {run="a",host="n1"}). Entries have id 0,
+ * source "prometheus", no findings (-1) and outcome "running" or "ended". */
+typedef struct tw_history_prometheus {
+    const char *url; /* the API's base: http://prometheus:9090 (a path prefix kept) */
+    double since;    /* how far back from until to look, seconds */
+    double until;    /* seconds since the epoch; NAN: now */
+} tw_history_prometheus;
+
+/* The run the selector picks, as a view: TW_ENOENT (err says so) when no
+ * series with training steps match in the look-back; TW_ENET, TW_EHTTP
+ * with the server's reason. */
+int tw_history_prometheus_view(const tw_history_prometheus *p, const char *selector, tw_history_view *out, char *err,
+                               size_t errlen);
+/* Every run (each value of the run label) with training steps in the
+ * look-back, selector NULL or narrowing them, newest first; *entries the
+ * caller's (free()). */
+int tw_history_prometheus_list(const tw_history_prometheus *p, const char *selector, tw_history_entry **entries,
+                               size_t *count, char *err, size_t errlen);
+
 /* Judges a run (its view, tw_history_view_of) against the last
  * TW_HISTORY_BASELINE_RUNS recorded runs of its job, at least
  * TW_HISTORY_BASELINE_MIN of them: appends slower_than_history and

@@ -20,7 +20,8 @@
 #include "trainwatch/parse.h"
 
 static const char usage_text[] =
-    "usage: trainwatch compare [--json] [--html FILE] [--history FILE] A B [C...]\n\n"
+    "usage: trainwatch compare [--json] [--html FILE] [--history FILE] A B [C...]\n"
+    "       trainwatch compare --prometheus URL [--since D] [--json] [--html FILE] 'run=\"a\"' 'run=\"b\"' ...\n\n"
     "Lays two to eight runs side by side, the first as the reference: step time,\n"
     "data-wait share, throughput, memory, losses and evaluation metrics; where the\n"
     "loss curves part (the first step where they differ beyond the runs' own\n"
@@ -32,21 +33,28 @@ static const char usage_text[] =
     "  --html FILE          also write the comparison as one self-contained HTML page with the\n"
     "                       runs' loss, step time and throughput overlaid (\"-\": stdout, instead)\n"
     "  --history FILE       the history file (default $XDG_DATA_HOME/trainwatch/runs.db)\n"
+    "  --prometheus URL     read the runs from a Prometheus HTTP API instead (Prometheus, Thanos,\n"
+    "                       Mimir): each run a label selector over trainwatch's series\n"
+    "  --since D            with --prometheus: look this far back for the runs (default 15d)\n"
     "  -h, --help           show this help\n";
 
-enum { OPT_JSON = 1000, OPT_HTML, OPT_HISTORY, OPT_HELP };
+enum { OPT_JSON = 1000, OPT_HTML, OPT_HISTORY, OPT_PROMETHEUS, OPT_SINCE, OPT_HELP };
+
+#define DEFAULT_SINCE (15 * 86400.0) /* Prometheus's default retention */
 
 typedef struct compare_options {
     bool json;
     const char *html; /* --html FILE, "-": stdout; NULL: none */
     const char *history;
+    tw_history_prometheus prometheus; /* url NULL: the runs are in the history or logs */
 } compare_options;
 
 static int parse(int argc, char **argv, compare_options *o)
 {
-    static const struct option longopts[] = {{"json", 0, 0, OPT_JSON},       {"html", 1, 0, OPT_HTML},
-                                             {"history", 1, 0, OPT_HISTORY}, {"help", 0, 0, OPT_HELP},
-                                             {0, 0, 0, 0}};
+    static const struct option longopts[] = {
+        {"json", 0, 0, OPT_JSON},       {"html", 1, 0, OPT_HTML},   {"history", 1, 0, OPT_HISTORY},
+        {"prometheus", 1, 0, OPT_PROMETHEUS}, {"since", 1, 0, OPT_SINCE}, {"help", 0, 0, OPT_HELP},
+        {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int c;
@@ -60,6 +68,13 @@ static int parse(int argc, char **argv, compare_options *o)
             break;
         case OPT_HISTORY:
             o->history = optarg;
+            break;
+        case OPT_PROMETHEUS:
+            o->prometheus.url = optarg;
+            break;
+        case OPT_SINCE:
+            if (tw_cli_duration("compare", "since", optarg, &o->prometheus.since) != 0)
+                return -1;
             break;
         case 'h':
         case OPT_HELP:
@@ -128,12 +143,18 @@ static int view_of_log(const char *path, tw_history_view *out)
  * else an ID or a name in the history (opened on first use). */
 static int load(const char *arg, const compare_options *o, tw_history **h, tw_history_view *out)
 {
+    char err[600];
+    if (o->prometheus.url) {
+        if (tw_history_prometheus_view(&o->prometheus, arg, out, err, sizeof err) == TW_OK)
+            return 0;
+        fprintf(stderr, "trainwatch compare: %s\n", err);
+        return -1;
+    }
     struct stat st;
     if (stat(arg, &st) == 0 && S_ISREG(st.st_mode))
         return view_of_log(arg, out);
     if (!*h && !(*h = tw_cli_history_open("compare", o->history)))
         return -1;
-    char err[600];
     tw_history_entry e;
     if (tw_history_find(*h, arg, &e, err, sizeof err) != TW_OK ||
         tw_history_view_load(*h, e.id, out, err, sizeof err) != TW_OK) {
@@ -157,7 +178,7 @@ static int write_page(FILE *out, const void *arg)
 
 static int run(int argc, char **argv)
 {
-    compare_options o = {0};
+    compare_options o = {.prometheus = {.since = DEFAULT_SINCE, .until = NAN}};
     int first = parse(argc, argv, &o);
     if (first < 0)
         return TW_EXIT_USAGE;

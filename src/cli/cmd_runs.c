@@ -22,16 +22,23 @@ typedef struct runs_options {
     bool json;
     long keep;          /* --keep N; -1: not given */
     double older_than;  /* --older-than D, seconds; 0: not given */
+    tw_history_prometheus prometheus; /* --prometheus URL, --since D; url NULL: the history file */
 } runs_options;
+
+#define DEFAULT_SINCE (15 * 86400.0) /* Prometheus's default retention */
 
 static const char usage_text[] =
     "usage: trainwatch runs [list] [--job NAME] [--limit N] [--json] [--history FILE]\n"
     "       trainwatch runs show ID|NAME [--json] [--history FILE]\n"
-    "       trainwatch runs prune (--keep N | --older-than DURATION) [--history FILE]\n\n"
+    "       trainwatch runs prune (--keep N | --older-than DURATION) [--history FILE]\n"
+    "       trainwatch runs [list [SELECTOR] | show SELECTOR] --prometheus URL [--since D] [--json]\n\n"
     "The runs analyze, run and watch recorded (see --no-history), newest first:\n"
     "when, job, steps, duration, outcome, health, final loss, throughput. show\n"
     "prints one run's summary, findings and environment (--json: also its series);\n"
-    "ID is the number runs lists, NAME the newest run of that name or job.\n\n"
+    "ID is the number runs lists, NAME the newest run of that name or job.\n"
+    "With --prometheus, the runs a Prometheus HTTP API (Prometheus, Thanos, Mimir)\n"
+    "holds of what run and watch exported: each value of the run label, or the\n"
+    "run a label selector picks (run=\"a\").\n\n"
     "options:\n"
     "  --history FILE       the history file (default $XDG_DATA_HOME/trainwatch/runs.db)\n"
     "  --job NAME           only the runs of this job\n"
@@ -39,16 +46,19 @@ static const char usage_text[] =
     "  --json               as JSON (schema " TW_HISTORY_RUNS_SCHEMA ", show: " TW_HISTORY_RUN_SCHEMA ")\n"
     "  --keep N             prune: keep the newest N runs\n"
     "  --older-than D       prune: remove the runs recorded longer ago than D (30d, 12h)\n"
+    "  --prometheus URL     list or show the runs a Prometheus holds instead of the history's\n"
+    "  --since D            with --prometheus: look this far back (default 15d)\n"
     "  -h, --help           show this help\n";
 
-enum { OPT_HISTORY = 1000, OPT_JOB, OPT_LIMIT, OPT_JSON, OPT_KEEP, OPT_OLDER, OPT_HELP };
+enum { OPT_HISTORY = 1000, OPT_JOB, OPT_LIMIT, OPT_JSON, OPT_KEEP, OPT_OLDER, OPT_PROMETHEUS, OPT_SINCE, OPT_HELP };
 
 static int parse(int argc, char **argv, runs_options *o)
 {
     static const struct option longopts[] = {
         {"history", 1, 0, OPT_HISTORY}, {"job", 1, 0, OPT_JOB},         {"limit", 1, 0, OPT_LIMIT},
         {"json", 0, 0, OPT_JSON},       {"keep", 1, 0, OPT_KEEP},       {"older-than", 1, 0, OPT_OLDER},
-        {"help", 0, 0, OPT_HELP},       {0, 0, 0, 0},
+        {"prometheus", 1, 0, OPT_PROMETHEUS}, {"since", 1, 0, OPT_SINCE}, {"help", 0, 0, OPT_HELP},
+        {0, 0, 0, 0},
     };
     optind = 1;
     opterr = 0;
@@ -87,6 +97,13 @@ static int parse(int argc, char **argv, runs_options *o)
         case OPT_JSON:
             o->json = true;
             break;
+        case OPT_PROMETHEUS:
+            o->prometheus.url = optarg;
+            break;
+        case OPT_SINCE:
+            if (tw_cli_duration("runs", "since", optarg, &o->prometheus.since) != 0)
+                return -1;
+            break;
         case 'h':
         case OPT_HELP:
             fputs(usage_text, stdout);
@@ -122,19 +139,45 @@ static const char *throughput_text(double v, char *buf, size_t cap)
     return buf;
 }
 
-static void write_table(const tw_history_entry *runs, size_t n)
+/* The table of runs: the first column their ID, or for runs read from a
+ * Prometheus (no ID) their run label, by which compare names them. */
+static void write_table(const tw_history_entry *runs, size_t n, bool by_name)
 {
-    printf("%-5s %-16s %-28s %9s %8s %-14s %6s %10s %12s\n", "ID", "RECORDED", "JOB", "STEPS", "DURATION",
-           "OUTCOME", "HEALTH", "FINAL LOSS", "THROUGHPUT");
+    printf(by_name ? "%-20s %-16s %-28s %9s %8s %-14s %6s %10s %12s\n"
+                   : "%-5s %-16s %-28s %9s %8s %-14s %6s %10s %12s\n",
+           by_name ? "RUN" : "ID", by_name ? "STARTED" : "RECORDED", "JOB", "STEPS", "DURATION", "OUTCOME", "HEALTH",
+           "FINAL LOSS", "THROUGHPUT");
     for (size_t i = 0; i < n; i++) {
         const tw_history_entry *e = &runs[i];
-        char when[32], dur[32], loss[32], ips[32], steps[32], health[16];
+        char when[32], dur[32], loss[32], ips[32], steps[32], health[16], id[32];
+        snprintf(id, sizeof id, "%lld", (long long)e->id);
+        printf(by_name ? "%-20.20s " : "%-5s ", by_name ? e->name : id);
         snprintf(steps, sizeof steps, e->last_step >= 0 ? "%lld" : "?", (long long)e->last_step);
         snprintf(health, sizeof health, isfinite(e->health) ? "%.0f" : "?", e->health);
-        printf("%-5lld %-16s %-28.28s %9s %8s %-14.14s %6s %10s %12s\n", (long long)e->id,
-               tw_history_time_text(e->recorded, when, sizeof when), e->job, steps,
+        printf("%-16s %-28.28s %9s %8s %-14.14s %6s %10s %12s\n", tw_history_time_text(e->recorded, when, sizeof when),
+               e->job, steps,
                tw_history_duration_text(e->duration, dur, sizeof dur), e->outcome[0] ? e->outcome : "?", health,
                loss_text(e, loss, sizeof loss), throughput_text(e->throughput, ips, sizeof ips));
+    }
+}
+
+static void write_list(const runs_options *o, const tw_history_entry *runs, size_t n)
+{
+    if (o->json) {
+        printf("{\"schema\":\"%s\",\"runs\":[", TW_HISTORY_RUNS_SCHEMA);
+        for (size_t i = 0; i < n; i++) {
+            if (i)
+                putchar(',');
+            tw_history_entry_write_json(stdout, &runs[i]);
+        }
+        printf("]}\n");
+    } else if (n) {
+        write_table(runs, n, o->prometheus.url != NULL);
+    } else if (o->prometheus.url) {
+        printf("no runs with training steps in the last %s\n", tw_history_duration_text(o->prometheus.since,
+                                                                                          (char[32]){0}, 32));
+    } else {
+        printf("no runs recorded%s%s\n", o->job ? " for job " : "", o->job ? o->job : "");
     }
 }
 
@@ -153,19 +196,7 @@ static int verb_list(tw_history *h, const runs_options *o, int argc, char **argv
         fprintf(stderr, "trainwatch runs: %s\n", err);
         return TW_EXIT_USAGE;
     }
-    if (o->json) {
-        printf("{\"schema\":\"%s\",\"runs\":[", TW_HISTORY_RUNS_SCHEMA);
-        for (size_t i = 0; i < n; i++) {
-            if (i)
-                putchar(',');
-            tw_history_entry_write_json(stdout, &runs[i]);
-        }
-        printf("]}\n");
-    } else if (n) {
-        write_table(runs, n);
-    } else {
-        printf("no runs recorded%s%s\n", o->job ? " for job " : "", o->job ? o->job : "");
-    }
+    write_list(o, runs, n);
     free(runs);
     return TW_EXIT_OK;
 }
@@ -204,6 +235,17 @@ static void write_run(const tw_history_view *v)
     }
 }
 
+static void write_view(const runs_options *o, const tw_history_view *v)
+{
+    if (o->json) {
+        printf("{\"schema\":\"%s\",\"run\":", TW_HISTORY_RUN_SCHEMA);
+        tw_history_view_write_json(stdout, v);
+        printf("}\n");
+    } else {
+        write_run(v);
+    }
+}
+
 static int verb_show(tw_history *h, const runs_options *o, int argc, char **argv)
 {
     if (argc != 1) {
@@ -218,13 +260,7 @@ static int verb_show(tw_history *h, const runs_options *o, int argc, char **argv
         fprintf(stderr, "trainwatch runs: %s\n", err);
         return TW_EXIT_USAGE;
     }
-    if (o->json) {
-        printf("{\"schema\":\"%s\",\"run\":", TW_HISTORY_RUN_SCHEMA);
-        tw_history_view_write_json(stdout, &v);
-        printf("}\n");
-    } else {
-        write_run(&v);
-    }
+    write_view(o, &v);
     tw_history_view_free(&v);
     return TW_EXIT_OK;
 }
@@ -248,18 +284,58 @@ static int verb_prune(tw_history *h, const runs_options *o, int argc, char **arg
     return TW_EXIT_OK;
 }
 
+/* ---- from a Prometheus --------------------------------------------- */
+
+static int prometheus_list(const runs_options *o, int argc, char **argv)
+{
+    if (argc > 1) {
+        fprintf(stderr, "trainwatch runs: list takes at most one label selector (see trainwatch help runs)\n");
+        return TW_EXIT_USAGE;
+    }
+    tw_history_entry *runs;
+    size_t n;
+    char err[600];
+    if (tw_history_prometheus_list(&o->prometheus, argc ? argv[0] : NULL, &runs, &n, err, sizeof err) != TW_OK) {
+        fprintf(stderr, "trainwatch runs: %s\n", err);
+        return TW_EXIT_USAGE;
+    }
+    write_list(o, runs, n);
+    free(runs);
+    return TW_EXIT_OK;
+}
+
+static int prometheus_show(const runs_options *o, int argc, char **argv)
+{
+    if (argc != 1) {
+        fprintf(stderr, "trainwatch runs: show takes one run: a label selector such as run=\"a\"\n");
+        return TW_EXIT_USAGE;
+    }
+    char err[600];
+    tw_history_view v;
+    if (tw_history_prometheus_view(&o->prometheus, argv[0], &v, err, sizeof err) != TW_OK) {
+        fprintf(stderr, "trainwatch runs: %s\n", err);
+        return TW_EXIT_USAGE;
+    }
+    write_view(o, &v);
+    tw_history_view_free(&v);
+    return TW_EXIT_OK;
+}
+
+/* Each verb on the history file and, where it has a meaning there, on a
+ * Prometheus (which prunes by its own retention). */
 static const struct runs_verb {
     const char *name;
     int (*run)(tw_history *h, const runs_options *o, int argc, char **argv);
+    int (*from_prometheus)(const runs_options *o, int argc, char **argv);
 } verbs[] = {
-    {"list", verb_list},
-    {"show", verb_show},
-    {"prune", verb_prune},
+    {"list", verb_list, prometheus_list},
+    {"show", verb_show, prometheus_show},
+    {"prune", verb_prune, NULL},
 };
 
 static int run(int argc, char **argv)
 {
-    runs_options o = {.keep = -1};
+    runs_options o = {.keep = -1, .prometheus = {.since = DEFAULT_SINCE, .until = NAN}};
     int first = parse(argc, argv, &o);
     if (first < 0)
         return TW_EXIT_USAGE;
@@ -273,6 +349,14 @@ static int run(int argc, char **argv)
             return TW_EXIT_USAGE;
         }
         first++;
+    }
+    if (o.prometheus.url) {
+        if (!verb->from_prometheus) {
+            fprintf(stderr, "trainwatch runs: %s is for the history file; a Prometheus keeps its own retention\n",
+                    verb->name);
+            return TW_EXIT_USAGE;
+        }
+        return verb->from_prometheus(&o, argc - first, argv + first);
     }
     tw_history *h = tw_cli_history_open("runs", o.history);
     if (!h)

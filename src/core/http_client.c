@@ -64,10 +64,14 @@ static void load_curl(void)
         snprintf(curl.why, sizeof curl.why, "libcurl failed to initialise");
 }
 
-/* What the write callback collects: the body's first bytes, and its length. */
+/* What the write callback collects: the body's first bytes, and its
+ * length; with a whole buffer, all of it up to its cap. */
 typedef struct body_sink {
     char raw[TW_HTTP_ANSWER_PREFIX];
     size_t kept, total;
+    tw_buffer *whole;
+    size_t whole_cap;
+    bool over; /* the whole answer passed whole_cap (the transfer was stopped) */
 } body_sink;
 
 static size_t keep_answer(char *data, size_t size, size_t nmemb, void *arg)
@@ -77,6 +81,13 @@ static size_t keep_answer(char *data, size_t size, size_t nmemb, void *arg)
     memcpy(b->raw + b->kept, data, n < room ? n : room);
     b->kept += n < room ? n : room;
     b->total += n;
+    if (b->whole) {
+        if (b->whole->len + n > b->whole_cap) {
+            b->over = true;
+            return 0; /* curl stops the transfer with CURLE_WRITE_ERROR */
+        }
+        tw_buffer_append(b->whole, data, n);
+    }
     return n;
 }
 
@@ -130,6 +141,8 @@ int tw_http_send(const tw_http_request *rq, tw_http_answer *answer, char *why, s
         snprintf(why, cap, "out of memory");
         return TW_ENOMEM;
     }
+    sink->whole = rq->whole;
+    sink->whole_cap = rq->whole_cap;
     curl.easy_setopt(c, CURLOPT_WRITEDATA, sink);
     if (headers)
         curl.easy_setopt(c, CURLOPT_HTTPHEADER, headers);
@@ -137,12 +150,20 @@ int tw_http_send(const tw_http_request *rq, tw_http_answer *answer, char *why, s
         curl.easy_setopt(c, CURLOPT_POSTFIELDS, rq->body);
         curl.easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->body_len);
     }
-    if (strcmp(rq->method, "POST") != 0)
+    if (strcmp(rq->method, "GET") == 0)
+        curl.easy_setopt(c, CURLOPT_HTTPGET, 1L);
+    else if (strcmp(rq->method, "POST") != 0)
         curl.easy_setopt(c, CURLOPT_CUSTOMREQUEST, rq->method);
     CURLcode cc = curl.easy_perform(c);
     curl.easy_getinfo(c, CURLINFO_RESPONSE_CODE, &answer->status);
     rc = TW_OK;
-    if (cc != CURLE_OK) {
+    if (sink->over) {
+        snprintf(why, cap, "the answer is over %zu bytes", rq->whole_cap);
+        rc = TW_ELIMIT;
+    } else if (rq->whole && rq->whole->failed) {
+        snprintf(why, cap, "out of memory for the answer");
+        rc = TW_ENOMEM;
+    } else if (cc != CURLE_OK) {
         snprintf(why, cap, "%s", curl.easy_strerror(cc));
         rc = TW_ENET;
     }
@@ -185,6 +206,19 @@ char *tw_url_without_credentials(const char *url, char *out, size_t cap)
     size_t len = strlen(out);
     snprintf(out + len, cap > len ? cap - len : 0, "%.*s", (int)strcspn(host + authority, "?#"), host + authority);
     return out;
+}
+
+void tw_url_encode(tw_buffer *out, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (isalnum(*p) || strchr("-._~", *p))
+            tw_buffer_putc(out, (char)*p);
+        else {
+            char esc[3] = {'%', hex[*p >> 4], hex[*p & 15]};
+            tw_buffer_append(out, esc, 3);
+        }
+    }
 }
 
 static bool name_char(char c)

@@ -16,8 +16,10 @@
 
 #include <stddef.h>
 
+#include "buffer.h"
+
 typedef struct tw_http_request {
-    const char *method; /* "POST", "PUT", "DELETE" */
+    const char *method; /* "GET", "POST", "PUT", "DELETE" */
     const char *url;
     const char *content_type; /* NULL: no body */
     const char *body;
@@ -25,6 +27,11 @@ typedef struct tw_http_request {
     double timeout; /* seconds, for connecting and for the whole request */
     const char *const *headers; /* further "Name: value" lines (Content-Encoding, Authorization...) */
     size_t header_count;
+    /* Where a reader of an API wants the whole answer: appended to `whole`
+     * (the caller's) up to whole_cap bytes; past that the request fails with
+     * TW_ELIMIT. NULL: only the redacted prefix is kept (answer->text). */
+    tw_buffer *whole;
+    size_t whole_cap;
 } tw_http_request;
 
 #define TW_HTTP_ANSWER_PREFIX 160 /* bytes of an answer's body that are kept (then redacted) */
@@ -43,7 +50,8 @@ int tw_http_client_load(char *why, size_t cap);
 
 /* Sends the request. TW_OK when an answer came (whatever its status);
  * TW_ENET when none did (why says what curl said); TW_EUNSUPPORTED when
- * libcurl cannot be loaded (why says so). */
+ * libcurl cannot be loaded (why says so); TW_ELIMIT when the answer was
+ * longer than rq->whole_cap; TW_ENOMEM. */
 int tw_http_send(const tw_http_request *rq, tw_http_answer *answer, char *why, size_t cap);
 
 /* Writes what a log may show of a URL: scheme://host[:port], without
@@ -52,6 +60,10 @@ char *tw_url_origin(const char *url, char *out, size_t cap);
 /* The same with the path kept, for URLs whose path holds no secret (a
  * Pushgateway's job and labels): no user:password@, query or fragment. */
 char *tw_url_without_credentials(const char *url, char *out, size_t cap);
+
+/* Appends s percent-encoded as a form value or URL query component
+ * (RFC 3986 unreserved characters kept, every other byte %XX). */
+void tw_url_encode(tw_buffer *out, const char *s);
 
 /* Copies at most len bytes of text into out (cap bytes, NUL-terminated) as
  * one printable line, with what looks secret replaced by "[redacted]": the

@@ -253,7 +253,10 @@ static void c_final(const tw_history_entry *e, char *b, size_t c)
 }
 static void c_findings(const tw_history_entry *e, char *b, size_t c)
 {
-    snprintf(b, c, "%dE %dW", e->errors, e->warnings);
+    if (e->errors < 0)
+        snprintf(b, c, "?"); /* not kept where the run was read from (a Prometheus) */
+    else
+        snprintf(b, c, "%dE %dW", e->errors, e->warnings);
 }
 
 static const struct {

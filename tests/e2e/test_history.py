@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import CORPUS, binary, run
+from conftest import BUILD, CORPUS, binary, run
 
 HAPI = CORPUS / "paddle-hapi" / "hapi-mnist-lenet-fit-progressbar.txt"
 
@@ -38,7 +38,7 @@ def ppocr_log(path, steps=200, reader=0.01, batch=0.1, lr=0.1, env=()):
 
 
 def runs_json(db, *args):
-    r = run(["trainwatch", "runs", "--history", db, "--json", *args])
+    r = run(["trainwatch", "runs", *(["--history", db] if db else []), "--json", *args])
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -360,3 +360,74 @@ def test_baseline_names_a_loss_behind_its_jobs_last_runs(tmp_path):
     assert behind[0]["step"] == 300
     assert not findings_of(analyzed("base3", 0.05), "loss_behind_history")
     assert not findings_of(analyzed("better", 0.2), "loss_behind_history")  # ahead is not behind
+
+
+def test_runs_and_compare_from_a_real_prometheus(tmp_path, procs):
+    """At fleet scale (docs/history.md#from-a-prometheus): two runs under
+    `trainwatch run`, found through --sd-file and scraped by a real
+    Prometheus, listed by `runs --prometheus` and compared by `compare
+    --prometheus` through its query and query_range APIs: the starved one
+    is slower per step with more data wait, as the SQLite history says of
+    the same runs; what Prometheus itself answers agrees."""
+    from servers import Prometheus
+    from test_fleet import Supervised, sd_job
+    prom = procs(Prometheus, str(tmp_path), [sd_job(str(tmp_path / "node*.json"))])
+    # Prometheus sees a run from its first scrape (file_sd refresh and the
+    # scrape interval: a second or two in): both run long enough to share steps
+    demos = {"quick": ["--steps-per-epoch", "3000", "--slow-reader", "6"],
+             "starved": ["--steps-per-epoch", "1500", "--slow-reader", "20"]}
+    runs = {name: procs(Supervised, str(tmp_path), name, tmp_path / f"node{i}.json",
+                        ["--epochs", "1", "--log-interval", "5", *args], ["--history", tmp_path / "runs.db"])
+            for i, (name, args) in enumerate(demos.items())}
+    for name, p in runs.items():
+        assert p.wait(timeout=180) == 0, p.stderr()
+    from servers import wait_until
+    wait_until(lambda: not prom.query("trainwatch_train_step"), what="Prometheus to see the runs' targets gone")
+    url = prom.url
+    listed = runs_json(None, "--prometheus", url)["runs"]
+    by_name = {e["name"]: e for e in listed}
+    assert set(by_name) == {"quick", "starved"}, listed
+    for name, e in by_name.items():
+        assert e["source"] == "prometheus" and e["job"] == "demo-train" and e["outcome"] == "ended", e
+        top = prom.query(f'max(max_over_time(trainwatch_train_step{{run="{name}"}}[1h]))')
+        assert e["last_step"] == int(float(top[0]["value"][1])), (e, top)
+        assert e["duration_seconds"] > 3, e
+    table = run(["trainwatch", "runs", "--prometheus", url]).stdout
+    (BUILD / "test-artifacts").mkdir(exist_ok=True)
+    (BUILD / "test-artifacts" / "runs-prometheus.txt").write_text(table)  # docs/history.md shows one
+    assert re.search(r"^RUN\s+STARTED\s+JOB", table, re.M) and re.search(r"^starved\s", table, re.M), table
+    out = run(["trainwatch", "compare", "--prometheus", url, 'run="quick"', '{run="starved"}'])
+    assert out.returncode == 0, out.stderr
+    verdict = out.stdout.split("verdict:\n")[1]
+    assert re.search(r"B is (\d+% |\d+\.\dx )slower per step", verdict), out.stdout
+    assert "B follows A within the runs' noise" in out.stdout or "B parts from A" in out.stdout, out.stdout
+    j = json.loads(run(["trainwatch", "compare", "--prometheus", url, "--json", 'run="quick"',
+                        'run="starved"']).stdout)
+    a, b = j["runs"]
+    assert b["step_time_p50"] > 1.5 * a["step_time_p50"] and b["data_share"] > a["data_share"], j
+    # the SQLite history of the same two runs says the same
+    local = json.loads(run(["trainwatch", "compare", "--history", tmp_path / "runs.db", "--json", "quick",
+                            "starved"]).stdout)
+    la, lb = local["runs"]
+    assert (lb["step_time_p50"] > la["step_time_p50"]) == (b["step_time_p50"] > a["step_time_p50"])
+    show = run(["trainwatch", "runs", "--prometheus", url, "show", 'run="starved"'])
+    assert show.returncode == 0 and "series: loss" in show.stdout and "step_time" in show.stdout, show.stdout
+
+
+def test_prometheus_sources_that_cannot_answer_are_one_line(tmp_path, procs):
+    from servers import Prometheus, free_port
+    prom = procs(Prometheus, str(tmp_path), [])
+    dead = f"http://127.0.0.1:{free_port()}"
+    cases = [
+        (["compare", "--prometheus", dead, 'run="a"', 'run="b"'], "127.0.0.1"),
+        (["runs", "--prometheus", dead], "127.0.0.1"),
+        (["compare", "--prometheus", prom.url, 'run="a"', 'run="b"'], 'no run {run="a"} with training steps'),
+        (["compare", "--prometheus", prom.url, 'run=~"(', 'run="b"'], "bad_data"),
+        (["compare", "--prometheus", prom.url, "{}", 'run="b"'], "not a label selector"),
+        (["runs", "--prometheus", prom.url, "prune", "--keep", "1"], "own retention"),
+    ]
+    for args, said in cases:
+        r = run(["trainwatch", *args])
+        assert r.returncode == 2 and said in r.stderr and len(r.stderr.splitlines()) == 1, (args, r.stderr)
+    empty = run(["trainwatch", "runs", "--prometheus", prom.url])
+    assert empty.returncode == 0 and "no runs with training steps" in empty.stdout, empty.stdout
