@@ -53,6 +53,7 @@ bench: deps-check build
 	@/usr/bin/python3 bench/log_compare.py $(BUILD)
 	@/usr/bin/python3 bench/trace.py $(BUILD)
 	@/usr/bin/python3 bench/python.py $(BUILD)
+	@/usr/bin/python3 bench/history.py $(BUILD)
 
 # libtrainwatch.so/.a, the public headers, trainwatch.pc, the trainwatch
 # binary, its man page and bash completion under PREFIX

@@ -299,7 +299,11 @@ static int prometheus_list(const runs_options *o, int argc, char **argv)
         fprintf(stderr, "trainwatch runs: %s\n", err);
         return TW_EXIT_USAGE;
     }
-    write_list(o, runs, n);
+    size_t kept = 0; /* --job and --limit as over the history file */
+    for (size_t i = 0; i < n && (!o->limit || kept < (size_t)o->limit); i++)
+        if (!o->job || strcmp(runs[i].job, o->job) == 0)
+            runs[kept++] = runs[i];
+    write_list(o, runs, kept);
     free(runs);
     return TW_EXIT_OK;
 }

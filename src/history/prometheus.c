@@ -395,7 +395,7 @@ int tw_history_prometheus_list(const tw_history_prometheus *p, const char *selec
 {
     *entries = NULL;
     *count = 0;
-    char sel[512] = "run!=\"\"";
+    char sel[512] = "run!=\"\""; /* every run */
     if (selector && matchers_of(selector, sel, sizeof sel, err, errlen) != TW_OK)
         return TW_EUSAGE;
     char q[800];
@@ -419,8 +419,15 @@ int tw_history_prometheus_list(const tw_history_prometheus *p, const char *selec
         const char *run = tw_prom_label_value(&r.series[i], "run");
         if (!run)
             continue;
-        char one[600];
-        snprintf(one, sizeof one, "%s,run=\"%s\"", selector ? sel : "run!=\"\"", run);
+        char one[1100], quoted[520];
+        size_t qn = 0;
+        for (const char *c = run; *c && qn + 2 < sizeof quoted; c++) { /* a PromQL string: " and \ escaped */
+            if (*c == '"' || *c == '\\')
+                quoted[qn++] = '\\';
+            quoted[qn++] = *c;
+        }
+        quoted[qn] = '\0';
+        snprintf(one, sizeof one, "%s,run=\"%s\"", sel, quoted);
         tw_history_view v;
         rc = tw_history_prometheus_view(p, one, &v, err, errlen);
         if (rc == TW_ENOENT) { /* gone between the two queries */

@@ -392,6 +392,10 @@ def test_runs_and_compare_from_a_real_prometheus(tmp_path, procs):
         top = prom.query(f'max(max_over_time(trainwatch_train_step{{run="{name}"}}[1h]))')
         assert e["last_step"] == int(float(top[0]["value"][1])), (e, top)
         assert e["duration_seconds"] > 3, e
+    assert [e["name"] for e in runs_json(None, "--prometheus", url, "--job", "demo-train", "--limit", "1")["runs"]] \
+        == [listed[0]["name"]]
+    assert runs_json(None, "--prometheus", url, "--job", "other")["runs"] == []
+    assert [e["name"] for e in runs_json(None, "--prometheus", url, "list", 'run=~"st.*"')["runs"]] == ["starved"]
     table = run(["trainwatch", "runs", "--prometheus", url]).stdout
     (BUILD / "test-artifacts").mkdir(exist_ok=True)
     (BUILD / "test-artifacts" / "runs-prometheus.txt").write_text(table)  # docs/history.md shows one
