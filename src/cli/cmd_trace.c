@@ -88,21 +88,6 @@ typedef struct trace_cli {
     tw_trace_options o;
 } trace_cli;
 
-static int when(const char *flag, const char *arg, int *out)
-{
-    if (strcmp(arg, "auto") == 0)
-        *out = -1;
-    else if (strcmp(arg, "always") == 0)
-        *out = 1;
-    else if (strcmp(arg, "never") == 0)
-        *out = 0;
-    else {
-        fprintf(stderr, "trainwatch trace: --%s takes auto, always or never\n", flag);
-        return -1;
-    }
-    return 0;
-}
-
 static int parse_options(int argc, char **argv, trace_cli *c)
 {
     struct option longopts[NUMBER_COUNT + 10];
@@ -129,27 +114,19 @@ static int parse_options(int argc, char **argv, trace_cli *c)
         case OPT_HTML:
             c->html = optarg;
             break;
-        case OPT_FAIL_ON: {
-            bool ok = false;
-            for (tw_severity s = TW_SEV_INFO; s <= TW_SEV_ERROR; s++) {
-                if (strcmp(optarg, tw_severity_name(s)) == 0)
-                    c->fail_on = s, ok = true;
-            }
-            if (!ok) {
-                fprintf(stderr, "trainwatch trace: --fail-on takes error, warning or info, not '%s'\n", optarg);
+        case OPT_FAIL_ON:
+            if (tw_cli_severity("trace", optarg, &c->fail_on) != 0)
                 return -1;
-            }
             break;
-        }
         case OPT_COLOR:
-            if (when("color", optarg, &c->colour) != 0)
+            if (tw_cli_when("trace", "color", optarg, &c->colour) != 0)
                 return -1;
             break;
         case OPT_NO_COLOR:
             c->colour = 0;
             break;
         case OPT_PROGRESS:
-            if (when("progress", optarg, &c->progress) != 0)
+            if (tw_cli_when("trace", "progress", optarg, &c->progress) != 0)
                 return -1;
             break;
         case OPT_THREADS: {
@@ -187,16 +164,10 @@ static int parse_options(int argc, char **argv, trace_cli *c)
     return optind;
 }
 
-static bool use(int setting, int fd)
+/* The progress line on standard error: as --progress says, or on auto a terminal. */
+static bool show_progress(int setting)
 {
-    if (setting >= 0)
-        return setting == 1;
-    if (fd == STDOUT_FILENO) {
-        const char *no = getenv("NO_COLOR");
-        if (no && *no)
-            return false;
-    }
-    return isatty(fd);
+    return setting >= 0 ? setting == 1 : isatty(STDERR_FILENO);
 }
 
 typedef struct html_trace {
@@ -229,7 +200,7 @@ static int run(int argc, char **argv)
         fprintf(stderr, "trainwatch: out of memory\n");
         return TW_EXIT_USAGE;
     }
-    bool progress = use(c.progress, STDERR_FILENO);
+    bool progress = show_progress(c.progress);
     int files = argc - first, unreadable = 0;
     for (int i = first; i < argc; i++) {
         tw_trace_progress_line line;
@@ -255,7 +226,7 @@ static int run(int argc, char **argv)
     if (c.json && !html_stdout)
         tw_trace_write_json(stdout, t);
     else if (!html_stdout)
-        tw_trace_write_text(stdout, t, use(c.colour, STDOUT_FILENO));
+        tw_trace_write_text(stdout, t, tw_cli_colour(c.colour));
     int status = unreadable ? TW_EXIT_USAGE : TW_EXIT_OK;
     if (c.html) {
         char title[256];
