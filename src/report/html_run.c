@@ -254,7 +254,7 @@ static int memory_projection(page *p, tw_chart *c)
     if (!(cap > 0))
         return TW_OK;
     c->hline = cap;
-    snprintf(c->hline_label, sizeof c->hline_label, "device memory %.1f GiB", cap / GIB);
+    snprintf(c->hline_label, sizeof c->hline_label, "device memory %.1f GiB", cap / TW_HTML_GIB);
     for (int i = 0; i < p->report->finding_count; i++) {
         const tw_finding *f = &p->report->findings[i];
         const struct tw_projection *pr = &f->projection;
@@ -275,7 +275,7 @@ static int memory_projection(page *p, tw_chart *c)
             return TW_ENOMEM;
         snprintf(c->note, sizeof c->note,
                  "At the growth the memory rule measured on rank %d, the %.1f GiB device is full around step %.0f.",
-                 f->rank, pr->to_value / GIB, pr->to_step);
+                 f->rank, pr->to_value / TW_HTML_GIB, pr->to_step);
         break;
     }
     return TW_OK;
@@ -523,7 +523,7 @@ static int gpu_charts(page *p)
     tw_chart *c = p->charts;
     tw_chart_init(&c[CH_GPU_UTIL], "chart-gpu-util", "GPU utilisation", "%");
     tw_chart_init(&c[CH_GPU_MEM], "chart-gpu-memory", "GPU memory used", "GiB");
-    c[CH_GPU_MEM].y_scale = GIB;
+    c[CH_GPU_MEM].y_scale = TW_HTML_GIB;
     const tw_gpu_notes *notes = p->run->gpu;
     size_t n = p->sampled && p->sampled->count ? p->sampled->count : notes ? notes->count : 0;
     if (n == 0)
@@ -543,7 +543,7 @@ static int gpu_charts(page *p)
         if (isfinite(p->sampled->mem_total) && p->sampled->mem_total > 0) {
             c[CH_GPU_MEM].hline = p->sampled->mem_total;
             snprintf(c[CH_GPU_MEM].hline_label, sizeof c[CH_GPU_MEM].hline_label, "%.1f GiB",
-                     p->sampled->mem_total / GIB);
+                     p->sampled->mem_total / TW_HTML_GIB);
         }
     } else {
         double lo, hi, total = NAN;
@@ -562,7 +562,7 @@ static int gpu_charts(page *p)
                  by_time ? ", over the steps' span and a minute either side" : "");
         if (isfinite(total)) {
             c[CH_GPU_MEM].hline = total;
-            snprintf(c[CH_GPU_MEM].hline_label, sizeof c[CH_GPU_MEM].hline_label, "%.1f GiB", total / GIB);
+            snprintf(c[CH_GPU_MEM].hline_label, sizeof c[CH_GPU_MEM].hline_label, "%.1f GiB", total / TW_HTML_GIB);
         }
     }
     int rc = kept ? gpu_draw(p, g, kept, source) : TW_OK;
@@ -703,7 +703,7 @@ static int build_charts(page *p)
     tw_chart_init(&c[CH_IPS], "chart-throughput", "Throughput", "samples/s");
     tw_chart_init(&c[CH_MEM], "chart-memory", "Device memory", "GiB");
     tw_chart_init(&c[CH_RANKS], "chart-ranks", "Step time per rank", "s");
-    c[CH_MEM].y_scale = GIB;
+    c[CH_MEM].y_scale = TW_HTML_GIB;
     bool moved = place_launches(p);
     int rc = series_of(p, &c[CH_LOSS], "loss", 0, TW_F_LOSS, false);
     if (rc == TW_OK)

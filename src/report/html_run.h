@@ -10,7 +10,7 @@
 
 #include "trainwatch/analyze.h"
 
-#define GIB (1024.0 * 1024.0 * 1024.0)
+#define TW_HTML_GIB (1024.0 * 1024.0 * 1024.0)
 
 void tw_html_summary_table(FILE *out, const tw_report *r);
 void tw_html_metrics_table(FILE *out, const char *caption, const tw_metric_summary *m, int n);

@@ -63,7 +63,7 @@ void tw_html_summary_table(FILE *out, const tw_report *r)
     if (!isnan(s->final_lr))
         tw_html_row(out, "final learning rate", "%.6g", s->final_lr);
     if (!isnan(s->peak_mem_bytes))
-        tw_html_row(out, "peak device memory", "%.2f GiB", s->peak_mem_bytes / GIB);
+        tw_html_row(out, "peak device memory", "%.2f GiB", s->peak_mem_bytes / TW_HTML_GIB);
     char events[512] = "";
     for (int e = 1; e < TW_EV_COUNT; e++) {
         size_t len = strlen(events);
