@@ -112,7 +112,41 @@ static const tw_source *failure_source(const tw_launch_report *l)
     return NULL;
 }
 
-static void failed_launches(const tw_report *r, tw_findings *out)
+/* True when launch l (report lr) ran to its end: a finished event, or its
+ * leading rank's last record at the last epoch or step its format counts
+ * to (PaddleSeg's iter: 16000/16000). */
+static bool tw_launch_completed(const tw_run *l, const tw_launch_report *lr)
+{
+    if (lr->span.outcome && strcmp(lr->span.outcome, "finished") == 0)
+        return true;
+    if (is_failure(lr->span.outcome) || lr->span.step_records == 0)
+        return false;
+    const tw_rank *lead = NULL;
+    for (int i = 0; i < l->rank_count; i++) {
+        const tw_rank *rk = l->ranks[i];
+        if (rk && rk->used && (!lead || rk->steps > lead->steps))
+            lead = rk;
+    }
+    if (!lead)
+        return false;
+    const tw_point *p = &lead->last;
+    if (p->epoch >= 0 && p->epoch_total > 0)
+        return p->epoch >= (lead->first.epoch == 0 ? p->epoch_total - 1 : p->epoch_total);
+    return p->step_total > 0 && p->pos >= 0.98 * (double)p->step_total;
+}
+
+/* True when the last launch ran to its end: earlier launches stopped from
+ * outside (a signal, no error of their own) and work started over are then
+ * notes, not warnings (the evaluation set's
+ * healthy-ppindustry-paddleseg-16k-relaunch: SIGTERM at iter 360 of 160000,
+ * relaunched with iters 16000, which it completes). */
+static bool tw_last_completed(const tw_run *run, const tw_report *r)
+{
+    int last = r->launch_count - 1;
+    return tw_launch_completed(tw_run_launch(run, last), &r->launches[last]);
+}
+
+static void failed_launches(const tw_run *run, const tw_report *r, tw_findings *out)
 {
     int failed = 0;
     const tw_launch_report *first = NULL;
@@ -125,11 +159,14 @@ static void failed_launches(const tw_report *r, tw_findings *out)
     }
     if (!failed)
         return;
-    tw_finding *f =
-        r->launch_count == 2
-            ? tw_finding_add(out, "failed_launches", TW_SEV_WARNING, "The launch before the last one failed")
-            : tw_finding_add(out, "failed_launches", TW_SEV_WARNING, "%d of the %d launches before the last one failed",
-                             failed, r->launch_count - 1);
+    int crashed = 0;
+    for (int i = 0; i + 1 < r->launch_count; i++)
+        crashed += is_failure(r->launches[i].span.outcome) && strcmp(r->launches[i].span.outcome, "killed") != 0;
+    tw_severity sev = !crashed && tw_last_completed(run, r) ? TW_SEV_INFO : TW_SEV_WARNING;
+    tw_finding *f = r->launch_count == 2
+                        ? tw_finding_add(out, "failed_launches", sev, "The launch before the last one failed")
+                        : tw_finding_add(out, "failed_launches", sev, "%d of the %d launches before the last one failed",
+                                         failed, r->launch_count - 1);
     if (!f)
         return;
     const tw_source *where = failure_source(first);
@@ -155,15 +192,39 @@ static void failed_launches(const tw_report *r, tw_findings *out)
                             "one). Check that the cause of each is fixed, not only that the last launch ran.");
 }
 
+/* Launch j tries to train again: it has training steps, a resume, or it
+ * failed (a restart that died before its first step). A launch that did
+ * none of these ran something else on the same log: an inference or
+ * evaluation script (healthy-paddle-sign-paddlerec-20ep's tools/infer.py,
+ * the corpus's paddlevideo-agcn test runs). */
+static bool tw_trains_again(const tw_run *run, const tw_report *r, int j)
+{
+    const tw_launch_span *s = &r->launches[j].span;
+    return s->step_records > 0 || is_failure(s->outcome) || tw_first_event(tw_run_launch(run, j), TW_EV_RESUME);
+}
+
+/* Launch i trained and a later launch trained (or tried to) again. */
+static bool tw_started_over(const tw_run *run, const tw_report *r, int i)
+{
+    if (r->launches[i].span.step_records == 0)
+        return false;
+    for (int j = i + 1; j < r->launch_count; j++) {
+        if (tw_trains_again(run, r, j))
+            return true;
+    }
+    return false;
+}
+
 static void restarts(const tw_run *run, const tw_report *r, tw_findings *out)
 {
     int trained = 0;
     for (int i = 0; i + 1 < r->launch_count; i++)
-        trained += r->launches[i].span.step_records > 0;
+        trained += tw_started_over(run, r, i);
     if (!trained)
         return;
     const tw_launch_span *last = &r->launches[r->launch_count - 1].span;
-    tw_finding *f = tw_finding_add(out, "restarts", TW_SEV_WARNING,
+    tw_severity sev = tw_last_completed(run, r) ? TW_SEV_INFO : TW_SEV_WARNING;
+    tw_finding *f = tw_finding_add(out, "restarts", sev,
                                    "The log holds %d launches: %d trained before the last one started over",
                                    r->launch_count, trained);
     if (!f)
@@ -173,7 +234,7 @@ static void restarts(const tw_run *run, const tw_report *r, tw_findings *out)
     for (int i = 0, shown = 0; i + 1 < r->launch_count; i++) {
         const tw_launch_span *s = &r->launches[i].span;
         const tw_launch_span *next = &r->launches[i + 1].span;
-        if (s->step_records == 0)
+        if (!tw_started_over(run, r, i))
             continue;
         if (shown++ == 6) {
             tw_finding_evidence(f, "... (see the launches table)");
@@ -208,6 +269,28 @@ static const tw_fact *first_fact(const tw_run *l, const char *key)
 /* Launches that ran in another environment or configuration than the one
  * before them (versions, GPUs, batch size, commit): their results are not
  * comparable, and which one produced the model matters. */
+/* The number of devices a CUDA_VISIBLE_DEVICES value lists. */
+static int tw_device_count(const char *value)
+{
+    int n = *value != '\0';
+    for (const char *c = value; *c; c++)
+        n += *c == ',';
+    return n;
+}
+
+/* Two values of a fact that differ in a way that changes the run: which
+ * GPUs of the node a launch is given (CUDA_VISIBLE_DEVICES 0,1 -> 6,7) does
+ * not, how many it is given does (the corpus's paddleseg-encnet 0,1 ->
+ * 0,1,2,3; healthy-ppindustry-paddleseg-16k-relaunch moved to 6,7). */
+static bool tw_fact_changed(const tw_fact *before, const tw_fact *now)
+{
+    if (strcmp(before->value, now->value) == 0)
+        return false;
+    if (strcmp(now->key, "CUDA_VISIBLE_DEVICES") == 0)
+        return tw_device_count(before->value) != tw_device_count(now->value);
+    return true;
+}
+
 static void environment_changed(const tw_run *run, const tw_report *r, tw_findings *out)
 {
     tw_finding *f = NULL;
@@ -216,7 +299,7 @@ static void environment_changed(const tw_run *run, const tw_report *r, tw_findin
         for (int k = 0; k < b->fact_count; k++) {
             const tw_fact *now = &b->facts[k], *before = first_fact(a, now->key);
             /* each key once, by its first value in each launch */
-            if (first_fact(b, now->key) != now || !before || strcmp(before->value, now->value) == 0)
+            if (first_fact(b, now->key) != now || !before || !tw_fact_changed(before, now))
                 continue;
             if (!f) {
                 f = tw_finding_add(out, "environment_changed", TW_SEV_WARNING,
@@ -259,7 +342,7 @@ int tw_report_select(const tw_run *run, tw_report *report)
     report->summary = shown->summary;
     int rc = append_all(&out, shown);
     if (count > 1 && (all || report->launch == count)) {
-        failed_launches(report, &out);
+        failed_launches(run, report, &out);
         restarts(run, report, &out);
         environment_changed(run, report, &out);
     }

@@ -389,3 +389,43 @@ def test_detectron2s_no_predictions_warning_is_an_empty_evaluation(tmp_path):
     report, _ = analyze_json(path)
     f = by_rule(report, "eval_empty")
     assert f and f[0]["line"] == 2 and "nan" not in f[0]["evidence"].lower()
+
+
+PADDLEREC = EVAL_LOGS / "healthy-paddle-sign-paddlerec-20ep.log"
+SEG_RELAUNCH = EVAL_LOGS / "healthy-ppindustry-paddleseg-16k-relaunch.log"
+NYU_RESUME = EVAL_LOGS / "restarts-nyu-ssod-d2-resume-5500-15000.log"
+LIBNCCL = EVAL_LOGS / "cuda-setup-baiducomp-libnccl.log"
+
+
+def alarms(report):
+    return [f["rule"] for f in report["findings"] if f["severity"] in ("warning", "error")]
+
+
+def test_an_inference_run_appended_to_a_training_log_is_not_a_restart():
+    """PaddleRec: 20 epochs trained, then tools/infer.py loads the epoch
+    15-18 checkpoints (line 132 on): a launch with no training step that
+    ended cleanly is another script, not the training started over."""
+    report, _ = analyze_json(PADDLEREC)
+    assert report["launch_count"] == 2
+    assert not by_rule(report, "restarts") and not alarms(report)
+
+
+def test_a_run_stopped_by_hand_and_relaunched_to_completion_is_a_note():
+    """PaddleSeg: SIGTERM from the launcher at iter 360 of 160000 (line 144),
+    relaunched on two other GPUs of the node with iters 16000, which it
+    completes: the stop and the restart are notes, the GPU ids no change."""
+    report, _ = analyze_json(SEG_RELAUNCH)
+    failed = by_rule(report, "failed_launches")
+    assert failed and failed[0]["severity"] == "info" and failed[0]["line"] == 144
+    assert by_rule(report, "restarts")[0]["severity"] == "info"
+    assert not by_rule(report, "environment_changed") and not alarms(report)
+
+
+def test_restarts_of_unfinished_or_failing_runs_still_warn():
+    """The restarts that cost work keep their warning: detectron2 resumed
+    twice and cut off before its last iteration; Paddle launches that died
+    of a missing libnccl before the one that ran."""
+    report, _ = analyze_json(NYU_RESUME)
+    assert by_rule(report, "restarts")[0]["severity"] == "warning"
+    report, _ = analyze_json(LIBNCCL)
+    assert by_rule(report, "failed_launches")[0]["severity"] == "warning"
