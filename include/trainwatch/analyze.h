@@ -51,7 +51,8 @@
     X(mem_growth, "mem-growth", 0.10, 1, " F         ", "relative device memory growth that is a leak") \
     X(device_memory, "device-memory", 0, 1073741824.0, " GIB    ", "device memory in GiB, to project when it runs out; 0: unknown") \
     X(straggler_factor, "straggler", 1.2, 1, " F          ", "a rank this x slower than the others is a straggler") \
-    X(early_stop_share, "early-stop", 0.9, 1, " F         ", "a rank stopping before this share of the others' steps")
+    X(early_stop_share, "early-stop", 0.9, 1, " F         ", "a rank stopping before this share of the others' steps") \
+    X(max_steps, "max-steps", 0, 1, " N          ", "the planned global steps, for the time left; 0: the plan the log prints")
 // clang-format on
 
 typedef struct tw_thresholds {

@@ -144,6 +144,12 @@ void tw_record_init(tw_record *r);
  * of M per epoch, or step S of M in all); epochs_from_zero: the log counts
  * epochs from 0. NAN when r does not say. */
 double tw_record_steps_left(const tw_record *r, bool epochs_from_zero);
+/* Where r is in the whole run, in steps: its run-wide counter, else epoch
+ * times steps per epoch plus its step, else its step; NAN when it has none. */
+double tw_record_position(const tw_record *r);
+/* The steps left after r: planned_steps (a --max-steps) minus its
+ * position when planned_steps > 0, else tw_record_steps_left. */
+double tw_record_steps_to_plan(const tw_record *r, double planned_steps, bool epochs_from_zero);
 
 /* Adds or replaces a named metric; names longer than TW_NAME_MAX-1 are cut.
  * Returns false when the record already holds TW_METRICS_MAX metrics (or

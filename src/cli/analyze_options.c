@@ -66,7 +66,7 @@ const char tw_analyze_usage[] =
     "  --no-history           do not record the run\n"
     "  --history-job NAME     the job it is recorded under (default: the first file's name)\n"
     "  -h, --help             show this help\n\n"
-    "thresholds of the rules (the default in parentheses):\n"
+    "thresholds of the rules and the run's plan (the default in parentheses):\n"
     TW_THRESHOLD_LIST(THRESHOLD_HELP)
     "\nexit status:\n"
     "  0  analysed; no finding at or above the --fail-on severity\n"

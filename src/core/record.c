@@ -116,6 +116,24 @@ const char *tw_record_kind_name(tw_record_kind kind)
     return "unknown";
 }
 
+double tw_record_position(const tw_record *r)
+{
+    if (r->global_step >= 0)
+        return (double)r->global_step;
+    if (r->step >= 0 && r->epoch >= 0 && r->step_total > 0)
+        return (double)r->epoch * (double)r->step_total + (double)r->step;
+    return r->step >= 0 ? (double)r->step : NAN;
+}
+
+double tw_record_steps_to_plan(const tw_record *r, double planned_steps, bool epochs_from_zero)
+{
+    if (planned_steps > 0) {
+        double left = planned_steps - tw_record_position(r);
+        return left > 0 ? left : isnan(left) ? NAN : 0;
+    }
+    return tw_record_steps_left(r, epochs_from_zero);
+}
+
 double tw_record_steps_left(const tw_record *r, bool epochs_from_zero)
 {
     if (r->epoch >= 0 && r->epoch_total > 0 && r->step >= 0 && r->step_total > 0) {

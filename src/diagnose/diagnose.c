@@ -99,10 +99,7 @@ static void summarize_duration(const tw_rank *lead, tw_summary *s)
 /* The time left when the log ends mid-run (see tw_summary). */
 static void summarize_eta(const tw_run *run, const tw_rank *lead, tw_summary *s)
 {
-    if (tw_run_ended(run))
-        return;
-    bool from_zero = lead->series.count && lead->series.points[0].epoch == 0;
-    double left = tw_record_steps_left(&lead->last_step_record, from_zero);
+    double left = tw_run_steps_left(run, lead);
     if (!(left > 0))
         return;
     s->steps_left = left;

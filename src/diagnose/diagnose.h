@@ -42,6 +42,10 @@ const tw_point *tw_closing_record(const tw_run *run, const tw_event_note *e);
 /* The log says the run ended: finished, or failed (an exception, OOM,
  * signal or exit); then nothing is left to run. */
 bool tw_run_ended(const tw_run *run);
+/* The planned steps left after rank rk's last step record: NAN when the run
+ * ended or nothing says the plan; --max-steps (th.max_steps) when given,
+ * else the epochs and steps the log prints. */
+double tw_run_steps_left(const tw_run *run, const tw_rank *rk);
 
 /* The first event of a kind kept by the run, or NULL. */
 const tw_event_note *tw_first_event(const tw_run *run, tw_event_kind kind);

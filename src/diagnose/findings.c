@@ -120,6 +120,14 @@ bool tw_run_ended(const tw_run *run)
     return false;
 }
 
+double tw_run_steps_left(const tw_run *run, const tw_rank *rk)
+{
+    if (tw_run_ended(run))
+        return NAN;
+    bool from_zero = rk->series.count && rk->series.points[0].epoch == 0;
+    return tw_record_steps_to_plan(&rk->last_step_record, run->th.max_steps, from_zero);
+}
+
 const tw_event_note *tw_first_event(const tw_run *run, tw_event_kind kind)
 {
     for (int i = 0; i < run->events_kept_count; i++) {

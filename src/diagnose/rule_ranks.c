@@ -49,8 +49,7 @@ static void straggler_what_if(tw_finding *f, const tw_run *run, const tw_rank *r
     char a[32], b[32], c[32];
     tw_finding_evidence(f, "if rank %d kept pace with the others, a step would take %.3fs instead of %.3fs", rk->rank,
                         base, med);
-    bool from_zero = rk->series.count && rk->series.points[0].epoch == 0;
-    double left = tw_run_ended(run) ? NAN : tw_record_steps_left(&rk->last_step_record, from_zero);
+    double left = tw_run_steps_left(run, rk);
     double logged = rk->sum_weight > 0 ? rk->sum_weight : (double)rk->step_times.count;
     if (isfinite(left) && left > 0)
         tw_finding_evidence(f, "the %.0f steps left would take %s instead of %s: %s of GPU time saved on %d GPU%s",

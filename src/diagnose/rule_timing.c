@@ -51,8 +51,7 @@ static void what_if(tw_finding *f, const tw_run *run, const tw_rank *rk)
     char a[32], b[32], c[32];
     tw_finding_evidence(f, "with the data wait hidden behind compute, a step would take %.3fs instead of %.3fs",
                         step - wait, step);
-    bool from_zero = rk->series.count && rk->series.points[0].epoch == 0;
-    double left = tw_run_ended(run) ? NAN : tw_record_steps_left(&rk->last_step_record, from_zero);
+    double left = tw_run_steps_left(run, rk);
     if (isfinite(left) && left > 0)
         tw_finding_evidence(f, "the %.0f steps left would take %s instead of %s: %s of GPU time saved on %d GPU%s",
                             left, tw_fmt_duration(left * (step - wait), a, sizeof a),

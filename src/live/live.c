@@ -377,23 +377,12 @@ static void note_stall(tw_live *l, const live_rank *s, double quiet)
     }
 }
 
-static double position(const tw_record *r)
-{
-    if (r->global_step >= 0)
-        return (double)r->global_step;
-    if (r->step >= 0 && r->epoch >= 0 && r->step_total > 0)
-        return (double)r->epoch * (double)r->step_total + (double)r->step;
-    return r->step >= 0 ? (double)r->step : NAN;
-}
-
 /* The planned steps left after this record: --max-steps, else the epochs
  * and steps per epoch the log prints ("epoch: [3/10]", "[120/500]"; epochs
  * from 1 unless an epoch 0 was seen), else a run-wide total; NAN unknown. */
-static double steps_left(const tw_live *l, const live_rank *s, const tw_record *r, double pos)
+static double steps_left(const tw_live *l, const live_rank *s, const tw_record *r)
 {
-    if (l->max_steps > 0)
-        return l->max_steps - pos;
-    return tw_record_steps_left(r, s->epoch_from_zero);
+    return tw_record_steps_to_plan(r, l->max_steps, s->epoch_from_zero);
 }
 
 /* trainwatch_eta_seconds after a new step: the steps left at the rate of
@@ -416,7 +405,7 @@ static void update_eta(const tw_live *l, live_rank *s, const tw_record *r, doubl
     int oldest = (s->rate_head + INTERVALS - s->rate_count) % INTERVALS;
     double span = t - s->rate_time[oldest], advance = pos - s->rate_pos[oldest];
     s->seconds_per_step = s->rate_count >= 2 && span > 0 && advance > 0 ? span / advance : NAN;
-    double left = steps_left(l, s, r, pos);
+    double left = steps_left(l, s, r);
     if (isfinite(left) && isfinite(s->seconds_per_step))
         set_gauge(l, s, &s->eta, l->f_eta, (left > 0 ? left : 0) * s->seconds_per_step);
     else if (tw_has(r, TW_F_ETA))
@@ -463,7 +452,7 @@ static void on_step(tw_live *l, live_rank *s, const tw_record *r, double now)
             tw_counter_inc(s->nan);
             if (!s->nan_reported) {
                 s->nan_reported = true;
-                warn(l, r->rank, r, "loss is %s at step %.0f", isnan(r->loss) ? "NaN" : "Inf", position(r));
+                warn(l, r->rank, r, "loss is %s at step %.0f", isnan(r->loss) ? "NaN" : "Inf", tw_record_position(r));
             }
         }
     }
@@ -486,7 +475,7 @@ static void on_step(tw_live *l, live_rank *s, const tw_record *r, double now)
         set_gauge(l, s, &s->epoch, l->f_epoch, (double)r->epoch);
     for (int i = 0; i < r->metric_count; i++)
         tw_gauge_set(named_gauge(l, s, &s->trains, l->f_train, r->metrics[i].name), r->metrics[i].value);
-    double pos = position(r);
+    double pos = tw_record_position(r);
     bool progress = !isnan(pos) && (!s->have_pos || pos != s->last_pos);
     /* steps: the counter's value at its first record, then its advance; one
      * for a record without a counter or after a restart to an earlier step */

@@ -100,3 +100,21 @@ def test_analyze_says_the_time_left_and_what_hiding_the_data_wait_would_save(tmp
     assert report["summary"]["steps_left"] is None and report["summary"]["eta_seconds"] is None
     data = next(f for f in report["findings"] if f["rule"] == "data_loading_bound")
     assert re.search(r"over the 141 steps logged it waited 4m42s of 7m03s: 4m42s of GPU time on 1 GPU", data["evidence"])
+
+
+def test_analyze_takes_the_plan_from_max_steps(tmp_path):
+    """--max-steps where the log prints no plan (global steps alone): the
+    steps left are the plan less the last global step, at the run's median
+    step time; a plan already passed leaves none; a bad value is refused."""
+    from conftest import analyze_json, run
+    log = tmp_path / "plain.log"
+    log.write_text("".join(kv_line(s, s) for s in range(1, 101)))
+    report, _ = analyze_json("--no-history", log)
+    assert report["summary"]["steps_left"] is None  # nothing says the plan
+    report, _ = analyze_json("--no-history", "--max-steps", "1000", log)
+    s = report["summary"]
+    assert s["steps_left"] == 900 and abs(s["eta_seconds"] - 900 * 0.1) < 1e-6, s
+    report, _ = analyze_json("--no-history", "--max-steps", "50", log)
+    assert report["summary"]["steps_left"] is None  # past the plan: nothing left to time
+    bad = run(["trainwatch", "analyze", "--no-history", "--max-steps", "many", log])
+    assert bad.returncode == 2 and "--max-steps" in bad.stderr, bad.stderr
