@@ -175,6 +175,21 @@ typedef struct tw_gpu_summary {
     } rank_gpus[TW_GPU_RANKS_MAX];
 } tw_gpu_summary;
 
+/* A run's GPU time and what it cost: `run` counts it from NVML each
+ * second (src/supervise/cost.c), `analyze` from the GPU telemetry logs given
+ * beside the logs (each GPU's sampled span). gpu_seconds 0: none counted. */
+typedef struct tw_gpu_cost {
+    int gpus;                   /* GPUs counted (run: most in use at once) */
+    double gpu_seconds;         /* GPU time */
+    double idle_seconds;        /* of it, under idle_below utilisation */
+    double idle_below;          /* percent */
+    bool priced;                /* a price was given: cost and idle_cost hold */
+    bool unpriced_left_out;     /* some GPU time had no price (a model the price table lacks) */
+    double cost, idle_cost;     /* money, in the unit of the prices */
+    double budget;              /* --budget; 0: none */
+    char price_source[160];     /* "3.6 per GPU-hour", the price table's path; "" without a price */
+} tw_gpu_cost;
+
 typedef struct tw_summary {
     int ranks; /* ranks that reported steps */
     uint64_t step_records, eval_records, events;
@@ -202,6 +217,7 @@ typedef struct tw_summary {
     tw_metric_summary eval_metrics[TW_SUMMARY_METRICS];
     uint64_t event_counts[TW_EV_COUNT];
     tw_gpu_summary gpu;
+    tw_gpu_cost gpu_cost; /* set by run (NVML) and analyze (GPU logs) after the diagnosis */
     char environment[TW_TEXT_MAX / 2]; /* what the log states of its environment and configuration:
                                           "PaddlePaddle 2.2.0, GPUs used 4, ...", "" none */
 } tw_summary;

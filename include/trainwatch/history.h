@@ -26,7 +26,7 @@
 
 #include "trainwatch/analyze.h"
 
-#define TW_HISTORY_SCHEMA 2          /* the schema this trainwatch writes */
+#define TW_HISTORY_SCHEMA 3          /* the schema this trainwatch writes */
 #define TW_HISTORY_SERIES_POINTS 600 /* points kept per series of a run */
 
 typedef struct tw_history tw_history;
@@ -89,6 +89,12 @@ typedef struct tw_history_entry {
     int final_loss_nan; /* the last loss logged was NaN or infinite */
     int findings, errors, warnings;
     char environment[512];
+    /* schema 3: the GPU time and money (run: NVML; analyze: GPU logs);
+     * gpus -1 and the rest NAN where none was counted, cost NAN without a
+     * price, budget NAN without one */
+    int gpus;
+    double gpu_seconds, idle_seconds, idle_below, cost, idle_cost, budget;
+    char price_source[160];
 } tw_history_entry;
 
 typedef struct tw_history_filter {
@@ -153,6 +159,10 @@ void tw_history_entry_write_json(FILE *out, const tw_history_entry *e);
 void tw_history_view_write_json(FILE *out, const tw_history_view *v);
 /* "3h04m", "12m05s", "41s", "?" for an unknown one. */
 const char *tw_history_duration_text(double seconds, char *buf, size_t cap);
+/* The entry's GPU time in GPU-hours ("0.0111", "12.5") and its money
+ * ("3.42", "0.004111"); "-" where none was counted (or no price). */
+const char *tw_history_gpu_hours_text(const tw_history_entry *e, char *buf, size_t cap);
+const char *tw_history_cost_text(const tw_history_entry *e, char *buf, size_t cap);
 /* "2026-12-06 19:21" in local time, "?" when unknown. */
 const char *tw_history_time_text(double epoch_seconds, char *buf, size_t cap);
 

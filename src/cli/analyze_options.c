@@ -61,6 +61,9 @@ const char tw_analyze_usage[] =
     "  --no-color             the same as --color=never\n"
     "  --jobs N               threads reading one large plain file (default: one per core, at most 64)\n"
     "  --block-size BYTES     bytes each thread reads at a time (default 2 MiB, at least 256)\n"
+    "  --gpu-hour-cost PRICE  what one GPU-hour costs: the money of the GPU time in the GPU logs\n"
+    "  --gpu-prices FILE      prices per GPU model: lines 'MODEL PRICE' (as run takes them)\n"
+    "  --gpu-idle-below PCT   GPU time in the GPU logs under this utilisation is idle (default 10)\n"
     "  --history FILE         the run history the run is recorded in (default\n"
     "                         $XDG_DATA_HOME/trainwatch/runs.db; see trainwatch runs)\n"
     "  --no-history           do not record the run\n"
@@ -151,6 +154,8 @@ static const struct option named_options[] = {
     {"pattern", required_argument, NULL, OPT_PATTERN},       {"formats", required_argument, NULL, OPT_FORMATS},
     {"explain", no_argument, NULL, OPT_EXPLAIN},             {"quiet", no_argument, NULL, OPT_QUIET},
     {"templates", no_argument, NULL, OPT_TEMPLATES},         {"gpu-columns", required_argument, NULL, OPT_GPU_COLUMNS},
+    {"gpu-hour-cost", required_argument, NULL, 'C'},         {"gpu-prices", required_argument, NULL, 'G'},
+    {"gpu-idle-below", required_argument, NULL, 'I'},
     {"help", no_argument, NULL, OPT_HELP},                   TW_CLI_HISTORY_LONGOPTS};
 // clang-format on
 #define NAMED_COUNT                                   (sizeof named_options / sizeof named_options[0])
@@ -208,6 +213,10 @@ static int store_option(analyze_options *o, int c, char *arg)
     case 'h':
     case OPT_HELP:
         exit(tw_cli_write_help("analyze", tw_analyze_usage) == 0 ? TW_EXIT_OK : TW_EXIT_USAGE);
+    case 'C':
+    case 'G':
+    case 'I':
+        return tw_cli_cost_option("analyze", c, arg, &o->cost);
     default:
         if (tw_cli_history_option(&o->history, c, arg))
             return 0;

@@ -20,6 +20,7 @@ typedef struct analyze_options {
     tw_thresholds th;
     tw_user_formats *user;  /* --pattern, --formats (tw_cli_user_format's) */
     tw_cli_history history; /* --history, --no-history, --history-job */
+    tw_cost_options cost;   /* --gpu-hour-cost, --gpu-prices, --gpu-idle-below: GPU time from GPU logs */
 } analyze_options;
 
 /* The whole help: `trainwatch analyze --help`, `-h` and `trainwatch help analyze`. */

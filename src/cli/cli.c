@@ -32,6 +32,29 @@ int tw_cli_number(const char *command, const char *flag, const char *arg, double
     return 0;
 }
 
+int tw_cli_cost_option(const char *command, int code, const char *arg, tw_cost_options *o)
+{
+    switch (code) {
+    case 'C':
+        return tw_cli_number(command, "gpu-hour-cost", arg, &o->gpu_hour_cost);
+    case 'G':
+        o->price_file = arg;
+        return 0;
+    case 'U':
+        return tw_cli_number(command, "budget", arg, &o->budget);
+    case 'I':
+        if (tw_cli_number(command, "gpu-idle-below", arg, &o->idle_below) != 0)
+            return -1;
+        if (o->idle_below > 100) {
+            fprintf(stderr, "trainwatch %s: --gpu-idle-below takes a utilisation from 0 to 100 (%%)\n", command);
+            return -1;
+        }
+        return 0;
+    default:
+        return 1;
+    }
+}
+
 int tw_cli_when(const char *command, const char *flag, const char *arg, int *out)
 {
     static const char *const names[] = {"never", "always", "auto"}; /* 0, 1, -1 */

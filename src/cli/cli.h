@@ -11,6 +11,7 @@
 
 #include "trainwatch/analyze.h"
 #include "trainwatch/html.h"
+#include "trainwatch/supervise.h"
 
 typedef struct tw_command {
     const char *name;
@@ -32,6 +33,12 @@ extern const tw_command tw_cmd_compare;
 
 /* Reads a non-negative number for --flag; says what is wrong and returns -1. */
 int tw_cli_number(const char *command, const char *flag, const char *arg, double *out);
+/* The GPU cost options run and analyze share, as getopt_long codes:
+ * --gpu-hour-cost PRICE ('C'), --gpu-prices FILE ('G'), --budget AMOUNT
+ * ('U', run only), --gpu-idle-below PCT ('I'). Stores the value in o: 0;
+ * -1 on a bad value (said on stderr, naming command); 1 when code is none
+ * of them. */
+int tw_cli_cost_option(const char *command, int code, const char *arg, tw_cost_options *o);
 /* A Prometheus duration (10m, 1h30m) or seconds into *seconds; -1 when it
  * is neither (said, naming --flag). */
 int tw_cli_duration(const char *command, const char *flag, const char *arg, double *seconds);

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "../core/outfile.h"
+#include "../diagnose/gpu.h"
+#include "../supervise/cost.h"
 #include "analyze_options.h"
 #include "trainwatch/error.h"
 
@@ -43,6 +45,46 @@ static void record_history(const analyze_options *o, tw_report *report, const tw
     tw_cli_history_record("analyze", &o->history, &who, report, run);
 }
 
+static void count_interval(void *cost, int gpu, double util, double seconds)
+{
+    (void)gpu;
+    tw_cost_gpu(cost, NULL, true, util, seconds); /* GPU logs name no model: --gpu-hour-cost prices them */
+}
+
+/* The GPU time in the GPU logs given beside the logs, over the launch the
+ * report shows, and its money at the prices given: counted by cost.c as run
+ * counts NVML's samples, into the report's summary (for the text, the JSON
+ * and the history). Nothing without GPU logs; what fails is said, and the
+ * GPU time left out. */
+static void count_gpu_time(const analyze_options *o, const tw_run *run, tw_report *report)
+{
+    if (!run->gpu || !report->launch_count)
+        return;
+    int shown = report->launch >= 1 && report->launch <= report->launch_count ? report->launch - 1
+                                                                              : report->launch_count - 1;
+    const tw_run *view = tw_run_launch(run, report->launches[shown].span.index - 1);
+    tw_registry *scratch; /* cost.c keeps metrics: nobody serves them here */
+    tw_cost *cost = NULL;
+    char err[600];
+    if (tw_registry_new(&scratch) != TW_OK) {
+        fprintf(stderr, "trainwatch analyze: out of memory counting the GPU time; it is left out\n");
+        return;
+    }
+    if (tw_cost_new(scratch, "analyze", 0, &o->cost, &cost, err, sizeof err) != TW_OK) {
+        fprintf(stderr, "trainwatch analyze: %s; the GPU time is left out\n", err);
+    } else {
+        int gpus = tw_gpu_each_interval(run, view ? view : run, count_interval, cost);
+        if (gpus < 0) {
+            fprintf(stderr, "trainwatch analyze: out of memory counting the GPU time; it is left out\n");
+        } else {
+            tw_cost_totals(cost, &report->summary.gpu_cost);
+            report->summary.gpu_cost.gpus = gpus;
+        }
+    }
+    tw_cost_free(cost);
+    tw_registry_free(scratch);
+}
+
 /* The report of the launch asked for; NULL when there is none (said). */
 static tw_report *diagnosed(const analyze_options *o, const tw_run *run)
 {
@@ -64,8 +106,10 @@ static int write_report(const analyze_options *o, const tw_report *report, const
     bool html_stdout = o->html && strcmp(o->html, "-") == 0;
     if (o->json && !html_stdout)
         tw_report_write_json(stdout, report);
-    else if (!html_stdout)
+    else if (!html_stdout) {
         tw_report_write_text(stdout, report, tw_cli_colour(o->colour));
+        tw_gpu_cost_write(&report->summary.gpu_cost, stdout); /* as run's summary says it */
+    }
     if (o->html) {
         char title[256];
         html_title(title, sizeof title, inputs, count);
@@ -91,6 +135,10 @@ static int analyze(analyze_options *o, char **inputs, int count)
         fprintf(stderr, "trainwatch analyze: --html %s\n", err);
         return TW_EXIT_USAGE;
     }
+    if (o->cost.price_file && tw_cost_check_prices(o->cost.price_file, err, sizeof err) != TW_OK) {
+        fprintf(stderr, "trainwatch analyze: %s\n", err);
+        return TW_EXIT_USAGE;
+    }
     tw_run *run = NULL;
     tw_analyze_tally tally;
     if (tw_run_new(&run, &o->th) != TW_OK || tw_analyze_read(run, inputs, count, &o->in, &tally) != TW_OK) {
@@ -106,6 +154,8 @@ static int analyze(analyze_options *o, char **inputs, int count)
     tw_report *report = diagnosed(o, run);
     const tw_summary *sum = report ? &report->summary : NULL;
     bool nothing = sum && sum->step_records == 0 && sum->eval_records == 0 && sum->events == 0;
+    if (report && !nothing)
+        count_gpu_time(o, run, report);
     if (report && !(nothing && tally.failed == tally.inputs)) {
         if (!nothing)
             record_history(o, report, run, inputs); /* adds the baselines' findings */

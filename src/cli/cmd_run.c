@@ -135,22 +135,11 @@ static int parse(int argc, char **argv, run_options *o)
             o->command.separate_stderr = true;
             break;
         case 'C':
-            if (tw_cli_number("run", "gpu-hour-cost", optarg, &o->sup.cost.gpu_hour_cost))
-                return -1;
-            break;
         case 'G':
-            o->sup.cost.price_file = optarg;
-            break;
         case 'U':
-            if (tw_cli_number("run", "budget", optarg, &o->sup.cost.budget))
-                return -1;
-            break;
         case 'I':
-            if (tw_cli_number("run", "gpu-idle-below", optarg, &o->sup.cost.idle_below) ||
-                o->sup.cost.idle_below > 100) {
-                tw_say(TW_SAY_ERROR, "run", "--gpu-idle-below takes a utilisation from 0 to 100 (%%)");
+            if (tw_cli_cost_option("run", c, optarg, &o->sup.cost) != 0)
                 return -1;
-            }
             break;
         case 'h':
             usage(stdout);

@@ -143,21 +143,22 @@ static const char *throughput_text(double v, char *buf, size_t cap)
  * Prometheus (no ID) their run label, by which compare names them. */
 static void write_table(const tw_history_entry *runs, size_t n, bool by_name)
 {
-    printf(by_name ? "%-20s %-16s %-28s %9s %8s %-14s %6s %10s %12s\n"
-                   : "%-5s %-16s %-28s %9s %8s %-14s %6s %10s %12s\n",
+    printf(by_name ? "%-20s %-16s %-28s %9s %8s %-14s %6s %10s %12s %9s %9s\n"
+                   : "%-5s %-16s %-28s %9s %8s %-14s %6s %10s %12s %9s %9s\n",
            by_name ? "RUN" : "ID", by_name ? "STARTED" : "RECORDED", "JOB", "STEPS", "DURATION", "OUTCOME", "HEALTH",
-           "FINAL LOSS", "THROUGHPUT");
+           "FINAL LOSS", "THROUGHPUT", "GPU-HOURS", "COST");
     for (size_t i = 0; i < n; i++) {
         const tw_history_entry *e = &runs[i];
-        char when[32], dur[32], loss[32], ips[32], steps[32], health[16], id[32];
+        char when[32], dur[32], loss[32], ips[32], steps[32], health[16], id[32], hours[32], cost[32];
         snprintf(id, sizeof id, "%lld", (long long)e->id);
         printf(by_name ? "%-20.20s " : "%-5s ", by_name ? e->name : id);
         snprintf(steps, sizeof steps, e->last_step >= 0 ? "%lld" : "?", (long long)e->last_step);
         snprintf(health, sizeof health, isfinite(e->health) ? "%.0f" : "?", e->health);
-        printf("%-16s %-28.28s %9s %8s %-14.14s %6s %10s %12s\n", tw_history_time_text(e->recorded, when, sizeof when),
-               e->job, steps,
+        printf("%-16s %-28.28s %9s %8s %-14.14s %6s %10s %12s %9s %9s\n",
+               tw_history_time_text(e->recorded, when, sizeof when), e->job, steps,
                tw_history_duration_text(e->duration, dur, sizeof dur), e->outcome[0] ? e->outcome : "?", health,
-               loss_text(e, loss, sizeof loss), throughput_text(e->throughput, ips, sizeof ips));
+               loss_text(e, loss, sizeof loss), throughput_text(e->throughput, ips, sizeof ips),
+               tw_history_gpu_hours_text(e, hours, sizeof hours), tw_history_cost_text(e, cost, sizeof cost));
     }
 }
 
@@ -225,6 +226,18 @@ static void write_run(const tw_history_view *v)
     printf("  loss first/best/final %.4g / %.4g / %s\n", e->first_loss, e->best_loss, loss_text(e, loss, sizeof loss));
     if (e->environment[0])
         printf("  environment: %s\n", e->environment);
+    if (isfinite(e->gpu_seconds)) {
+        char hours[32], cost[32];
+        printf("  GPU time: %s GPU-hours on %d GPU%s, %.0f%% of it idle (under %.0f%% utilisation)",
+               tw_history_gpu_hours_text(e, hours, sizeof hours), e->gpus, e->gpus == 1 ? "" : "s",
+               e->gpu_seconds > 0 ? 100 * e->idle_seconds / e->gpu_seconds : 0, e->idle_below);
+        if (isfinite(e->cost))
+            printf("; cost %s (%s), %.4g of it idle", tw_history_cost_text(e, cost, sizeof cost), e->price_source,
+                   e->idle_cost);
+        if (isfinite(e->budget))
+            printf("; budget %.4g", e->budget);
+        printf("\n");
+    }
     for (size_t i = 0; i < v->finding_count; i++)
         printf("  %-7s %s: %s\n", v->findings[i].severity, v->findings[i].rule, v->findings[i].title);
     if (v->series_count) {

@@ -205,6 +205,52 @@ void tw_gpu_summarize(const tw_run *root, const tw_run *view, tw_gpu_summary *ou
     free(picked);
 }
 
+typedef struct timed_sample {
+    int gpu;
+    double time, util;
+} timed_sample;
+
+static int by_gpu_then_time(const void *a, const void *b)
+{
+    const timed_sample *x = a, *y = b;
+    if (x->gpu != y->gpu)
+        return x->gpu < y->gpu ? -1 : 1;
+    return x->time < y->time ? -1 : x->time > y->time;
+}
+
+int tw_gpu_each_interval(const tw_run *root, const tw_run *view, tw_gpu_interval_fn fn, void *arg)
+{
+    const tw_gpu_notes *n = root->gpu;
+    if (!n || n->count < 2)
+        return 0;
+    double from, to;
+    bool by_time = step_span(view, &from, &to);
+    if (!by_time && tw_run_launches(root) > 1)
+        return 0; /* as tw_gpu_summarize: nothing says which launch the samples belong to */
+    timed_sample *v = malloc(sizeof *v * n->count);
+    if (!v)
+        return TW_ENOMEM;
+    size_t count = 0;
+    for (size_t i = 0; i < n->count; i++) {
+        const tw_gpu_sample *s = &n->items[i].s;
+        if (!isnan(s->time) && in_span(s, by_time, from, to))
+            v[count++] = (timed_sample){.gpu = s->gpu < 0 ? 0 : s->gpu, .time = s->time, .util = s->util};
+    }
+    qsort(v, count, sizeof *v, by_gpu_then_time);
+    int gpus = 0, counted = -1; /* sorted by GPU: one counted at its first interval */
+    for (size_t i = 1; i < count; i++) {
+        if (v[i].gpu != v[i - 1].gpu || !(v[i].time > v[i - 1].time))
+            continue;
+        if (v[i].gpu != counted) {
+            gpus++;
+            counted = v[i].gpu;
+        }
+        fn(arg, v[i].gpu, v[i - 1].util, v[i].time - v[i - 1].time);
+    }
+    free(v);
+    return gpus;
+}
+
 static double gib(double bytes)
 {
     return bytes / (1024.0 * 1024 * 1024);

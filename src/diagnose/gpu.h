@@ -53,6 +53,14 @@ void tw_gpu_notes_free(tw_gpu_notes *notes);
  * diagnose is looking at). out is fully written; samples 0 when none. */
 void tw_gpu_summarize(const tw_run *root, const tw_run *view, tw_gpu_summary *out);
 
+/* The GPU time in the samples of launch `view` (those tw_gpu_summarize
+ * uses, with a time): each GPU's samples in time order, every interval
+ * between two successive ones at the earlier one's utilisation (NAN when
+ * the log gives none), so a GPU counts its sampled span. Returns how many
+ * GPUs had an interval, or TW_ENOMEM. */
+typedef void (*tw_gpu_interval_fn)(void *arg, int gpu, double util, double seconds);
+int tw_gpu_each_interval(const tw_run *root, const tw_run *view, tw_gpu_interval_fn fn, void *arg);
+
 /* The summary's "GPU log" line (text) and its "gpu" member (JSON: null
  * without a GPU log; docs/analysis-json.md). */
 void tw_gpu_summary_text(const tw_gpu_summary *g, char *buf, size_t cap);

@@ -19,6 +19,36 @@ static void num_or_null(FILE *out, double v, bool valid)
         tw_json_number(out, v);
 }
 
+/* The run's GPU time and money (run: NVML; analyze: GPU logs); null when
+ * none was counted. */
+static void gpu_cost_json(FILE *out, const tw_gpu_cost *g)
+{
+    if (!(g->gpu_seconds > 0)) {
+        fputs("null", out);
+        return;
+    }
+    const struct {
+        const char *name;
+        double v;
+        bool known;
+    } members[] = {
+        {"gpu_seconds", g->gpu_seconds, true}, {"idle_seconds", g->idle_seconds, true},
+        {"idle_below", g->idle_below, true},   {"cost", g->cost, g->priced},
+        {"idle_cost", g->idle_cost, g->priced}, {"budget", g->budget, g->budget > 0},
+    };
+    fprintf(out, "{\"gpus\":%d", g->gpus);
+    for (size_t i = 0; i < sizeof members / sizeof members[0]; i++) {
+        fprintf(out, ",\"%s\":", members[i].name);
+        num_or_null(out, members[i].v, members[i].known);
+    }
+    fprintf(out, ",\"unpriced_left_out\":%s,\"price_source\":", g->unpriced_left_out ? "true" : "false");
+    if (g->price_source[0])
+        tw_json_cstring(out, g->price_source);
+    else
+        fputs("null", out);
+    fputc('}', out);
+}
+
 /* A count or position that is -1 (or below) when unknown. */
 static void int_or_null(FILE *out, int64_t v)
 {
@@ -104,6 +134,8 @@ static void summary(FILE *out, const tw_summary *s)
                 (unsigned long long)s->event_counts[k]);
     fputs("},\"gpu\":", out);
     tw_gpu_summary_json(out, &s->gpu);
+    fputs(",\"gpu_time\":", out);
+    gpu_cost_json(out, &s->gpu_cost);
     fputc('}', out);
 }
 

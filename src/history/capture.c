@@ -80,6 +80,16 @@ static void fill_entry(tw_history_entry *e, const tw_history_identity *who, cons
         e->warnings += r->findings[i].severity == TW_SEV_WARNING;
     }
     COPY(e->environment, s->environment);
+    const tw_gpu_cost *g = &s->gpu_cost;
+    bool counted = g->gpu_seconds > 0;
+    e->gpus = counted ? g->gpus : -1;
+    e->gpu_seconds = counted ? g->gpu_seconds : NAN;
+    e->idle_seconds = counted ? g->idle_seconds : NAN;
+    e->idle_below = counted ? g->idle_below : NAN;
+    e->cost = counted && g->priced ? g->cost : NAN;
+    e->idle_cost = counted && g->priced ? g->idle_cost : NAN;
+    e->budget = g->budget > 0 ? g->budget : NAN;
+    COPY(e->price_source, counted ? g->price_source : "");
 }
 
 /* ---- the series ----------------------------------------------------- */
@@ -276,7 +286,9 @@ static int insert_run(tw_history *h, const tw_history_entry *e, int64_t *id)
                       " launches, launch, outcome, outcome_detail, healthy, health, step_records, first_step,"
                       " last_step, epoch_total, last_epoch, duration, step_p50, step_p95, data_share, throughput,"
                       " peak_memory, first_loss, best_loss, best_loss_step, final_loss, final_loss_nan, final_lr,"
-                      " environment) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+                      " environment, gpus, gpu_seconds, idle_seconds, idle_below, cost, idle_cost, price_source,"
+                      " budget) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
+                      "?,?,?,?,?,?,?,?)";
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(h->db, sql, -1, &st, NULL) != SQLITE_OK)
         return TW_EIO;
@@ -315,6 +327,14 @@ static int insert_run(tw_history *h, const tw_history_entry *e, int64_t *id)
     sqlite3_bind_int(st, i++, e->final_loss_nan);
     tw_history_bind_number(st, i++, e->final_lr);
     bind_text(st, i++, e->environment);
+    bind_count(st, i++, e->gpus);
+    tw_history_bind_number(st, i++, e->gpu_seconds);
+    tw_history_bind_number(st, i++, e->idle_seconds);
+    tw_history_bind_number(st, i++, e->idle_below);
+    tw_history_bind_number(st, i++, e->cost);
+    tw_history_bind_number(st, i++, e->idle_cost);
+    bind_text(st, i++, e->price_source);
+    tw_history_bind_number(st, i++, e->budget);
     int rc = sqlite3_step(st) == SQLITE_DONE ? TW_OK : TW_EIO;
     sqlite3_finalize(st);
     *id = sqlite3_last_insert_rowid(h->db);

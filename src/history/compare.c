@@ -259,6 +259,9 @@ static void c_findings(const tw_history_entry *e, char *b, size_t c)
         snprintf(b, c, "%dE %dW", e->errors, e->warnings);
 }
 
+static void c_gpu_hours(const tw_history_entry *e, char *b, size_t c) { tw_history_gpu_hours_text(e, b, c); }
+static void c_cost(const tw_history_entry *e, char *b, size_t c) { tw_history_cost_text(e, b, c); }
+
 static const struct {
     const char *label;
     void (*cell)(const tw_history_entry *e, char *buf, size_t cap);
@@ -267,7 +270,7 @@ static const struct {
     {"duration", c_duration},       {"step time p50", c_p50},     {"step time p95", c_p95},
     {"data wait", c_share},         {"throughput", c_ips},        {"memory peak", c_mem},
     {"loss first", c_first},        {"loss best (step)", c_best}, {"loss final", c_final},
-    {"findings (err, warn)", c_findings},
+    {"findings (err, warn)", c_findings}, {"GPU-hours", c_gpu_hours},     {"cost", c_cost},
 };
 
 /* The last value of series metric of v, or NAN. */

@@ -90,6 +90,15 @@ static void entry_members(FILE *out, const tw_history_entry *e, bool *first)
     count(out, "errors", e->errors, first);
     count(out, "warnings", e->warnings, first);
     text(out, "environment", e->environment, first);
+    count(out, "gpus", e->gpus, first);
+    number(out, "gpu_seconds", e->gpu_seconds, first);
+    number(out, "gpu_hours", e->gpu_seconds / 3600, first);
+    number(out, "gpu_idle_seconds", e->idle_seconds, first);
+    number(out, "gpu_idle_below", e->idle_below, first);
+    number(out, "cost", e->cost, first);
+    number(out, "cost_idle", e->idle_cost, first);
+    text(out, "price_source", e->price_source, first);
+    number(out, "budget", e->budget, first);
 }
 
 void tw_history_entry_write_json(FILE *out, const tw_history_entry *e)
@@ -179,5 +188,23 @@ const char *tw_history_time_text(double t, char *buf, size_t cap)
     time_t when = (time_t)t;
     if (!isfinite(t) || !localtime_r(&when, &tm) || !strftime(buf, cap, "%Y-%m-%d %H:%M", &tm))
         snprintf(buf, cap, "?");
+    return buf;
+}
+
+const char *tw_history_gpu_hours_text(const tw_history_entry *e, char *buf, size_t cap)
+{
+    if (isfinite(e->gpu_seconds))
+        snprintf(buf, cap, "%.3g", e->gpu_seconds / 3600);
+    else
+        snprintf(buf, cap, "-");
+    return buf;
+}
+
+const char *tw_history_cost_text(const tw_history_entry *e, char *buf, size_t cap)
+{
+    if (isfinite(e->cost))
+        snprintf(buf, cap, e->cost >= 1 || e->cost == 0 ? "%.2f" : "%.4g", e->cost); /* as cost.c's summary */
+    else
+        snprintf(buf, cap, "-");
     return buf;
 }

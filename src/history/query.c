@@ -19,7 +19,8 @@
     " final_loss_nan, final_lr, environment,"                                                                      \
     " (SELECT count(*) FROM findings f WHERE f.run = runs.id),"                                                   \
     " (SELECT count(*) FROM findings f WHERE f.run = runs.id AND f.severity = 'error'),"                          \
-    " (SELECT count(*) FROM findings f WHERE f.run = runs.id AND f.severity = 'warning')"
+    " (SELECT count(*) FROM findings f WHERE f.run = runs.id AND f.severity = 'warning'),"                        \
+    " gpus, gpu_seconds, idle_seconds, idle_below, cost, idle_cost, price_source, budget"
 
 static void column_text(sqlite3_stmt *st, int c, char *dst, size_t cap)
 {
@@ -75,6 +76,14 @@ static void read_entry(sqlite3_stmt *st, tw_history_entry *e)
     e->findings = sqlite3_column_int(st, c++);
     e->errors = sqlite3_column_int(st, c++);
     e->warnings = sqlite3_column_int(st, c++);
+    e->gpus = (int)column_count(st, c++);
+    e->gpu_seconds = tw_history_column_number(st, c++);
+    e->idle_seconds = tw_history_column_number(st, c++);
+    e->idle_below = tw_history_column_number(st, c++);
+    e->cost = tw_history_column_number(st, c++);
+    e->idle_cost = tw_history_column_number(st, c++);
+    column_text(st, c++, e->price_source, sizeof e->price_source);
+    e->budget = tw_history_column_number(st, c++);
 }
 
 int tw_history_list(tw_history *h, const tw_history_filter *filter, tw_history_entry **entries, size_t *count,

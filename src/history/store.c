@@ -49,6 +49,15 @@ static const char *const migrations[TW_HISTORY_SCHEMA] = {
     " run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, kind TEXT NOT NULL, name TEXT NOT NULL,"
     " last REAL, best REAL, best_step INTEGER, count INTEGER);"
     "CREATE INDEX metrics_run ON metrics(run);",
+    /* 3: the GPU time and money of a run (cost.c's counts; analyze: GPU logs) */
+    "ALTER TABLE runs ADD COLUMN gpus INTEGER;"
+    "ALTER TABLE runs ADD COLUMN gpu_seconds REAL;"
+    "ALTER TABLE runs ADD COLUMN idle_seconds REAL;"
+    "ALTER TABLE runs ADD COLUMN idle_below REAL;"
+    "ALTER TABLE runs ADD COLUMN cost REAL;"
+    "ALTER TABLE runs ADD COLUMN idle_cost REAL;"
+    "ALTER TABLE runs ADD COLUMN price_source TEXT;"
+    "ALTER TABLE runs ADD COLUMN budget REAL;",
 };
 // clang-format on
 

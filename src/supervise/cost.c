@@ -30,7 +30,7 @@ struct tw_cost {
     tw_counter *gpu_seconds, *idle_seconds, *money, *idle_money;
     tw_gauge *gpus_used, *per_hour, *budget;
     /* the sample being summed, and the totals for the summary line */
-    double used_now, per_hour_now;
+    double used_now, per_hour_now, used_most;
     double gpu_total, idle_total, money_total, idle_money_total;
     unsigned unpriced_samples;
 };
@@ -217,6 +217,8 @@ void tw_cost_sample_done(tw_cost *c)
     if (!c)
         return;
     tw_gauge_set(c->gpus_used, c->used_now);
+    if (c->used_now > c->used_most)
+        c->used_most = c->used_now;
     if (c->per_hour)
         tw_gauge_set(c->per_hour, c->per_hour_now);
     c->used_now = 0;
@@ -240,20 +242,46 @@ static const char *money(double v, char *buf, size_t cap)
     return buf;
 }
 
-void tw_cost_write(const tw_cost *c, FILE *out)
+void tw_cost_totals(const tw_cost *c, tw_gpu_cost *out)
 {
-    if (!c || c->gpu_total <= 0)
+    *out = (tw_gpu_cost){.gpus = 0};
+    if (!c)
+        return;
+    out->gpus = (int)c->used_most;
+    out->gpu_seconds = c->gpu_total;
+    out->idle_seconds = c->idle_total;
+    out->idle_below = c->o.idle_below;
+    out->priced = c->priced;
+    out->unpriced_left_out = c->unpriced_samples > 0;
+    out->cost = c->money_total;
+    out->idle_cost = c->idle_money_total;
+    out->budget = c->o.budget > 0 ? c->o.budget : 0;
+    if (c->o.price_file)
+        tw_copy_str(out->price_source, sizeof out->price_source, c->o.price_file);
+    else if (c->o.gpu_hour_cost > 0)
+        snprintf(out->price_source, sizeof out->price_source, "%g per GPU-hour", c->o.gpu_hour_cost);
+}
+
+void tw_gpu_cost_write(const tw_gpu_cost *g, FILE *out)
+{
+    if (!(g->gpu_seconds > 0))
         return;
     char used[32], idle[32];
     fprintf(out, "GPU time: %s, %s of it idle (%.0f%%, under %.0f%% utilisation)",
-            gpu_time(c->gpu_total, used, sizeof used), gpu_time(c->idle_total, idle, sizeof idle),
-            100 * c->idle_total / c->gpu_total, c->o.idle_below);
+            gpu_time(g->gpu_seconds, used, sizeof used), gpu_time(g->idle_seconds, idle, sizeof idle),
+            100 * g->idle_seconds / g->gpu_seconds, g->idle_below);
     char m1[32], m2[32];
-    if (c->priced)
-        fprintf(out, "; cost %s, %s of it idle%s", money(c->money_total, m1, sizeof m1),
-                money(c->idle_money_total, m2, sizeof m2), c->unpriced_samples ? " (GPUs with no price left out)" : "");
-    if (c->o.budget > 0)
-        fprintf(out, "; budget %s (%.0f%% used)", money(c->o.budget, m1, sizeof m1),
-                100 * c->money_total / c->o.budget);
+    if (g->priced)
+        fprintf(out, "; cost %s, %s of it idle%s", money(g->cost, m1, sizeof m1), money(g->idle_cost, m2, sizeof m2),
+                g->unpriced_left_out ? " (GPUs with no price left out)" : "");
+    if (g->budget > 0)
+        fprintf(out, "; budget %s (%.0f%% used)", money(g->budget, m1, sizeof m1), 100 * g->cost / g->budget);
     fputc('\n', out);
+}
+
+void tw_cost_write(const tw_cost *c, FILE *out)
+{
+    tw_gpu_cost g;
+    tw_cost_totals(c, &g);
+    tw_gpu_cost_write(&g, out);
 }

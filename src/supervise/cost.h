@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "trainwatch/analyze.h"
 #include "trainwatch/metrics.h"
 #include "trainwatch/supervise.h"
 
@@ -34,5 +35,10 @@ void tw_cost_sample_done(tw_cost *c);
 /* The summary line under the report ("GPUs: 1.2 GPU-hours ..."); nothing
  * when no GPU was used. */
 void tw_cost_write(const tw_cost *c, FILE *out);
+/* What c counted so far, for the report and the history (NULL c: none). */
+void tw_cost_totals(const tw_cost *c, tw_gpu_cost *out);
+/* The summary line of g ("GPU time: 4 GPU-seconds, ..."), as run and
+ * analyze print it; nothing when g counted no GPU time. */
+void tw_gpu_cost_write(const tw_gpu_cost *g, FILE *out);
 
 #endif

@@ -290,6 +290,11 @@ void tw_samplers_write(const tw_samplers *s, const tw_report *report, FILE *out)
     tw_cost_write(s->cost, out);
 }
 
+void tw_samplers_cost(const tw_samplers *s, tw_gpu_cost *out)
+{
+    tw_cost_totals(s->cost, out);
+}
+
 int tw_samplers_new(tw_registry *r, const char *name, const char *run, int rank, const tw_cost_options *cost,
                     tw_samplers **out)
 {

@@ -39,6 +39,8 @@ void tw_samplers_add_findings(const tw_samplers *s, tw_report *report);
  * allocated (the caller frees it; NULL and 0 without NVML). TW_OK or
  * TW_ENOMEM. */
 int tw_samplers_gpu_series(const tw_samplers *s, tw_html_gpu *out);
+/* The GPU time and money counted (cost.h), for the report and the history. */
+void tw_samplers_cost(const tw_samplers *s, tw_gpu_cost *out);
 /* The summary lines under the report. */
 void tw_samplers_write(const tw_samplers *s, const tw_report *report, FILE *out);
 

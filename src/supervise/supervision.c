@@ -729,8 +729,10 @@ int tw_supervision_finish(tw_supervision *s, tw_report **report, tw_supervision_
     int rc = tw_diagnose(s->sinks.run, &th, report);
     if (rc != TW_OK)
         return rc;
-    if (s->command && s->command->samplers)
+    if (s->command && s->command->samplers) {
         tw_samplers_add_findings(s->command->samplers, *report);
+        tw_samplers_cost(s->command->samplers, &(*report)->summary.gpu_cost); /* kept in the history */
+    }
     tw_finding stall;
     if (tw_live_stall_finding(s->sinks.live, tw_wall_clock(), &stall))
         tw_report_append(*report, &stall);

@@ -57,10 +57,10 @@ def test_analyze_records_the_run_and_runs_lists_it(tmp_path):
     assert e["last_step"] == s["last_step"] and e["step_records"] == s["step_records"]
     assert e["final_loss"] == pytest.approx(s["final_loss"]) and e["health"] == report["health"]["score"]
     assert e["findings"] == len(report["findings"])
-    # what the file holds, read with Python's sqlite3: WAL, schema 2, the series downsampled
+    # what the file holds, read with Python's sqlite3: WAL, schema 3, the series downsampled
     with sqlite3.connect(db) as c:
         assert c.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert c.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert c.execute("PRAGMA user_version").fetchone()[0] == 3
         series = dict(c.execute("SELECT metric, count FROM series WHERE run = ?", (e["id"],)).fetchall())
     assert 0 < series["loss"] <= 600 and "step_time" in series
     shown = runs_json(db, "show", str(e["id"]))["run"]

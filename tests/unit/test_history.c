@@ -1,6 +1,7 @@
 /*
  * test_history.c: the history file and the comparison: a file at schema 1
- * migrated to the current one with its runs kept; a file that is no
+ * migrated to the current one with its runs kept; one at schema 2 gaining
+ * the GPU time and money; a file that is no
  * database refused with the reason; where two loss curves part (and that
  * two that only differ by their noise do not); the verdict's words. The
  * e2e tests (tests/e2e/test_history.py) drive the commands.
@@ -37,23 +38,30 @@ static void remove_db(const char *path)
     unlink(side);
 }
 
+/* A history file made at an older schema, with one row written by SQL as
+ * a trainwatch of that schema would have. */
+static void old_file(const char *path, int schema, const char *insert)
+{
+    char err[600];
+    tw_history *h;
+    assert_int_equal(tw_history_open_schema(path, schema, &h, err, sizeof err), TW_OK);
+    assert_int_equal(tw_history_schema(h), schema);
+    tw_history_close(h);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, insert, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+}
+
 static void a_schema_1_file_is_migrated_with_its_runs(void **state)
 {
     (void)state;
     char path[256], err[600];
     temp_path(path, sizeof path, "v1.db");
+    old_file(path, 1,
+             "INSERT INTO runs (recorded, source, name, job, step_p50, final_loss)"
+             " VALUES (1700000000, 'analyze', 'old', 'job-a', 0.25, 1.5)");
     tw_history *h;
-    assert_int_equal(tw_history_open_schema(path, 1, &h, err, sizeof err), TW_OK);
-    assert_int_equal(tw_history_schema(h), 1);
-    tw_history_close(h);
-    sqlite3 *db;
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(db,
-                                  "INSERT INTO runs (recorded, source, name, job, step_p50, final_loss)"
-                                  " VALUES (1700000000, 'analyze', 'old', 'job-a', 0.25, 1.5)",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
-    sqlite3_close(db);
     assert_int_equal(tw_history_open(path, &h, err, sizeof err), TW_OK);
     assert_int_equal(tw_history_schema(h), TW_HISTORY_SCHEMA);
     tw_history_entry e;
@@ -66,6 +74,49 @@ static void a_schema_1_file_is_migrated_with_its_runs(void **state)
     tw_history_view_free(&v);
     assert_int_equal(tw_history_find(h, "nobody", &e, err, sizeof err), TW_ENOENT);
     assert_non_null(strstr(err, "no run nobody"));
+    tw_history_close(h);
+    remove_db(path);
+}
+
+/* Schema 3 adds a run's GPU time and money to runs: a schema-2 file gains
+ * the columns in place, its rows kept (their GPU time unknown), and a run
+ * recorded then reads its GPU time back. */
+static void a_schema_2_file_gains_the_gpu_time_and_money(void **state)
+{
+    (void)state;
+    char path[256], err[600];
+    temp_path(path, sizeof path, "v2.db");
+    old_file(path, 2,
+             "INSERT INTO runs (recorded, source, name, job, step_p50)"
+             " VALUES (1700000000, 'run', 'before', 'job-b', 0.5)");
+    tw_history *h;
+    assert_int_equal(tw_history_open(path, &h, err, sizeof err), TW_OK);
+    assert_int_equal(tw_history_schema(h), 3);
+    tw_history_entry e;
+    assert_int_equal(tw_history_find(h, "before", &e, err, sizeof err), TW_OK);
+    assert_true(e.step_p50 == 0.5 && e.gpus == -1 && isnan(e.gpu_seconds) && isnan(e.cost) && !e.price_source[0]);
+
+    tw_thresholds th;
+    tw_thresholds_default(&th);
+    tw_run *run;
+    assert_int_equal(tw_run_new(&run, &th), TW_OK);
+    tw_report report = {.launch_count = 0};
+    report.summary.gpu_cost = (tw_gpu_cost){.gpus = 2, .gpu_seconds = 7200, .idle_seconds = 1800, .idle_below = 10,
+                                            .priced = true, .cost = 5, .idle_cost = 1.25, .budget = 20};
+    snprintf(report.summary.gpu_cost.price_source, sizeof report.summary.gpu_cost.price_source, "2.5 per GPU-hour");
+    tw_history_identity who = {.source = "run", .name = "after", .job = "job-b", .started = 1, .ended = 2};
+    int64_t id;
+    assert_int_equal(tw_history_record(h, &who, &report, run, &id, err, sizeof err), TW_OK);
+    assert_int_equal(tw_history_find(h, "after", &e, err, sizeof err), TW_OK);
+    assert_int_equal(e.id, id);
+    assert_int_equal(e.gpus, 2);
+    assert_true(e.gpu_seconds == 7200 && e.idle_seconds == 1800 && e.idle_below == 10);
+    assert_true(e.cost == 5 && e.idle_cost == 1.25 && e.budget == 20);
+    assert_string_equal(e.price_source, "2.5 per GPU-hour");
+    char buf[32];
+    assert_string_equal(tw_history_gpu_hours_text(&e, buf, sizeof buf), "2");
+    assert_string_equal(tw_history_cost_text(&e, buf, sizeof buf), "5.00");
+    tw_run_free(run);
     tw_history_close(h);
     remove_db(path);
 }
@@ -200,6 +251,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_schema_1_file_is_migrated_with_its_runs),
+        cmocka_unit_test(a_schema_2_file_gains_the_gpu_time_and_money),
         cmocka_unit_test(a_file_that_is_no_database_is_refused),
         cmocka_unit_test(curves_part_where_they_leave_each_others_noise),
         cmocka_unit_test(the_verdict_says_how_much_slower_and_why),
