@@ -231,9 +231,13 @@ static void write_run(const tw_history_view *v)
         printf("  GPU time: %s GPU-hours on %d GPU%s, %.0f%% of it idle (under %.0f%% utilisation)",
                tw_history_gpu_hours_text(e, hours, sizeof hours), e->gpus, e->gpus == 1 ? "" : "s",
                e->gpu_seconds > 0 ? 100 * e->idle_seconds / e->gpu_seconds : 0, e->idle_below);
-        if (isfinite(e->cost))
-            printf("; cost %s (%s), %.4g of it idle", tw_history_cost_text(e, cost, sizeof cost), e->price_source,
-                   e->idle_cost);
+        if (isfinite(e->cost)) {
+            char idle[32];
+            tw_history_entry idle_part = *e; /* the idle money, written as the money is */
+            idle_part.cost = e->idle_cost;
+            printf("; cost %s (%s), %s of it idle", tw_history_cost_text(e, cost, sizeof cost), e->price_source,
+                   tw_history_cost_text(&idle_part, idle, sizeof idle));
+        }
         if (isfinite(e->budget))
             printf("; budget %.4g", e->budget);
         printf("\n");
