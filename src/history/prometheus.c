@@ -273,7 +273,7 @@ static int figures(asking *a, tw_history_entry *e)
 {
     char window[32];
     snprintf(window, sizeof window, "%.0fs", e->ended - e->started + 120);
-    double first_step = NAN, last_step = NAN;
+    double first_step = NAN, last_step = NAN, gpus = NAN;
     struct {
         const char *fmt;
         double *out;
@@ -290,6 +290,13 @@ static int figures(asking *a, tw_history_entry *e)
         {"min(min_over_time(trainwatch_train_step{%s}[%s]))", &first_step},
         {"max(max_over_time(trainwatch_train_step{%s}[%s]))", &last_step},
         {"avg(last_over_time(trainwatch_train_loss{%s}[%s]))", &e->final_loss},
+        /* what run's cost counters reached (docs/history.md#cost): counters, so their largest value */
+        {"sum(max_over_time(trainwatch_gpu_seconds_total{%s}[%s]))", &e->gpu_seconds},
+        {"sum(max_over_time(trainwatch_gpu_idle_seconds_total{%s}[%s]))", &e->idle_seconds},
+        {"max(max_over_time(trainwatch_gpus_used{%s}[%s]))", &gpus},
+        {"sum(max_over_time(trainwatch_cost_total{%s}[%s]))", &e->cost},
+        {"sum(max_over_time(trainwatch_cost_idle_total{%s}[%s]))", &e->idle_cost},
+        {"max(max_over_time(trainwatch_budget{%s}[%s]))", &e->budget},
     };
     double saved_until = a->until;
     a->until = a->end;
@@ -308,6 +315,11 @@ static int figures(asking *a, tw_history_entry *e)
         e->first_step = (int64_t)first_step;
     if (isfinite(last_step))
         e->last_step = (int64_t)last_step;
+    if (gpus > 0 && isfinite(e->gpu_seconds)) {
+        e->gpus = (int)gpus;
+    } else { /* no GPU seen (the counters are there at 0 without NVML): unknown, as the file keeps it */
+        e->gpu_seconds = e->idle_seconds = e->cost = e->idle_cost = NAN;
+    }
     return rc;
 }
 
@@ -318,9 +330,11 @@ static void entry_init(tw_history_entry *e)
     e->step_records = e->first_step = e->last_step = e->epoch_total = e->last_epoch = -1;
     e->best_loss_step = -1;
     e->findings = e->errors = e->warnings = -1;
+    e->gpus = -1;
     double *nans[] = {&e->started,   &e->ended,      &e->health,     &e->duration,    &e->step_p50,
                       &e->step_p95,  &e->data_share, &e->throughput, &e->peak_memory, &e->first_loss,
-                      &e->best_loss, &e->final_loss, &e->final_lr,   &e->recorded};
+                      &e->best_loss, &e->final_loss, &e->final_lr,   &e->recorded,    &e->gpu_seconds,
+                      &e->idle_seconds, &e->idle_below, &e->cost, &e->idle_cost, &e->budget};
     for (size_t i = 0; i < sizeof nans / sizeof nans[0]; i++)
         *nans[i] = NAN;
     snprintf(e->source, sizeof e->source, "prometheus");

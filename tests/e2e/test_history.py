@@ -376,8 +376,13 @@ def test_runs_and_compare_from_a_real_prometheus(tmp_path, procs):
     # scrape interval: a second or two in): both run long enough to share steps
     demos = {"quick": ["--steps-per-epoch", "3000", "--slow-reader", "6"],
              "starved": ["--steps-per-epoch", "1500", "--slow-reader", "20"]}
+    # the starved run under the stand-in NVML with a price: its GPU time and money are series too
+    fake = os.path.join(os.path.dirname(binary("trainwatch")), "fake-nvml", "libnvidia-ml.so.1")
+    priced = {"starved": (["--gpu-hour-cost", "3.6"], {"TW_NVML_LIBRARY": fake})}
     runs = {name: procs(Supervised, str(tmp_path), name, tmp_path / f"node{i}.json",
-                        ["--epochs", "1", "--log-interval", "5", *args], ["--history", tmp_path / "runs.db"])
+                        ["--epochs", "1", "--log-interval", "5", *args],
+                        ["--history", tmp_path / "runs.db", *priced.get(name, ([], {}))[0]],
+                        env=priced.get(name, ([], {}))[1])
             for i, (name, args) in enumerate(demos.items())}
     for name, p in runs.items():
         assert p.wait(timeout=180) == 0, p.stderr()
@@ -409,11 +414,15 @@ def test_runs_and_compare_from_a_real_prometheus(tmp_path, procs):
                         'run="starved"']).stdout)
     a, b = j["runs"]
     assert b["step_time_p50"] > 1.5 * a["step_time_p50"] and b["data_share"] > a["data_share"], j
+    assert a["gpu_seconds"] is None and a["cost"] is None, a  # no GPU counted: unknown, not 0
+    assert b["gpu_seconds"] > 1 and b["gpus"] >= 1, b
+    assert abs(b["cost"] - b["gpu_seconds"] / 3600 * 3.6) < 0.01, b
     # the SQLite history of the same two runs says the same
     local = json.loads(run(["trainwatch", "compare", "--history", tmp_path / "runs.db", "--json", "quick",
                             "starved"]).stdout)
     la, lb = local["runs"]
     assert (lb["step_time_p50"] > la["step_time_p50"]) == (b["step_time_p50"] > a["step_time_p50"])
+    assert abs(lb["gpu_seconds"] - b["gpu_seconds"]) <= 2 * lb["gpus"], (lb, b)  # to the last scrape
     show = run(["trainwatch", "runs", "--prometheus", url, "show", 'run="starved"'])
     assert show.returncode == 0 and "series: loss" in show.stdout and "step_time" in show.stdout, show.stdout
 
