@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../diagnose/diagnose.h"
+#include "../supervise/cost.h"
 #include "html.h"
 #include "html_run.h"
 
@@ -64,6 +65,9 @@ void tw_html_summary_table(FILE *out, const tw_report *r)
         tw_html_row(out, "final learning rate", "%.6g", s->final_lr);
     if (!isnan(s->peak_mem_bytes))
         tw_html_row(out, "peak device memory", "%.2f GiB", s->peak_mem_bytes / TW_HTML_GIB);
+    char gpu_time[512];
+    if (*tw_gpu_cost_text(&s->gpu_cost, gpu_time, sizeof gpu_time))
+        tw_html_row(out, "GPU time", "%s", gpu_time);
     char events[512] = "";
     for (int e = 1; e < TW_EV_COUNT; e++) {
         size_t len = strlen(events);

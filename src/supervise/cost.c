@@ -262,21 +262,30 @@ void tw_cost_totals(const tw_cost *c, tw_gpu_cost *out)
         snprintf(out->price_source, sizeof out->price_source, "%g per GPU-hour", c->o.gpu_hour_cost);
 }
 
+const char *tw_gpu_cost_text(const tw_gpu_cost *g, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (!(g->gpu_seconds > 0))
+        return buf;
+    char used[32], idle[32], m1[32], m2[32];
+    size_t n = (size_t)snprintf(buf, cap, "%s, %s of it idle (%.0f%%, under %.0f%% utilisation)",
+                                gpu_time(g->gpu_seconds, used, sizeof used), gpu_time(g->idle_seconds, idle, sizeof idle),
+                                100 * g->idle_seconds / g->gpu_seconds, g->idle_below);
+    if (g->priced && n < cap)
+        n += (size_t)snprintf(buf + n, cap - n, "; cost %s, %s of it idle%s", money(g->cost, m1, sizeof m1),
+                              money(g->idle_cost, m2, sizeof m2),
+                              g->unpriced_left_out ? " (GPUs with no price left out)" : "");
+    if (g->budget > 0 && n < cap)
+        snprintf(buf + n, cap - n, "; budget %s (%.0f%% used)", money(g->budget, m1, sizeof m1),
+                 100 * g->cost / g->budget);
+    return buf;
+}
+
 void tw_gpu_cost_write(const tw_gpu_cost *g, FILE *out)
 {
-    if (!(g->gpu_seconds > 0))
-        return;
-    char used[32], idle[32];
-    fprintf(out, "GPU time: %s, %s of it idle (%.0f%%, under %.0f%% utilisation)",
-            gpu_time(g->gpu_seconds, used, sizeof used), gpu_time(g->idle_seconds, idle, sizeof idle),
-            100 * g->idle_seconds / g->gpu_seconds, g->idle_below);
-    char m1[32], m2[32];
-    if (g->priced)
-        fprintf(out, "; cost %s, %s of it idle%s", money(g->cost, m1, sizeof m1), money(g->idle_cost, m2, sizeof m2),
-                g->unpriced_left_out ? " (GPUs with no price left out)" : "");
-    if (g->budget > 0)
-        fprintf(out, "; budget %s (%.0f%% used)", money(g->budget, m1, sizeof m1), 100 * g->cost / g->budget);
-    fputc('\n', out);
+    char text[512];
+    if (*tw_gpu_cost_text(g, text, sizeof text))
+        fprintf(out, "GPU time: %s\n", text);
 }
 
 void tw_cost_write(const tw_cost *c, FILE *out)

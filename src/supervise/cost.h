@@ -40,5 +40,8 @@ void tw_cost_totals(const tw_cost *c, tw_gpu_cost *out);
 /* The summary line of g ("GPU time: 4 GPU-seconds, ..."), as run and
  * analyze print it; nothing when g counted no GPU time. */
 void tw_gpu_cost_write(const tw_gpu_cost *g, FILE *out);
+/* The same words without the "GPU time: " and the newline, into buf; ""
+ * when no GPU time was counted. Returns buf. */
+const char *tw_gpu_cost_text(const tw_gpu_cost *g, char *buf, size_t cap);
 
 #endif

@@ -41,6 +41,12 @@ def test_analyze_counts_the_gpu_time_of_a_gpu_log_says_it_and_records_it(corpus,
     m = re.search(r"^GPU time: (\S+) GPU-(hours|seconds), (\S+) GPU-(?:hours|seconds) of it idle \((\d+)%, under "
                   r"10% utilisation\); cost (\S+), (\S+) of it idle$", text, re.M)
     assert m, text
+    # the HTML report's summary table has the same words
+    page = tmp_path / "report.html"
+    run(["trainwatch", "analyze", "--no-history", "--gpu-hour-cost", "2", "--html", page, DRRG_0311,
+         corpus / PADDLE_GPU])
+    row = re.search(r"<tr><th>GPU time</th><td>([^<]*)</td></tr>", page.read_text())
+    assert row and "GPU time: " + row.group(1) == m.group(0), (row, m.group(0))
     shown = float(m.group(1)) * (3600 if m.group(2) == "hours" else 1)
     assert abs(shown - total) <= max(0.01 * total, 1) and int(m.group(4)) == round(100 * idle / total)
     # a stricter idle threshold counts more idle time; no price: no money
