@@ -187,6 +187,7 @@ typedef struct tw_gpu_cost {
     bool unpriced_left_out;     /* some GPU time had no price (a model the price table lacks) */
     double cost, idle_cost;     /* money, in the unit of the prices */
     double budget;              /* --budget; 0: none */
+    double projected_cost;      /* the money at the end at this rate, while time is left (analyze); 0: unknown */
     char price_source[160];     /* "3.6 per GPU-hour", the price table's path; "" without a price */
 } tw_gpu_cost;
 

@@ -77,8 +77,12 @@ static void count_gpu_time(const analyze_options *o, const tw_run *run, tw_repor
         if (gpus < 0) {
             fprintf(stderr, "trainwatch analyze: out of memory counting the GPU time; it is left out\n");
         } else {
-            tw_cost_totals(cost, &report->summary.gpu_cost);
-            report->summary.gpu_cost.gpus = gpus;
+            tw_gpu_cost *g = &report->summary.gpu_cost;
+            tw_cost_totals(cost, g);
+            g->gpus = gpus;
+            /* the GPUs of the launch at the money a GPU-second has cost, for the time left */
+            if (g->priced && g->gpu_seconds > 0 && report->summary.eta_seconds > 0)
+                g->projected_cost = g->cost + g->cost / g->gpu_seconds * gpus * report->summary.eta_seconds;
         }
     }
     tw_cost_free(cost);

@@ -35,6 +35,7 @@ static void gpu_cost_json(FILE *out, const tw_gpu_cost *g)
         {"gpu_seconds", g->gpu_seconds, true}, {"idle_seconds", g->idle_seconds, true},
         {"idle_below", g->idle_below, true},   {"cost", g->cost, g->priced},
         {"idle_cost", g->idle_cost, g->priced}, {"budget", g->budget, g->budget > 0},
+        {"projected_cost", g->projected_cost, g->priced && g->projected_cost > 0},
     };
     fprintf(out, "{\"gpus\":%d", g->gpus);
     for (size_t i = 0; i < sizeof members / sizeof members[0]; i++) {

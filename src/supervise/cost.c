@@ -275,6 +275,8 @@ const char *tw_gpu_cost_text(const tw_gpu_cost *g, char *buf, size_t cap)
         n += (size_t)snprintf(buf + n, cap - n, "; cost %s, %s of it idle%s", money(g->cost, m1, sizeof m1),
                               money(g->idle_cost, m2, sizeof m2),
                               g->unpriced_left_out ? " (GPUs with no price left out)" : "");
+    if (g->priced && g->projected_cost > 0 && n < cap)
+        n += (size_t)snprintf(buf + n, cap - n, "; %s by the end at this rate", money(g->projected_cost, m1, sizeof m1));
     if (g->budget > 0 && n < cap)
         snprintf(buf + n, cap - n, "; budget %s (%.0f%% used)", money(g->budget, m1, sizeof m1),
                  100 * g->cost / g->budget);

@@ -49,6 +49,12 @@ def test_analyze_counts_the_gpu_time_of_a_gpu_log_says_it_and_records_it(corpus,
     assert row and "GPU time: " + row.group(1) == m.group(0), (row, m.group(0))
     shown = float(m.group(1)) * (3600 if m.group(2) == "hours" else 1)
     assert abs(shown - total) <= max(0.01 * total, 1) and int(m.group(4)) == round(100 * idle / total)
+    # with time left (a plan from --max-steps), the money at the end at this rate
+    planned = json.loads(run(["trainwatch", "analyze", "--no-history", "--gpu-hour-cost", "2", "--max-steps",
+                              "100000", "--json", DRRG_0311, corpus / PADDLE_GPU]).stdout)["summary"]
+    left = planned["eta_seconds"]
+    assert g["projected_cost"] is None and left > 0
+    assert abs(planned["gpu_time"]["projected_cost"] - (g["cost"] + 2 / 3600 * left)) < 1e-6, planned["gpu_time"]
     # a stricter idle threshold counts more idle time; no price: no money
     strict = json.loads(run(["trainwatch", "analyze", "--no-history", "--gpu-idle-below", "50", "--json",
                              DRRG_0311, corpus / PADDLE_GPU]).stdout)["summary"]["gpu_time"]
