@@ -179,6 +179,23 @@ static const tw_event_note *own_failure_before(const tw_run *run, const tw_event
     return own;
 }
 
+/* torchrun's ChildFailedError is the launcher's report of a child that
+ * failed, raised in a traceback of its own after the child's: the crash is
+ * the child's error, the last failure before it of whichever rank (the
+ * launcher's lines name none), when the log has one. */
+static const tw_event_note *child_failure_before(const tw_run *run, const tw_event_note *fatal)
+{
+    if (fatal->kind != TW_EV_EXCEPTION || !strstr(fatal->message, "ChildFailedError"))
+        return fatal;
+    const tw_event_note *child = fatal;
+    for (int i = 0; i < run->events_kept_count && &run->events_kept[i] != fatal; i++) {
+        const tw_event_note *e = &run->events_kept[i];
+        if (is_failure(e) && after_progress(run, e) && !strstr(e->message, "ChildFailedError"))
+            child = e;
+    }
+    return child;
+}
+
 /* The PID a signal came from ("[SIGTERM from PID 1136560 ...]"), 0 unknown. */
 static long long sender_of(const tw_event_note *e)
 {
@@ -470,6 +487,8 @@ static void check_exceptions(const tw_run *run, const tw_thresholds *t, tw_findi
         fatal = &run->last_exception; /* past the events kept in memory */
         fatal_count++;
     }
+    if (fatal)
+        fatal = child_failure_before(run, fatal);
     if (fatal && tw_event_is_victim(fatal))
         fatal = own_failure_before(run, fatal);
     char where[600], extent[128];

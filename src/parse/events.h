@@ -11,7 +11,13 @@
 #include "formats.h"
 #include "stacks.h"
 
-enum block { BLOCK_NONE, BLOCK_PYTHON, BLOCK_CPP, BLOCK_SUMMARY };
+/* BLOCK_IPYTHON: IPython's traceback ("IndexError    Traceback (most recent
+ * call last)", then "<ipython-input-..> in <module>()" or "File x.py:3, in f()"
+ * frames with their source lines, then "IndexError: message"). */
+enum block { BLOCK_NONE, BLOCK_PYTHON, BLOCK_CPP, BLOCK_SUMMARY, BLOCK_IPYTHON };
+
+/* The longest prefix a traceback's lines may carry (events_state.prefix). */
+#define TW_BLOCK_PREFIX_MAX 160
 
 /* A Python exception name printed without its message ("MemoryError: "):
  * after a dashed line it may be Paddle's, whose C++ Traceback or Error
@@ -23,6 +29,8 @@ typedef struct events_state {
     enum block block;
     char frame[TW_MESSAGE_MAX];      /* last stack frame of the current block */
     char user_frame[TW_MESSAGE_MAX]; /* its deepest frame outside installed packages, "" none */
+    char prefix[TW_BLOCK_PREFIX_MAX]; /* what each line of the current Python block starts with */
+    size_t prefix_len;                /* 0: its lines carry none */
     bool signal_pending;             /* saw "FatalError: Termination signal" */
     char signal_message[TW_MESSAGE_MAX];
     long long aborted_at;     /* "[TimeInfo: *** Aborted at N (unix time)": N, 0 unknown */

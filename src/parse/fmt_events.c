@@ -327,6 +327,88 @@ static int flush_signal(tw_parser *p, events_state *st, const tw_line *line, int
     return tw_events_emit(p, line, TW_EV_SIGNAL, msg, strnlen(msg, sizeof msg - 1), st->frame, sig);
 }
 
+/* A frame of IPython's traceback: "<ipython-input-84-50b0> in <module>()",
+ * "/usr/lib/python3/x.py in f(a, b)" (IPython 7), "File /x.py:12, in f(a)"
+ * or "Cell In[5], line 3" (IPython 8). */
+static bool ipython_frame(const char *s, size_t len)
+{
+    if (tw_starts_with(s, len, "File ") || tw_starts_with(s, len, "Cell In["))
+        return true;
+    return (s[0] == '<' || s[0] == '/' || s[0] == '~' || (len > 2 && s[1] == ':')) && tw_find(s, len, " in ");
+}
+
+/* "4 frames": Colab's fold of the frames between two it shows. */
+static bool folded_frames(const char *s, size_t len)
+{
+    size_t i = 0;
+    while (i < len && tw_is_digit(s[i]))
+        i++;
+    return i > 0 && len - i == 7 && memcmp(s + i, " frames", 7) == 0;
+}
+
+/* A line of IPython's traceback after its header: source lines (indented
+ * or "----> 1 f()"), frames, "[... skipping hidden 1 frame]", then the
+ * exception. */
+static int ipython_line(tw_parser *p, events_state *st, const tw_line *line)
+{
+    const char *s = line->text;
+    size_t len = line->len;
+    if (tw_is_blank(s[0]) || s[0] == '-' || s[0] == '[' || folded_frames(s, len))
+        return -1;
+    if (ipython_frame(s, len)) {
+        tw_record_set_text(st->frame, s, len);
+        if (is_user_frame(s, len))
+            tw_record_set_text(st->user_frame, s, len);
+        return -1;
+    }
+    if (is_exception_line(s, len))
+        return exception_line(p, st, line);
+    st->block = BLOCK_NONE; /* cut short */
+    return 0;
+}
+
+/* How much of s is the block's prefix: its bytes, a digit for a digit (a
+ * timestamp, a pid); 0 none; SIZE_MAX: s is the prefix alone (a blank line
+ * of the block, its trailing blanks cut). */
+static size_t block_prefix(const events_state *st, const char *s, size_t len)
+{
+    size_t n = st->prefix_len;
+    for (size_t i = 0; i < n; i++) {
+        if (i == len) {
+            while (i < n && tw_is_blank(st->prefix[i]))
+                i++;
+            return i == n ? SIZE_MAX : 0;
+        }
+        if (s[i] != st->prefix[i] && !(tw_is_digit(s[i]) && tw_is_digit(st->prefix[i])))
+            return 0;
+    }
+    return n;
+}
+
+/* A line of a block whose lines carry a prefix: read without it; the block
+ * ends at the first line without one of its shape. */
+static int in_block(tw_parser *p, events_state *st, const tw_line *line);
+static int prefixed_block_line(tw_parser *p, events_state *st, const tw_line *line)
+{
+    size_t n = block_prefix(st, line->text, line->len);
+    if (n == SIZE_MAX)
+        return -1;
+    if (n == 0 || n == line->len) {
+        st->block = BLOCK_NONE;
+        st->prefix_len = 0;
+        return 0;
+    }
+    tw_line bare = *line;
+    bare.text += n;
+    bare.len -= n;
+    bare.body = bare.text;
+    bare.body_len = bare.len;
+    int r = in_block(p, st, &bare);
+    if (st->block != BLOCK_PYTHON)
+        st->prefix_len = 0;
+    return r;
+}
+
 static int in_block(tw_parser *p, events_state *st, const tw_line *line)
 {
     const char *s = line->text;
@@ -347,6 +429,8 @@ static int in_block(tw_parser *p, events_state *st, const tw_line *line)
         st->block = BLOCK_NONE; /* a traceback cut short: give up on it */
         return 0;
     }
+    if (st->block == BLOCK_IPYTHON)
+        return ipython_line(p, st, line);
     if (st->block == BLOCK_CPP) {
         if (tw_starts_with(s, len, "Error Message Summary")) {
             st->block = BLOCK_SUMMARY;
@@ -436,6 +520,35 @@ static int usage_error(tw_parser *p, events_state *st, const tw_line *line, cons
     return tw_events_emit(p, line, TW_EV_EXCEPTION, line->text, line->len, NULL, 0);
 }
 
+/* "Traceback (most recent call last):" after something on its line: a
+ * prefix no format strips, carried by each line of the block (a job
+ * runner's task label and a second timestamp, a worker's "(pid=123) "),
+ * read off them (prefixed_block_line); or IPython's header, the exception's
+ * name padded before it (BLOCK_IPYTHON). */
+static int prefixed_traceback(tw_parser *p, events_state *st, const tw_line *line, const char *at)
+{
+    const char *s = line->text;
+    size_t n = (size_t)(at - s);
+    size_t rest = line->len - n - strlen("Traceback (most recent call last)");
+    if (n == 0 || rest > 1 || !tw_is_blank(at[-1]) || (n >= 4 && memcmp(at - 4, "C++ ", 4) == 0))
+        return 0;
+    size_t name = 0;
+    while (name < n && !tw_is_blank(s[name]))
+        name++;
+    bool ipython = name > 0 && n - name >= 2 && is_exception_line(s, name);
+    for (size_t i = name; ipython && i < n; i++)
+        ipython = tw_is_blank(s[i]);
+    if (!ipython && n >= sizeof st->prefix)
+        return 0;
+    release_held(p, st, line);
+    st->block = ipython ? BLOCK_IPYTHON : BLOCK_PYTHON;
+    st->prefix_len = ipython ? 0 : n;
+    memcpy(st->prefix, s, st->prefix_len);
+    st->frame[0] = '\0';
+    st->user_frame[0] = '\0';
+    return -1;
+}
+
 typedef struct keyword_rule {
     const char *needle;
     tw_event_kind kind;
@@ -447,6 +560,7 @@ typedef struct keyword_rule {
 /* Single-line events, checked in order; the first match wins. They are
  * found in one pass over the line (keywords.h), not one search each. */
 static const keyword_rule rules[] = {
+    {"Traceback (most recent call last)", TW_EV_EXCEPTION, prefixed_traceback},
     {"[PRECISION] [ERROR]", TW_EV_NAN, NULL},
     {"There are NAN or INF", TW_EV_NAN, NULL},
     {"There are `nan` or `inf`", TW_EV_NAN, NULL},
@@ -660,13 +774,14 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
             return n;
     }
     if (st->block != BLOCK_NONE) {
-        int n = in_block(p, st, line);
+        int n = st->prefix_len ? prefixed_block_line(p, st, line) : in_block(p, st, line);
         if (n != 0)
             return n;
     }
     if (tw_starts_with(s, len, "Traceback (most recent call last)")) {
         release_held(p, st, line);
         st->block = BLOCK_PYTHON;
+        st->prefix_len = 0;
         st->frame[0] = '\0';
         st->user_frame[0] = '\0';
         return -1;
@@ -704,6 +819,7 @@ static void finish(tw_parser *p, void *state)
         st->assertion[0] = '\0';
     }
     st->block = BLOCK_NONE;
+    st->prefix_len = 0;
     st->root_cause = 0;
     st->rendezvous.open = false;
 }
@@ -712,7 +828,8 @@ static void finish(tw_parser *p, void *state)
 static bool same_state(const void *a, const void *b)
 {
     const events_state *x = a, *y = b;
-    return x->block == y->block && x->signal_pending == y->signal_pending &&
+    return x->block == y->block && x->signal_pending == y->signal_pending && x->prefix_len == y->prefix_len &&
+           memcmp(x->prefix, y->prefix, x->prefix_len) == 0 &&
            (x->block == BLOCK_NONE || (strcmp(x->frame, y->frame) == 0 && strcmp(x->user_frame, y->user_frame) == 0)) &&
            (!x->signal_pending ||
             (strcmp(x->signal_message, y->signal_message) == 0 && x->aborted_at == y->aborted_at)) &&

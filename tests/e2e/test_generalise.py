@@ -2,7 +2,7 @@
 (tests/eval/, issue 28): each is tested on the real dev cases that showed the
 miss and on a healthy case for false alarms, plus small logs in the same
 shapes for the edges. The holdout half is only scored, never tested here."""
-from conftest import SOURCE, analyze_json
+from conftest import SOURCE, analyze_json, run
 
 EVAL_LOGS = SOURCE / "tests" / "eval" / "logs"
 
@@ -429,3 +429,60 @@ def test_restarts_of_unfinished_or_failing_runs_still_warn():
     assert by_rule(report, "restarts")[0]["severity"] == "warning"
     report, _ = analyze_json(LIBNCCL)
     assert by_rule(report, "failed_launches")[0]["severity"] == "warning"
+
+
+DOLLY_ENOSPC = EVAL_LOGS / "checkpoint-error-dolly-issue-139-enospc.log"
+NOTEBOOK_OOB = EVAL_LOGS / "crash-public-ml-models-issue-2-target-oob.log"
+DS_OOM = EVAL_LOGS / "oom-bigyang-ds-zero3-7b-fp32-partitions.log"
+
+
+def test_a_traceback_whose_lines_carry_a_prefix_is_read_without_it():
+    """Metaflow puts its task label and a run id before each line of the
+    step's output (dolly issue 139): the traceback ends in ENOSPC at line 7."""
+    report, _ = analyze_json(DOLLY_ENOSPC)
+    crash = by_rule(report, "crash")
+    assert len(crash) == 1 and crash[0]["line"] == 7
+    assert "No space left on device" in crash[0]["evidence"]
+    assert "serialization.py\", line 604, in _save" in crash[0]["evidence"]
+
+
+def test_a_prefix_of_the_same_shape_ends_with_the_block(tmp_path):
+    """Ray's "(RayTrainWorker pid=242146) " (ray issue 49998) and a timestamp
+    before each line: digits may differ from line to line; a line without the
+    prefix ends the block, and an exception name there is not read as its end."""
+    log = tmp_path / "ray.log"
+    log.write_text("(RayTrainWorker pid=242146) Traceback (most recent call last):\n"
+                   "(RayTrainWorker pid=242146)   File \"/home/u/train.py\", line 12, in loop\n"
+                   "(RayTrainWorker pid=242146)     step()\n"
+                   "(RayTrainWorker pid=242147)\n"
+                   "(RayTrainWorker pid=242146) KeyError: 'labels'\n")
+    report, _ = analyze_json(log)
+    crash = by_rule(report, "crash")
+    assert len(crash) == 1 and crash[0]["line"] == 5 and "KeyError: 'labels'" in crash[0]["evidence"]
+    cut = tmp_path / "cut.log"
+    cut.write_text("(pid=1) Traceback (most recent call last):\n"
+                   "(pid=1)   File \"/home/u/train.py\", line 12, in loop\n"
+                   "other output\n"
+                   "KeyError: 'labels'\n")
+    result = run(["trainwatch", "analyze", "--json", str(cut)])
+    assert result.returncode == 2 and "no training records" in result.stderr
+
+
+def test_an_ipython_traceback_is_read_to_its_exception():
+    """A notebook's traceback (public_ml_models issue 2): IPython's header
+    "IndexError    Traceback (most recent call last)", "<ipython-input-..> in
+    <module>()" frames, Colab's "4 frames" fold; the error is line 15."""
+    report, _ = analyze_json(NOTEBOOK_OOB)
+    crash = by_rule(report, "crash")
+    assert len(crash) == 1 and crash[0]["line"] == 15
+    assert "IndexError: Target 5 is out of bounds." in crash[0]["evidence"]
+    assert "functional.py in nll_loss" in crash[0]["evidence"]
+
+
+def test_torchruns_child_failed_error_is_not_the_crash_the_childs_error_is():
+    """srun's "0: " label before torchrun's own traceback (bigyang ZeRO-3):
+    the ChildFailedError it raises reports the rank's OOM at line 53."""
+    report, _ = analyze_json(DS_OOM)
+    crash = by_rule(report, "crash")
+    assert len(crash) == 1 and crash[0]["line"] == 53
+    assert "CUDA out of memory" in crash[0]["evidence"]
