@@ -776,9 +776,29 @@ static bool apply_cb(void *arg, const tw_kv *kv)
     return true;
 }
 
+/* "Step 30: loss=2.94, time=0.53s": a heading counter before the pairs,
+ * "Step N:" or "Iter N:" with no '=' or ':' of its own, which the pair
+ * scanner passes over (a DeepSpeed script's "[Rank 0] Step 30: ..."). */
+static void heading_counter(tw_record *r, const char *s, size_t len)
+{
+    const char *end = s + len, *p = s;
+    while (p < end && tw_is_blank(*p))
+        p++;
+    size_t rest = (size_t)(end - p), word = 5; /* "Step " and "Iter " alike */
+    if (rest < word || (strncasecmp(p, "step ", word) != 0 && strncasecmp(p, "iter ", word) != 0))
+        return;
+    long long v;
+    size_t n = tw_scan_uint(p + word, end, &v);
+    if (n && p + word + n < end && p[word + n] == ':' && (p + word + n + 1 == end || tw_is_blank(p[word + n + 1])))
+        r->step = (int64_t)v;
+}
+
 int tw_fields_scan(tw_record *r, const char *s, size_t len)
 {
-    return tw_kv_scan(s, len, apply_cb, r);
+    int n = tw_kv_scan(s, len, apply_cb, r);
+    if (r->step < 0)
+        heading_counter(r, s, len);
+    return n;
 }
 
 bool tw_record_is_step_like(const tw_record *r)

@@ -486,3 +486,22 @@ def test_torchruns_child_failed_error_is_not_the_crash_the_childs_error_is():
     crash = by_rule(report, "crash")
     assert len(crash) == 1 and crash[0]["line"] == 53
     assert "CUDA out of memory" in crash[0]["evidence"]
+
+
+DS_SCANCEL = EVAL_LOGS / "killed-bigyang-ds-zero3-bf16-step-time-scancel.log"
+
+
+def test_a_step_heading_before_key_values_is_the_step(tmp_path):
+    """A DeepSpeed script's own "[Rank 0] Step 30: loss=2.9375, time=0.526s"
+    (bigyang ZeRO-3 bf16): the steps were counted 0..6, not read as 0..30, so
+    the Slurm cancel at line 80 came "after step 6"."""
+    report, _ = analyze_json(DS_SCANCEL)
+    assert (report["summary"]["first_step"], report["summary"]["last_step"]) == (0, 30)
+    killed = by_rule(report, "killed")
+    assert len(killed) == 1 and killed[0]["line"] == 80 and killed[0]["step"] == 30
+    log = tmp_path / "steps.log"
+    log.write_text("step 10: loss=4.2, time=0.5s\nstep 20: loss=4.0, time=0.5s\nstep 30: loss=3.9, time=0.5s\n"
+                   "Step 40 of warm-up: loss=3.8, time=0.5s\n")
+    report, _ = analyze_json(log)
+    summary = report["summary"]
+    assert summary["first_step"] == 10 and summary["last_step"] != 40  # "Step 40 of ...:" is no heading
