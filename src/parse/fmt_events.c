@@ -778,7 +778,11 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
         if (n != 0)
             return n;
     }
-    if (tw_starts_with(s, len, "Traceback (most recent call last)")) {
+    /* torch's ExceptionWrapper ("Caught FileNotFoundError in DataLoader worker
+     * process 0." / "in replica 0 on device 0."): the worker's own traceback
+     * follows, and its exception, the cause, is the last failure */
+    if (tw_starts_with(s, len, "Traceback (most recent call last)") ||
+        tw_starts_with(s, len, "Original Traceback (most recent call last)")) {
         release_held(p, st, line);
         st->block = BLOCK_PYTHON;
         st->prefix_len = 0;

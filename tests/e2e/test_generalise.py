@@ -505,3 +505,18 @@ def test_a_step_heading_before_key_values_is_the_step(tmp_path):
     report, _ = analyze_json(log)
     summary = report["summary"]
     assert summary["first_step"] == 10 and summary["last_step"] != 40  # "Step 40 of ...:" is no heading
+
+
+D2_MISSING_JPG = EVAL_LOGS / "data-error-cdfsod-d2-dior-missing-jpg.log"
+
+
+def test_a_dataloader_workers_original_traceback_names_the_cause():
+    """torch re-raises a worker's error as "Caught FileNotFoundError in
+    DataLoader worker process 0." and prints the worker's "Original Traceback"
+    under it (cdfsod detectron2): the crash is its FileNotFoundError at line
+    247, with the worker's frames, at iteration 0."""
+    report, _ = analyze_json(D2_MISSING_JPG)
+    crash = by_rule(report, "crash")
+    assert len(crash) == 1 and crash[0]["line"] == 247 and crash[0]["step"] == 0
+    assert "No such file or directory: 'datasets/DIOR/train/04012.jpg'" in crash[0]["evidence"]
+    assert "detection_utils.py" in crash[0]["evidence"]
