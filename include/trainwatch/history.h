@@ -46,6 +46,11 @@ void tw_history_close(tw_history *h);
 /* The schema version of the open file. */
 int tw_history_schema(const tw_history *h);
 
+/* One GPU utilisation sample: seconds since the epoch, percent. */
+typedef struct tw_history_gpu_point {
+    double time, util;
+} tw_history_gpu_point;
+
 /* What the report does not say about a run. Strings are borrowed; NULL
  * where unknown. */
 typedef struct tw_history_identity {
@@ -56,6 +61,10 @@ typedef struct tw_history_identity {
     const char *inputs;  /* the log files read, space separated */
     double started, ended; /* seconds since the epoch; NAN: from the log's timestamps */
     const char *outcome;   /* how it ended when the log does not say ("exit 0"); NULL: the report's */
+    /* GPU utilisation the caller sampled itself (run's NVML), any GPU, any
+     * order; NULL: the GPU telemetry logs the run read, if any */
+    const tw_history_gpu_point *gpu;
+    size_t gpu_count;
 } tw_history_identity;
 
 /* The job a command line (argv, NULL-terminated) is, into buf: its
@@ -110,7 +119,8 @@ int tw_history_list(tw_history *h, const tw_history_filter *filter, tw_history_e
 int tw_history_find(tw_history *h, const char *id_or_name, tw_history_entry *out, char *err, size_t errlen);
 
 /* A downsampled series of a run: metric is "loss", "lr", "step_time",
- * "data_wait", "throughput", "memory" or "eval:NAME". */
+ * "data_wait", "throughput", "memory", "gpu_util" (the mean over the GPUs
+ * at each sample time, placed at the step the run was at) or "eval:NAME". */
 typedef struct tw_history_series {
     char metric[80];
     size_t count;

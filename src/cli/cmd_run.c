@@ -10,6 +10,7 @@
  * path) it says so and does not start the command.
  */
 #include <getopt.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,15 +183,37 @@ static bool ready_to_start(const run_options *o)
     return true;
 }
 
-static void record_history(const run_options *o, tw_report *report, const tw_run *run, int status)
+/* The GPU utilisation NVML sampled, for the history's gpu_util series:
+ * *out the caller's (NULL when none was sampled or memory ran out: the
+ * run is then recorded without it). */
+static size_t gpu_utils(const tw_supervision *sup, tw_history_gpu_point **out)
+{
+    tw_html_gpu gpu;
+    size_t n = 0;
+    *out = NULL;
+    if (tw_supervision_gpu_series(sup, &gpu) != TW_OK || !gpu.count)
+        return 0;
+    if ((*out = malloc(gpu.count * sizeof **out)))
+        for (size_t i = 0; i < gpu.count; i++)
+            if (isfinite(gpu.points[i].util))
+                (*out)[n++] = (tw_history_gpu_point){gpu.points[i].time, gpu.points[i].util};
+    free(gpu.points);
+    return n;
+}
+
+static void record_history(const run_options *o, tw_report *report, const tw_supervision *sup, int status)
 {
     char outcome[32], job[256];
     if (!report->summary.step_records && !report->summary.eval_records && !report->summary.events)
         return; /* nothing it printed was read: not a training run */
+    tw_history_gpu_point *gpu;
+    size_t gpu_count = gpu_utils(sup, &gpu);
     tw_history_identity who = {.source = "run", .name = o->sup.run, .job = tw_history_job_of(o->command.argv, job, sizeof job),
                                .command = o->sup.command, .inputs = o->command.log_file, .started = o->started,
-                               .ended = tw_wall_clock(), .outcome = tw_history_outcome_of(status, outcome, sizeof outcome)};
-    tw_cli_history_record("run", &o->history, &who, report, run);
+                               .ended = tw_wall_clock(), .outcome = tw_history_outcome_of(status, outcome, sizeof outcome),
+                               .gpu = gpu, .gpu_count = gpu_count};
+    tw_cli_history_record("run", &o->history, &who, report, tw_supervision_run(sup));
+    free(gpu);
 }
 
 /* The diagnosis at the end: printed, written, pushed; the exit status. */
@@ -201,7 +224,7 @@ static int report_end(const run_options *o, tw_supervision *sup)
     if (tw_supervision_finish(sup, &report, &result) != TW_OK)
         return TW_EXIT_USAGE;
     int status = result.status;
-    record_history(o, report, tw_supervision_run(sup), status); /* adds the baselines' findings */
+    record_history(o, report, sup, status); /* adds the baselines' findings */
     if (o->report_file && tw_cli_write_report_json("run", o->report_file, report) != 0 && status == 0)
         status = TW_EXIT_PROBLEMS; /* the command succeeded, the report it was asked for is missing */
     if (o->html_file) {

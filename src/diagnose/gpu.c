@@ -218,10 +218,14 @@ static int by_gpu_then_time(const void *a, const void *b)
     return x->time < y->time ? -1 : x->time > y->time;
 }
 
-int tw_gpu_each_interval(const tw_run *root, const tw_run *view, tw_gpu_interval_fn fn, void *arg)
+/* The timed samples of the GPU logs over view's span (all of them when the
+ * run has one launch and no step times say the span), into *out (the
+ * caller frees it): how many, 0 when none, TW_ENOMEM. */
+static int timed_samples(const tw_run *root, const tw_run *view, timed_sample **out)
 {
+    *out = NULL;
     const tw_gpu_notes *n = root->gpu;
-    if (!n || n->count < 2)
+    if (!n || n->count < 1)
         return 0;
     double from, to;
     bool by_time = step_span(view, &from, &to);
@@ -230,15 +234,25 @@ int tw_gpu_each_interval(const tw_run *root, const tw_run *view, tw_gpu_interval
     timed_sample *v = malloc(sizeof *v * n->count);
     if (!v)
         return TW_ENOMEM;
-    size_t count = 0;
+    int count = 0;
     for (size_t i = 0; i < n->count; i++) {
         const tw_gpu_sample *s = &n->items[i].s;
         if (!isnan(s->time) && in_span(s, by_time, from, to))
             v[count++] = (timed_sample){.gpu = s->gpu < 0 ? 0 : s->gpu, .time = s->time, .util = s->util};
     }
-    qsort(v, count, sizeof *v, by_gpu_then_time);
+    *out = v;
+    return count;
+}
+
+int tw_gpu_each_interval(const tw_run *root, const tw_run *view, tw_gpu_interval_fn fn, void *arg)
+{
+    timed_sample *v;
+    int count = timed_samples(root, view, &v);
+    if (count < 0)
+        return count;
+    qsort(v, (size_t)count, sizeof *v, by_gpu_then_time);
     int gpus = 0, counted = -1; /* sorted by GPU: one counted at its first interval */
-    for (size_t i = 1; i < count; i++) {
+    for (int i = 1; i < count; i++) {
         if (v[i].gpu != v[i - 1].gpu || !(v[i].time > v[i - 1].time))
             continue;
         if (v[i].gpu != counted) {
@@ -249,6 +263,26 @@ int tw_gpu_each_interval(const tw_run *root, const tw_run *view, tw_gpu_interval
     }
     free(v);
     return gpus;
+}
+
+static int by_time_only(const void *a, const void *b)
+{
+    const timed_sample *x = a, *y = b;
+    return x->time < y->time ? -1 : x->time > y->time;
+}
+
+int tw_gpu_each_util(const tw_run *root, const tw_run *view, tw_gpu_util_fn fn, void *arg)
+{
+    timed_sample *v;
+    int count = timed_samples(root, view, &v);
+    if (count < 0)
+        return count;
+    qsort(v, (size_t)count, sizeof *v, by_time_only);
+    for (int i = 0; i < count; i++)
+        if (isfinite(v[i].util))
+            fn(arg, v[i].time, v[i].util);
+    free(v);
+    return TW_OK;
 }
 
 static double gib(double bytes)

@@ -60,6 +60,10 @@ void tw_gpu_summarize(const tw_run *root, const tw_run *view, tw_gpu_summary *ou
  * GPUs had an interval, or TW_ENOMEM. */
 typedef void (*tw_gpu_interval_fn)(void *arg, int gpu, double util, double seconds);
 int tw_gpu_each_interval(const tw_run *root, const tw_run *view, tw_gpu_interval_fn fn, void *arg);
+/* Each timed utilisation sample of the GPU logs over view's span, in time
+ * order (every GPU's), for the history's gpu_util series. TW_OK or TW_ENOMEM. */
+typedef void (*tw_gpu_util_fn)(void *arg, double time, double util);
+int tw_gpu_each_util(const tw_run *root, const tw_run *view, tw_gpu_util_fn fn, void *arg);
 
 /* The summary's "GPU log" line (text) and its "gpu" member (JSON: null
  * without a GPU log; docs/analysis-json.md). */

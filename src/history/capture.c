@@ -6,12 +6,14 @@
  * tw_history_record writes that view as rows in one transaction.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "../diagnose/gpu.h"
 #include "../diagnose/run.h"
 #include "history_internal.h"
 #include "trainwatch/error.h"
@@ -251,6 +253,100 @@ static int capture_findings(tw_history_view *v, const tw_report *r)
     return TW_OK;
 }
 
+/* ---- GPU utilisation ------------------------------------------------ */
+
+typedef struct gpu_points {
+    tw_history_gpu_point *items;
+    size_t count, cap;
+    bool failed;
+} gpu_points;
+
+static void gpu_point_take(void *arg, double time, double util)
+{
+    gpu_points *g = arg;
+    if (g->count == g->cap) {
+        size_t cap = g->cap ? g->cap * 2 : 256;
+        tw_history_gpu_point *grown = realloc(g->items, cap * sizeof *grown);
+        if (!grown) {
+            g->failed = true;
+            return;
+        }
+        g->items = grown;
+        g->cap = cap;
+    }
+    g->items[g->count++] = (tw_history_gpu_point){time, util};
+}
+
+static int by_time(const void *a, const void *b)
+{
+    const tw_history_gpu_point *x = a, *y = b;
+    return x->time < y->time ? -1 : x->time > y->time;
+}
+
+/* The step rk was at at time t, linear between its timed points; NAN
+ * outside them. t only grows from call to call: *at is where the last
+ * call left off (0 to start). */
+static double step_at(const tw_rank *rk, double t, size_t *at)
+{
+    const tw_point *p = rk->series.points;
+    size_t n = rk->series.count, prev = SIZE_MAX;
+    for (size_t i = *at; i < n; i++) {
+        if (!isfinite(p[i].time))
+            continue;
+        if (p[i].time >= t) {
+            *at = prev == SIZE_MAX ? i : prev;
+            if (p[i].time == t)
+                return p[i].pos;
+            return prev == SIZE_MAX
+                       ? NAN /* before the first timed step */
+                       : p[prev].pos + (p[i].pos - p[prev].pos) * (t - p[prev].time) / (p[i].time - p[prev].time);
+        }
+        prev = i;
+    }
+    if (prev != SIZE_MAX)
+        *at = prev;
+    return NAN; /* after the last timed step */
+}
+
+/* "gpu_util": the mean over the GPUs sampled at each time, at the step the
+ * run was at then (samples outside its timed steps are left out). */
+static int capture_gpu_util(tw_history_view *v, const tw_history_identity *who, const tw_run *run,
+                            const tw_run *launch)
+{
+    const tw_rank *rk = first_rank(launch);
+    if (!rk)
+        return TW_OK;
+    gpu_points g = {NULL, 0, 0, false};
+    for (size_t i = 0; who->gpu && i < who->gpu_count; i++)
+        if (isfinite(who->gpu[i].util))
+            gpu_point_take(&g, who->gpu[i].time, who->gpu[i].util);
+    if (!who->gpu && tw_gpu_each_util(run, launch, gpu_point_take, &g) != TW_OK)
+        g.failed = true;
+    int rc = g.failed ? TW_ENOMEM : TW_OK;
+    if (rc == TW_OK && g.count)
+        qsort(g.items, g.count, sizeof *g.items, by_time);
+    tw_history_series *s = NULL;
+    size_t cap = 0, at = 0;
+    for (size_t i = 0; rc == TW_OK && i < g.count;) {
+        size_t k = i;
+        double sum = 0;
+        for (; k < g.count && g.items[k].time == g.items[i].time; k++)
+            sum += g.items[k].util;
+        double step = step_at(rk, g.items[i].time, &at);
+        if (isfinite(step)) {
+            if (!s && !(s = series_new(v, "gpu_util")))
+                rc = TW_ENOMEM;
+            else
+                rc = point_add(s, &cap, step, g.items[i].time, sum / (double)(k - i));
+        }
+        i = k;
+    }
+    if (s)
+        thin(s);
+    free(g.items);
+    return rc;
+}
+
 int tw_history_view_of(const tw_history_identity *who, const tw_report *report, const tw_run *run,
                        tw_history_view *out)
 {
@@ -260,7 +356,8 @@ int tw_history_view_of(const tw_history_identity *who, const tw_report *report, 
     const tw_run *launch = tw_run_launch(run, l ? l->span.index - 1 : 0);
     if (!launch)
         launch = run;
-    if (capture_series(out, launch) != TW_OK || capture_facts(out, launch) != TW_OK ||
+    if (capture_series(out, launch) != TW_OK || capture_gpu_util(out, who, run, launch) != TW_OK ||
+        capture_facts(out, launch) != TW_OK ||
         capture_findings(out, report) != TW_OK) {
         tw_history_view_free(out);
         return TW_ENOMEM;

@@ -231,6 +231,7 @@ static const struct {
                   "rate(trainwatch_data_wait_seconds_count{%1$s}[%2$.0fs]))"},
     {"throughput", "sum(trainwatch_samples_per_second{%s})"},
     {"memory", "max(sum by (rank) (trainwatch_gpu_process_memory_bytes{%s}))"},
+    {"gpu_util", "avg(DCGM_FI_DEV_GPU_UTIL{%s})"},
 };
 
 static int series(asking *a, tw_history_view *v)

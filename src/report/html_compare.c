@@ -5,7 +5,8 @@
  * The page says what the text says, from the same functions
  * (trainwatch/history.h): the runs, the table of their figures, the
  * environment and configuration that differ, and the verdict; and draws
- * the series the history keeps (loss, step time, throughput) overlaid,
+ * the series the history keeps (loss, step time, throughput, GPU
+ * utilisation) overlaid,
  * one chart per series and one line per run in the run's colour. Where
  * the loss curves part the loss chart carries a band from that step to
  * the end of the steps the two runs share. The trade-off: the series are
@@ -28,6 +29,7 @@ static const struct {
     {"loss", "chart-loss", "Loss", ""},
     {"step_time", "chart-step-time", "Step time", "s"},
     {"throughput", "chart-throughput", "Throughput", "/s"},
+    {"gpu_util", "chart-gpu-util", "GPU utilisation", "%"},
 };
 
 static void runs_list(FILE *out, const tw_history_view *runs, size_t n)

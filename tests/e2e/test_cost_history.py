@@ -64,6 +64,12 @@ def test_analyze_counts_the_gpu_time_of_a_gpu_log_says_it_and_records_it(corpus,
     assert e["gpus"] == 1 and abs(e["gpu_seconds"] - total) < 1e-6 and abs(e["gpu_hours"] - total / 3600) < 1e-9
     assert abs(e["cost"] - total * 2 / 3600) < 1e-9 and e["price_source"] == "2 per GPU-hour"
     assert "GPU time: " in run(["trainwatch", "runs", "--history", db, "show", str(e["id"])]).stdout
+    # the GPU log's utilisation is a series of the run, at the steps the log was at
+    view = json.loads(run(["trainwatch", "runs", "--history", db, "show", str(e["id"]), "--json"]).stdout)["run"]
+    util = next(x for x in view["series"] if x["metric"] == "gpu_util")["points"]
+    steps = [p[0] for p in next(x for x in view["series"] if x["metric"] == "loss")["points"]]
+    assert 10 <= len(util) <= 600 and all(0 <= v <= 100 for _, v in util), util[:5]
+    assert min(steps) <= util[0][0] and util[-1][0] <= max(steps) and util == sorted(util, key=lambda p: p[0])
 
 
 def test_analyze_without_a_gpu_log_counts_none(corpus, tmp_path):
@@ -98,6 +104,9 @@ def test_run_records_what_cost_counted_and_runs_and_compare_show_it(corpus, tmp_
     assert e["price_source"] == "3.6 per GPU-hour"
     show = json.loads(run(["trainwatch", "runs", "--history", db, "show", "priced", "--json"]).stdout)["run"]
     assert show["gpu_seconds"] == e["gpu_seconds"] and show["cost"] == e["cost"]
+    # the utilisation NVML sampled is a series of the run (the stand-in's GPUs at FAKE_NVML_UTIL, 50 by default)
+    util = next(x for x in show["series"] if x["metric"] == "gpu_util")["points"]
+    assert util and all(0 <= v <= 100 for _, v in util), util
     text = run(["trainwatch", "runs", "--history", db, "show", "priced"]).stdout
     assert re.search(r"^  GPU time: \S+ GPU-hours on 1 GPU, 0% of it idle \(under 10% utilisation\); cost \S+ "
                      r"\(3.6 per GPU-hour\)", text, re.M), text

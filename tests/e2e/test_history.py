@@ -427,6 +427,7 @@ def test_runs_and_compare_from_a_real_prometheus(tmp_path, procs):
     assert abs(lb["gpu_seconds"] - b["gpu_seconds"]) <= 2 * lb["gpus"], (lb, b)  # to the last scrape
     show = run(["trainwatch", "runs", "--prometheus", url, "show", 'run="starved"'])
     assert show.returncode == 0 and "series: loss" in show.stdout and "step_time" in show.stdout, show.stdout
+    assert "gpu_util" in show.stdout, show.stdout  # DCGM_FI_DEV_GPU_UTIL of the stand-in NVML's GPUs
 
 
 def test_prometheus_sources_that_cannot_answer_are_one_line(tmp_path, procs):
