@@ -227,6 +227,8 @@ typedef struct tw_history_prometheus {
     const char *url; /* the API's base: http://prometheus:9090 (a path prefix kept) */
     double since;    /* how far back from until to look, seconds */
     double until;    /* seconds since the epoch; NAN: now */
+    const char *const *headers; /* further request headers ("X-Scope-OrgID: team"), header_count of them */
+    size_t header_count;
 } tw_history_prometheus;
 
 /* The run the selector picks, as a view: TW_ENOENT (err says so) when no

@@ -4,6 +4,7 @@
  */
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include "../parse/user_formats.h"
 #include "../rules/ruleset.h"
 #include "trainwatch/error.h"
+#include "trainwatch/history.h"
 #include "trainwatch/html.h"
 
 int tw_cli_number(const char *command, const char *flag, const char *arg, double *out)
@@ -126,6 +128,26 @@ int tw_cli_duration(const char *command, const char *flag, const char *arg, doub
     }
     fprintf(stderr, "trainwatch %s: --%s needs a duration (30s, 10m, 1h) or seconds, not '%s'\n", command, flag, arg);
     return -1;
+}
+
+int tw_cli_prometheus_header(const char *command, const char *arg, struct tw_history_prometheus *p,
+                             const char **store)
+{
+    const char *colon = strchr(arg, ':');
+    bool named = colon && colon > arg;
+    for (const char *c = arg; named && c < colon; c++)
+        named = isalnum((unsigned char)*c) || *c == '-' || *c == '_';
+    if (!named || strpbrk(arg, "\r\n")) {
+        fprintf(stderr, "trainwatch %s: --prometheus-header takes 'Name: value', not '%.40s'\n", command, arg);
+        return -1;
+    }
+    if (p->header_count >= TW_CLI_PROMETHEUS_HEADERS) {
+        fprintf(stderr, "trainwatch %s: --prometheus-header at most %d times\n", command, TW_CLI_PROMETHEUS_HEADERS);
+        return -1;
+    }
+    store[p->header_count++] = arg;
+    p->headers = store;
+    return 0;
 }
 
 int tw_cli_write_html(const char *command, const char *path, int (*write)(FILE *out, const void *arg), const void *arg)

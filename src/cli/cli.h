@@ -42,6 +42,13 @@ int tw_cli_cost_option(const char *command, int code, const char *arg, tw_cost_o
 /* A Prometheus duration (10m, 1h30m) or seconds into *seconds; -1 when it
  * is neither (said, naming --flag). */
 int tw_cli_duration(const char *command, const char *flag, const char *arg, double *seconds);
+/* --prometheus-header 'Name: value' (repeatable, at most 8) added to p's
+ * headers (kept in store, TW_CLI_PROMETHEUS_HEADERS of them); says what is
+ * wrong and returns -1. */
+#define TW_CLI_PROMETHEUS_HEADERS 8
+struct tw_history_prometheus;
+int tw_cli_prometheus_header(const char *command, const char *arg, struct tw_history_prometheus *p,
+                             const char **store);
 
 /* --FLAG=auto|always|never (colours, a progress line) into *out: -1, 1, 0;
  * says what is wrong and returns -1. */

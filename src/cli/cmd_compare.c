@@ -35,10 +35,12 @@ static const char usage_text[] =
     "  --history FILE       the history file (default $XDG_DATA_HOME/trainwatch/runs.db)\n"
     "  --prometheus URL     read the runs from a Prometheus HTTP API instead (Prometheus, Thanos,\n"
     "                       Mimir): each run a label selector over trainwatch's series\n"
+    "  --prometheus-header 'NAME: VALUE'\n"
+    "                       with --prometheus: a request header (X-Scope-OrgID for Mimir), up to 8\n"
     "  --since D            with --prometheus: look this far back for the runs (default 15d)\n"
     "  -h, --help           show this help\n";
 
-enum { OPT_JSON = 1000, OPT_HTML, OPT_HISTORY, OPT_PROMETHEUS, OPT_SINCE, OPT_HELP };
+enum { OPT_JSON = 1000, OPT_HTML, OPT_HISTORY, OPT_PROMETHEUS, OPT_PROMETHEUS_HEADER, OPT_SINCE, OPT_HELP };
 
 #define DEFAULT_SINCE (15 * 86400.0) /* Prometheus's default retention */
 
@@ -46,14 +48,16 @@ typedef struct compare_options {
     bool json;
     const char *html; /* --html FILE, "-": stdout; NULL: none */
     const char *history;
-    tw_history_prometheus prometheus; /* url NULL: the runs are in the history or logs */
+    tw_history_prometheus prometheus; /* --prometheus URL, --since D; url NULL: not from a Prometheus */
+    const char *prometheus_headers[TW_CLI_PROMETHEUS_HEADERS]; /* --prometheus-header values */
 } compare_options;
 
 static int parse(int argc, char **argv, compare_options *o)
 {
     static const struct option longopts[] = {
         {"json", 0, 0, OPT_JSON},       {"html", 1, 0, OPT_HTML},   {"history", 1, 0, OPT_HISTORY},
-        {"prometheus", 1, 0, OPT_PROMETHEUS}, {"since", 1, 0, OPT_SINCE}, {"help", 0, 0, OPT_HELP},
+        {"prometheus", 1, 0, OPT_PROMETHEUS}, {"prometheus-header", 1, 0, OPT_PROMETHEUS_HEADER},
+        {"since", 1, 0, OPT_SINCE},           {"help", 0, 0, OPT_HELP},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -71,6 +75,10 @@ static int parse(int argc, char **argv, compare_options *o)
             break;
         case OPT_PROMETHEUS:
             o->prometheus.url = optarg;
+            break;
+        case OPT_PROMETHEUS_HEADER:
+            if (tw_cli_prometheus_header("compare", optarg, &o->prometheus, o->prometheus_headers) != 0)
+                return -1;
             break;
         case OPT_SINCE:
             if (tw_cli_duration("compare", "since", optarg, &o->prometheus.since) != 0)

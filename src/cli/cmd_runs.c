@@ -22,7 +22,8 @@ typedef struct runs_options {
     bool json;
     long keep;          /* --keep N; -1: not given */
     double older_than;  /* --older-than D, seconds; 0: not given */
-    tw_history_prometheus prometheus; /* --prometheus URL, --since D; url NULL: the history file */
+    tw_history_prometheus prometheus; /* --prometheus URL, --since D; url NULL: not from a Prometheus */
+    const char *prometheus_headers[TW_CLI_PROMETHEUS_HEADERS]; /* --prometheus-header values */
 } runs_options;
 
 #define DEFAULT_SINCE (15 * 86400.0) /* Prometheus's default retention */
@@ -47,17 +48,20 @@ static const char usage_text[] =
     "  --keep N             prune: keep the newest N runs\n"
     "  --older-than D       prune: remove the runs recorded longer ago than D (30d, 12h)\n"
     "  --prometheus URL     list or show the runs a Prometheus holds instead of the history's\n"
+    "  --prometheus-header 'NAME: VALUE'\n"
+    "                       with --prometheus: a request header (X-Scope-OrgID for Mimir), up to 8\n"
     "  --since D            with --prometheus: look this far back (default 15d)\n"
     "  -h, --help           show this help\n";
 
-enum { OPT_HISTORY = 1000, OPT_JOB, OPT_LIMIT, OPT_JSON, OPT_KEEP, OPT_OLDER, OPT_PROMETHEUS, OPT_SINCE, OPT_HELP };
+enum { OPT_HISTORY = 1000, OPT_JOB, OPT_LIMIT, OPT_JSON, OPT_KEEP, OPT_OLDER, OPT_PROMETHEUS, OPT_PROMETHEUS_HEADER, OPT_SINCE, OPT_HELP };
 
 static int parse(int argc, char **argv, runs_options *o)
 {
     static const struct option longopts[] = {
         {"history", 1, 0, OPT_HISTORY}, {"job", 1, 0, OPT_JOB},         {"limit", 1, 0, OPT_LIMIT},
         {"json", 0, 0, OPT_JSON},       {"keep", 1, 0, OPT_KEEP},       {"older-than", 1, 0, OPT_OLDER},
-        {"prometheus", 1, 0, OPT_PROMETHEUS}, {"since", 1, 0, OPT_SINCE}, {"help", 0, 0, OPT_HELP},
+        {"prometheus", 1, 0, OPT_PROMETHEUS}, {"prometheus-header", 1, 0, OPT_PROMETHEUS_HEADER},
+        {"since", 1, 0, OPT_SINCE},           {"help", 0, 0, OPT_HELP},
         {0, 0, 0, 0},
     };
     optind = 1;
@@ -99,6 +103,10 @@ static int parse(int argc, char **argv, runs_options *o)
             break;
         case OPT_PROMETHEUS:
             o->prometheus.url = optarg;
+            break;
+        case OPT_PROMETHEUS_HEADER:
+            if (tw_cli_prometheus_header("runs", optarg, &o->prometheus, o->prometheus_headers) != 0)
+                return -1;
             break;
         case OPT_SINCE:
             if (tw_cli_duration("runs", "since", optarg, &o->prometheus.since) != 0)

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../core/http_client.h"
 #include "../remote/prom_query.h"
 #include "trainwatch/error.h"
 #include "trainwatch/history.h"
@@ -29,11 +30,17 @@
 /* What a query is about: the selector's matchers and the span. */
 typedef struct asking {
     const tw_history_prometheus *p;
+    tw_prom_server srv; /* p's URL and headers */
     char matchers[512]; /* inside the braces */
     double until, start, end, step;
     char *err;
     size_t errlen;
 } asking;
+
+static tw_prom_server server_of(const tw_history_prometheus *p)
+{
+    return (tw_prom_server){p->url, p->headers, p->header_count};
+}
 
 static int matchers_of(const char *selector, char *out, size_t cap, char *err, size_t errlen)
 {
@@ -60,7 +67,7 @@ static int scalar_at(asking *a, const char *fmt, double *value)
     char q[1200];
     snprintf(q, sizeof q, fmt, a->matchers, a->p->since);
     tw_prom_result r;
-    int rc = tw_prom_query(a->p->url, q, a->until, &r, a->err, a->errlen);
+    int rc = tw_prom_query(&a->srv, q, a->until, &r, a->err, a->errlen);
     *value = NAN;
     if (rc == TW_OK && r.count && r.series[0].count)
         *value = r.series[0].v[r.series[0].count - 1];
@@ -72,7 +79,7 @@ static int range_of(asking *a, const char *fmt, tw_prom_result *out)
 {
     char q[1200];
     snprintf(q, sizeof q, fmt, a->matchers, fmax(3 * a->step, 30.0));
-    return tw_prom_query_range(a->p->url, q, a->start, a->end, a->step, out, a->err, a->errlen);
+    return tw_prom_query_range(&a->srv, q, a->start, a->end, a->step, out, a->err, a->errlen);
 }
 
 /* The value of series s at time t (its points are on the query's grid), or NAN. */
@@ -157,7 +164,7 @@ static int identity(asking *a, tw_history_view *v)
     char q[700];
     snprintf(q, sizeof q, "last_over_time(trainwatch_run_info{%s}[%.0fs])", a->matchers, a->p->since);
     tw_prom_result r;
-    int rc = tw_prom_query(a->p->url, q, a->until, &r, a->err, a->errlen);
+    int rc = tw_prom_query(&a->srv, q, a->until, &r, a->err, a->errlen);
     if (rc != TW_OK)
         return rc;
     tw_history_entry *e = &v->entry;
@@ -306,7 +313,7 @@ static int figures(asking *a, tw_history_entry *e)
         char q[1200];
         snprintf(q, sizeof q, asked[i].fmt, a->matchers, window);
         tw_prom_result r;
-        rc = tw_prom_query(a->p->url, q, a->until, &r, a->err, a->errlen);
+        rc = tw_prom_query(&a->srv, q, a->until, &r, a->err, a->errlen);
         if (rc == TW_OK && r.count && r.series[0].count)
             *asked[i].out = r.series[0].v[r.series[0].count - 1];
         tw_prom_result_free(&r);
@@ -332,10 +339,10 @@ static void entry_init(tw_history_entry *e)
     e->best_loss_step = -1;
     e->findings = e->errors = e->warnings = -1;
     e->gpus = -1;
-    double *nans[] = {&e->started,   &e->ended,      &e->health,     &e->duration,    &e->step_p50,
-                      &e->step_p95,  &e->data_share, &e->throughput, &e->peak_memory, &e->first_loss,
-                      &e->best_loss, &e->final_loss, &e->final_lr,   &e->recorded,    &e->gpu_seconds,
-                      &e->idle_seconds, &e->idle_below, &e->cost, &e->idle_cost, &e->budget};
+    double *nans[] = {&e->started,      &e->ended,      &e->health,     &e->duration,    &e->step_p50,
+                      &e->step_p95,     &e->data_share, &e->throughput, &e->peak_memory, &e->first_loss,
+                      &e->best_loss,    &e->final_loss, &e->final_lr,   &e->recorded,    &e->gpu_seconds,
+                      &e->idle_seconds, &e->idle_below, &e->cost,       &e->idle_cost,   &e->budget};
     for (size_t i = 0; i < sizeof nans / sizeof nans[0]; i++)
         *nans[i] = NAN;
     snprintf(e->source, sizeof e->source, "prometheus");
@@ -355,7 +362,7 @@ int tw_history_prometheus_view(const tw_history_prometheus *p, const char *selec
 {
     memset(out, 0, sizeof *out);
     entry_init(&out->entry);
-    asking a = {.p = p, .until = now_or(p->until), .err = err, .errlen = errlen};
+    asking a = {.p = p, .srv = server_of(p), .until = now_or(p->until), .err = err, .errlen = errlen};
     int rc = matchers_of(selector, a.matchers, sizeof a.matchers, err, errlen);
     double first = NAN, last = NAN;
     if (rc == TW_OK)
@@ -363,7 +370,9 @@ int tw_history_prometheus_view(const tw_history_prometheus *p, const char *selec
     if (rc == TW_OK)
         rc = scalar_at(&a, "max(max_over_time(trainwatch_last_progress_timestamp_seconds{%s}[%.0fs]))", &last);
     if (rc == TW_OK && !(isfinite(first) && isfinite(last))) {
-        snprintf(err, errlen, "no run {%s} with training steps in the last %.0fs of %s", a.matchers, p->since, p->url);
+        char origin[256];
+        snprintf(err, errlen, "no run {%s} with training steps in the last %.0fs of %s", a.matchers, p->since,
+                 tw_url_origin(p->url, origin, sizeof origin));
         rc = TW_ENOENT;
     }
     tw_history_entry *e = &out->entry;
@@ -380,7 +389,9 @@ int tw_history_prometheus_view(const tw_history_prometheus *p, const char *selec
         double now_step = NAN;
         rc = scalar_at(&a, "max(trainwatch_train_step{%s})", &now_step);
         snprintf(e->outcome, sizeof e->outcome, "%s", isfinite(now_step) ? "running" : "ended");
-        snprintf(e->inputs, sizeof e->inputs, "{%.300s} in %.200s", a.matchers, p->url);
+        char origin[256];
+        snprintf(e->inputs, sizeof e->inputs, "{%.300s} in %.200s", a.matchers,
+                 tw_url_origin(p->url, origin, sizeof origin));
         if (rc == TW_OK)
             rc = identity(&a, out);
     }
@@ -417,7 +428,8 @@ int tw_history_prometheus_list(const tw_history_prometheus *p, const char *selec
     snprintf(q, sizeof q, "max by (run) (max_over_time(trainwatch_last_progress_timestamp_seconds{%s}[%.0fs]))", sel,
              p->since);
     tw_prom_result r;
-    int rc = tw_prom_query(p->url, q, now_or(p->until), &r, err, errlen);
+    tw_prom_server srv = server_of(p);
+    int rc = tw_prom_query(&srv, q, now_or(p->until), &r, err, errlen);
     if (rc != TW_OK)
         return rc;
     /* newest first, as `runs` lists the SQLite history */

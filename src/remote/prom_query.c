@@ -463,9 +463,10 @@ void tw_prom_result_free(tw_prom_result *r)
 
 /* ---- asking ---------------------------------------------------------------- */
 
-static int ask(const char *base_url, const char *endpoint, tw_buffer *form, tw_prom_result *out, char *err,
+static int ask(const tw_prom_server *srv, const char *endpoint, tw_buffer *form, tw_prom_result *out, char *err,
                size_t errlen)
 {
+    const char *base_url = srv->url;
     memset(out, 0, sizeof *out);
     char origin[256];
     tw_url_origin(base_url, origin, sizeof origin);
@@ -479,7 +480,10 @@ static int ask(const char *base_url, const char *endpoint, tw_buffer *form, tw_p
     tw_buffer_puts(&url, endpoint);
     int rc = TW_ENOMEM;
     if (!url.failed && !form->failed) {
-        static const char *const headers[] = {"Accept: application/json"};
+        const char *headers[TW_PROM_HEADERS_MAX + 1] = {"Accept: application/json"};
+        size_t header_count = 1;
+        for (size_t i = 0; i < srv->header_count && header_count <= TW_PROM_HEADERS_MAX; i++)
+            headers[header_count++] = srv->headers[i];
         tw_http_request rq = {.method = "POST",
                               .url = url.data,
                               .content_type = "application/x-www-form-urlencoded",
@@ -487,7 +491,7 @@ static int ask(const char *base_url, const char *endpoint, tw_buffer *form, tw_p
                               .body_len = form->len,
                               .timeout = QUERY_TIMEOUT,
                               .headers = headers,
-                              .header_count = 1,
+                              .header_count = header_count,
                               .whole = &body,
                               .whole_cap = TW_PROM_ANSWER_MAX};
         tw_http_answer answer;
@@ -519,19 +523,20 @@ static void form_number(tw_buffer *form, const char *name, double v)
     tw_buffer_printf(form, "&%s=%.3f", name, v);
 }
 
-int tw_prom_query(const char *base_url, const char *query, double time, tw_prom_result *out, char *err, size_t errlen)
+int tw_prom_query(const tw_prom_server *srv, const char *query, double time, tw_prom_result *out, char *err,
+                  size_t errlen)
 {
     tw_buffer form;
     tw_buffer_init(&form);
     tw_buffer_puts(&form, "query=");
     tw_url_encode(&form, query);
     form_number(&form, "time", time);
-    int rc = ask(base_url, "/api/v1/query", &form, out, err, errlen);
+    int rc = ask(srv, "/api/v1/query", &form, out, err, errlen);
     tw_buffer_free(&form);
     return rc;
 }
 
-int tw_prom_query_range(const char *base_url, const char *query, double start, double end, double step,
+int tw_prom_query_range(const tw_prom_server *srv, const char *query, double start, double end, double step,
                         tw_prom_result *out, char *err, size_t errlen)
 {
     tw_buffer form;
@@ -541,7 +546,7 @@ int tw_prom_query_range(const char *base_url, const char *query, double start, d
     form_number(&form, "start", start);
     form_number(&form, "end", end);
     form_number(&form, "step", step);
-    int rc = ask(base_url, "/api/v1/query_range", &form, out, err, errlen);
+    int rc = ask(srv, "/api/v1/query_range", &form, out, err, errlen);
     tw_buffer_free(&form);
     return rc;
 }

@@ -36,10 +36,22 @@ typedef struct tw_prom_result {
     size_t count;
 } tw_prom_result;
 
+/* The server asked: the API's base URL (a path prefix kept) and further
+ * request headers ("X-Scope-OrgID: tenant" for Mimir and Cortex,
+ * "Authorization: Bearer ..."), borrowed. */
+typedef struct tw_prom_server {
+    const char *url;
+    const char *const *headers;
+    size_t header_count;
+} tw_prom_server;
+
+#define TW_PROM_HEADERS_MAX 8
+
 /* An instant query at time (seconds since the epoch). */
-int tw_prom_query(const char *base_url, const char *query, double time, tw_prom_result *out, char *err, size_t errlen);
+int tw_prom_query(const tw_prom_server *srv, const char *query, double time, tw_prom_result *out, char *err,
+                  size_t errlen);
 /* A range query from start to end every step seconds. */
-int tw_prom_query_range(const char *base_url, const char *query, double start, double end, double step,
+int tw_prom_query_range(const tw_prom_server *srv, const char *query, double start, double end, double step,
                         tw_prom_result *out, char *err, size_t errlen);
 
 /* Parses an API answer (exposed for the tests and the fuzz target): TW_OK

@@ -447,3 +447,24 @@ def test_prometheus_sources_that_cannot_answer_are_one_line(tmp_path, procs):
         assert r.returncode == 2 and said in r.stderr and len(r.stderr.splitlines()) == 1, (args, r.stderr)
     empty = run(["trainwatch", "runs", "--prometheus", prom.url])
     assert empty.returncode == 0 and "no runs with training steps" in empty.stdout, empty.stdout
+
+
+def test_prometheus_header_reaches_the_server_and_credentials_stay_out_of_errors(tmp_path):
+    """--prometheus-header (Mimir's X-Scope-OrgID) is sent with every
+    query; a server answering something other than the API's JSON is one
+    line that names it by its origin, without the URL's user:password."""
+    from servers import WebhookReceiver
+    fake = WebhookReceiver()  # answers {"errcode":0}: not the API's JSON
+    try:
+        url = fake.url.replace("http://", "http://alice:s3cret@") + "/prom"
+        r = run(["trainwatch", "compare", "--prometheus", url, "--prometheus-header", "X-Scope-OrgID: team-a",
+                 "--prometheus-header", "X-Extra: 1", 'run="a"', 'run="b"'])
+        assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
+        assert "s3cret" not in r.stderr and "alice" not in r.stderr and fake.url in r.stderr, r.stderr
+        got = fake.received("/prom/api/v1/query")
+        assert got and got[0]["headers"].get("X-Scope-OrgID") == "team-a" and got[0]["headers"].get("X-Extra") == "1"
+        assert got[0]["body"].startswith(b"query=") and b"time=" in got[0]["body"], got[0]
+    finally:
+        fake.stop()
+    bad = run(["trainwatch", "runs", "--prometheus", "http://127.0.0.1:1", "--prometheus-header", "no colon"])
+    assert bad.returncode == 2 and "'Name: value'" in bad.stderr, bad.stderr
