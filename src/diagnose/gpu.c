@@ -248,8 +248,10 @@ int tw_gpu_each_interval(const tw_run *root, const tw_run *view, tw_gpu_interval
 {
     timed_sample *v;
     int count = timed_samples(root, view, &v);
-    if (count < 0)
+    if (count <= 0) {
+        free(v);
         return count;
+    }
     qsort(v, (size_t)count, sizeof *v, by_gpu_then_time);
     int gpus = 0, counted = -1; /* sorted by GPU: one counted at its first interval */
     for (int i = 1; i < count; i++) {
@@ -275,8 +277,10 @@ int tw_gpu_each_util(const tw_run *root, const tw_run *view, tw_gpu_util_fn fn, 
 {
     timed_sample *v;
     int count = timed_samples(root, view, &v);
-    if (count < 0)
-        return count;
+    if (count <= 0) {
+        free(v);
+        return count < 0 ? count : TW_OK;
+    }
     qsort(v, (size_t)count, sizeof *v, by_time_only);
     for (int i = 0; i < count; i++)
         if (isfinite(v[i].util))
