@@ -1,7 +1,9 @@
 """The command line: usage and help, output modes, thresholds, and the demo
 trainer's faults each producing the diagnosis they should."""
 import json
+import pathlib
 import re
+import shutil
 import subprocess
 
 import pytest
@@ -292,3 +294,20 @@ def test_write_error_on_stdout_is_an_error(tmp_path, mode):
     assert result.returncode == 2
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and "standard output" in lines[0] and "No space left on device" in lines[0], lines
+
+
+def test_write_error_names_its_cause_whatever_the_reports_size(tmp_path):
+    """A report whose last write fails with nothing left to flush (its size
+    lands on stdio's buffer) still says why: the path's length moves the
+    JSON report's size across a 4 KiB boundary."""
+    import tempfile
+    base = pathlib.Path(tempfile.mkdtemp(dir="/tmp"))  # short, so the lengths below cross a boundary
+    for n in range(1, 200):
+        folder = base / ("x" * n)
+        folder.mkdir()
+        log = kv_log(folder / "train.log")
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([binary("trainwatch"), "analyze", "--no-history", "--json", str(log)], stdout=full,
+                               stderr=subprocess.PIPE, text=True, timeout=60)
+        assert r.returncode == 2 and "No space left on device" in r.stderr, (n, r.stderr)
+    shutil.rmtree(base)
