@@ -93,7 +93,16 @@ static tw_guard_conn *busiest_oldest(tw_guard *g)
     return best;
 }
 
-void tw_guard_admit(tw_guard *g, const struct sockaddr *addr)
+/* With the lock held: connections of ip the guard has not shut down. */
+static size_t open_from(tw_guard *g, const unsigned char ip[16])
+{
+    size_t n = 0;
+    for (tw_guard_conn *c = g->head; c; c = c->next)
+        n += !c->shut && memcmp(c->ip, ip, 16) == 0;
+    return n;
+}
+
+bool tw_guard_admit(tw_guard *g, const struct sockaddr *addr)
 {
     unsigned char ip[16];
     address(addr, ip);
@@ -103,7 +112,11 @@ void tw_guard_admit(tw_guard *g, const struct sockaddr *addr)
         shut(g, oldest);
     if (waiting_from(g, NULL, &oldest) >= g->o.waiting_max && (oldest = busiest_oldest(g)))
         shut(g, oldest);
+    if (g->o.per_ip_max && open_from(g, ip) >= g->o.per_ip_max && waiting_from(g, ip, &oldest) > 0)
+        shut(g, oldest); /* full of its own: its oldest idle one makes room */
+    bool admitted = !g->o.per_ip_max || open_from(g, ip) < g->o.per_ip_max;
     pthread_mutex_unlock(&g->lock);
+    return admitted;
 }
 
 tw_guard_conn *tw_guard_opened(tw_guard *g, int fd, const struct sockaddr *addr)

@@ -17,12 +17,20 @@
  * is never the oldest waiting. Closed means shutdown(2) on the socket; its
  * owner (libmicrohttpd) sees the end of stream and closes it.
  *
+ * The cap on one address's connections (per_ip_max) is the guard's too, and
+ * counts only connections not yet closed by it: one it has shut down may
+ * take libmicrohttpd a moment to close, and a burst of newcomers must not
+ * find their address full of connections that are already on their way
+ * out (libmicrohttpd's own per-address limit counted them, and refused a
+ * scrape at the end of a burst of 70 trickling clients).
+ *
  * The guard knows sockets and addresses only (no libmicrohttpd), so it can
  * be tested on socket pairs. Every function is thread-safe.
  */
 #ifndef TW_HTTP_GUARD_H
 #define TW_HTTP_GUARD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/socket.h>
 
@@ -30,6 +38,7 @@ typedef struct tw_guard tw_guard;
 typedef struct tw_guard_conn tw_guard_conn;
 
 typedef struct tw_guard_options {
+    unsigned per_ip_max;     /* connections one address may hold (0: no cap) */
     unsigned per_ip_waiting; /* waiting connections one address may hold */
     unsigned waiting_max;    /* waiting connections in all */
     double header_timeout;   /* seconds from accept (or the previous request's end) to complete headers */
@@ -40,8 +49,10 @@ int tw_guard_new(const tw_guard_options *o, tw_guard **out);
 /* Stops the deadline thread and frees; every connection must be closed. */
 void tw_guard_free(tw_guard *g);
 
-/* Before a connection from addr is accepted: makes room for it (see above). */
-void tw_guard_admit(tw_guard *g, const struct sockaddr *addr);
+/* Before a connection from addr is accepted: makes room for it (see
+ * above). False: its address holds per_ip_max connections that are not
+ * waiting (each busy with a request), and it is refused. */
+bool tw_guard_admit(tw_guard *g, const struct sockaddr *addr);
 /* A connection was accepted: it is waiting. Returns its handle (NULL: out
  * of memory, and the connection goes unguarded). */
 tw_guard_conn *tw_guard_opened(tw_guard *g, int fd, const struct sockaddr *addr);

@@ -342,8 +342,7 @@ static enum MHD_Result admit(void *cls, const struct sockaddr *addr, socklen_t l
 {
     (void)len;
     tw_http_server *s = cls;
-    tw_guard_admit(s->guard, addr);
-    return MHD_YES;
+    return tw_guard_admit(s->guard, addr) ? MHD_YES : MHD_NO;
 }
 
 static void connection_event(void *cls, struct MHD_Connection *conn, void **socket_context,
@@ -378,7 +377,8 @@ static void limits(const tw_http_options *o, tw_http_options *l, tw_guard_option
     l->header_timeout_seconds = o->header_timeout_seconds ? o->header_timeout_seconds : 10;
     l->max_request_bytes = o->max_request_bytes ? o->max_request_bytes : 16384;
     unsigned n = l->connection_limit;
-    *g = (tw_guard_options){.per_ip_waiting = n / 4 ? n / 4 : 1,
+    *g = (tw_guard_options){.per_ip_max = n / 2 ? n / 2 : 1,
+                            .per_ip_waiting = n / 4 ? n / 4 : 1,
                             .waiting_max = n - (n / 8 > 2 ? n / 8 : (n > 2 ? 2 : 0)),
                             .header_timeout = l->header_timeout_seconds};
 }
@@ -434,11 +434,13 @@ int tw_http_start(const tw_http_options *options, tw_http_server **out, char *er
         {MHD_OPTION_HTTPS_PRIORITIES, 0, s->priorities},
         {MHD_OPTION_END, 0, NULL},
     };
-    /* one address may hold half the connections: a scraper's one
-     * connection always fits beside it, and waiting ones are recycled */
+    /* one address may hold half the connections (the guard counts them,
+     * in admit: libmicrohttpd's own per-address limit would count those
+     * the guard has shut down and refuse a newcomer while they close); at
+     * the cap libmicrohttpd stops accepting, and newcomers wait in the
+     * listen backlog rather than being refused */
     s->daemon = MHD_start_daemon(flags, 0, admit, s, handle, s, MHD_OPTION_LISTEN_SOCKET, s->fd,
-                                 MHD_OPTION_CONNECTION_LIMIT, o->connection_limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                                 o->connection_limit / 2 ? o->connection_limit / 2 : 1, MHD_OPTION_CONNECTION_TIMEOUT,
+                                 MHD_OPTION_CONNECTION_LIMIT, o->connection_limit, MHD_OPTION_CONNECTION_TIMEOUT,
                                  o->timeout_seconds, MHD_OPTION_CONNECTION_MEMORY_LIMIT, o->max_request_bytes,
                                  MHD_OPTION_NOTIFY_CONNECTION, connection_event, s, MHD_OPTION_NOTIFY_COMPLETED,
                                  request_done, s, MHD_OPTION_ARRAY, s->cert_pem ? tls : tls + 3, MHD_OPTION_END);

@@ -306,7 +306,7 @@ static void open_pair(tw_guard *g, pair *p, const char *ip)
     p->server = sv[0];
     p->client = sv[1];
     struct sockaddr_in a = ipv4(ip);
-    tw_guard_admit(g, (struct sockaddr *)&a);
+    assert_true(tw_guard_admit(g, (struct sockaddr *)&a));
     p->conn = tw_guard_opened(g, p->server, (struct sockaddr *)&a);
     assert_non_null(p->conn);
 }
@@ -367,6 +367,42 @@ static void test_guard_makes_room_from_the_busiest_address(void **state)
     assert_false(shut_down(&p[0], 0));
     assert_false(shut_down(&p[2], 0));
     for (int i = 0; i < 4; i++)
+        close_pair(g, &p[i]);
+    tw_guard_free(g);
+}
+
+static bool admit_from(tw_guard *g, const char *ip)
+{
+    struct sockaddr_in a = ipv4(ip);
+    return tw_guard_admit(g, (struct sockaddr *)&a);
+}
+
+static void test_guard_caps_an_address_counting_only_what_it_has_not_shut(void **state)
+{
+    (void)state;
+    tw_guard *g;
+    tw_guard_options o = {.per_ip_max = 2, .per_ip_waiting = 1, .waiting_max = 100, .header_timeout = 3600};
+    assert_int_equal(tw_guard_new(&o, &g), TW_OK);
+    pair p[4];
+    open_pair(g, &p[0], "10.0.0.1");
+    tw_guard_headers_done(g, p[0].conn); /* busy with a request */
+    open_pair(g, &p[1], "10.0.0.1");     /* waiting */
+    /* full (two open): its waiting one is shut down to make room, and the
+     * newcomer is admitted while that one is still open, not yet closed by
+     * its owner (libmicrohttpd's own per-address limit counted it) */
+    open_pair(g, &p[2], "10.0.0.1");
+    assert_true(shut_down(&p[1], 1000));
+    assert_false(shut_down(&p[0], 0));
+    /* two busy and nothing waiting to recycle: refused; other addresses are not */
+    tw_guard_headers_done(g, p[2].conn);
+    assert_false(admit_from(g, "10.0.0.1"));
+    assert_false(shut_down(&p[0], 0));
+    assert_false(shut_down(&p[2], 0));
+    open_pair(g, &p[3], "10.0.0.2");
+    /* one busy connection closed: room again */
+    close_pair(g, &p[0]);
+    assert_true(admit_from(g, "10.0.0.1"));
+    for (int i = 1; i < 4; i++)
         close_pair(g, &p[i]);
     tw_guard_free(g);
 }
@@ -506,6 +542,7 @@ int main(void)
         cmocka_unit_test(test_dummy_hash_has_the_users_cost),
         cmocka_unit_test(test_guard_recycles_the_oldest_waiting_of_an_address),
         cmocka_unit_test(test_guard_makes_room_from_the_busiest_address),
+        cmocka_unit_test(test_guard_caps_an_address_counting_only_what_it_has_not_shut),
         cmocka_unit_test(test_guard_closes_what_misses_the_header_deadline),
         cmocka_unit_test(test_auth_checks_in_workers_and_caches_successes),
         cmocka_unit_test(test_cached_check_is_answered_while_others_are_in_flight),
