@@ -59,7 +59,8 @@ typedef enum tw_record_kind {
     X(TW_EV_ENVIRONMENT, "environment")                                        \
     X(TW_EV_LAUNCHER, "launcher")                                              \
     X(TW_EV_RANKS, "rank-assignment")                                          \
-    X(TW_EV_STACKS, "stacks")
+    X(TW_EV_STACKS, "stacks")                                                  \
+    X(TW_EV_OVERFLOW, "overflow")
 
 typedef enum tw_event_kind {
 #define TW_EVENT_ENUM(name, text) name,

@@ -6,7 +6,10 @@
  * normal; a scale pinned at its floor, or a large share of steps thrown
  * away, means the gradients themselves overflow and the model is not
  * training. run_precision.c notes the counters of each step record
- * (tw_precision_note); the rule reads them per rank.
+ * (tw_precision_note) and the scaler's overflow lines (apex's "Gradient
+ * overflow. Skipping step, ... reducing loss scale to X", DeepSpeed's
+ * "OVERFLOW! ... Attempted loss scale: A, reducing to B"), which prove the
+ * scale dynamic; the rule reads them per rank.
  */
 #include <math.h>
 #include <stdio.h>
@@ -49,15 +52,32 @@ static void report_floor(const tw_run *run, const tw_rank *rk, tw_findings *out)
     const tw_precision *pr = &rk->precision;
     char where[600], skipped[96];
     double share;
-    tw_finding *f = tw_finding_add(out, "loss_scale_collapse", TW_SEV_ERROR,
-                                   "The fp16 loss scale collapsed to %g on rank %d (from %g)", pr->scale_floor.value,
-                                   rk->rank, pr->scale_max.value);
+    tw_finding *f =
+        pr->scale_max.value > 1
+            ? tw_finding_add(out, "loss_scale_collapse", TW_SEV_ERROR,
+                             "The fp16 loss scale collapsed to %g on rank %d (from %g)", pr->scale_floor.value,
+                             rk->rank, pr->scale_max.value)
+            : tw_finding_add(out, "loss_scale_collapse", TW_SEV_ERROR,
+                             "The fp16 loss scale collapsed to %g on rank %d, and the scaler still skips steps "
+                             "on overflow",
+                             pr->scale_floor.value, rk->rank);
     if (!f)
         return;
     f->where = tw_run_source(run, pr->scale_floor.file, pr->scale_floor.line);
-    f->step = (int64_t)pr->scale_floor.pos;
     f->rank = rk->rank;
     f->value = pr->scale_floor.value;
+    if (!rk->used) { /* only the scaler's lines: no step to place them at */
+        tw_finding_evidence(f, "loss scale %g (%s); %llu of %llu readings at 1 or below, the last %g",
+                            pr->scale_floor.value,
+                            tw_where(run, pr->scale_floor.file, pr->scale_floor.line, where, sizeof where),
+                            (unsigned long long)pr->floor_count, (unsigned long long)pr->scale_count,
+                            pr->scale_last.value);
+        tw_finding_evidence(f, "%llu overflow lines of the scaler ('Skipping step')",
+                            (unsigned long long)pr->overflows);
+        recommend(f);
+        return;
+    }
+    f->step = (int64_t)pr->scale_floor.pos;
     tw_finding_evidence(f,
                         "loss scale %g at step %.0f (%s); %llu of %llu readings at 1 or below, the last %g at "
                         "step %.0f",
@@ -70,6 +90,10 @@ static void report_floor(const tw_run *run, const tw_rank *rk, tw_findings *out)
     if (skipped_words(pr, skipped, sizeof skipped, &share))
         tw_finding_evidence(f, "steps skipped on overflow: %s, by step %.0f (%s)", skipped, pr->skipped.pos,
                             tw_where(run, pr->skipped.file, pr->skipped.line, where, sizeof where));
+    if (pr->overflows)
+        tw_finding_evidence(f, "%llu overflow lines of the scaler ('Skipping step'), the first at %s",
+                            (unsigned long long)pr->overflows,
+                            tw_where(run, pr->first_overflow.file, pr->first_overflow.line, where, sizeof where));
     recommend(f);
 }
 
@@ -101,12 +125,13 @@ static void check_loss_scale(const tw_run *run, const tw_thresholds *t, tw_findi
     (void)t;
     for (int i = 0; i < run->rank_count; i++) {
         const tw_rank *rk = run->ranks[i];
-        if (!rk || !rk->used)
+        if (!rk || (!rk->used && !rk->precision.overflows))
             continue;
         const tw_precision *pr = &rk->precision;
-        /* at the floor after having been above it: not a run that logs a
-         * constant scale of 1 (fp32, bf16 or a static scale) */
-        if (pr->have_floor && pr->scale_max.value > 1) {
+        /* at the floor after having been above it, or reduced to it by the
+         * scaler's own overflow lines: not a run that logs a constant
+         * scale of 1 (fp32, bf16 or a static scale) */
+        if (pr->have_floor && (pr->scale_max.value > 1 || pr->overflows)) {
             report_floor(run, rk, out);
             continue;
         }

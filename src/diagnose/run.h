@@ -127,10 +127,15 @@ typedef struct tw_precision {
     bool have_skipped;
     double skipped_sum;       /* Megatron's counts, summed */
     tw_scale_note skipped;    /* the last running count (value) or sum, at its record */
+    uint64_t overflows;       /* the scaler's "Skipping step" lines: it is dynamic */
+    tw_scale_note first_overflow; /* where the first was (value unused) */
 } tw_precision;
 
 /* Notes a step record's loss-scale and skipped-step counters (run_precision.c). */
 void tw_precision_note(tw_precision *pr, const tw_record *r, const tw_point *p);
+/* Notes a loss scaler's overflow event: the scale it tried and the one it
+ * reduced to, at p (the rank's position then) (run_precision.c). */
+void tw_precision_overflow(tw_precision *pr, const tw_record *r, const tw_point *p);
 
 typedef struct tw_rank {
     int rank;

@@ -48,7 +48,8 @@ static void note_fact(tw_run *root, tw_run *run, const tw_record *r)
  * skipped NaN step, deprecation warnings). */
 static bool routine_event(tw_event_kind kind)
 {
-    return kind == TW_EV_WARNING || kind == TW_EV_CHECKPOINT || kind == TW_EV_RESUME || kind == TW_EV_NAN;
+    return kind == TW_EV_WARNING || kind == TW_EV_CHECKPOINT || kind == TW_EV_RESUME || kind == TW_EV_NAN ||
+           kind == TW_EV_OVERFLOW;
 }
 
 /* Keeps an event for the rules, in the order they came: the first ones
@@ -94,6 +95,12 @@ void tw_run_add_event(tw_run *root, tw_run *run, tw_cursor *c, const tw_record *
     tw_rank *rk = tw_run_rank_of(run, r->rank);
     if (rk && (r->event == TW_EV_CHECKPOINT || r->event == TW_EV_RESUME))
         rk->event_since_last = true;
+    if (rk && r->event == TW_EV_OVERFLOW) {
+        tw_point at = {.pos = rk->have_last ? rk->last.pos : 0,
+                       .file = tw_run_intern_file(root, r->source.file),
+                       .line = r->source.line};
+        tw_precision_overflow(&rk->precision, r, &at);
+    }
     run->events++;
     if ((unsigned)r->event < TW_EV_COUNT)
         run->event_counts[r->event]++;

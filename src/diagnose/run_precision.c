@@ -2,7 +2,8 @@
  * run_precision.c: a step record's mixed-precision counters into its rank's
  * tw_precision (see run.h): the dynamic loss scale (first, highest, last,
  * at its floor) and the steps the scaler skipped (DeepSpeed's running
- * count, Megatron's per interval). rule_precision.c judges them.
+ * count, Megatron's per interval), and the scaler's own overflow lines
+ * (TW_EV_OVERFLOW: the scale it reduced to). rule_precision.c judges them.
  */
 #include <math.h>
 #include <string.h>
@@ -44,6 +45,34 @@ static tw_scale_note note_of(double value, const tw_point *p)
     return (tw_scale_note){value, p->pos, p->file, p->line};
 }
 
+static void note_scale(tw_precision *pr, double value, const tw_point *p)
+{
+    tw_scale_note n = note_of(value, p);
+    if (pr->scale_count++ == 0)
+        pr->scale_first = pr->scale_max = n;
+    if (value > pr->scale_max.value)
+        pr->scale_max = n;
+    pr->scale_last = n;
+    if (value <= 1) {
+        if (!pr->have_floor)
+            pr->scale_floor = n;
+        pr->have_floor = true;
+        pr->floor_count++;
+    }
+}
+
+void tw_precision_overflow(tw_precision *pr, const tw_record *r, const tw_point *p)
+{
+    if (pr->overflows++ == 0)
+        pr->first_overflow = note_of(0, p);
+    double attempted = tw_record_metric(r, "attempted_loss_scale");
+    double reduced = tw_record_metric(r, "loss_scale");
+    if (isfinite(attempted) && attempted >= 0)
+        note_scale(pr, attempted, p);
+    if (isfinite(reduced) && reduced >= 0)
+        note_scale(pr, reduced, p);
+}
+
 void tw_precision_note(tw_precision *pr, const tw_record *r, const tw_point *p)
 {
     for (int i = 0; i < r->metric_count; i++) {
@@ -51,18 +80,7 @@ void tw_precision_note(tw_precision *pr, const tw_record *r, const tw_point *p)
         if (!maybe_counter_name(m->name) || !isfinite(m->value) || m->value < 0)
             continue;
         if (is_scale_name(m->name)) {
-            tw_scale_note n = note_of(m->value, p);
-            if (pr->scale_count++ == 0)
-                pr->scale_first = pr->scale_max = n;
-            if (m->value > pr->scale_max.value)
-                pr->scale_max = n;
-            pr->scale_last = n;
-            if (m->value <= 1) {
-                if (!pr->have_floor)
-                    pr->scale_floor = n;
-                pr->have_floor = true;
-                pr->floor_count++;
-            }
+            note_scale(pr, m->value, p);
         } else if (strcmp(m->name, "skipped") == 0) { /* DeepSpeed: a running count */
             pr->skipped = note_of(m->value, p);
             pr->have_skipped = true;

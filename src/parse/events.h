@@ -65,6 +65,7 @@ int tw_events_launcher_elastic_failed(tw_parser *p, events_state *st, const tw_l
 int tw_events_launcher_rendezvous(tw_parser *p, events_state *st, const tw_line *line, const char *at);
 int tw_events_launcher_torchrun_root_cause(tw_parser *p, events_state *st, const tw_line *line, const char *at);
 int tw_events_nccl_watchdog(tw_parser *p, events_state *st, const tw_line *line, const char *at);
+int tw_events_scaler_overflow(tw_parser *p, events_state *st, const tw_line *line, const char *at);
 int tw_events_slurm_cancelled(tw_parser *p, events_state *st, const tw_line *line, const char *at);
 /* The lines after a block's first: 0 when the line is not part of it (the
  * block ended; read the line as usual). */

@@ -578,9 +578,8 @@ static const keyword_rule rules[] = {
     {"Saving model checkpoint", TW_EV_CHECKPOINT, NULL},
     {"Already save the best model", TW_EV_CHECKPOINT, NULL},
     {"save best model", TW_EV_CHECKPOINT, NULL},
-    {"Save model to", TW_EV_CHECKPOINT, NULL},
+    {"ave model to", TW_EV_CHECKPOINT, NULL}, /* Save model to, save model to */
     {"save model in", TW_EV_CHECKPOINT, NULL},
-    {"save model to", TW_EV_CHECKPOINT, NULL},
     {"Saving trained model", TW_EV_CHECKPOINT, NULL},
     {"Save checkpoint", TW_EV_CHECKPOINT, NULL},
     {"Resuming from", TW_EV_RESUME, NULL},
@@ -626,6 +625,7 @@ static const keyword_rule rules[] = {
     {"Watchdog caught collective operation timeout", TW_EV_EXCEPTION, tw_events_nccl_watchdog},
     /* the batch scheduler stopped the job: Slurm's step daemon */
     {" CANCELLED AT ", TW_EV_SIGNAL, tw_events_slurm_cancelled},
+    {"kipping step", TW_EV_OVERFLOW, tw_events_scaler_overflow}, /* Skipping step: a loss scaler's overflow */
     {".py: error: ", TW_EV_EXCEPTION, usage_error},
 };
 

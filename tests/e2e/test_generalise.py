@@ -206,6 +206,44 @@ def test_a_constant_scale_of_one_is_bf16_not_a_collapse(tmp_path):
     assert by_rule(report, "loss_scale_collapse")[0]["severity"] == "error"
 
 
+APEX_SCALER = EVAL_LOGS / "loss-scale-collapse-factseg-issue-6-denormal.log"
+DS_BURST = EVAL_LOGS / "healthy-ds-hellodeepspeed-bert-overflow-burst.log"
+DS_OVERFLOW = ("[2023-08-15 06:{m:02d}:{s:02d},100] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! "
+               "Rank 0 Skipping step. Attempted loss scale: {attempted:g}, reducing to {scale:g}\n")
+
+
+def test_a_scale_the_scaler_keeps_halving_below_one_is_a_collapse():
+    """apex prints only its overflow lines (no step records): the scale is
+    down to 2e-320 and every step is skipped; the lines prove the scaler
+    dynamic, so no reading above 1 is needed."""
+    report, _ = analyze_json(APEX_SCALER)
+    f = by_rule(report, "loss_scale_collapse")
+    assert len(f) == 1 and f[0]["severity"] == "error" and f[0]["line"] == 3, f
+    assert "still skips steps on overflow" in f[0]["title"] and "10 overflow lines" in f[0]["evidence"]
+
+
+def test_overflow_lines_that_halve_to_the_floor_are_a_collapse_and_a_burst_is_not(tmp_path):
+    """DeepSpeed's own OVERFLOW lines beside its step records: halving from
+    2^32 to 2^15 at start-up is healthy (a real BERT run's 17 lines); halving
+    on to 1 is the floor, cited at the line that reached it."""
+    report, _ = analyze_json(DS_BURST)
+    assert report["summary"]["event_counts"].get("overflow") == 17, report["summary"]
+    assert not by_rule(report, "loss_scale_collapse")
+    lines, scale = [], 2.0 ** 32
+    for k in range(1, 41):
+        lines.append(DS_STEP.format(m=k // 60, s=k % 60, step=10 * k, skipped=k, loss=8.0))
+        if scale > 1:
+            lines.append(DS_OVERFLOW.format(m=k // 60, s=k % 60, attempted=scale, scale=max(scale / 2, 1)))
+            scale = max(scale / 2, 1)
+    path = tmp_path / "ds.log"
+    path.write_text("".join(lines))
+    report, _ = analyze_json(path)
+    f = by_rule(report, "loss_scale_collapse")
+    assert len(f) == 1 and f[0]["severity"] == "error" and "collapsed to 1" in f[0]["title"], f
+    floor = next(i for i, l in enumerate(path.read_text().splitlines(), 1) if l.endswith("reducing to 1"))
+    assert f[0]["line"] == floor
+
+
 CUDNN = EVAL_LOGS / "cuda-setup-rtd-paddle-cudnn.log"
 TRACEBACK = ("Traceback (most recent call last):\n  File \"train.py\", line 12, in <module>\n"
              "    main()\n{error}\n")

@@ -232,6 +232,36 @@ static int count_events(const collected_records *c, tw_event_kind kind)
     return n;
 }
 
+/* A dynamic loss scaler's overflow lines (the wordings of apex's
+ * scaler.py, DeepSpeed's loss_scaler.py and its fused optimizer): one
+ * overflow event each, with the scale reduced to and the one attempted. */
+static void test_loss_scaler_overflow_lines_are_events(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0\n"
+        "[2023-07-24 13:21:32,378] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 3 Skipping "
+        "step. Attempted loss scale: 4294967296, reducing to 2147483648\n"
+        "[2023-08-15 06:02:11,231] [INFO] [logging.py:96:log_dist] [Rank 0] Overflow detected. Skipping step. "
+        "Attempted loss scale: 1, reducing to 1\n"
+        "Skipping step 12: the batch is empty\n",
+        NULL, NULL);
+    assert_int_equal(count_events(c, TW_EV_OVERFLOW), 3);
+    const tw_record *e[3];
+    for (int i = 0, n = 0; i < c->count; i++)
+        if (c->records[i].kind == TW_REC_EVENT && c->records[i].event == TW_EV_OVERFLOW)
+            e[n++] = &c->records[i];
+    assert_true(tw_record_metric(e[0], "loss_scale") == 32768.0);
+    assert_true(isnan(tw_record_metric(e[0], "attempted_loss_scale")));
+    assert_true(tw_record_metric(e[1], "loss_scale") == 2147483648.0);
+    assert_true(tw_record_metric(e[1], "attempted_loss_scale") == 4294967296.0);
+    assert_int_equal(e[1]->rank, 3);
+    assert_true(tw_record_metric(e[2], "loss_scale") == 1.0);
+    assert_int_equal(e[2]->rank, 0);
+    assert_string_equal(tw_event_name(TW_EV_OVERFLOW), "overflow");
+    free(c);
+}
+
 /* Paddle's summary puts the message two lines below "ResourceExhaustedError:"
  * (the wording of paddle/phi/core/memory/allocation/cuda_allocator.cc). */
 static void test_error_message_on_the_lines_after_its_name(void **state)
@@ -918,6 +948,7 @@ int main(void)
         cmocka_unit_test(test_glog_errors_become_events),
         cmocka_unit_test(test_python_traceback_keeps_last_frame),
         cmocka_unit_test(test_paddle_error_summary_and_signal),
+        cmocka_unit_test(test_loss_scaler_overflow_lines_are_events),
         cmocka_unit_test(test_error_message_on_the_lines_after_its_name),
         cmocka_unit_test(test_error_name_alone_at_the_end),
         cmocka_unit_test(test_python_name_takes_the_summarys_error),
