@@ -9,6 +9,8 @@
  * find:
  *
  *   --slow-reader MS        the data loader "decodes" for MS per batch
+ *   --compute-ms MS         each step's kernels take MS (a sleep): step times
+ *                           then are the simulated GPU's, not this CPU's load
  *   --lr-spike-at STEP      the learning rate jumps (x --lr-spike-factor) and
  *                           the loss overflows to NaN by itself
  *   --leak-mb MB            a buffer grows by MB every step (memory growth)
@@ -65,6 +67,7 @@ typedef struct options {
     double lr;
     unsigned seed;
     double slow_reader_ms;
+    double compute_ms; /* each step's simulated kernel time (a sleep) */
     long lr_spike_at;
     double lr_spike_factor;
     double leak_mb;
@@ -538,13 +541,14 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: demo-train [--epochs N] [--steps-per-epoch N] [--batch N] [--lr X] [--log-interval N]\n"
-            "                  [--seed N] [--log FILE] [--slow-reader MS] [--lr-spike-at STEP]\n"
+            "                  [--seed N] [--log FILE] [--slow-reader MS] [--compute-ms MS] [--lr-spike-at STEP]\n"
             "                  [--lr-spike-factor F] [--leak-mb MB] [--stall-at STEP] [--stall-seconds S]\n"
             "                  [--crash-at STEP] [--device-memory-mb MB] [--oom-at STEP] [--oom-mb MB]\n"
             "                  [--bad-label-at STEP] [--ignore-local-rank] [--device-pool DIR]\n"
             "\n"
             "Faults, each a real effect of the training code:\n"
             "  --slow-reader MS        the data loader takes MS more per batch\n"
+            "  --compute-ms MS         each step's kernels take MS (a sleep), so step times do not vary with load\n"
             "  --lr-spike-at STEP      the learning rate jumps x--lr-spike-factor (1000); the loss overflows to NaN\n"
             "  --leak-mb MB            MB more device memory kept every step (memory growth)\n"
             "  --stall-at STEP         the step hangs for --stall-seconds (5)\n"
@@ -570,6 +574,7 @@ static int parse_options(int argc, char **argv, options *o)
         {"stall-seconds", 1, 0, 'T'}, {"crash-at", 1, 0, 'c'},       {"help", 0, 0, 'h'},
         {"device-memory-mb", 1, 0, 'M'}, {"oom-at", 1, 0, 'O'},      {"oom-mb", 1, 0, 'B'},
         {"bad-label-at", 1, 0, 'L'}, {"ignore-local-rank", 0, 0, 'g'}, {"device-pool", 1, 0, 'P'},
+        {"compute-ms", 1, 0, 'C'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -582,6 +587,7 @@ static int parse_options(int argc, char **argv, options *o)
         case 'S': o->seed = (unsigned)atoi(optarg); break;
         case 'o': o->log_path = optarg; break;
         case 'r': o->slow_reader_ms = atof(optarg); break;
+        case 'C': o->compute_ms = atof(optarg); break;
         case 'n': o->lr_spike_at = atol(optarg); break;
         case 'f': o->lr_spike_factor = atof(optarg); break;
         case 'm': o->leak_mb = atof(optarg); break;
@@ -701,6 +707,7 @@ int main(int argc, char **argv)
                 pool_free(&gpu, big);
             }
             loss_sum += train_step(m, &o, x, y, lr, &correct);
+            sleep_seconds(o.compute_ms / 1000.0);
             pool_free(&gpu, activations);
             correct_sum += correct;
             seen += o.batch;

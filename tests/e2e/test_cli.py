@@ -65,7 +65,10 @@ def analyze(*args):
 
 
 def test_demo_healthy_run(tmp_path):
-    log, result = train(tmp_path, "--epochs", "3", "--steps-per-epoch", "40", "--log-interval", "5")
+    # the simulated kernels' 10 ms, not this machine's microseconds, are the
+    # step time: CI under load made 31% of noise a "throughput drop"
+    log, result = train(tmp_path, "--epochs", "3", "--steps-per-epoch", "40", "--log-interval", "5",
+                        "--compute-ms", "10")
     assert result.returncode == 0
     report, status = analyze(log)
     assert report["healthy"], [f["title"] for f in report["findings"]]
