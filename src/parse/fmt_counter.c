@@ -6,6 +6,7 @@
  *   Epoch 1 Step 10: loss 2.3
  *   it 100 | loss=0.5 | lr 1e-3
  *   step: 3 loss: [1075.69]
+ *   epoch: 0, batch_id: 100, loss is: [2.3]
  *
  * Each pair goes through the synonym table (scan.c) like the kv format's, so
  * "it" is read as the step counter and "loss" as the loss; a line becomes a
@@ -32,7 +33,8 @@ static size_t time_unit(const char *p, const char *end)
     return n && (p + n == end || !tw_is_alpha(p[n])) ? n : 0;
 }
 
-static const char *const counter_words[] = {"step", "iter", "iteration", "it", "epoch", "global_step", "batch", NULL};
+static const char *const counter_words[] = {"step",        "iter",  "iteration", "it",
+                                            "epoch",       "global_step", "batch", "batch_id", NULL};
 
 static bool counter_word(const char *s, size_t len)
 {
@@ -60,6 +62,10 @@ static bool next_pair(const char *s, const char *end, const char **pos, tw_kv *k
     size_t key_len = (size_t)(p - key);
     while (p < end && tw_is_blank(*p))
         p++;
+    if (end - p >= 3 && p[0] == 'i' && p[1] == 's' && (p[2] == ':' || tw_is_blank(p[2])))
+        p += 2; /* "loss is: [2.3]" */
+    while (p < end && tw_is_blank(*p))
+        p++;
     if (p < end && (*p == ':' || *p == '='))
         p++;
     while (p < end && tw_is_blank(*p))
@@ -80,6 +86,18 @@ static bool next_pair(const char *s, const char *end, const char **pos, tw_kv *k
     *pos = p + n + unit + (bracket && p + n < end && p[n] == ']');
     (void)s;
     return true;
+}
+
+/* "batch 3" or "batch_id: 3" after an epoch and with no step yet: the
+ * batch's index in the epoch (Paddle's tutorials print "epoch: 0,
+ * batch_id: 100, loss is: [2.3]"), not a batch size (which is no whole
+ * counter beside an epoch: "batch_size" is the kv format's). Such a line
+ * is a step only with a loss: without, it is an inference's progress. */
+static bool is_batch_index(const tw_kv *kv, const tw_record *r)
+{
+    bool word = (kv->key_len == 5 && strncasecmp(kv->key, "batch", 5) == 0) ||
+                (kv->key_len == 8 && strncasecmp(kv->key, "batch_id", 8) == 0);
+    return word && r->epoch >= 0 && r->step < 0 && kv->number >= 0 && kv->number == (double)(long long)kv->number;
 }
 
 /* An eval word before a key ("val loss 3.4"): the pair belongs to an
@@ -118,7 +136,7 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
     tw_kv kv;
     const char *word = NULL; /* the word before this pair, when it had no number */
     size_t word_len = 0;
-    bool eval = false;
+    bool eval = false, batch_step = false;
     for (int i = 0; pos < end && i < COUNTER_PAIRS_MAX; i++) {
         const char *before = pos;
         if (!next_pair(line->body, end, &pos, &kv)) {
@@ -140,6 +158,10 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
         } else if (kv.key_len == 2 && strncasecmp(kv.key, "it", 2) == 0) {
             kv.key = "iter";
             kv.key_len = 4;
+        } else if (is_batch_index(&kv, &r)) {
+            kv.key = "step"; /* "Epoch 0 batch 3", "epoch: 0, batch_id: 3": the step in the epoch */
+            kv.key_len = 4;
+            batch_step = true;
         }
         word = NULL;
         tw_fields_apply(&r, &kv);
@@ -148,6 +170,8 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
         return tw_emit_eval(p, line, &r);
     if (tw_text_is_eval(line->body, line->body_len))
         return 0;
+    if (batch_step && !tw_has(&r, TW_F_LOSS))
+        return 0; /* a batch index without a loss: an inference's or evaluation's progress */
     return tw_emit_step(p, line, &r, 0);
 }
 

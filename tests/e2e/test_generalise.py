@@ -2,6 +2,8 @@
 (tests/eval/, issue 28): each is tested on the real dev cases that showed the
 miss and on a healthy case for false alarms, plus small logs in the same
 shapes for the edges. The holdout half is only scored, never tested here."""
+import json
+
 from conftest import SOURCE, analyze_json, run
 
 EVAL_LOGS = SOURCE / "tests" / "eval" / "logs"
@@ -242,6 +244,27 @@ def test_overflow_lines_that_halve_to_the_floor_are_a_collapse_and_a_burst_is_no
     assert len(f) == 1 and f[0]["severity"] == "error" and "collapsed to 1" in f[0]["title"], f
     floor = next(i for i, l in enumerate(path.read_text().splitlines(), 1) if l.endswith("reducing to 1"))
     assert f[0]["line"] == floor
+
+
+SPAWN = EVAL_LOGS / "failed-launches-paddlescripts-spawn-nranks8.log"
+
+
+def test_a_batch_index_after_an_epoch_is_the_step(tmp_path):
+    """Paddle's spawn demo prints "Epoch 0 batch 3: loss = 2.68" (the real
+    log's three March launches train 10 epochs of 4 batches); Paddle's
+    tutorials "epoch: 0 batch_id: 3 loss is: [2.3]". "batch N" with no epoch
+    before it is no step (it may be a size)."""
+    report, _ = analyze_json(SPAWN)
+    assert report["summary"]["step_records"] == 40 and report["summary"]["last_epoch"] == 9, report["summary"]
+    path = tmp_path / "tutorial.log"
+    path.write_text("".join(f"epoch: {e} batch_id: {b} loss is: [{3 - 0.1 * (4 * e + b):.2f}]\n"
+                            for e in range(3) for b in range(4)))
+    report, _ = analyze_json(path)
+    assert report["inputs"][0]["format"] == "counter"
+    assert report["summary"]["step_records"] == 12 and report["summary"]["final_loss"] == 1.9, report["summary"]
+    path.write_text("batch 64 loss 2.5\nbatch 64 loss 2.4\n")
+    result = run(["trainwatch", "analyze", "--json", path])
+    assert "no training records recognised" in result.stderr and json.loads(result.stdout)["summary"]["step_records"] == 0
 
 
 CUDNN = EVAL_LOGS / "cuda-setup-rtd-paddle-cudnn.log"
