@@ -469,8 +469,11 @@ static int in_block(tw_parser *p, events_state *st, const tw_line *line)
         if (aborted)
             tw_scan_uint(aborted + 15, s + len, &st->aborted_at);
         const char *info = tw_find(s, len, "[SignalInfo: *** ");
-        if (info)
-            return flush_signal(p, st, line, parse_signal_number(s, len));
+        if (info) { /* the summary's last line: what follows is not its error */
+            int n = flush_signal(p, st, line, parse_signal_number(s, len));
+            st->block = BLOCK_NONE;
+            return n;
+        }
         return -1;
     }
     if (indented)
