@@ -112,6 +112,18 @@ static const tw_source *failure_source(const tw_launch_report *l)
     return NULL;
 }
 
+/* The rank of launch l with the most steps, NULL when none has one. */
+static const tw_rank *tw_launch_lead(const tw_run *l)
+{
+    const tw_rank *lead = NULL;
+    for (int i = 0; i < l->rank_count; i++) {
+        const tw_rank *rk = l->ranks[i];
+        if (rk && rk->used && (!lead || rk->steps > lead->steps))
+            lead = rk;
+    }
+    return lead && lead->steps > 0 ? lead : NULL;
+}
+
 /* True when launch l (report lr) ran to its end: a finished event, or its
  * leading rank's last record at the last epoch or step its format counts
  * to (PaddleSeg's iter: 16000/16000). */
@@ -121,12 +133,7 @@ static bool tw_launch_completed(const tw_run *l, const tw_launch_report *lr)
         return true;
     if (is_failure(lr->span.outcome) || lr->span.step_records == 0)
         return false;
-    const tw_rank *lead = NULL;
-    for (int i = 0; i < l->rank_count; i++) {
-        const tw_rank *rk = l->ranks[i];
-        if (rk && rk->used && (!lead || rk->steps > lead->steps))
-            lead = rk;
-    }
+    const tw_rank *lead = tw_launch_lead(l);
     if (!lead)
         return false;
     const tw_point *p = &lead->last;
@@ -146,39 +153,122 @@ static bool tw_last_completed(const tw_run *run, const tw_report *r)
     return tw_launch_completed(tw_run_launch(run, last), &r->launches[last]);
 }
 
+/* The next word of an error message at *s as two errors are compared: a
+ * path is no word (the same error from another checkout or Python), a word
+ * with a digit is any number (a pid, an address, a line). Returns its
+ * length, 0 at the end; *word points at it, "#" for a number. */
+static size_t error_word(const char **s, const char **word)
+{
+    for (;;) {
+        const char *c = *s;
+        while (*c == ' ')
+            c++;
+        size_t n = strcspn(c, " ");
+        *s = c + n;
+        if (n == 0)
+            return 0;
+        bool path = memchr(c, '/', n) != NULL, number = false;
+        for (size_t i = 0; i < n; i++)
+            number |= c[i] >= '0' && c[i] <= '9';
+        if (path)
+            continue;
+        *word = number ? "#" : c;
+        return number ? 1 : n;
+    }
+}
+
+/* Two error messages say the same but for paths and numbers. */
+static bool tw_same_error(const char *a, const char *b)
+{
+    for (;;) {
+        const char *wa, *wb;
+        size_t na = error_word(&a, &wa), nb = error_word(&b, &wb);
+        if (na != nb || memcmp(wa, wb, na) != 0)
+            return false;
+        if (na == 0)
+            return true;
+    }
+}
+
+/* Launches a and b ended with the same error (a crash, not a stop from
+ * outside): relaunching changed nothing. */
+static bool tw_same_failure(const tw_launch_span *a, const tw_launch_span *b)
+{
+    return is_failure(a->outcome) && a->outcome == b->outcome && strcmp(a->outcome, "killed") != 0 &&
+           tw_same_error(a->outcome_detail, b->outcome_detail);
+}
+
+/* The most launches that ended with one same error. */
+static int tw_most_repeated_failure(const tw_report *r)
+{
+    int most = 0;
+    for (int i = 0; i < r->launch_count; i++) {
+        int same = 0;
+        for (int j = 0; j < r->launch_count; j++)
+            same += tw_same_failure(&r->launches[i].span, &r->launches[j].span);
+        if (same > most)
+            most = same;
+    }
+    return most;
+}
+
+/* The title of failed_launches: how many of which launches failed, and
+ * whether one error kept coming back. */
+static tw_finding *add_failed_launches(tw_findings *out, const tw_report *r, tw_severity sev, int failed,
+                                       bool last_failed, int repeated)
+{
+    int count = r->launch_count;
+    if (repeated >= 2)
+        return tw_finding_add(out, "failed_launches", sev, "%d launches ended with the same error%s: relaunching "
+                              "did not fix it", repeated, last_failed ? ", the last one among them" : "");
+    if (last_failed)
+        return failed == count ? tw_finding_add(out, "failed_launches", sev, "All %d launches failed", count)
+                               : tw_finding_add(out, "failed_launches", sev, "%d of the %d launches failed, the "
+                                                "last one too", failed, count);
+    return count == 2 ? tw_finding_add(out, "failed_launches", sev, "The launch before the last one failed")
+                      : tw_finding_add(out, "failed_launches", sev, "%d of the %d launches before the last one "
+                                       "failed", failed, count - 1);
+}
+
+/* The launches that failed, the last one among them when it failed after
+ * an earlier one did. An error that ended two launches is itself an error
+ * of the log, whatever the later launches did: it is no passing fault
+ * (failed-launches-paddlescripts-spawn-nranks8: three 8-rank launches
+ * died at NCCL init, and only fewer ranks trained after them). */
 static void failed_launches(const tw_run *run, const tw_report *r, tw_findings *out)
 {
-    int failed = 0;
+    int failed = 0, crashed = 0;
     const tw_launch_report *first = NULL;
     for (int i = 0; i + 1 < r->launch_count; i++) {
-        if (is_failure(r->launches[i].span.outcome)) {
-            failed++;
-            if (!first)
-                first = &r->launches[i];
-        }
+        const char *o = r->launches[i].span.outcome;
+        if (!is_failure(o))
+            continue;
+        failed++;
+        crashed += strcmp(o, "killed") != 0;
+        if (!first)
+            first = &r->launches[i];
     }
     if (!failed)
         return;
-    int crashed = 0;
-    for (int i = 0; i + 1 < r->launch_count; i++)
-        crashed += is_failure(r->launches[i].span.outcome) && strcmp(r->launches[i].span.outcome, "killed") != 0;
-    tw_severity sev = !crashed && tw_last_completed(run, r) ? TW_SEV_INFO : TW_SEV_WARNING;
-    tw_finding *f = r->launch_count == 2
-                        ? tw_finding_add(out, "failed_launches", sev, "The launch before the last one failed")
-                        : tw_finding_add(out, "failed_launches", sev, "%d of the %d launches before the last one failed",
-                                         failed, r->launch_count - 1);
+    bool last_failed = is_failure(r->launches[r->launch_count - 1].span.outcome);
+    int repeated = tw_most_repeated_failure(r);
+    tw_severity sev = repeated >= 2                            ? TW_SEV_ERROR
+                      : !crashed && tw_last_completed(run, r) ? TW_SEV_INFO
+                                                              : TW_SEV_WARNING;
+    tw_finding *f = add_failed_launches(out, r, sev, failed + last_failed, last_failed, repeated);
     if (!f)
         return;
     const tw_source *where = failure_source(first);
     if (where)
         f->where = *where;
-    f->value = failed;
-    for (int i = 0, shown = 0; i + 1 < r->launch_count; i++) {
+    f->value = failed + last_failed;
+    int listed = r->launch_count - (last_failed ? 0 : 1);
+    for (int i = 0, shown = 0; i < listed; i++) {
         const tw_launch_span *s = &r->launches[i].span;
         if (!is_failure(s->outcome))
             continue;
         if (shown++ == 6) {
-            tw_finding_evidence(f, "... and %d more (see the launches table)", failed - 6);
+            tw_finding_evidence(f, "... and %d more (see the launches table)", failed + last_failed - 6);
             break;
         }
         where = failure_source(&r->launches[i]);
@@ -188,8 +278,70 @@ static void failed_launches(const tw_run *run, const tw_report *r, tw_findings *
         else
             tw_finding_evidence(f, "launch %d: %s: %s", s->index, s->outcome, s->outcome_detail);
     }
-    tw_finding_recommend(f, "These launches died and were started again; each is analysed alone (--launch N shows "
-                            "one). Check that the cause of each is fixed, not only that the last launch ran.");
+    tw_finding_recommend(f, repeated >= 2
+                                ? "The same error came back in each relaunch: it is in the set-up (the machine, its "
+                                  "libraries, the configuration), not a passing fault. Fix its cause before "
+                                  "launching again; --launch N shows each launch's findings."
+                                : "These launches died and were started again; each is analysed alone (--launch N "
+                                  "shows one). Check that the cause of each is fixed, not only that the last launch "
+                                  "ran.");
+}
+
+/* The error f of an earlier launch says what a finding of the report says:
+ * its rule and the first line of its evidence. */
+static tw_finding *tw_same_finding(tw_findings *out, int upto, const tw_finding *f)
+{
+    char a[TW_TEXT_MAX / 4], b[TW_TEXT_MAX / 4];
+    first_line(a, sizeof a, f->evidence);
+    for (int i = 0; i < upto; i++) {
+        if (strcmp(out->items[i].rule, f->rule) != 0)
+            continue;
+        first_line(b, sizeof b, out->items[i].evidence);
+        if (tw_same_error(a, b))
+            return &out->items[i];
+    }
+    return NULL;
+}
+
+#define TW_EARLIER_ERRORS_MAX 3
+
+/* The errors of the launches before the last, in the last launch's report.
+ * One that says what a finding there says cites where it was first seen,
+ * once. When the last launch never reached a step, nothing in it replaced
+ * the earlier errors, so each other one is added as it is, up to
+ * TW_EARLIER_ERRORS_MAX (cuda-setup-rtd-paddle-cudnn: cuDNN failed to load
+ * in two launches, then the third was interrupted by hand before a step). */
+static void earlier_errors(const tw_report *r, tw_findings *out)
+{
+    bool trained = r->launches[r->launch_count - 1].span.step_records > 0;
+    bool cited[64] = {false};
+    int added = 0;
+    for (int i = 0; i + 1 < r->launch_count; i++) {
+        const tw_launch_report *l = &r->launches[i];
+        for (int k = 0; k < l->finding_count; k++) {
+            const tw_finding *e = &l->findings[k];
+            if (e->severity != TW_SEV_ERROR)
+                continue;
+            tw_finding *same = tw_same_finding(out, out->count, e);
+            if (same) {
+                size_t at = (size_t)(same - out->items);
+                if (at < sizeof cited / sizeof cited[0] && !cited[at] && e->where.file && same->launch != e->launch) {
+                    cited[at] = true;
+                    tw_finding_evidence(same, "the same error ended launch %d %s (%s:%llu)", e->launch,
+                                        e->launch < same->launch ? "first" : "too", e->where.file,
+                                        (unsigned long long)e->where.line);
+                }
+                continue;
+            }
+            if (trained || added == TW_EARLIER_ERRORS_MAX)
+                continue;
+            tw_finding *f = tw_finding_add(out, e->rule, e->severity, "%s", "");
+            if (!f)
+                return;
+            *f = *e;
+            added++;
+        }
+    }
 }
 
 /* Launch j tries to train again: it has training steps, a resume, or it
@@ -231,6 +383,7 @@ static void restarts(const tw_run *run, const tw_report *r, tw_findings *out)
         return;
     f->where = last->where;
     f->value = r->launch_count - 1;
+    char where[600];
     for (int i = 0, shown = 0; i + 1 < r->launch_count; i++) {
         const tw_launch_span *s = &r->launches[i].span;
         const tw_launch_span *next = &r->launches[i + 1].span;
@@ -240,14 +393,23 @@ static void restarts(const tw_run *run, const tw_report *r, tw_findings *out)
             tw_finding_evidence(f, "... (see the launches table)");
             break;
         }
-        tw_finding_evidence(f, "launch %d trained from step %lld to %lld; launch %d starts at %s:%llu (%s)", s->index,
-                            (long long)s->first_step, (long long)s->last_step, next->index,
+        const tw_run *l = tw_run_launch(run, i);
+        const tw_rank *lead = tw_launch_lead(l);
+        char last_at[600] = "";
+        if (lead)
+            snprintf(last_at, sizeof last_at, ", its last at %s",
+                     tw_where(run, lead->last.file, lead->last.line, where, sizeof where));
+        tw_finding_evidence(f, "launch %d trained from step %lld to %lld%s; launch %d starts at %s:%llu (%s)", s->index,
+                            (long long)s->first_step, (long long)s->last_step, last_at, next->index,
                             next->where.file ? next->where.file : "?", (unsigned long long)next->where.line,
                             next->start);
+        const tw_event_note *began = tw_first_event(l, TW_EV_RESUME);
+        if (began)
+            tw_finding_evidence(f, "launch %d itself resumed: %s (%s)", s->index, began->message,
+                                tw_where(run, began->file, began->line, where, sizeof where));
     }
     /* what the last launch started from, when it says */
     const tw_event_note *resume = tw_first_event(tw_run_launch(run, r->launch_count - 1), TW_EV_RESUME);
-    char where[600];
     if (resume)
         tw_finding_evidence(f, "launch %d resumes: %s (%s), then trains from step %lld", last->index, resume->message,
                             tw_where(run, resume->file, resume->line, where, sizeof where), (long long)last->first_step);
@@ -341,6 +503,8 @@ int tw_report_select(const tw_run *run, tw_report *report)
     const tw_launch_report *shown = &report->launches[(all ? count : report->launch) - 1];
     report->summary = shown->summary;
     int rc = append_all(&out, shown);
+    if (count > 1 && !all && report->launch == count)
+        earlier_errors(report, &out);
     if (count > 1 && (all || report->launch == count)) {
         failed_launches(run, report, &out);
         restarts(run, report, &out);

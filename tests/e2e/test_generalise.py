@@ -482,14 +482,66 @@ def test_a_run_stopped_by_hand_and_relaunched_to_completion_is_a_note():
     assert not by_rule(report, "environment_changed") and not alarms(report)
 
 
-def test_restarts_of_unfinished_or_failing_runs_still_warn():
+def test_restarts_of_unfinished_runs_still_warn():
     """The restarts that cost work keep their warning: detectron2 resumed
-    twice and cut off before its last iteration; Paddle launches that died
-    of a missing libnccl before the one that ran."""
+    twice and cut off before its last iteration."""
     report, _ = analyze_json(NYU_RESUME)
     assert by_rule(report, "restarts")[0]["severity"] == "warning"
+
+
+def test_each_launch_of_a_resumed_detectron2_job_is_cited_where_it_stops_and_resumes():
+    """detectron2's rank banner (line 3034) starts the second launch, and
+    "Starting training from iteration N" is each launch's resume: the first
+    launch's own (line 825, from 5500) and the last's (line 3859, from
+    15000); the first launch's last step is cited (line 3033)."""
+    report, _ = analyze_json(NYU_RESUME)
+    assert [l.get("start") for l in report["launches"]][-1] == "start line"
+    evidence = by_rule(report, "restarts")[0]["evidence"]
+    name = NYU_RESUME
+    assert f"its last at {name}:3033; launch 2 starts at {name}:3034" in evidence
+    assert f"launch 1 itself resumed: Starting training from iteration 5500 ({name}:825)" in evidence
+    assert f"launch 2 resumes: Starting training from iteration 15000 ({name}:3859)" in evidence
+
+
+RTD_CUDNN = EVAL_LOGS / "cuda-setup-rtd-paddle-cudnn.log"
+SPAWN_NRANKS8 = EVAL_LOGS / "failed-launches-paddlescripts-spawn-nranks8.log"
+
+
+def test_one_error_that_ends_launch_after_launch_is_an_error():
+    """libnccl.so missing in both launches (lines 103 and 212): the failed
+    launches are an error, the relaunch changed nothing, and the last
+    launch's cuda_setup cites where the error was first seen."""
     report, _ = analyze_json(LIBNCCL)
-    assert by_rule(report, "failed_launches")[0]["severity"] == "warning"
+    failed = by_rule(report, "failed_launches")[0]
+    assert failed["severity"] == "error"
+    assert failed["title"].startswith("2 launches ended with the same error, the last one among them")
+    assert f"{LIBNCCL.name}:103" in failed["evidence"] and f"{LIBNCCL.name}:212" in failed["evidence"]
+    setup = by_rule(report, "cuda_setup")
+    assert len(setup) == 1 and setup[0]["line"] == 212
+    assert f"the same error ended launch 1 first ({LIBNCCL}:103)" in setup[0]["evidence"]
+
+
+def test_a_repeated_error_is_an_error_even_when_a_later_launch_trains():
+    """Three 8-rank launches died at NCCL init (lines 23, 53, 83) before
+    2- and 4-rank launches trained: the repeated error is an error; the
+    last launch trained, so the earlier crashes are not its findings."""
+    report, _ = analyze_json(SPAWN_NRANKS8)
+    failed = by_rule(report, "failed_launches")[0]
+    assert failed["severity"] == "error" and failed["line"] == 23
+    assert failed["title"] == "3 launches ended with the same error: relaunching did not fix it"
+    assert not [f for f in report["findings"] if f["rule"] == "crash"]
+
+
+def test_the_errors_of_earlier_launches_stay_when_the_last_never_trained():
+    """cuDNN failed to load in launches 1 and 2 (lines 39, 80); launch 3
+    was interrupted by hand before a step (line 102). The cuDNN error is
+    still the log's, cited at its first launch."""
+    report, _ = analyze_json(RTD_CUDNN)
+    setup = by_rule(report, "cuda_setup")
+    assert len(setup) == 1 and setup[0]["severity"] == "error" and setup[0]["line"] == 39
+    assert setup[0]["launch"] == 1
+    assert f"the same error ended launch 2 too ({RTD_CUDNN}:80)" in setup[0]["evidence"]
+    assert by_rule(report, "killed")[0]["launch"] == 3
 
 
 DOLLY_ENOSPC = EVAL_LOGS / "checkpoint-error-dolly-issue-139-enospc.log"

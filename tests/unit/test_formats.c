@@ -891,6 +891,28 @@ static void test_detectron2_closing_line_without_losses(void **state)
     free(c);
 }
 
+/* detectron2's own start and resume lines: the rank banner starts a launch,
+ * "Starting training from iteration N" is a resume when N is not 0. */
+static void test_detectron2_launch_and_resume_lines(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "[11/16 04:44:52] detectron2 INFO: Rank of current process: 0. World size: 6\n"
+        "[11/16 04:45:00] d2.engine.train_loop INFO: Starting training from iteration 5500\n"
+        "[11/16 04:45:22] d2.utils.events INFO:  eta: 5:50:57  iter: 5519  total_loss: 0.3326  time: 0.6683\n"
+        "[11/17 08:11:51] d2.engine.train_loop INFO: Starting training from iteration 0\n"
+        "[11/17 08:11:52] mylib INFO: Starting training from iteration 7\n",
+        "detectron2", "train.log");
+    assert_int_equal(count_events(c, TW_EV_LAUNCH), 1);
+    assert_int_equal(count_events(c, TW_EV_RESUME), 1);
+    const tw_record *r = nth_event(c, TW_EV_RESUME, 0);
+    assert_string_equal(r->message, "Starting training from iteration 5500");
+    assert_int_equal(r->source.line, 2);
+    assert_string_equal(nth_event(c, TW_EV_LAUNCH, 0)->message, "Rank of current process: 0. World size: 6");
+    assert_int_equal(count_kind(c, TW_REC_STEP), 1);
+    free(c);
+}
+
 /* The package's JSON log holds a dump in one record's "stacks" field. */
 static void test_stack_dump_in_a_json_record(void **state)
 {
@@ -984,6 +1006,7 @@ int main(void)
         cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_stack_dump_in_a_json_record),
         cmocka_unit_test(test_detectron2_closing_line_without_losses),
+        cmocka_unit_test(test_detectron2_launch_and_resume_lines),
         cmocka_unit_test(test_detr_epoch_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
