@@ -51,6 +51,7 @@ static const struct {
     {"crash", C_FAILURES, 1},
     {"killed", C_FAILURES, 1},
     {"cuda_setup", C_FAILURES, 1},
+    {"disk_full", C_FAILURES, 1},
     {"nccl_timeout", C_FAILURES, 1},
     {"exit_status", C_FAILURES, 1},
     {"oom", C_FAILURES, 1},

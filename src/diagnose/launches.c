@@ -21,7 +21,7 @@
 static const struct {
     const char *rule, *outcome;
 } endings[] = {
-    {"crash", "crashed"},     {"cuda_setup", "crashed"}, {"nccl_timeout", "crashed"}, {"killed", "killed"},      {"oom", "out of memory"},
+    {"crash", "crashed"},     {"cuda_setup", "crashed"}, {"disk_full", "crashed"}, {"nccl_timeout", "crashed"}, {"killed", "killed"},      {"oom", "out of memory"},
     {"nan_loss", "nan loss"}, {"nan_check", "nan loss"}, {"exit_status", "exit status"},
 };
 

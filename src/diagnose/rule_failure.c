@@ -90,6 +90,13 @@ static const crash_kind crash_kinds[] = {
      "Install the CUDA, cuDNN and NCCL versions the framework build expects (paddle.utils.run_check(); python -c "
      "'import torch; print(torch.version.cuda, torch.backends.cudnn.version())'), or put their directory on "
      "LD_LIBRARY_PATH; check the driver with nvidia-smi."},
+    {{"No space left on device", "[Errno 28]", "ENOSPC", "Disk quota exceeded", "[Errno 122]"},
+     "disk_full",
+     "The disk is full%s: a write failed with no space left",
+     "Free space on the disk being written (df -h on the output and checkpoint directories): delete old "
+     "checkpoints or point the output at a bigger disk, and keep fewer of them (a save limit, a longer save "
+     "interval). A checkpoint being written when this happened is probably truncated: resume from the one before "
+     "it."},
     {{"no kernel image is available", "no CUDA-capable device", "Found no NVIDIA driver",
       "CUDA driver initialization failed"},
      "cuda_setup",

@@ -533,8 +533,19 @@ static int prefixed_traceback(tw_parser *p, events_state *st, const tw_line *lin
     const char *s = line->text;
     size_t n = (size_t)(at - s);
     size_t rest = line->len - n - strlen("Traceback (most recent call last)");
-    if (n == 0 || rest > 1 || !tw_is_blank(at[-1]) || (n >= 4 && memcmp(at - 4, "C++ ", 4) == 0))
+    if (n == 0 || rest > 1 || (n >= 4 && memcmp(at - 4, "C++ ", 4) == 0))
         return 0;
+    /* glued to the end of a progress line printed without its newline
+     * ("{| Epoch: 55/167 (996/1926) | Loss: 0.2907 | }Traceback ..."): the
+     * block's lines that follow carry no prefix */
+    if (!tw_is_blank(at[-1])) {
+        release_held(p, st, line);
+        st->block = BLOCK_PYTHON;
+        st->prefix_len = 0;
+        st->frame[0] = '\0';
+        st->user_frame[0] = '\0';
+        return -1;
+    }
     size_t name = 0;
     while (name < n && !tw_is_blank(s[name]))
         name++;

@@ -391,9 +391,34 @@ static void emit_unparsed(tw_parser *p, const tw_line *line)
     tw_parser_emit(p, line, &r);
 }
 
+/* A line a format read can end in the start of a traceback printed right
+ * after it without a newline ("{| Epoch: 55/167 (996/1926) | Loss: 0.2907 |
+ * }Traceback (most recent call last):", a progress line's carriage return):
+ * the events format reads that start as well. One comparison at the line's
+ * end. */
+static void glued_traceback(tw_parser *p, const tw_line *line)
+{
+    static const char tail[] = "Traceback (most recent call last):";
+    size_t n = sizeof tail - 1, len = line->len;
+    while (len > 0 && (line->text[len - 1] == ' ' || line->text[len - 1] == '\r'))
+        len--;
+    if (len <= n || p->continuing >= 0 || memcmp(line->text + len - n, tail, n) != 0)
+        return;
+    size_t count;
+    const tw_format *const *table = tw_formats(&count);
+    for (size_t i = 0; i < count; i++) {
+        if (table[i] == &tw_format_events) {
+            try_format(p, i, table[i], line);
+            return;
+        }
+    }
+}
+
 static void dispatch(tw_parser *p, const tw_line *line)
 {
-    if (!dispatch_formats(p, line) && p->unparsed)
+    if (dispatch_formats(p, line))
+        glued_traceback(p, line);
+    else if (p->unparsed)
         emit_unparsed(p, line);
 }
 

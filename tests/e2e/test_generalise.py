@@ -553,10 +553,36 @@ def test_a_traceback_whose_lines_carry_a_prefix_is_read_without_it():
     """Metaflow puts its task label and a run id before each line of the
     step's output (dolly issue 139): the traceback ends in ENOSPC at line 7."""
     report, _ = analyze_json(DOLLY_ENOSPC)
-    crash = by_rule(report, "crash")
-    assert len(crash) == 1 and crash[0]["line"] == 7
+    crash = by_rule(report, "disk_full")
+    assert len(crash) == 1 and crash[0]["line"] == 7 and not by_rule(report, "crash")
     assert "No space left on device" in crash[0]["evidence"]
     assert "serialization.py\", line 604, in _save" in crash[0]["evidence"]
+
+
+MOCKINGBIRD_ENOSPC = EVAL_LOGS / "disk-full-mockingbird-issue-774-enospc.log"
+
+
+def test_a_full_disk_is_named_where_its_traceback_is_glued_to_a_progress_line():
+    """MockingBird: "{| Epoch: 55/167 (996/1926) | ... | }Traceback (most
+    recent call last):" (line 5), the save's OSError [Errno 28] at line 10:
+    the step is read and so is the traceback; the crash is a full disk,
+    with what to do about one."""
+    report, _ = analyze_json(MOCKINGBIRD_ENOSPC)
+    full = by_rule(report, "disk_full")
+    assert len(full) == 1 and full[0]["severity"] == "error" and full[0]["line"] == 10
+    assert "No space left on device" in full[0]["evidence"] and "df -h" in full[0]["recommendation"]
+    assert report["summary"]["step_records"] == 5 and not by_rule(report, "crash")
+
+
+def test_a_line_that_only_mentions_a_traceback_at_its_end_starts_none(tmp_path):
+    """The glued start is the phrase at the very end of a line a format read;
+    a step line that merely contains the words elsewhere is only a step."""
+    log = tmp_path / "train.log"
+    log.write_text("".join(f"epoch 1 step {i} loss 0.5{i}\n" for i in range(1, 9)) +
+                   "epoch 1 step 9 loss 0.5 note=Traceback (most recent call last): seen\n"
+                   "OSError: [Errno 28] No space left on device\n")
+    report, _ = analyze_json(log)
+    assert not by_rule(report, "disk_full") and not by_rule(report, "crash")
 
 
 def test_a_prefix_of_the_same_shape_ends_with_the_block(tmp_path):

@@ -913,6 +913,24 @@ static void test_detectron2_launch_and_resume_lines(void **state)
     free(c);
 }
 
+/* A traceback printed right after a progress line without its newline:
+ * the step is read and the traceback starts there. */
+static void test_traceback_glued_to_a_step_line(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text("epoch 1 step 1 loss 0.51\n"
+                                      "epoch 1 step 2 loss 0.50}Traceback (most recent call last):\n"
+                                      "  File \"train.py\", line 3, in save\n"
+                                      "    torch.save(m, p)\n"
+                                      "OSError: [Errno 28] No space left on device\n",
+                                      NULL, "train.log");
+    assert_int_equal(count_kind(c, TW_REC_STEP), 2);
+    assert_int_equal(count_events(c, TW_EV_EXCEPTION), 1);
+    const tw_record *e = nth_event(c, TW_EV_EXCEPTION, 0);
+    assert_string_equal(e->message, "OSError: [Errno 28] No space left on device");
+    free(c);
+}
+
 /* The package's JSON log holds a dump in one record's "stacks" field. */
 static void test_stack_dump_in_a_json_record(void **state)
 {
@@ -1007,6 +1025,7 @@ int main(void)
         cmocka_unit_test(test_stack_dump_in_a_json_record),
         cmocka_unit_test(test_detectron2_closing_line_without_losses),
         cmocka_unit_test(test_detectron2_launch_and_resume_lines),
+        cmocka_unit_test(test_traceback_glued_to_a_step_line),
         cmocka_unit_test(test_detr_epoch_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
