@@ -523,6 +523,20 @@ static int usage_error(tw_parser *p, events_state *st, const tw_line *line, cons
     return tw_events_emit(p, line, TW_EV_EXCEPTION, line->text, line->len, NULL, 0);
 }
 
+/* A Python traceback starts: kind is BLOCK_PYTHON or BLOCK_IPYTHON, its
+ * lines carrying the prefix's n bytes (0: none). */
+static int start_traceback(tw_parser *p, events_state *st, const tw_line *line, enum block kind, const char *prefix,
+                           size_t n)
+{
+    release_held(p, st, line);
+    st->block = kind;
+    st->prefix_len = n;
+    memcpy(st->prefix, prefix, n);
+    st->frame[0] = '\0';
+    st->user_frame[0] = '\0';
+    return -1;
+}
+
 /* "Traceback (most recent call last):" after something on its line: a
  * prefix no format strips, carried by each line of the block (a job
  * runner's task label and a second timestamp, a worker's "(pid=123) "),
@@ -538,14 +552,8 @@ static int prefixed_traceback(tw_parser *p, events_state *st, const tw_line *lin
     /* glued to the end of a progress line printed without its newline
      * ("{| Epoch: 55/167 (996/1926) | Loss: 0.2907 | }Traceback ..."): the
      * block's lines that follow carry no prefix */
-    if (!tw_is_blank(at[-1])) {
-        release_held(p, st, line);
-        st->block = BLOCK_PYTHON;
-        st->prefix_len = 0;
-        st->frame[0] = '\0';
-        st->user_frame[0] = '\0';
-        return -1;
-    }
+    if (!tw_is_blank(at[-1]))
+        return start_traceback(p, st, line, BLOCK_PYTHON, s, 0);
     size_t name = 0;
     while (name < n && !tw_is_blank(s[name]))
         name++;
@@ -554,13 +562,7 @@ static int prefixed_traceback(tw_parser *p, events_state *st, const tw_line *lin
         ipython = tw_is_blank(s[i]);
     if (!ipython && n >= sizeof st->prefix)
         return 0;
-    release_held(p, st, line);
-    st->block = ipython ? BLOCK_IPYTHON : BLOCK_PYTHON;
-    st->prefix_len = ipython ? 0 : n;
-    memcpy(st->prefix, s, st->prefix_len);
-    st->frame[0] = '\0';
-    st->user_frame[0] = '\0';
-    return -1;
+    return start_traceback(p, st, line, ipython ? BLOCK_IPYTHON : BLOCK_PYTHON, s, ipython ? 0 : n);
 }
 
 typedef struct keyword_rule {
@@ -796,14 +798,8 @@ static int parse(tw_parser *p, void *state, const tw_line *line)
      * process 0." / "in replica 0 on device 0."): the worker's own traceback
      * follows, and its exception, the cause, is the last failure */
     if (tw_starts_with(s, len, "Traceback (most recent call last)") ||
-        tw_starts_with(s, len, "Original Traceback (most recent call last)")) {
-        release_held(p, st, line);
-        st->block = BLOCK_PYTHON;
-        st->prefix_len = 0;
-        st->frame[0] = '\0';
-        st->user_frame[0] = '\0';
-        return -1;
-    }
+        tw_starts_with(s, len, "Original Traceback (most recent call last)"))
+        return start_traceback(p, st, line, BLOCK_PYTHON, s, 0);
     if (tw_starts_with(s, len, "C++ Traceback (most recent call last)")) {
         st->block = BLOCK_CPP;
         if (!st->name_held) {
