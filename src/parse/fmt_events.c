@@ -537,6 +537,19 @@ static int start_traceback(tw_parser *p, events_state *st, const tw_line *line, 
     return -1;
 }
 
+/* The n bytes at s end in torch's "[rank3]: " (or "[rank3]:"). */
+static bool ends_in_rank_prefix(const char *s, size_t n)
+{
+    while (n > 0 && tw_is_blank(s[n - 1]))
+        n--;
+    if (n < 8 || s[n - 1] != ':' || s[n - 2] != ']')
+        return false;
+    size_t d = n - 2;
+    while (d > 0 && tw_is_digit(s[d - 1]))
+        d--;
+    return d < n - 2 && d >= 5 && memcmp(s + d - 5, "[rank", 5) == 0;
+}
+
 /* "Traceback (most recent call last):" after something on its line: a
  * prefix no format strips, carried by each line of the block (a job
  * runner's task label and a second timestamp, a worker's "(pid=123) "),
@@ -550,9 +563,11 @@ static int prefixed_traceback(tw_parser *p, events_state *st, const tw_line *lin
     if (n == 0 || rest > 1 || (n >= 4 && memcmp(at - 4, "C++ ", 4) == 0))
         return 0;
     /* glued to the end of a progress line printed without its newline
-     * ("{| Epoch: 55/167 (996/1926) | Loss: 0.2907 | }Traceback ..."): the
-     * block's lines that follow carry no prefix */
-    if (!tw_is_blank(at[-1]))
+     * ("{| Epoch: 55/167 (996/1926) | Loss: 0.2907 | }Traceback ...", or
+     * "...5189.64 examples/s][rank0]: Traceback ...", torch's rank prefix
+     * that the parser strips off the block's next lines): the block's lines
+     * that follow carry no prefix of their own */
+    if (!tw_is_blank(at[-1]) || ends_in_rank_prefix(s, n))
         return start_traceback(p, st, line, BLOCK_PYTHON, s, 0);
     size_t name = 0;
     while (name < n && !tw_is_blank(s[name]))

@@ -574,6 +574,18 @@ def test_a_full_disk_is_named_where_its_traceback_is_glued_to_a_progress_line():
     assert report["summary"]["step_records"] == 5 and not by_rule(report, "crash")
 
 
+KEYERROR_LABELS = EVAL_LOGS / "crash-bigyang-keyerror-labels-masked-by-sigbus.log"
+
+
+def test_a_rank_traceback_glued_to_a_progress_bar_is_that_rank_s_failure():
+    """Rank 0's "[rank0]: Traceback" follows a datasets Map bar on its line
+    (line 75): its KeyError (line 82) is the first of the five ranks'."""
+    report, _ = analyze_json(KEYERROR_LABELS)
+    crash = by_rule(report, "crash")[0]
+    assert crash["line"] == 82 and crash["title"].startswith("5 ranks failed with the same error")
+    assert f"rank 4: the same error ({KEYERROR_LABELS}:92)" in crash["evidence"]
+
+
 def test_a_line_that_only_mentions_a_traceback_at_its_end_starts_none(tmp_path):
     """The glued start is the phrase at the very end of a line a format read;
     a step line that merely contains the words elsewhere is only a step."""

@@ -929,6 +929,18 @@ static void test_traceback_glued_to_a_step_line(void **state)
     const tw_record *e = nth_event(c, TW_EV_EXCEPTION, 0);
     assert_string_equal(e->message, "OSError: [Errno 28] No space left on device");
     free(c);
+    /* a tqdm bar, then torch's rank prefix that the block's lines carry */
+    c = parse_text("Map: 100%|##########| 39531/39531 [00:07<00:00, 5189.64 examples/s][rank0]: Traceback (most "
+                   "recent call last):\n"
+                   "[rank0]:   File \"train.py\", line 192, in train_step\n"
+                   "[rank0]:     labels = batch[\"labels\"].to(device)\n"
+                   "[rank0]: KeyError: 'labels'\n",
+                   NULL, "train.log");
+    assert_int_equal(count_events(c, TW_EV_EXCEPTION), 1);
+    e = nth_event(c, TW_EV_EXCEPTION, 0);
+    assert_string_equal(e->message, "KeyError: 'labels'");
+    assert_int_equal(e->source.line, 4);
+    free(c);
 }
 
 /* The package's JSON log holds a dump in one record's "stacks" field. */
