@@ -247,6 +247,27 @@ static int segment_medians(const tw_rank *rk, int parts, double *med, double *po
  * 1.637 at step 1, 11.8 at step 2, then flat at ln(32000) = 10.37). */
 #define BLOWUP_FACTOR 2.5
 #define BLOWUP_MIN_POINTS 5
+/* Or, over many steps, ended above where it began: every loss of the last
+ * third above the first, their median by this much (the evaluation set's
+ * loss-scale-collapse-llm-action-megatron-ds-llama: lm loss 10.66 at
+ * iteration 1, 12.5-13.4 at 2498-2500, the middle of the log elided). */
+#define ENDED_ABOVE_FACTOR 1.15
+#define ENDED_ABOVE_EACH 1.05
+#define ENDED_ABOVE_MIN_STEPS 100
+
+/* The losses of the last third (tail, k of them) all above the first by
+ * ENDED_ABOVE_EACH and their median by ENDED_ABOVE_FACTOR, over at least
+ * ENDED_ABOVE_MIN_STEPS steps. */
+static bool ended_above_start(const tw_point *const *pts, size_t m, const double *tail, size_t k, double end)
+{
+    if (!(end > ENDED_ABOVE_FACTOR * pts[0]->loss) || pts[m - 1]->pos - pts[0]->pos < ENDED_ABOVE_MIN_STEPS)
+        return false;
+    for (size_t i = 0; i < k; i++) {
+        if (!(tail[i] > ENDED_ABOVE_EACH * pts[0]->loss))
+            return false;
+    }
+    return true;
+}
 
 static void check_short_blowup(const tw_run *run, const tw_rank *rk, tw_findings *out)
 {
@@ -264,7 +285,8 @@ static void check_short_blowup(const tw_run *run, const tw_rank *rk, tw_findings
     for (size_t i = m - m / 3; i < m; i++)
         tail[k++] = pts[i]->loss;
     double end = tw_median(tail, k);
-    if (!(end > BLOWUP_FACTOR * pts[0]->loss))
+    bool blowup = end > BLOWUP_FACTOR * pts[0]->loss;
+    if (!blowup && !ended_above_start(pts, m, tail, k, end))
         return;
     size_t jump = 1; /* the largest rise between consecutive losses */
     for (size_t i = 2; i < m; i++) {
@@ -273,8 +295,8 @@ static void check_short_blowup(const tw_run *run, const tw_rank *rk, tw_findings
     }
     char where[600];
     tw_finding *f = tw_finding_add(out, "divergence", TW_SEV_WARNING,
-                                   "Loss blew up on rank %d: %.4g at the end against %.4g at the start", rk->rank, end,
-                                   pts[0]->loss);
+                                   "Loss %s on rank %d: %.4g at the end against %.4g at the start",
+                                   blowup ? "blew up" : "ended above where it started", rk->rank, end, pts[0]->loss);
     if (!f)
         return;
     tw_finding_at(f, run, pts[jump], rk->rank);
@@ -287,9 +309,14 @@ static void check_short_blowup(const tw_run *run, const tw_rank *rk, tw_findings
                         pts[m - 1]->pos, tw_where(run, pts[m - 1]->file, pts[m - 1]->line, where, sizeof where));
     if ((pts[jump]->fields & TW_F_LR) && isfinite(pts[jump]->lr))
         tw_finding_evidence(f, "learning rate there: %g", pts[jump]->lr);
-    tw_finding_recommend(f, "The first updates broke the model: check the learning rate (its value and units, "
-                            "the warm-up) and the loss scale; a loss that then sits still at one value is a "
-                            "collapsed model (for a classifier, ln(classes) is the loss of a uniform guess).");
+    if (blowup)
+        tw_finding_recommend(f, "The first updates broke the model: check the learning rate (its value and units, "
+                                "the warm-up) and the loss scale; a loss that then sits still at one value is a "
+                                "collapsed model (for a classifier, ln(classes) is the loss of a uniform guess).");
+    else
+        tw_finding_recommend(f, "Training made the model worse than it began: check the learning rate and its "
+                                "schedule, the loss scale (steps skipped on overflow) and the data; resume from a "
+                                "checkpoint from before the rise.");
 }
 
 static void check_divergence(const tw_run *run, const tw_thresholds *t, tw_findings *out)

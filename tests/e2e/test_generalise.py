@@ -574,6 +574,40 @@ def test_a_full_disk_is_named_where_its_traceback_is_glued_to_a_progress_line():
     assert report["summary"]["step_records"] == 5 and not by_rule(report, "crash")
 
 
+LLM_ACTION_FP16 = EVAL_LOGS / "loss-scale-collapse-llm-action-megatron-ds-llama.log"
+
+
+def test_a_loss_that_ends_above_where_it_began_is_a_divergence():
+    """Megatron-DeepSpeed with its middle elided: lm loss 10.66 at iteration
+    1, 12.5-13.4 at 2498-2500 (lines 698-709) while the loss scale sits at 1:
+    the run made the model worse."""
+    report, _ = analyze_json(LLM_ACTION_FP16)
+    div = by_rule(report, "divergence")
+    assert len(div) == 1 and div[0]["severity"] == "warning" and div[0]["line"] == 698
+    assert div[0]["title"].startswith("Loss ended above where it started on rank 0")
+    assert "worse than it began" in div[0]["recommendation"]
+
+
+def write_steps(path, losses, every=50):
+    path.write_text("".join(f"epoch 1 step {i * every + 1} loss {v}\n" for i, v in enumerate(losses)))
+    return path
+
+
+def test_a_loss_that_ends_above_its_start_only_by_noise_or_one_spike_is_no_divergence(tmp_path):
+    """The rise must hold over the last third, by 15% in its median and 5%
+    in each loss, over 100 steps or more: noise, a last spike or a short
+    log are not enough; the same rise held is."""
+    quiet = [2.0, 1.9, 1.95, 2.05, 1.9, 2.1]            # noise around the start
+    spike = [2.0, 1.8, 1.7, 1.6, 1.5, 3.5]              # one last spike
+    short = [2.0, 2.1, 2.4, 2.5, 2.6, 2.6]              # the rise, but over 5 steps
+    risen = [2.0, 2.1, 2.4, 2.5, 2.6, 2.6]              # the rise, over 250 steps
+    for name, losses, every in (("quiet", quiet, 50), ("spike", spike, 50), ("short", short, 1)):
+        report, _ = analyze_json(write_steps(tmp_path / f"{name}.log", losses, every))
+        assert not by_rule(report, "divergence"), name
+    report, _ = analyze_json(write_steps(tmp_path / "risen.log", risen))
+    assert by_rule(report, "divergence")[0]["title"].startswith("Loss ended above where it started")
+
+
 KEYERROR_LABELS = EVAL_LOGS / "crash-bigyang-keyerror-labels-masked-by-sigbus.log"
 
 
