@@ -44,6 +44,7 @@
     X(pause_seconds, "pause-seconds", 1, 1, " S      ", "a one-off pause in a run at least this long ...") \
     X(pause_factor, "pause-factor", 10, 1, " F       ", "... and this x its p95 step time or gap is a stall") \
     X(spike_factor, "spike-factor", 3, 1, " F       ", "a loss above this x its recent median is a spike") \
+    X(spike_warn, "spike-warn", 100, 1, " F         ", "a spike this x its median, above the first loss, warns") \
     X(divergence_factor, "divergence-factor", 1.5, 1, " F  ", "late loss this x above its best is divergence") \
     X(plateau_rel, "plateau", 0.01, 1, " F            ", "less relative loss improvement than this is a plateau") \
     X(throughput_drop, "throughput-drop", 0.30, 1, " F    ", "throughput falling by this share is reported") \

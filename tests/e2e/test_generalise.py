@@ -1,10 +1,13 @@
 """Rules and readers changed to generalise over the evaluation set's dev half
 (tests/eval/, issue 28): each is tested on the real dev cases that showed the
 miss and on a healthy case for false alarms, plus small logs in the same
-shapes for the edges. The holdout half is only scored, never tested here."""
+shapes for the edges. A case is tested here only while it is in the dev half;
+when the halves rotate, the tests written on it stay, as regression guards."""
 import json
 
-from conftest import SOURCE, analyze_json, run
+import pytest
+
+from conftest import CORPUS, SOURCE, analyze_json, run
 
 EVAL_LOGS = SOURCE / "tests" / "eval" / "logs"
 
@@ -606,6 +609,32 @@ def test_a_loss_that_ends_above_its_start_only_by_noise_or_one_spike_is_no_diver
         assert not by_rule(report, "divergence"), name
     report, _ = analyze_json(write_steps(tmp_path / "risen.log", risen))
     assert by_rule(report, "divergence")[0]["title"].startswith("Loss ended above where it started")
+
+
+FREEANCHOR_SPIKES = EVAL_LOGS / "loss-spikes-zhaoyang-mmdet-freeanchor-swx-negbag.log"
+HAPI_EPOCH5 = CORPUS / "paddle-hapi" / "hapi-fit-verbose2-eta-epoch5.txt"
+
+
+def test_a_spike_of_two_orders_of_magnitude_past_the_first_loss_warns():
+    """FreeAnchor: loss 1159.9 at iter 10300 (line 441) against a median of
+    3.4: a warning; --spike-warn above its ratio makes it a note again."""
+    report, _ = analyze_json(FREEANCHOR_SPIKES)
+    spikes = by_rule(report, "loss_spikes")[0]
+    assert spikes["severity"] == "warning" and spikes["line"] == 441 and spikes["value"] > 300
+    report, _ = analyze_json("--spike-warn", "1000", str(FREEANCHOR_SPIKES))
+    assert by_rule(report, "loss_spikes")[0]["severity"] == "info"
+
+
+def test_a_spike_of_a_converged_per_batch_loss_stays_a_note():
+    """hapi's MNIST epoch 5: 0.14 against a median of 0.012 (11.5x) is a
+    note, whatever the ratio of a loss near zero."""
+    if not HAPI_EPOCH5.is_file():
+        pytest.skip(f"shared corpus not found at {CORPUS}")
+    report, _ = analyze_json(HAPI_EPOCH5)
+    spikes = by_rule(report, "loss_spikes")
+    assert spikes and spikes[0]["severity"] == "info"
+    report, _ = analyze_json("--spike-warn", "10", str(HAPI_EPOCH5))
+    assert by_rule(report, "loss_spikes")[0]["severity"] == "warning"
 
 
 KEYERROR_LABELS = EVAL_LOGS / "crash-bigyang-keyerror-labels-masked-by-sigbus.log"
