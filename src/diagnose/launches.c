@@ -384,6 +384,12 @@ static void restarts(const tw_run *run, const tw_report *r, tw_findings *out)
     f->where = last->where;
     f->value = r->launch_count - 1;
     char where[600];
+    /* what the last launch started from, when it says: first, as what the
+     * user most needs to know (the evidence has room for about 1 KiB) */
+    const tw_event_note *resume = tw_first_event(tw_run_launch(run, r->launch_count - 1), TW_EV_RESUME);
+    if (resume)
+        tw_finding_evidence(f, "launch %d resumes: %s (%s), then trains from step %lld", last->index, resume->message,
+                            tw_where(run, resume->file, resume->line, where, sizeof where), (long long)last->first_step);
     for (int i = 0, shown = 0; i + 1 < r->launch_count; i++) {
         const tw_launch_span *s = &r->launches[i].span;
         const tw_launch_span *next = &r->launches[i + 1].span;
@@ -395,10 +401,14 @@ static void restarts(const tw_run *run, const tw_report *r, tw_findings *out)
         }
         const tw_run *l = tw_run_launch(run, i);
         const tw_rank *lead = tw_launch_lead(l);
-        char last_at[600] = "";
+        char last_at[900] = "";
         if (lead)
             snprintf(last_at, sizeof last_at, ", its last at %s",
                      tw_where(run, lead->last.file, lead->last.line, where, sizeof where));
+        const tw_source *end = is_failure(s->outcome) ? failure_source(&r->launches[i]) : NULL;
+        if (end) /* how it stopped, where failed_launches does not say it: a stop from outside */
+            snprintf(last_at + strlen(last_at), sizeof last_at - strlen(last_at), ", then %s (%s:%llu)", s->outcome,
+                     end->file, (unsigned long long)end->line);
         tw_finding_evidence(f, "launch %d trained from step %lld to %lld%s; launch %d starts at %s:%llu (%s)", s->index,
                             (long long)s->first_step, (long long)s->last_step, last_at, next->index,
                             next->where.file ? next->where.file : "?", (unsigned long long)next->where.line,
@@ -408,11 +418,6 @@ static void restarts(const tw_run *run, const tw_report *r, tw_findings *out)
             tw_finding_evidence(f, "launch %d itself resumed: %s (%s)", s->index, began->message,
                                 tw_where(run, began->file, began->line, where, sizeof where));
     }
-    /* what the last launch started from, when it says */
-    const tw_event_note *resume = tw_first_event(tw_run_launch(run, r->launch_count - 1), TW_EV_RESUME);
-    if (resume)
-        tw_finding_evidence(f, "launch %d resumes: %s (%s), then trains from step %lld", last->index, resume->message,
-                            tw_where(run, resume->file, resume->line, where, sizeof where), (long long)last->first_step);
     tw_finding_recommend(f, "Work after the last checkpoint before each restart was lost; find why the earlier launch "
                             "stopped (its outcome above, --launch N for its findings) and checkpoint more often if "
                             "restarts are expected.");

@@ -171,13 +171,26 @@ static void recommend_for(tw_finding *f, const tw_event_note *e)
 /* A rank that failed of its own and was then terminated (the launcher's
  * SIGTERM, its DataLoader workers killed) is reported by its own error:
  * the last one after its last step and before its first such report (what
- * it prints after the signal, a chained _queue.Empty, is the signal's). */
+ * it prints after the signal, a chained _queue.Empty, is the signal's).
+ * So is one whose process then died of a signal of its own in teardown
+ * (Paddle's SIGSEGV releasing its NCCL communicators at exit, after a
+ * KeyboardInterrupt or a DataLoader's exception: the evaluation set's
+ * data-error-iann-ritm-cvtcolor-empty-sigsegv). A report on the signal's
+ * own line (torchrun's SignalException) is the signal's. */
+/* Errors that only pass on an earlier one of the same process: Paddle's
+ * main loop reporting that its DataLoader reader thread raised. */
+static bool echoes_earlier(const tw_event_note *e)
+{
+    return strstr(e->message, "Blocking queue is killed because the data reader raises") != NULL;
+}
+
 static const tw_event_note *own_failure_before(const tw_run *run, const tw_event_note *fatal)
 {
     const tw_event_note *own = fatal;
     for (int i = 0; i < run->events_kept_count && &run->events_kept[i] != fatal; i++) {
         const tw_event_note *e = &run->events_kept[i];
-        if (e->rank != fatal->rank || !is_failure(e) || !after_progress(run, e))
+        if (e->rank != fatal->rank || !is_failure(e) || !after_progress(run, e) ||
+            (e->line == fatal->line && e->file == fatal->file) || (echoes_earlier(e) && own != fatal))
             continue;
         if (tw_event_is_victim(e))
             break;
@@ -496,7 +509,7 @@ static void check_exceptions(const tw_run *run, const tw_thresholds *t, tw_findi
     }
     if (fatal)
         fatal = child_failure_before(run, fatal);
-    if (fatal && tw_event_is_victim(fatal))
+    if (fatal && (tw_event_is_victim(fatal) || fatal->kind == TW_EV_SIGNAL))
         fatal = own_failure_before(run, fatal);
     char where[600], extent[128];
     if ((fatal || run->event_counts[TW_EV_LAUNCHER]) && report_across_ranks(run, out))

@@ -149,6 +149,7 @@ typedef struct tw_rank {
     int64_t epoch_base;
     double epoch_offset, last_step_in_epoch;
     int64_t last_epoch;
+    bool steps_span_epochs; /* the step went on across an epoch change: it counts the run's steps */
     /* exact streaming facts */
     double sum_batch, sum_data; /* over records with both, weighted by steps they stand for */
     double sum_weight;

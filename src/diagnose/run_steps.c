@@ -17,6 +17,32 @@
 
 #include "run_internal.h"
 
+/* Notes an epoch and step of rank rk: the epoch offset grows at each epoch
+ * change (by the last step seen before it), and a step that went on just
+ * past the previous epoch's last into the next epoch, instead of starting
+ * again, counts across epochs (RITM's "Epoch=11, Step=1330/40001" after
+ * "Epoch=10, Step=1320/40001": the total is the run's, not the epoch's).
+ * Not a log cut between epochs: "Epoch [2][350/30045]" then "Epoch
+ * [11][29900/30045]" skips epochs, and a step far on is no next step. */
+static bool step_goes_on(const tw_rank *rk, const tw_record *r)
+{
+    double on = (double)r->step - rk->last_step_in_epoch;
+    return r->epoch == rk->last_epoch + 1 && on > 0 && (r->step_total <= 0 || on <= 0.1 * (double)r->step_total);
+}
+
+static void note_epoch_step(tw_rank *rk, const tw_record *r)
+{
+    if (rk->last_epoch >= 0 && r->epoch > rk->last_epoch) {
+        rk->steps_span_epochs |= step_goes_on(rk, r);
+        rk->epoch_offset += rk->last_step_in_epoch + 1;
+    } else if (rk->last_epoch >= 0 && r->epoch < rk->last_epoch) {
+        rk->epoch_offset = 0;
+        rk->steps_span_epochs = false;
+    }
+    rk->last_epoch = r->epoch;
+    rk->last_step_in_epoch = (double)r->step;
+}
+
 static double position(tw_rank *rk, const tw_record *r)
 {
     if (r->global_step >= 0)
@@ -25,14 +51,11 @@ static double position(tw_rank *rk, const tw_record *r)
         if (r->epoch >= 0) {
             if (rk->epoch_base < 0)
                 rk->epoch_base = r->epoch;
+            note_epoch_step(rk, r);
+            if (rk->steps_span_epochs)
+                return (double)r->step;
             if (r->step_total > 0 && r->epoch >= rk->epoch_base)
                 return (double)(r->epoch - rk->epoch_base) * (double)r->step_total + (double)r->step;
-            if (rk->last_epoch >= 0 && r->epoch > rk->last_epoch)
-                rk->epoch_offset += rk->last_step_in_epoch + 1;
-            else if (rk->last_epoch >= 0 && r->epoch < rk->last_epoch)
-                rk->epoch_offset = 0;
-            rk->last_epoch = r->epoch;
-            rk->last_step_in_epoch = (double)r->step;
         }
         return rk->epoch_offset + (double)r->step;
     }

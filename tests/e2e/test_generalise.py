@@ -637,6 +637,63 @@ def test_a_spike_of_a_converged_per_batch_loss_stays_a_note():
     assert by_rule(report, "loss_spikes")[0]["severity"] == "warning"
 
 
+RITM_CVTCOLOR = EVAL_LOGS / "data-error-iann-ritm-cvtcolor-empty-sigsegv.log"
+ATSS_CUT = EVAL_LOGS / "nan-loss-zhaoyang-mmdet-atss-12ep-empty-eval.log"
+
+
+def test_a_step_that_goes_on_across_epochs_counts_the_run_s_steps():
+    """RITM prints "Epoch=11, Step=1330/40001" after "Epoch=10,
+    Step=1320/40001": the step is the run's, so launch 1 ends at step
+    20380, not at epoch x 40001 + step."""
+    report, _ = analyze_json(RITM_CVTCOLOR)
+    assert [(l["first_step"], l["last_step"]) for l in report["launches"]][0] == (10, 20380)
+    assert report["summary"]["last_step"] == 16520
+
+
+def test_a_log_cut_between_epochs_is_no_step_that_goes_on(tmp_path):
+    """mmdet's "Epoch [2][350/30045]" then, the middle cut out, "Epoch
+    [11][29900/30045]": epochs skipped, the step far on. The ATSS case stays
+    one launch; a step counter that starts again each epoch is per epoch."""
+    report, _ = analyze_json(ATSS_CUT)
+    assert report["launch_count"] == 1
+    log = tmp_path / "per-epoch.log"
+    log.write_text("".join(f"Epoch={e}, Step={s}/40, loss=0.5\n" for e in (1, 2, 3) for s in (10, 20, 30, 40)))
+    report, _ = analyze_json(log)
+    assert report["summary"]["last_step"] == 120
+    log.write_text("".join(f"Epoch={e}, Step={s}/400, loss=0.5\n" for e, s in
+                           ((1, 10), (1, 20), (2, 30), (2, 40), (3, 50), (3, 60))))
+    report, _ = analyze_json(log)
+    assert report["summary"]["last_step"] == 60
+
+
+def test_an_exception_then_a_segfault_in_teardown_is_the_exception():
+    """RITM's last launch: the DataLoader reader thread's cv2.error (line
+    3873), the main loop's "Blocking queue is killed because the data reader
+    raises" (3885, passing it on) and Paddle's SIGSEGV releasing NCCL at
+    exit (3909): the crash is the cv2.error. Launch 1's KeyboardInterrupt
+    (2110) before its own teardown SIGSEGV is a stop by hand."""
+    report, _ = analyze_json(RITM_CVTCOLOR)
+    crash = by_rule(report, "crash")
+    assert len(crash) == 1 and crash[0]["line"] == 3873 and "cvtColor" in crash[0]["evidence"]
+    assert not by_rule(report, "killed")
+    assert [l["outcome"] for l in report["launches"]][0] == "killed"
+    assert "KeyboardInterrupt" in report["launches"][0]["outcome_detail"]
+    restarts = by_rule(report, "restarts")[0]["evidence"]
+    assert f"its last at {RITM_CVTCOLOR}:2084, then killed ({RITM_CVTCOLOR}:2110)" in restarts
+
+
+def test_a_segfault_with_no_exception_before_it_stays_the_signal(tmp_path):
+    """Without an exception of its own after the last step, the signal is
+    what ended the run."""
+    log = tmp_path / "segv.log"
+    log.write_text("".join(f"epoch 1 step {i} loss 0.5\n" for i in range(1, 6)) +
+                   "----------------------\nError Message Summary:\n----------------------\n"
+                   "FatalError: `Segmentation fault` is detected by the operating system.\n"
+                   "  [SignalInfo: *** SIGSEGV (@0x65) received by PID 2313 (TID 0x7f) from PID 101 ***]\n")
+    report, _ = analyze_json(log)
+    assert by_rule(report, "killed") and not by_rule(report, "crash")
+
+
 KEYERROR_LABELS = EVAL_LOGS / "crash-bigyang-keyerror-labels-masked-by-sigbus.log"
 
 
