@@ -57,10 +57,14 @@ static void report_floor(const tw_run *run, const tw_rank *rk, tw_findings *out)
             ? tw_finding_add(out, "loss_scale_collapse", TW_SEV_ERROR,
                              "The fp16 loss scale collapsed to %g on rank %d (from %g)", pr->scale_floor.value,
                              rk->rank, pr->scale_max.value)
-            : tw_finding_add(out, "loss_scale_collapse", TW_SEV_ERROR,
-                             "The fp16 loss scale collapsed to %g on rank %d, and the scaler still skips steps "
-                             "on overflow",
-                             pr->scale_floor.value, rk->rank);
+        : pr->overflows ? tw_finding_add(out, "loss_scale_collapse", TW_SEV_ERROR,
+                                         "The fp16 loss scale collapsed to %g on rank %d, and the scaler still skips "
+                                         "steps on overflow",
+                                         pr->scale_floor.value, rk->rank)
+                        : tw_finding_add(out, "loss_scale_collapse", TW_SEV_ERROR,
+                                         "The fp16 loss scale is %g on rank %d: the scaler halved it on every "
+                                         "overflow until nothing was left",
+                                         pr->scale_max.value, rk->rank);
     if (!f)
         return;
     f->where = tw_run_source(run, pr->scale_floor.file, pr->scale_floor.line);
@@ -130,8 +134,11 @@ static void check_loss_scale(const tw_run *run, const tw_thresholds *t, tw_findi
         const tw_precision *pr = &rk->precision;
         /* at the floor after having been above it, or reduced to it by the
          * scaler's own overflow lines: not a run that logs a constant
-         * scale of 1 (fp32, bf16 or a static scale) */
-        if (pr->have_floor && (pr->scale_max.value > 1 || pr->overflows)) {
+         * scale of 1 (fp32, bf16 or a static scale). A scale of 0 is no
+         * static scale: a dynamic one that underflowed (the evaluation set's
+         * broken-from-start-insightface-2262: "Fp16 Grad Scale:  0" from
+         * the first line, the loss NaN) */
+        if (pr->have_floor && (pr->scale_max.value > 1 || pr->overflows || pr->scale_max.value <= 0)) {
             report_floor(run, rk, out);
             continue;
         }

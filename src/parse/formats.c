@@ -13,7 +13,7 @@ static const tw_format *const table[] = {
     &tw_format_hapi,       &tw_format_ppdet,     &tw_format_ppcls,    &tw_format_paddlevideo,
     &tw_format_paddleseg,  &tw_format_ppocr,     &tw_format_paddlenlp, &tw_format_megatron,
     &tw_format_deepspeed,  &tw_format_mmdet,     &tw_format_detectron2, &tw_format_tqdm,
-    &tw_format_yolo,       &tw_format_olmo,      &tw_format_static_print, &tw_format_glog,  &tw_format_pylogging,
+    &tw_format_yolo,       &tw_format_insightface, &tw_format_olmo,      &tw_format_static_print, &tw_format_glog,  &tw_format_pylogging,
     &tw_format_kv,         &tw_format_counter,
 };
 

@@ -89,6 +89,7 @@ extern const tw_format tw_format_tqdm;
 extern const tw_format tw_format_mmdet;
 extern const tw_format tw_format_detectron2;
 extern const tw_format tw_format_yolo;
+extern const tw_format tw_format_insightface;
 extern const tw_format tw_format_olmo;
 extern const tw_format tw_format_static_print;
 extern const tw_format tw_format_glog;

@@ -694,6 +694,32 @@ def test_a_segfault_with_no_exception_before_it_stays_the_signal(tmp_path):
     assert by_rule(report, "killed") and not by_rule(report, "crash")
 
 
+INSIGHTFACE_NAN = EVAL_LOGS / "broken-from-start-insightface-2262.log"
+
+
+def test_an_insightface_run_at_scale_zero_is_nan_from_its_first_line():
+    """arcface_torch: 'Loss nan' and 'Fp16 Grad Scale:  0' from the first
+    line (wrapped after LearningRate, lines 1-2) to the last: the loss is
+    NaN at step 20, and a scale of 0 is one that underflowed."""
+    report, _ = analyze_json(INSIGHTFACE_NAN)
+    assert report["inputs"][0]["format"] == "insightface"
+    nan = by_rule(report, "nan_loss")[0]
+    assert nan["step"] == 20 and nan["line"] == 2
+    scale = by_rule(report, "loss_scale_collapse")[0]
+    assert scale["severity"] == "error" and scale["line"] == 2
+    assert scale["title"].startswith("The fp16 loss scale is 0 on rank 0")
+
+
+def test_a_constant_scale_of_one_is_still_no_collapse(tmp_path):
+    """A scale printed as 1 throughout (fp32, bf16 or a static scale) is
+    no collapse; only 0 is one without a history."""
+    log = tmp_path / "arcface.log"
+    log.write_text("".join(f"Speed 2000.0 samples/sec   Loss {9 - i * 0.1:.2f}   LearningRate 0.1   Epoch: 0   "
+                           f"Global Step: {i * 10}   Fp16 Grad Scale: 1   Required: 5 hours\n" for i in range(1, 12)))
+    report, _ = analyze_json(log)
+    assert report["inputs"][0]["format"] == "insightface" and not by_rule(report, "loss_scale_collapse")
+
+
 KEYERROR_LABELS = EVAL_LOGS / "crash-bigyang-keyerror-labels-masked-by-sigbus.log"
 
 

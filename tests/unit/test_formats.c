@@ -943,6 +943,35 @@ static void test_traceback_glued_to_a_step_line(void **state)
     free(c);
 }
 
+/* InsightFace arcface_torch: fields found by their words in any order, the
+ * loss after the speed, the scale a metric; a wrapped line read whole. */
+static void test_insightface_lines(void **state)
+{
+    (void)state;
+    collected_records *c = parse_text(
+        "Training: 2023-03-14 09:08:47,984-Speed 2183.37 samples/sec   Loss 9.1200   LearningRate 0.001000   "
+        "Epoch: 0   Global Step: 30   Fp16 Grad Scale: 65536   Required: 144 hours\n"
+        "Speed 2000.00  samples/sec  Epoch: 1    Global Step: 40    Loss 8.5000    MI Loss 0.2000    LR: 0.1    "
+        "Required: 2 hours\n"
+        "Training: 2023-03-14 09:08:43,293-Speed 2178.40 samples/sec   Loss nan   LearningRate 0.001000   \n"
+        "Epoch: 1   Global Step: 50   Fp16 Grad Scale:  0   Required: 194 hours\n",
+        NULL, "train.log");
+    assert_string_equal(c->stats.format, "insightface");
+    assert_int_equal(count_kind(c, TW_REC_STEP), 3);
+    const tw_record *r = nth_kind(c, TW_REC_STEP, 0);
+    assert_int_equal(r->global_step, 30);
+    assert_int_equal(r->epoch, 0);
+    assert_true(r->loss == 9.12 && r->lr == 0.001 && r->samples_per_sec == 2183.37 && r->eta == 144 * 3600.0);
+    assert_true(tw_record_metric(r, "loss_scale") == 65536);
+    r = nth_kind(c, TW_REC_STEP, 1);
+    assert_true(r->global_step == 40 && r->loss == 8.5 && r->lr == 0.1);
+    r = nth_kind(c, TW_REC_STEP, 2);
+    assert_int_equal(r->global_step, 50);
+    assert_true(isnan(r->loss) && r->samples_per_sec == 2178.40 && tw_record_metric(r, "loss_scale") == 0);
+    assert_int_equal(r->source.line, 4);
+    free(c);
+}
+
 /* The package's JSON log holds a dump in one record's "stacks" field. */
 static void test_stack_dump_in_a_json_record(void **state)
 {
@@ -1038,6 +1067,7 @@ int main(void)
         cmocka_unit_test(test_detectron2_closing_line_without_losses),
         cmocka_unit_test(test_detectron2_launch_and_resume_lines),
         cmocka_unit_test(test_traceback_glued_to_a_step_line),
+        cmocka_unit_test(test_insightface_lines),
         cmocka_unit_test(test_detr_epoch_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
