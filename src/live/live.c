@@ -306,7 +306,8 @@ static live_rank *new_rank(tw_live *l, int rank)
     s->nan = series(l->f_nan, l->run, r, NULL);
     s->stalls = series(l->f_stalls, l->run, r, NULL);
     s->steps = series(l->f_steps, l->run, r, NULL);
-    static const tw_event_kind shown[] = {TW_EV_OOM, TW_EV_EXCEPTION, TW_EV_NAN, TW_EV_WARNING, TW_EV_CHECKPOINT};
+    static const tw_event_kind shown[] = {TW_EV_OOM,     TW_EV_EXCEPTION,  TW_EV_NAN,
+                                          TW_EV_WARNING, TW_EV_CHECKPOINT, TW_EV_OVERFLOW};
     for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++) {
         s->events[shown[i]] = series(l->f_events, l->run, r, tw_event_name(shown[i]));
         s->event_looked_up[shown[i]] = true;

@@ -73,9 +73,9 @@ def test_defaults_and_export_pass_promtool(tmp_path):
     for f in (defaults, exported):
         check = subprocess.run(["promtool", "check", "rules", str(f)], capture_output=True, text=True)
         assert check.returncode == 0, check.stdout + check.stderr
-    assert "SUCCESS: 10 rules found" in subprocess.run(["promtool", "check", "rules", str(defaults)],
+    assert "SUCCESS: 11 rules found" in subprocess.run(["promtool", "check", "rules", str(defaults)],
                                                       capture_output=True, text=True).stdout
-    assert "SUCCESS: 12 rules found" in subprocess.run(["promtool", "check", "rules", str(exported)],
+    assert "SUCCESS: 13 rules found" in subprocess.run(["promtool", "check", "rules", str(exported)],
                                                        capture_output=True, text=True).stdout
     # check: 0 for our own, 4 for valid-but-unsupported, 1 (as promtool) for invalid
     assert run(["trainwatch", "rules", "check", defaults]).returncode == 0
@@ -355,6 +355,34 @@ def test_built_in_progress_rank_and_divergence_rules_fire(tmp_path, procs):
     got = wait_until(lambda: (lambda f: f if "TrainingNoProgress" in f else None)(fired(watch.stderr())), timeout=30,
                      what="NoProgress")
     assert got["TrainingNoProgress"][0]["run"] == "train" and "rank" not in got["TrainingNoProgress"][0]
+
+
+def test_fp16_overflows_beyond_a_start_up_burst_fire(tmp_path, procs):
+    """The loss scaler's own overflow lines (DeepSpeed's "OVERFLOW! ...
+    Skipping step") are counted live as overflow events, from 0 for each
+    rank: 20 of them in the window (a start-up burst) stay quiet, 40 fire
+    TrainingFp16Overflowing for that rank."""
+    rules = fast_defaults(tmp_path)
+    rules.write_text(rules.read_text().replace('event="overflow"}[15m]', 'event="overflow"}[30s]'))
+    assert "[30s]) > 32" in rules.read_text()
+    log = tmp_path / "train.log"
+    log.write_text("")
+    watch = procs(Watch, str(tmp_path), str(log), "--no-default-rules", "--rules", str(rules))
+    overflow = ("[2024-01-01 00:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] OVERFLOW! Rank 0 Skipping step. "
+                "Attempted loss scale: 65536, reducing to 32768\n")
+    append(log, [step_line(10, "2.0")])
+    wait_until(lambda: 'trainwatch_log_events_total{run="train",rank="0",event="overflow"} 0' in watch.metrics(),
+               timeout=10, what="the overflow series at 0")
+    for i in range(20):
+        append(log, [overflow, step_line(20 + i, "2.0")])
+    wait_until(lambda: 'event="overflow"} 20' in watch.metrics(), timeout=10, what="20 overflows")
+    time.sleep(2)
+    assert "TrainingFp16Overflowing" not in fired(watch.stderr())
+    for i in range(20):
+        append(log, [overflow, step_line(40 + i, "2.0")])
+    got = wait_until(lambda: (lambda f: f if "TrainingFp16Overflowing" in f else None)(fired(watch.stderr())),
+                     timeout=30, what="Fp16Overflowing")
+    assert got["TrainingFp16Overflowing"][0]["rank"] == "0"
 
 
 def test_no_progress_waits_for_a_first_step(tmp_path, procs):

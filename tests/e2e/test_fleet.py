@@ -154,7 +154,7 @@ def test_printed_scrape_configs_pass_promtool(tmp_path, kind):
         print("promtool here has no kubernetes_sd_configs: checked the relabeling on a static job")
     check = subprocess.run(["promtool", "check", "config", str(config)], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
-    assert "SUCCESS: 10 rules found" in check.stdout
+    assert "SUCCESS: 11 rules found" in check.stdout
     assert "rule_files:" in text and str(rules) in text
 
 
