@@ -19,10 +19,18 @@ static void nan_for_rank(const tw_run *run, const tw_rank *rk, tw_findings *out,
     const tw_point *p = &rk->nan_point;
     char where[600], buf[64];
     const char *part = rk->nan_component;
-    tw_finding *f = part[0] ? tw_finding_add(out, "nan_loss", TW_SEV_ERROR, "Loss component %s became %s at step %.0f",
-                                             part, nan_word(p->loss), p->pos)
-                            : tw_finding_add(out, "nan_loss", TW_SEV_ERROR, "Loss became %s at step %.0f",
-                                             nan_word(p->loss), p->pos);
+    /* no record before it: the loss was never finite (the evaluation set's
+     * broken-from-start-insightface-2262, 'Loss nan' from its first line) */
+    bool from_start = rk->before_nan_count == 0;
+    tw_finding *f = from_start ? tw_finding_add(out, "nan_loss", TW_SEV_ERROR,
+                                                "%s is %s from the first logged step (%.0f): the run never had a "
+                                                "finite loss",
+                                                part[0] ? part : "Loss", nan_word(p->loss), p->pos)
+                    : part[0]  ? tw_finding_add(out, "nan_loss", TW_SEV_ERROR,
+                                                "Loss component %s became %s at step %.0f", part, nan_word(p->loss),
+                                                p->pos)
+                               : tw_finding_add(out, "nan_loss", TW_SEV_ERROR, "Loss became %s at step %.0f",
+                                                nan_word(p->loss), p->pos);
     if (!f)
         return;
     tw_finding_at(f, run, p, rk->rank);
@@ -69,9 +77,18 @@ static void nan_for_rank(const tw_run *run, const tw_rank *rk, tw_findings *out,
         lr_spike = true;
         tw_finding_evidence(f, "learning rate jumped %.4gx from %.4g (step %.0f) to %.4g (step %.0f)", jump,
                             jump_from->lr, jump_from->pos, jump_to->lr, jump_to->pos);
+    } else if ((p->fields & TW_F_LR) && from_start) {
+        tw_finding_evidence(f, "learning rate at the NaN: %.4g", p->lr);
     } else if (p->fields & TW_F_LR) {
         tw_finding_evidence(f, "learning rate at the NaN: %.4g (%.4g %d records earlier)", p->lr,
                             isnan(lr_first) ? p->lr : lr_first, rk->before_nan_count);
+    }
+    if (from_start) {
+        tw_finding_recommend(f, "No step ever had a finite loss, so the set-up is at fault, not training. Run a few steps in fp32 (no AMP) to "
+                                "see whether the loss is finite, check the inputs and labels (normalised, labels "
+                                "within the class count), the model's head and the loss on the first batch before "
+                                "backward; then re-enable mixed precision.");
+        return;
     }
     if (!isnan(loss_first) && loss_max > 3 * loss_first && loss_first > 0) {
         loss_rise = true;

@@ -257,7 +257,7 @@ static void test_default_rules_load(void **state)
     tw_ruleset *rs;
     assert_int_equal(load(tw_default_rules(), &p, &rs), TW_OK);
     assert_int_equal(p.count, 0);
-    assert_int_equal(tw_ruleset_rule_count(rs), 10);
+    assert_int_equal(tw_ruleset_rule_count(rs), 11);
     /* export, and the export loads back to the same rules */
     char *text = NULL;
     size_t len = 0;
@@ -267,7 +267,7 @@ static void test_default_rules_load(void **state)
     tw_ruleset *again;
     assert_int_equal(tw_ruleset_new(&again), TW_OK);
     assert_int_equal(tw_ruleset_load_text(again, "export", text, len, collect, &p), TW_OK);
-    assert_int_equal(tw_ruleset_rule_count(again), 10);
+    assert_int_equal(tw_ruleset_rule_count(again), 11);
     assert_string_equal(again->groups[0].rules[3].expr_text, rs->groups[0].rules[3].expr_text);
     assert_string_equal(again->groups[0].rules[0].annotations[0].text, rs->groups[0].rules[0].annotations[0].text);
     free(text);
