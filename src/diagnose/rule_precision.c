@@ -47,51 +47,49 @@ static void recommend(tw_finding *f)
                             "the fix) rather than training on skipped steps.");
 }
 
+/* The title of a scale at its floor: from a higher scale, reduced by the
+ * scaler's own overflow lines, or at 0 from the start. */
+static void floor_title(const tw_precision *pr, int rank, char *buf, size_t cap)
+{
+    if (pr->scale_max.value > 1)
+        snprintf(buf, cap, "The fp16 loss scale collapsed to %g on rank %d (from %g)", pr->scale_floor.value, rank,
+                 pr->scale_max.value);
+    else if (pr->overflows)
+        snprintf(buf, cap, "The fp16 loss scale collapsed to %g on rank %d, and the scaler still skips steps on "
+                 "overflow", pr->scale_floor.value, rank);
+    else
+        snprintf(buf, cap, "The fp16 loss scale is %g on rank %d: the scaler halved it on every overflow until "
+                 "nothing was left", pr->scale_max.value, rank);
+}
+
+/* Readings are placed at their steps when the rank has steps; a rank with
+ * only the scaler's lines has none to place them at. */
 static void report_floor(const tw_run *run, const tw_rank *rk, tw_findings *out)
 {
     const tw_precision *pr = &rk->precision;
-    char where[600], skipped[96];
+    char title[256], where[600], skipped[96], at[48] = "", last_at[48] = "";
     double share;
-    tw_finding *f =
-        pr->scale_max.value > 1
-            ? tw_finding_add(out, "loss_scale_collapse", TW_SEV_ERROR,
-                             "The fp16 loss scale collapsed to %g on rank %d (from %g)", pr->scale_floor.value,
-                             rk->rank, pr->scale_max.value)
-        : pr->overflows ? tw_finding_add(out, "loss_scale_collapse", TW_SEV_ERROR,
-                                         "The fp16 loss scale collapsed to %g on rank %d, and the scaler still skips "
-                                         "steps on overflow",
-                                         pr->scale_floor.value, rk->rank)
-                        : tw_finding_add(out, "loss_scale_collapse", TW_SEV_ERROR,
-                                         "The fp16 loss scale is %g on rank %d: the scaler halved it on every "
-                                         "overflow until nothing was left",
-                                         pr->scale_max.value, rk->rank);
+    floor_title(pr, rk->rank, title, sizeof title);
+    tw_finding *f = tw_finding_add(out, "loss_scale_collapse", TW_SEV_ERROR, "%s", title);
     if (!f)
         return;
     f->where = tw_run_source(run, pr->scale_floor.file, pr->scale_floor.line);
     f->rank = rk->rank;
     f->value = pr->scale_floor.value;
-    if (!rk->used) { /* only the scaler's lines: no step to place them at */
-        tw_finding_evidence(f, "loss scale %g (%s); %llu of %llu readings at 1 or below, the last %g",
-                            pr->scale_floor.value,
-                            tw_where(run, pr->scale_floor.file, pr->scale_floor.line, where, sizeof where),
-                            (unsigned long long)pr->floor_count, (unsigned long long)pr->scale_count,
-                            pr->scale_last.value);
-        tw_finding_evidence(f, "%llu overflow lines of the scaler ('Skipping step')",
-                            (unsigned long long)pr->overflows);
-        recommend(f);
-        return;
+    if (rk->used) {
+        f->step = (int64_t)pr->scale_floor.pos;
+        snprintf(at, sizeof at, " at step %.0f", pr->scale_floor.pos);
+        snprintf(last_at, sizeof last_at, " at step %.0f", pr->scale_last.pos);
     }
-    f->step = (int64_t)pr->scale_floor.pos;
-    tw_finding_evidence(f,
-                        "loss scale %g at step %.0f (%s); %llu of %llu readings at 1 or below, the last %g at "
-                        "step %.0f",
-                        pr->scale_floor.value, pr->scale_floor.pos,
+    tw_finding_evidence(f, "loss scale %g%s (%s); %llu of %llu readings at 1 or below, the last %g%s",
+                        pr->scale_floor.value, at,
                         tw_where(run, pr->scale_floor.file, pr->scale_floor.line, where, sizeof where),
                         (unsigned long long)pr->floor_count, (unsigned long long)pr->scale_count, pr->scale_last.value,
-                        pr->scale_last.pos);
-    tw_finding_evidence(f, "highest scale: %g at step %.0f; first reading %g at step %.0f", pr->scale_max.value,
-                        pr->scale_max.pos, pr->scale_first.value, pr->scale_first.pos);
-    if (skipped_words(pr, skipped, sizeof skipped, &share))
+                        last_at);
+    if (rk->used)
+        tw_finding_evidence(f, "highest scale: %g at step %.0f; first reading %g at step %.0f", pr->scale_max.value,
+                            pr->scale_max.pos, pr->scale_first.value, pr->scale_first.pos);
+    if (rk->used && skipped_words(pr, skipped, sizeof skipped, &share))
         tw_finding_evidence(f, "steps skipped on overflow: %s, by step %.0f (%s)", skipped, pr->skipped.pos,
                             tw_where(run, pr->skipped.file, pr->skipped.line, where, sizeof where));
     if (pr->overflows)
