@@ -181,7 +181,7 @@ static size_t error_word(const char **s, const char **word)
 static bool tw_same_error(const char *a, const char *b)
 {
     for (;;) {
-        const char *wa, *wb;
+        const char *wa = "", *wb = "";
         size_t na = error_word(&a, &wa), nb = error_word(&b, &wb);
         if (na != nb || memcmp(wa, wb, na) != 0)
             return false;
@@ -195,7 +195,16 @@ static bool tw_same_error(const char *a, const char *b)
 static bool tw_same_failure(const tw_launch_span *a, const tw_launch_span *b)
 {
     return is_failure(a->outcome) && a->outcome == b->outcome && strcmp(a->outcome, "killed") != 0 &&
-           tw_same_error(a->outcome_detail, b->outcome_detail);
+           a->outcome_detail[0] && tw_same_error(a->outcome_detail, b->outcome_detail);
+}
+
+/* How many launches ended with launch i's error (0: it did not fail so). */
+static int tw_repeats_of(const tw_report *r, int i)
+{
+    int same = 0;
+    for (int j = 0; j < r->launch_count; j++)
+        same += tw_same_failure(&r->launches[i].span, &r->launches[j].span);
+    return same;
 }
 
 /* The most launches that ended with one same error. */
@@ -203,24 +212,27 @@ static int tw_most_repeated_failure(const tw_report *r)
 {
     int most = 0;
     for (int i = 0; i < r->launch_count; i++) {
-        int same = 0;
-        for (int j = 0; j < r->launch_count; j++)
-            same += tw_same_failure(&r->launches[i].span, &r->launches[j].span);
+        int same = tw_repeats_of(r, i);
         if (same > most)
             most = same;
     }
     return most;
 }
 
-/* The title of failed_launches: how many of which launches failed, and
- * whether one error kept coming back. */
+/* Adds the failed_launches finding, titled with how many of which launches
+ * failed and whether one error kept coming back (in the last launch too, or
+ * until a launch ran to its end). */
 static tw_finding *add_failed_launches(tw_findings *out, const tw_report *r, tw_severity sev, int failed,
-                                       bool last_failed, int repeated)
+                                       bool last_failed, int repeated, bool completed)
 {
     int count = r->launch_count;
+    bool in_last = repeated >= 2 && tw_repeats_of(r, count - 1) == repeated;
+    if (repeated >= 2 && completed)
+        return tw_finding_add(out, "failed_launches", sev, "%d launches ended with the same error before the "
+                              "last one ran to its end", repeated);
     if (repeated >= 2)
         return tw_finding_add(out, "failed_launches", sev, "%d launches ended with the same error%s: relaunching "
-                              "did not fix it", repeated, last_failed ? ", the last one among them" : "");
+                              "did not fix it", repeated, in_last ? ", the last one among them" : "");
     if (last_failed)
         return failed == count ? tw_finding_add(out, "failed_launches", sev, "All %d launches failed", count)
                                : tw_finding_add(out, "failed_launches", sev, "%d of the %d launches failed, the "
@@ -232,9 +244,10 @@ static tw_finding *add_failed_launches(tw_findings *out, const tw_report *r, tw_
 
 /* The launches that failed, the last one among them when it failed after
  * an earlier one did. An error that ended two launches is itself an error
- * of the log, whatever the later launches did: it is no passing fault
+ * of the log unless a later launch ran to its end: it is no passing fault
  * (failed-launches-paddlescripts-spawn-nranks8: three 8-rank launches
- * died at NCCL init, and only fewer ranks trained after them). */
+ * died at NCCL init, and only fewer ranks trained after them, to no end
+ * the log shows). */
 static void failed_launches(const tw_run *run, const tw_report *r, tw_findings *out)
 {
     int failed = 0, crashed = 0;
@@ -252,10 +265,13 @@ static void failed_launches(const tw_run *run, const tw_report *r, tw_findings *
         return;
     bool last_failed = is_failure(r->launches[r->launch_count - 1].span.outcome);
     int repeated = tw_most_repeated_failure(r);
-    tw_severity sev = repeated >= 2                            ? TW_SEV_ERROR
-                      : !crashed && tw_last_completed(run, r) ? TW_SEV_INFO
-                                                              : TW_SEV_WARNING;
-    tw_finding *f = add_failed_launches(out, r, sev, failed + last_failed, last_failed, repeated);
+    bool completed = tw_last_completed(run, r);
+    /* a repeated error is the log's error until a launch ran to its end
+     * (the cause was fixed then: a smaller batch after two OOMs) */
+    tw_severity sev = repeated >= 2 && !completed ? TW_SEV_ERROR
+                      : !crashed && completed     ? TW_SEV_INFO
+                                                  : TW_SEV_WARNING;
+    tw_finding *f = add_failed_launches(out, r, sev, failed + last_failed, last_failed, repeated, completed);
     if (!f)
         return;
     const tw_source *where = failure_source(first);
@@ -278,7 +294,7 @@ static void failed_launches(const tw_run *run, const tw_report *r, tw_findings *
         else
             tw_finding_evidence(f, "launch %d: %s: %s", s->index, s->outcome, s->outcome_detail);
     }
-    tw_finding_recommend(f, repeated >= 2
+    tw_finding_recommend(f, repeated >= 2 && !completed
                                 ? "The same error came back in each relaunch: it is in the set-up (the machine, its "
                                   "libraries, the configuration), not a passing fault. Fix its cause before "
                                   "launching again; --launch N shows each launch's findings."

@@ -198,12 +198,13 @@ static void check_spikes(const tw_run *run, const tw_thresholds *t, tw_findings 
             continue;
         /* Per-batch losses are noisy by nature; spikes are info findings, and the
          * NaN and divergence rules judge whether they did harm. One of two
-         * orders of magnitude that also rises above the rank's first loss is
-         * no noise (the evaluation set's loss-spikes-zhaoyang-mmdet-freeanchor-
+         * orders of magnitude that also rises above the rank's first loss,
+         * among other spikes, is no noise (one bad batch of a converged
+         * fine-tune stays a note) (the evaluation set's loss-spikes-zhaoyang-mmdet-freeanchor-
          * swx-negbag: loss 1159.9 against a median of 3.4, negative_bag_loss
          * exploding; a converged per-batch loss near zero, 0.14 against 0.012
          * in the corpus's hapi epoch-5 excerpt, stays a note). */
-        bool huge = rk->worst_spike_ratio >= t->spike_warn && (rk->first.fields & TW_F_LOSS) &&
+        bool huge = rk->spikes >= 2 && rk->worst_spike_ratio >= t->spike_warn && (rk->first.fields & TW_F_LOSS) &&
                     rk->worst_spike.loss > rk->first.loss;
         tw_severity sev = huge ? TW_SEV_WARNING : TW_SEV_INFO;
         char where[600], ratio[32];

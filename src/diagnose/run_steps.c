@@ -33,7 +33,12 @@ static bool step_goes_on(const tw_rank *rk, const tw_record *r)
 static void note_epoch_step(tw_rank *rk, const tw_record *r)
 {
     if (rk->last_epoch >= 0 && r->epoch > rk->last_epoch) {
-        rk->steps_span_epochs |= step_goes_on(rk, r);
+        /* decided at the first epoch change (a later one that goes on is a
+         * log cut: the epochs before it counted their own steps), undone by
+         * one that starts its count over */
+        bool first_change = rk->epoch_offset == 0;
+        rk->steps_span_epochs = first_change ? step_goes_on(rk, r)
+                                             : rk->steps_span_epochs && (double)r->step > rk->last_step_in_epoch;
         rk->epoch_offset += rk->last_step_in_epoch + 1;
     } else if (rk->last_epoch >= 0 && r->epoch < rk->last_epoch) {
         rk->epoch_offset = 0;

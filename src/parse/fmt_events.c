@@ -550,6 +550,15 @@ static bool ends_in_rank_prefix(const char *s, size_t n)
     return d < n - 2 && d >= 5 && memcmp(s + d - 5, "[rank", 5) == 0;
 }
 
+/* The n bytes at s are a progress bar (tqdm's "%|") glued before torch's
+ * rank prefix: the block's next lines carry the rank prefix alone. A label
+ * before it ("[default0]:[rank0]: ", torchrun --tee's) is carried by every
+ * line: a prefix like any other. */
+static bool bar_before_rank_prefix(const char *s, size_t n)
+{
+    return ends_in_rank_prefix(s, n) && tw_find(s, n, "%|") != NULL;
+}
+
 /* "Traceback (most recent call last):" after something on its line: a
  * prefix no format strips, carried by each line of the block (a job
  * runner's task label and a second timestamp, a worker's "(pid=123) "),
@@ -567,7 +576,7 @@ static int prefixed_traceback(tw_parser *p, events_state *st, const tw_line *lin
      * "...5189.64 examples/s][rank0]: Traceback ...", torch's rank prefix
      * that the parser strips off the block's next lines): the block's lines
      * that follow carry no prefix of their own */
-    if (!tw_is_blank(at[-1]) || ends_in_rank_prefix(s, n))
+    if (!tw_is_blank(at[-1]) || bar_before_rank_prefix(s, n))
         return start_traceback(p, st, line, BLOCK_PYTHON, s, 0);
     size_t name = 0;
     while (name < n && !tw_is_blank(s[name]))

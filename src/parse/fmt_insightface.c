@@ -11,8 +11,8 @@
  * is the time left in hours. Forks move the fields about ("Speed ...
  * samples/sec  Epoch: 0  Global Step: 30  Loss 9.1 ...", "LR: 0.1"), so each
  * is found by its own words. A line wrapped before "Epoch:" (pasted into an
- * issue) is read with its second half: the first half is held until the
- * next line says the step.
+ * issue) is read with its second half: the first half is held for the next
+ * line, and dropped when that line is not the rest.
  */
 #include <math.h>
 #include <string.h>
@@ -31,9 +31,19 @@ static bool has_speed(const char *s, size_t n)
     return tw_find(s, n, "Speed ") && tw_find(s, n, "samples/sec") && tw_find(s, n, "Loss ");
 }
 
+/* A whole line has the speed and the step; the first half of a wrapped one
+ * the speed and no epoch at all (MXNet's Speedometer, "Epoch[0] Batch [10]
+ * Speed 1234.5 samples/sec", is no half: kv reads it). */
+static bool is_first_half(const char *s, size_t n)
+{
+    return has_speed(s, n) && !tw_find(s, n, "Epoch") && !tw_find(s, n, step_key);
+}
+
 static bool detect(const tw_line *line)
 {
-    return tw_find(line->text, line->len, step_key) || has_speed(line->text, line->len);
+    const char *s = line->text;
+    size_t n = line->len;
+    return (tw_find(s, n, step_key) && has_speed(s, n)) || is_first_half(s, n);
 }
 
 /* The number after key in the n bytes at s (blanks skipped); false: none. */
@@ -98,24 +108,24 @@ static void read_fields(tw_record *r, const char *s, size_t n)
 static int parse(tw_parser *p, void *state, const tw_line *line)
 {
     insightface_state *st = state;
-    bool step = tw_find(line->text, line->len, step_key) != NULL;
-    if (!step && !has_speed(line->text, line->len)) {
-        st->held = false;
-        return 0;
-    }
-    if (!step) { /* the first half of a wrapped line */
+    const char *s = line->text;
+    size_t n = line->len;
+    bool held = st->held;
+    st->held = false;
+    tw_record r;
+    if (held && tw_find(s, n, step_key) && !has_speed(s, n)) {
+        r = st->first; /* the second half of a wrapped line */
+    } else if (is_first_half(s, n)) {
         tw_record_init(&st->first);
-        read_fields(&st->first, line->text, line->len);
+        read_fields(&st->first, s, n);
         st->held = true;
         return -1;
-    }
-    tw_record r;
-    if (st->held && !has_speed(line->text, line->len))
-        r = st->first;
-    else
+    } else if (tw_find(s, n, step_key) && has_speed(s, n)) {
         tw_record_init(&r);
-    st->held = false;
-    read_fields(&r, line->text, line->len);
+    } else {
+        return 0;
+    }
+    read_fields(&r, s, n);
     if (r.global_step < 0)
         return 0;
     return tw_emit_step(p, line, &r, -1);

@@ -627,14 +627,15 @@ def test_a_spike_of_two_orders_of_magnitude_past_the_first_loss_warns():
 
 def test_a_spike_of_a_converged_per_batch_loss_stays_a_note():
     """hapi's MNIST epoch 5: 0.14 against a median of 0.012 (11.5x) is a
-    note, whatever the ratio of a loss near zero."""
+    note, whatever the ratio of a loss near zero; and one spike alone stays
+    a note even at --spike-warn 10 (one bad batch)."""
     if not HAPI_EPOCH5.is_file():
         pytest.skip(f"shared corpus not found at {CORPUS}")
     report, _ = analyze_json(HAPI_EPOCH5)
     spikes = by_rule(report, "loss_spikes")
-    assert spikes and spikes[0]["severity"] == "info"
+    assert spikes and spikes[0]["severity"] == "info" and spikes[0]["title"].startswith("1 loss spike")
     report, _ = analyze_json("--spike-warn", "10", str(HAPI_EPOCH5))
-    assert by_rule(report, "loss_spikes")[0]["severity"] == "warning"
+    assert by_rule(report, "loss_spikes")[0]["severity"] == "info"
 
 
 RITM_CVTCOLOR = EVAL_LOGS / "data-error-iann-ritm-cvtcolor-empty-sigsegv.log"
@@ -656,6 +657,12 @@ def test_a_log_cut_between_epochs_is_no_step_that_goes_on(tmp_path):
     one launch; a step counter that starts again each epoch is per epoch."""
     report, _ = analyze_json(ATSS_CUT)
     assert report["launch_count"] == 1
+    cut = tmp_path / "cut.log"  # epoch 2 cut after 200/500, epoch 3 resumes at 250/500
+    cut.write_text("".join(f"Epoch [{e}][{s}/500]\tlr: 1.000e-02, time: 0.3, loss: 0.5\n"
+                           for e, steps in ((1, range(50, 501, 50)), (2, range(50, 201, 50)),
+                                            (3, range(250, 501, 50))) for s in steps))
+    report, _ = analyze_json(cut)
+    assert report["launch_count"] == 1 and report["summary"]["last_step"] == 1500
     log = tmp_path / "per-epoch.log"
     log.write_text("".join(f"Epoch={e}, Step={s}/40, loss=0.5\n" for e in (1, 2, 3) for s in (10, 20, 30, 40)))
     report, _ = analyze_json(log)
@@ -718,6 +725,34 @@ def test_a_constant_scale_of_one_is_still_no_collapse(tmp_path):
                            f"Global Step: {i * 10}   Fp16 Grad Scale: 1   Required: 5 hours\n" for i in range(1, 12)))
     report, _ = analyze_json(log)
     assert report["inputs"][0]["format"] == "insightface" and not by_rule(report, "loss_scale_collapse")
+
+
+def test_a_label_before_the_rank_prefix_is_a_prefix_like_any_other(tmp_path):
+    """torchrun --tee's "[default0]:[rank0]: " is carried by every line of
+    the block: only a progress bar glued before the rank prefix starts a
+    block without one."""
+    log = tmp_path / "tee.log"
+    log.write_text("[default0]:[rank0]: step 1 loss 2.5\n[default0]:[rank0]: step 2 loss 2.4\n"
+                   "[default0]:[rank0]: Traceback (most recent call last):\n"
+                   "[default0]:[rank0]:   File \"/work/train.py\", line 8, in main\n"
+                   "[default0]:[rank0]:     raise KeyError('label')\n"
+                   "[default0]:[rank0]: KeyError: 'label'\n")
+    report, _ = analyze_json(log)
+    crash = by_rule(report, "crash")
+    assert crash and crash[0]["line"] == 6 and "KeyError: 'label'" in crash[0]["evidence"]
+
+
+def test_the_same_error_in_earlier_launches_only_is_not_said_of_the_last(tmp_path):
+    """OOM, OOM, then a KeyError: two launches share an error, the last is
+    not among them."""
+    block = "Traceback (most recent call last):\n  File \"/w/train.py\", line 10, in <module>\n    main()\n"
+    oom = "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    steps = "".join(f"step {i} loss {2 - i / 100:.3f}\n" for i in range(1, 21))
+    log = tmp_path / "train.log"
+    log.write_text(steps + block + oom + steps + block + oom + steps + block + "KeyError: 'label'\n")
+    report, _ = analyze_json(log)
+    failed = by_rule(report, "failed_launches")[0]
+    assert failed["title"] == "2 launches ended with the same error: relaunching did not fix it", failed["title"]
 
 
 KEYERROR_LABELS = EVAL_LOGS / "crash-bigyang-keyerror-labels-masked-by-sigbus.log"

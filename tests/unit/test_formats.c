@@ -970,6 +970,15 @@ static void test_insightface_lines(void **state)
     assert_true(isnan(r->loss) && r->samples_per_sec == 2178.40 && tw_record_metric(r, "loss_scale") == 0);
     assert_int_equal(r->source.line, 4);
     free(c);
+    /* not its lines: key: value pairs with "Global Step:" and no speed, and
+     * MXNet's Speedometer (an epoch, no step): other readers take them */
+    c = parse_text("Epoch: 0, Global Step: 10, Loss: 2.9400, LR: 0.0001\n"
+                   "Epoch: 0, Global Step: 20, Loss: 2.8812, LR: 0.0001\n"
+                   "Epoch[0] Batch [10] Speed 1234.5 samples/sec Loss 2.9400 lr=0.1\n",
+                   NULL, "train.log");
+    assert_string_not_equal(c->stats.format, "insightface");
+    assert_int_equal(count_kind(c, TW_REC_STEP), 3);
+    free(c);
 }
 
 /* The package's JSON log holds a dump in one record's "stacks" field. */
