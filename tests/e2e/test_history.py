@@ -253,13 +253,15 @@ def test_baseline_names_a_run_slower_than_its_jobs_last_runs(tmp_path):
         out = tmp_path / f"{name}.json"
         r = run(["trainwatch", "run", "--history", db, "--web.listen-address", "none", "--run-name", name,
                  "--report", out, "--", binary("demo-train"), "--epochs", "1", "--steps-per-epoch", "300",
-                 "--log-interval", "5", "--slow-reader", str(reader)], timeout=300)
+                 "--log-interval", "5", "--slow-reader", str(reader), "--compute-ms", "30"], timeout=300)
         assert r.returncode == 0, r.stderr
         return json.loads(out.read_text())
 
-    # 10 ms of reading a batch: a step of about 11 ms, so a loaded machine's
-    # extra millisecond is not a third of it (at 1 ms a busy CI machine made
-    # a normal run 33% slower than its history)
+    # 10 ms of reading a batch and 30 ms of (sleeping) compute: a step of
+    # about 40 ms that a loaded machine does not stretch by a quarter (at
+    # 1 ms a busy CI machine made a normal run 33% slower than its history;
+    # at 11 ms of reading alone, an ASan run beside a build made one 46%
+    # slower); the starved run's 70 ms is 75% slower
     for i in range(3):
         first = demo_report(f"base{i}", 10)
         assert not findings_of(first, "slower_than_history")  # fewer than three before it: not judged
