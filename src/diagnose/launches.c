@@ -383,6 +383,31 @@ static bool tw_started_over(const tw_run *run, const tw_report *r, int i)
     return false;
 }
 
+/* The evidence of launch i that trained and was started over: its steps,
+ * where its last step and (when it failed) its stop are, where the next
+ * launch starts, and its own resume when it had one. */
+static void started_over_evidence(const tw_run *run, const tw_report *r, int i, tw_finding *f)
+{
+    const tw_launch_span *s = &r->launches[i].span, *next = &r->launches[i + 1].span;
+    const tw_run *l = tw_run_launch(run, i);
+    const tw_rank *lead = tw_launch_lead(l);
+    char where[600], last_at[900] = "";
+    if (lead)
+        snprintf(last_at, sizeof last_at, ", its last at %s",
+                 tw_where(run, lead->last.file, lead->last.line, where, sizeof where));
+    const tw_source *end = is_failure(s->outcome) ? failure_source(&r->launches[i]) : NULL;
+    if (end) /* how it stopped, where failed_launches does not say it: a stop from outside */
+        snprintf(last_at + strlen(last_at), sizeof last_at - strlen(last_at), ", then %s (%s:%llu)", s->outcome,
+                 end->file, (unsigned long long)end->line);
+    tw_finding_evidence(f, "launch %d trained from step %lld to %lld%s; launch %d starts at %s:%llu (%s)", s->index,
+                        (long long)s->first_step, (long long)s->last_step, last_at, next->index,
+                        next->where.file ? next->where.file : "?", (unsigned long long)next->where.line, next->start);
+    const tw_event_note *began = tw_first_event(l, TW_EV_RESUME);
+    if (began)
+        tw_finding_evidence(f, "launch %d itself resumed: %s (%s)", s->index, began->message,
+                            tw_where(run, began->file, began->line, where, sizeof where));
+}
+
 static void restarts(const tw_run *run, const tw_report *r, tw_findings *out)
 {
     int trained = 0;
@@ -407,32 +432,13 @@ static void restarts(const tw_run *run, const tw_report *r, tw_findings *out)
         tw_finding_evidence(f, "launch %d resumes: %s (%s), then trains from step %lld", last->index, resume->message,
                             tw_where(run, resume->file, resume->line, where, sizeof where), (long long)last->first_step);
     for (int i = 0, shown = 0; i + 1 < r->launch_count; i++) {
-        const tw_launch_span *s = &r->launches[i].span;
-        const tw_launch_span *next = &r->launches[i + 1].span;
         if (!tw_started_over(run, r, i))
             continue;
         if (shown++ == 6) {
             tw_finding_evidence(f, "... (see the launches table)");
             break;
         }
-        const tw_run *l = tw_run_launch(run, i);
-        const tw_rank *lead = tw_launch_lead(l);
-        char last_at[900] = "";
-        if (lead)
-            snprintf(last_at, sizeof last_at, ", its last at %s",
-                     tw_where(run, lead->last.file, lead->last.line, where, sizeof where));
-        const tw_source *end = is_failure(s->outcome) ? failure_source(&r->launches[i]) : NULL;
-        if (end) /* how it stopped, where failed_launches does not say it: a stop from outside */
-            snprintf(last_at + strlen(last_at), sizeof last_at - strlen(last_at), ", then %s (%s:%llu)", s->outcome,
-                     end->file, (unsigned long long)end->line);
-        tw_finding_evidence(f, "launch %d trained from step %lld to %lld%s; launch %d starts at %s:%llu (%s)", s->index,
-                            (long long)s->first_step, (long long)s->last_step, last_at, next->index,
-                            next->where.file ? next->where.file : "?", (unsigned long long)next->where.line,
-                            next->start);
-        const tw_event_note *began = tw_first_event(l, TW_EV_RESUME);
-        if (began)
-            tw_finding_evidence(f, "launch %d itself resumed: %s (%s)", s->index, began->message,
-                                tw_where(run, began->file, began->line, where, sizeof where));
+        started_over_evidence(run, r, i, f);
     }
     tw_finding_recommend(f, "Work after the last checkpoint before each restart was lost; find why the earlier launch "
                             "stopped (its outcome above, --launch N for its findings) and checkpoint more often if "

@@ -46,16 +46,19 @@ static bool detect(const tw_line *line)
     return (tw_find(s, n, step_key) && has_speed(s, n)) || is_first_half(s, n);
 }
 
-/* The number after key in the n bytes at s (blanks skipped); false: none. */
-static bool number_after(const char *s, size_t n, const char *key, double *v)
+/* The number at p, after blanks, before end; false: none. */
+static bool number_at(const char *p, const char *end, double *v)
 {
-    const char *at = tw_find(s, n, key), *end = s + n;
-    if (!at)
-        return false;
-    const char *p = at + strlen(key);
     while (p < end && *p == ' ')
         p++;
     return tw_scan_number(p, end, v) > 0;
+}
+
+/* The number after key in the n bytes at s; false: none. */
+static bool number_after(const char *s, size_t n, const char *key, double *v)
+{
+    const char *at = tw_find(s, n, key);
+    return at && number_at(at + strlen(key), s + n, v);
 }
 
 /* The main loss: "Loss X" after the speed or a number, not a named term's
@@ -68,10 +71,7 @@ static bool main_loss(const char *s, size_t n, double *v)
         while (w > s && w[-1] == ' ')
             w--;
         bool after_value = w == s || tw_is_digit(w[-1]) || (w - s >= 11 && memcmp(w - 11, "samples/sec", 11) == 0);
-        const char *p = at + 5;
-        while (p < end && *p == ' ')
-            p++;
-        if (after_value && tw_scan_number(p, end, v) > 0)
+        if (after_value && number_at(at + 5, end, v))
             return true;
     }
     return false;
