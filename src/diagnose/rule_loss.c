@@ -233,8 +233,10 @@ static void check_spikes(const tw_run *run, const tw_thresholds *t, tw_findings 
 
 const tw_rule tw_rule_spikes = {"loss_spikes", "loss far above its recent median", check_spikes};
 
-/* Medians of `parts` equal segments of the finite losses. */
-static int segment_medians(const tw_rank *rk, int parts, double *med, double *pos_end, size_t min_per_part)
+/* Medians of `parts` equal segments of the finite losses, with their lower
+ * and upper quartiles where q1 and q3 are not NULL. */
+static int segment_medians(const tw_rank *rk, int parts, double *med, double *pos_end, size_t min_per_part,
+                           double *q1, double *q3)
 {
     double *v = malloc(sizeof(double) * TW_SERIES_MAX);
     double *pos = malloc(sizeof(double) * TW_SERIES_MAX);
@@ -259,7 +261,11 @@ static int segment_medians(const tw_rank *rk, int parts, double *med, double *po
     for (int s = 0; s < parts; s++) {
         size_t a = m * (size_t)s / (size_t)parts, b = m * (size_t)(s + 1) / (size_t)parts;
         pos_end[s] = pos[b - 1];
-        med[s] = tw_median(v + a, b - a);
+        med[s] = tw_median(v + a, b - a); /* sorts the segment */
+        if (q1 && q3) {
+            q1[s] = v[a + (b - a) / 4];
+            q3[s] = v[a + (b - a) * 3 / 4];
+        }
     }
     free(v);
     free(pos);
@@ -273,22 +279,30 @@ static int segment_medians(const tw_rank *rk, int parts, double *med, double *po
 #define BLOWUP_FACTOR 2.5
 #define BLOWUP_MIN_POINTS 5
 /* Or, over many steps, ended above where it began: every loss of the last
- * third above the first, their median by this much (the evaluation set's
- * loss-scale-collapse-llm-action-megatron-ds-llama: lm loss 10.66 at
- * iteration 1, 12.5-13.4 at 2498-2500, the middle of the log elided). */
+ * third above the median of the first third, their median by this much
+ * (the evaluation set's loss-scale-collapse-llm-action-megatron-ds-llama:
+ * lm loss 10.66 at iteration 1, 12.5-13.4 at 2498-2500, the middle of the
+ * log elided). The first third, not the first loss, so that a noisy loss
+ * whose first value happens to be low is not said to have risen. */
 #define ENDED_ABOVE_FACTOR 1.15
 #define ENDED_ABOVE_EACH 1.05
 #define ENDED_ABOVE_MIN_STEPS 100
 
-/* The losses of the last third (tail, k of them) all above the first by
- * ENDED_ABOVE_EACH and their median by ENDED_ABOVE_FACTOR, over at least
- * ENDED_ABOVE_MIN_STEPS steps. */
-static bool ended_above_start(const tw_point *const *pts, size_t m, const double *tail, size_t k, double end)
+/* The losses of the last third (tail, k of them) all above the first
+ * third's median (into *start) by ENDED_ABOVE_EACH and their median by
+ * ENDED_ABOVE_FACTOR, over at least ENDED_ABOVE_MIN_STEPS steps. */
+static bool ended_above_start(const tw_point *const *pts, size_t m, const double *tail, size_t k, double end,
+                              double *start)
 {
-    if (!(end > ENDED_ABOVE_FACTOR * pts[0]->loss) || pts[m - 1]->pos - pts[0]->pos < ENDED_ABOVE_MIN_STEPS)
+    double head[200];
+    size_t h = m / 3 ? m / 3 : 1;
+    for (size_t i = 0; i < h; i++)
+        head[i] = pts[i]->loss;
+    *start = tw_median(head, h);
+    if (!(end > ENDED_ABOVE_FACTOR * *start) || pts[m - 1]->pos - pts[0]->pos < ENDED_ABOVE_MIN_STEPS)
         return false;
     for (size_t i = 0; i < k; i++) {
-        if (!(tail[i] > ENDED_ABOVE_EACH * pts[0]->loss))
+        if (!(tail[i] > ENDED_ABOVE_EACH * *start))
             return false;
     }
     return true;
@@ -309,9 +323,13 @@ static void check_short_blowup(const tw_run *run, const tw_rank *rk, tw_findings
     size_t k = 0;
     for (size_t i = m - m / 3; i < m; i++)
         tail[k++] = pts[i]->loss;
-    double end = tw_median(tail, k);
-    bool blowup = end > BLOWUP_FACTOR * pts[0]->loss;
-    if (!blowup && !ended_above_start(pts, m, tail, k, end))
+    double end = tw_median(tail, k); /* sorts tail */
+    /* the rise must stand above the last third's own spread: a noisy loss
+     * whose first value happens to be its lowest has not risen */
+    double spread = tail[k * 3 / 4] - tail[k / 4];
+    double start = pts[0]->loss;
+    bool blowup = end > BLOWUP_FACTOR * start && end - start > spread;
+    if (!blowup && !(ended_above_start(pts, m, tail, k, end, &start) && end - start > spread))
         return;
     size_t jump = 1; /* the largest rise between consecutive losses */
     for (size_t i = 2; i < m; i++) {
@@ -321,11 +339,11 @@ static void check_short_blowup(const tw_run *run, const tw_rank *rk, tw_findings
     char where[600];
     tw_finding *f = tw_finding_add(out, "divergence", TW_SEV_WARNING,
                                    "Loss %s on rank %d: %.4g at the end against %.4g at the start",
-                                   blowup ? "blew up" : "ended above where it started", rk->rank, end, pts[0]->loss);
+                                   blowup ? "blew up" : "ended above where it started", rk->rank, end, start);
     if (!f)
         return;
     tw_finding_at(f, run, pts[jump], rk->rank);
-    f->value = end / pts[0]->loss;
+    f->value = end / start;
     tw_finding_evidence(f, "the loss rose %.1fx from step %.0f to step %.0f: %.4g -> %.4g (%s)",
                         pts[jump]->loss / pts[jump - 1]->loss, pts[jump - 1]->pos, pts[jump]->pos,
                         pts[jump - 1]->loss, pts[jump]->loss,
@@ -344,42 +362,144 @@ static void check_short_blowup(const tw_run *run, const tw_rank *rk, tw_findings
                                 "checkpoint from before the rise.");
 }
 
+/* A loss that went back up this share of the way from its best to where
+ * it began has undone its training even if it ends below its first value
+ * (the evaluation set's divergence-wav2vec2-ctc-stressdetection: CTC loss
+ * 25446 -> 2114 at step 1100, back to 8546 from step 1700 on, eval WER
+ * 0.34 -> 1.0). A loss near zero that doubles (a memorised training set)
+ * gives back a sliver of its fall and is not it. */
+#define UNDONE_SHARE 0.5
+/* Tenths of 20 losses and more; eighths of 5 and more for shorter runs. */
+#define LONG_PARTS 10
+#define LONG_PER_PART 20
+#define SHORT_PARTS 8
+#define SHORT_PER_PART 5
+#define CROSS_WINDOW 5
+
+/* The best of all but the last two segments, and whether both of those sit
+ * factor x above it and above the start, or gave back UNDONE_SHARE of the
+ * fall, and stand clear of its noise: their lower quartiles above its
+ * upper one (a converged per-batch loss near zero, 0.0005 to 0.14 in the
+ * corpus's hapi epoch-5 excerpt, moves its medians 2x by chance). */
+static bool diverged(const double *med, const double *q1, const double *q3, int parts, double factor, int *best)
+{
+    int b = 0;
+    for (int s = 1; s < parts - 2; s++) {
+        if (med[s] < med[b])
+            b = s;
+    }
+    *best = b;
+    double last = med[parts - 1], before = med[parts - 2];
+    if (!(med[b] > 0 && last > factor * med[b] && before > factor * med[b]))
+        return false;
+    if (!(q1[parts - 1] > q3[b] && q1[parts - 2] > q3[b]))
+        return false;
+    return last > med[0] || last - med[b] >= UNDONE_SHARE * (med[0] - med[b]);
+}
+
+/* Where the rise began: the first loss after the best segment from which
+ * the median of CROSS_WINDOW losses is above limit; NULL when none. */
+static const tw_point *rise_start(const tw_rank *rk, double after, double limit)
+{
+    const tw_point *win[CROSS_WINDOW];
+    size_t n = 0;
+    for (size_t i = 0; i < rk->series.count; i++) {
+        const tw_point *q = &rk->series.points[i];
+        if (q->pos <= after || !(q->fields & TW_F_LOSS) || !isfinite(q->loss))
+            continue;
+        if (n == CROSS_WINDOW) {
+            memmove(win, win + 1, sizeof win[0] * (CROSS_WINDOW - 1));
+            n--;
+        }
+        win[n++] = q;
+        if (n < CROSS_WINDOW || !(win[0]->loss > limit))
+            continue;
+        double v[CROSS_WINDOW];
+        for (size_t k = 0; k < n; k++)
+            v[k] = win[k]->loss;
+        if (tw_median(v, n) > limit)
+            return win[0];
+    }
+    return NULL;
+}
+
+/* An evaluation loss of the rank that rose with the training loss: its best
+ * before the rise and the first result after it EVAL_RISE x above; the
+ * evidence that the model, not only the batches, got worse. */
+#define EVAL_RISE 1.5
+static void eval_rose_too(const tw_run *run, const tw_rank *rk, double from, tw_finding *f)
+{
+    for (int m = 0; m < run->eval_metrics.count; m++) {
+        const tw_metric_note *note = &run->eval_metrics.items[m];
+        if (!note->lower_is_better || !strstr(note->s.name, "loss"))
+            continue;
+        const tw_eval_point *best = NULL, *worse = NULL;
+        for (size_t i = 0; i < run->eval_series.count; i++) {
+            const tw_eval_point *e = &run->eval_series.points[i];
+            if (e->metric != m || tw_run_rank(run, e->rank) != rk || !isfinite(e->value))
+                continue;
+            if (e->pos <= from && (!best || e->value < best->value))
+                best = e;
+            else if (e->pos > from && best && best->value > 0 && e->value >= EVAL_RISE * best->value) {
+                worse = e;
+                break;
+            }
+        }
+        if (!worse)
+            continue;
+        char w1[600], w2[600];
+        tw_finding_evidence(f, "%s rose with it: %.4g at step %.0f (%s), %.4g at step %.0f (%s)", note->s.name,
+                            best->value, best->pos, tw_where(run, best->file, best->line, w1, sizeof w1),
+                            worse->value, worse->pos, tw_where(run, worse->file, worse->line, w2, sizeof w2));
+        return;
+    }
+}
+
+/* Judged on tenths, or on eighths for a run of 40 to 199 losses; true when
+ * it reported. */
+static bool divergence_for_rank(const tw_run *run, const tw_rank *rk, const tw_thresholds *t, tw_findings *out)
+{
+    double med[LONG_PARTS], end[LONG_PARTS], q1[LONG_PARTS], q3[LONG_PARTS];
+    int parts = segment_medians(rk, LONG_PARTS, med, end, LONG_PER_PART, q1, q3);
+    if (!parts)
+        parts = segment_medians(rk, SHORT_PARTS, med, end, SHORT_PER_PART, q1, q3);
+    int best;
+    if (!parts || !diverged(med, q1, q3, parts, t->divergence_factor, &best))
+        return false;
+    double last = med[parts - 1], limit = t->divergence_factor * med[best];
+    tw_finding *f = tw_finding_add(out, "divergence", TW_SEV_WARNING,
+                                   "Loss is diverging on rank %d: %.4g at the end against %.4g at best", rk->rank,
+                                   last, med[best]);
+    if (!f)
+        return true;
+    const tw_point *rise = rise_start(rk, end[best], limit);
+    tw_finding_at(f, run, rise ? rise : &rk->last, rk->rank);
+    f->value = last / med[best];
+    const char *part = parts == LONG_PARTS ? "tenth" : "eighth";
+    char where[600];
+    if (rise)
+        tw_finding_evidence(f, "the loss rose above %.4g (%.1fx the best) from step %.0f: %.4g (%s)", limit,
+                            t->divergence_factor, rise->pos, rise->loss,
+                            tw_where(run, rise->file, rise->line, where, sizeof where));
+    tw_finding_evidence(f, "median loss of the last %s of the run (to step %.0f): %.4g", part, end[parts - 1], last);
+    tw_finding_evidence(f, "best %s ended at step %.0f with a median of %.4g; first %s %.4g", part, end[best],
+                        med[best], part, med[0]);
+    eval_rose_too(run, rk, end[best], f);
+    tw_finding_recommend(f,
+                         "Lower the learning rate or check its schedule after step %.0f; clip gradients; resume "
+                         "from a checkpoint near step %.0f.",
+                         end[best], end[best]);
+    return true;
+}
+
 static void check_divergence(const tw_run *run, const tw_thresholds *t, tw_findings *out)
 {
     for (int i = 0; i < run->rank_count; i++) {
         const tw_rank *rk = run->ranks[i];
         if (!rk || !rk->used)
             continue;
-        double med[10], end[10];
-        if (!segment_medians(rk, 10, med, end, 20)) {
-            if (!rk->have_nan)
-                check_short_blowup(run, rk, out);
-            continue;
-        }
-        int best = 0;
-        for (int s = 1; s < 8; s++) {
-            if (med[s] < med[best])
-                best = s;
-        }
-        double last = med[9];
-        /* sustained: both of the last two tenths are well above the best */
-        if (!(med[best] > 0 && last > t->divergence_factor * med[best] && med[8] > t->divergence_factor * med[best] &&
-              last > med[0]))
-            continue;
-        tw_finding *f = tw_finding_add(out, "divergence", TW_SEV_WARNING,
-                                       "Loss is diverging on rank %d: %.4g at the end against %.4g at best", rk->rank,
-                                       last, med[best]);
-        if (!f)
-            return;
-        tw_finding_at(f, run, &rk->last, rk->rank);
-        f->value = last / med[best];
-        tw_finding_evidence(f, "median loss of the last tenth of the run (to step %.0f): %.4g", end[9], last);
-        tw_finding_evidence(f, "best tenth ended at step %.0f with a median of %.4g; first tenth %.4g", end[best],
-                            med[best], med[0]);
-        tw_finding_recommend(f,
-                             "Lower the learning rate or check its schedule after step %.0f; clip gradients; resume "
-                             "from a checkpoint near step %.0f.",
-                             end[best], end[best]);
+        if (!divergence_for_rank(run, rk, t, out) && !rk->have_nan)
+            check_short_blowup(run, rk, out);
     }
 }
 
@@ -410,10 +530,12 @@ static void check_plateau(const tw_run *run, const tw_thresholds *t, tw_findings
         if (!rk || !rk->used || rk->have_nan)
             continue;
         double med[4], end[4];
-        if (!segment_medians(rk, 4, med, end, 5))
+        if (!segment_medians(rk, 4, med, end, 5, NULL, NULL))
             continue;
         double rel = (med[0] - med[3]) / fabs(med[0]);
-        if (!(rel < t->plateau_rel) || med[3] > t->divergence_factor * med[0])
+        /* rising, or fallen far in the middle and come back: divergence's */
+        if (!(rel < t->plateau_rel) || med[3] > t->divergence_factor * med[0] ||
+            med[3] > t->divergence_factor * fmin(med[1], med[2]))
             continue;
         char late[TW_MESSAGE_MAX + 32] = "";
         bool resumed = starts_late(run, rk, late, sizeof late);

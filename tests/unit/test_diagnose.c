@@ -269,6 +269,38 @@ static void test_divergence_and_plateau(void **state)
     tw_run_free(run);
 }
 
+/* A short run (48 losses) that falls from 9 to 2 and climbs back to 8
+ * diverged though it ends below its start; a short noisy loss near zero
+ * whose medians move 2x by chance did not. */
+static void test_divergence_short_run(void **state)
+{
+    (void)state;
+    tw_run *run = new_run();
+    for (int i = 0; i < 48; i++) {
+        sample s = healthy(0, i);
+        s.loss = i < 24 ? 9.0 - i * 0.3 : 2.0 + (i - 24) * 0.25;
+        add_step(run, s);
+    }
+    tw_report *r = diagnose(run);
+    const tw_finding *f = finding(r, "divergence");
+    assert_non_null(f);
+    assert_int_equal(f->step, 320); /* 4.0: the first loss above 1.5x the best eighth, 2.625 */
+    assert_null(finding(r, "plateau"));
+    tw_report_free(r);
+    tw_run_free(run);
+    run = new_run();
+    static const double noisy[] = {0.001, 0.05, 0.002, 0.04, 0.003, 0.03};
+    for (int i = 0; i < 48; i++) { /* the last two eighths' medians doubled, their spread the same */
+        sample s = healthy(0, i);
+        s.loss = noisy[i % 6] * (i >= 36 ? 2 : 1);
+        add_step(run, s);
+    }
+    r = diagnose(run);
+    assert_null(finding(r, "divergence"));
+    tw_report_free(r);
+    tw_run_free(run);
+}
+
 static void test_restart_detected_from_step_going_back(void **state)
 {
     (void)state;
@@ -826,6 +858,7 @@ int main(void)
         cmocka_unit_test(test_first_failing_rank_names_ranks_that_stopped_after_it),
         cmocka_unit_test(test_throughput_drop),
         cmocka_unit_test(test_divergence_and_plateau),
+        cmocka_unit_test(test_divergence_short_run),
         cmocka_unit_test(test_restart_detected_from_step_going_back),
         cmocka_unit_test(test_launches_split_at_start_lines),
         cmocka_unit_test(test_one_launch_has_no_launch_findings),
