@@ -47,6 +47,44 @@ static void recommend(tw_finding *f)
                             "the fix) rather than training on skipped steps.");
 }
 
+/* Non-finite values before the scale reached its floor (the framework's
+ * NaN/Inf check, or the rank's own loss), in the same file: a loss or
+ * forward pass that is NaN overflows at every scale, so the scaler halves
+ * it on every step; the scale is the symptom (the evaluation set's
+ * loss-scale-collapse-factseg-issue-6-denormal: "Warning: NaN or Inf found
+ * in input tensor." twice, then apex down to 2e-320). On an earlier line:
+ * a NaN on the line of the first low reading may as well be its result.
+ * Its file and line into *file and *line; the message, or NULL. */
+static const char *nan_before_floor(const tw_run *run, const tw_rank *rk, uint32_t *file, uint64_t *line)
+{
+    const tw_precision *pr = &rk->precision;
+    const tw_event_note *e = tw_first_event(run, TW_EV_NAN);
+    if (e && e->file == pr->scale_floor.file && e->line < pr->scale_floor.line) {
+        *file = e->file;
+        *line = e->line;
+        return e->message;
+    }
+    const tw_point *p = &rk->nan_point;
+    if (rk->have_nan && p->file == pr->scale_floor.file && p->line < pr->scale_floor.line) {
+        *file = p->file;
+        *line = p->line;
+        return "the logged loss is not finite";
+    }
+    return NULL;
+}
+
+static void recommend_nan_first(tw_finding *f)
+{
+    tw_finding_recommend(f, "Find where the first NaN/Inf comes from before touching the scaler: the inputs and "
+                            "labels of that batch (empty or NaN samples), the forward pass in fp32 for a few steps "
+                            "(an activation beyond fp16's 65504), torch.autograd.detect_anomaly; then lower the "
+                            "learning rate if the model itself diverged.");
+    tw_finding_recommend(f, "Give the scale a floor so that a run like this stops at once instead of skipping every "
+                            "step (apex: amp.initialize(..., min_loss_scale=1); DeepSpeed: \"fp16\": "
+                            "{\"min_loss_scale\": 1}; torch's GradScaler has none: stop when scaler.get_scale() "
+                            "falls below 1).");
+}
+
 /* The title of a scale at its floor: from a higher scale, reduced by the
  * scaler's own overflow lines, or at 0 from the start. */
 static void floor_title(const tw_precision *pr, int rank, char *buf, size_t cap)
@@ -96,7 +134,17 @@ static void report_floor(const tw_run *run, const tw_rank *rk, tw_findings *out)
         tw_finding_evidence(f, "%llu overflow lines of the scaler ('Skipping step'), the first at %s",
                             (unsigned long long)pr->overflows,
                             tw_where(run, pr->first_overflow.file, pr->first_overflow.line, where, sizeof where));
-    recommend(f);
+    uint32_t nan_file;
+    uint64_t nan_line;
+    const char *nan = nan_before_floor(run, rk, &nan_file, &nan_line);
+    if (!nan) {
+        recommend(f);
+        return;
+    }
+    tw_finding_evidence(f, "NaN/Inf came first: %s (%s); values that are not finite overflow at any scale, so "
+                        "the scale is the symptom",
+                        nan, tw_where(run, nan_file, nan_line, where, sizeof where));
+    recommend_nan_first(f);
 }
 
 static void report_skipped(const tw_run *run, const tw_rank *rk, double share, tw_findings *out)

@@ -227,6 +227,23 @@ def test_a_scale_the_scaler_keeps_halving_below_one_is_a_collapse():
     assert "still skips steps on overflow" in f[0]["title"] and "10 overflow lines" in f[0]["evidence"]
 
 
+def test_a_collapse_after_a_nan_report_names_the_nan_as_its_cause(tmp_path):
+    """The FactSeg log's first lines are "Warning: NaN or Inf found in input
+    tensor.": values that are not finite overflow at every scale, so the
+    collapse is their symptom and the advice is to find the NaN, not to
+    switch to bf16. A NaN reported after the scale reached its floor is no
+    cause of it, and the fp16 advice stays."""
+    report, _ = analyze_json(APEX_SCALER)
+    f = by_rule(report, "loss_scale_collapse")[0]
+    assert "NaN/Inf came first" in f["evidence"] and f"{APEX_SCALER.name}:1" in f["evidence"], f
+    assert "the first NaN/Inf" in f["recommendation"] and "bf16" not in f["recommendation"]
+    lines = APEX_SCALER.read_text().splitlines(keepends=True)
+    later = tmp_path / "nan-after.log"
+    later.write_text("".join(lines[2:] + lines[:2]))
+    f = by_rule(analyze_json(later)[0], "loss_scale_collapse")[0]
+    assert "came first" not in f["evidence"] and "bf16" in f["recommendation"], f
+
+
 def test_overflow_lines_that_halve_to_the_floor_are_a_collapse_and_a_burst_is_not(tmp_path):
     """DeepSpeed's own OVERFLOW lines beside its step records: halving from
     2^32 to 2^15 at start-up is healthy (a real BERT run's 17 lines); halving
