@@ -190,10 +190,94 @@ static void check_nan(const tw_run *run, const tw_thresholds *t, tw_findings *ou
 
 const tw_rule tw_rule_nan = {"nan_loss", "loss NaN/Inf, with the steps before it", check_nan};
 
+/* A learning rate stepped up at once after a flat stretch (the end of a
+ * constant warm-up, a resume or a stage at a higher rate) and the loss
+ * jumping with it, too little for a spike against the median and too
+ * short for divergence (the evaluation set's
+ * loss-spikes-zhaoyang-mmdet-fcos-swxdata-warmup-end: warmup='constant',
+ * lr 4.167e-4 -> 1.25e-3 at iter 550, loss 2.44 -> 5.22 at 600, back by
+ * 850; nan-loss-zhaoyang-mmdet-fcos-moco-gradnorm steps up the same way
+ * with its loss 2.31 -> 2.37, no jump). A linear warm-up doubles its rate
+ * between its first records but is not flat before them. */
+#define LR_STEP_UP 2.0
+#define LR_FLAT 0.01
+#define LR_JUMP_LOSS 1.5
+#define LR_JUMP_WINDOW 4
+
+/* The peak loss of the LR_JUMP_WINDOW records from pts[i], or NULL. */
+static const tw_point *jump_peak(const tw_point *const *pts, size_t n, size_t i)
+{
+    const tw_point *peak = NULL;
+    for (size_t k = i; k < n && k < i + LR_JUMP_WINDOW; k++) {
+        if (!peak || pts[k]->loss > peak->loss)
+            peak = pts[k];
+    }
+    return peak;
+}
+
+static void report_lr_jump(const tw_run *run, const tw_rank *rk, const tw_point *const *pts, size_t n, size_t i,
+                           const tw_point *peak, tw_findings *out)
+{
+    const tw_point *before = pts[i - 1], *step = pts[i];
+    tw_finding *f = tw_finding_add(out, "loss_spikes", TW_SEV_WARNING,
+                                   "The loss jumped %.1fx when the learning rate stepped up %.1fx at once on rank %d "
+                                   "(step %.0f)",
+                                   peak->loss / before->loss, step->lr / before->lr, rk->rank, step->pos);
+    if (!f)
+        return;
+    tw_finding_at(f, run, peak, rk->rank);
+    f->value = peak->loss / before->loss;
+    char w1[600], w2[600];
+    tw_finding_evidence(f, "learning rate %g -> %g at step %.0f (%s), flat before it", before->lr, step->lr,
+                        step->pos, tw_where(run, step->file, step->line, w1, sizeof w1));
+    tw_finding_evidence(f, "loss %.4g at step %.0f -> %.4g at step %.0f (%s)", before->loss, before->pos, peak->loss,
+                        peak->pos, tw_where(run, peak->file, peak->line, w2, sizeof w2));
+    const tw_point *back = NULL;
+    for (size_t k = i; k < n && !back; k++) {
+        if (pts[k]->pos > peak->pos && pts[k]->loss <= before->loss * 1.1)
+            back = pts[k];
+    }
+    if (back)
+        tw_finding_evidence(f, "back to %.4g by step %.0f (%s)", back->loss, back->pos,
+                            tw_where(run, back->file, back->line, w1, sizeof w1));
+    else
+        tw_finding_evidence(f, "not back to %.4g by the last step", before->loss * 1.1);
+    tw_finding_recommend(f, "Ramp the learning rate to its full value instead of stepping it (mmdet: "
+                            "warmup='linear'; a linear warm-up scheduler), or lower the target rate; a jump that "
+                            "does not come back down means the new rate is too high for this model.");
+}
+
+static void check_lr_jump(const tw_run *run, const tw_rank *rk, tw_findings *out)
+{
+    const tw_point **pts = malloc(sizeof *pts * (rk->series.count ? rk->series.count : 1));
+    if (!pts)
+        return;
+    size_t n = 0;
+    for (size_t i = 0; i < rk->series.count; i++) {
+        const tw_point *q = &rk->series.points[i];
+        unsigned both = TW_F_LOSS | TW_F_LR;
+        if ((q->fields & both) == both && isfinite(q->loss) && isfinite(q->lr))
+            pts[n++] = q;
+    }
+    for (size_t i = 2; i < n; i++) {
+        const tw_point *a = pts[i - 2], *b = pts[i - 1], *c = pts[i];
+        if (!(b->lr > 0 && b->loss > 0 && c->lr >= LR_STEP_UP * b->lr && fabs(a->lr - b->lr) <= LR_FLAT * b->lr))
+            continue;
+        const tw_point *peak = jump_peak(pts, n, i);
+        if (peak->loss >= LR_JUMP_LOSS * b->loss) {
+            report_lr_jump(run, rk, pts, n, i, peak, out);
+            break;
+        }
+    }
+    free(pts);
+}
+
 static void check_spikes(const tw_run *run, const tw_thresholds *t, tw_findings *out)
 {
     for (int i = 0; i < run->rank_count; i++) {
         const tw_rank *rk = run->ranks[i];
+        if (rk && rk->used)
+            check_lr_jump(run, rk, out);
         if (!rk || rk->spikes == 0)
             continue;
         /* Per-batch losses are noisy by nature; spikes are info findings, and the

@@ -911,3 +911,37 @@ def test_a_silent_pause_is_noted_with_what_it_waited_for(tmp_path):
     assert not by_rule(analyze_json(timed_log(tmp_path, "eval.log", 20, 240, 4.9, 4.3, between))[0], "stall")
     assert not by_rule(analyze_json(timed_log(tmp_path, "short.log", 20, 150, 4.9, 4.3))[0], "stall")
 
+
+FCOS_WARMUP = EVAL_LOGS / "loss-spikes-zhaoyang-mmdet-fcos-swxdata-warmup-end.log"
+FCOS_MOCO = EVAL_LOGS / "nan-loss-zhaoyang-mmdet-fcos-moco-gradnorm.log"
+MMDET_LR = ("2021-01-14 22:{m:02d}:{s:02d},632 - mmdet - INFO - Epoch [1][{i}/36123]\tlr: {lr:.3e}, eta: 1 day, "
+            "14:27:02, time: 0.305, data_time: 0.077, memory: 2534, loss: {loss:.4f}\n")
+
+
+def lr_log(tmp_path, name, lrs, losses):
+    path = tmp_path / name
+    path.write_text("".join(MMDET_LR.format(m=k // 4, s=(k % 4) * 15, i=50 * (k + 1), lr=lr, loss=loss)
+                            for k, (lr, loss) in enumerate(zip(lrs, losses))))
+    return path
+
+
+def test_a_loss_that_jumps_when_the_learning_rate_steps_up_is_a_warning(tmp_path):
+    """FCOS with warmup='constant': the rate steps 3x at iter 550 and the
+    loss goes 2.44 -> 5.22 at 600 (1.6x its recent median: no spike by the
+    median), back by 850. The FCOS moco run steps up the same way and its
+    loss barely moves; a linear warm-up doubles its rate at its start but is
+    not flat before; a step up whose loss rises 1.2x is no jump."""
+    f = [x for x in by_rule(analyze_json(FCOS_WARMUP)[0], "loss_spikes") if "stepped up" in x["title"]]
+    assert len(f) == 1 and f[0]["severity"] == "warning" and f[0]["line"] == 253, f
+    assert f"{FCOS_WARMUP.name}:252" in f[0]["evidence"] and "back to 2.381 by step 850" in f[0]["evidence"]
+    assert not [x for x in by_rule(analyze_json(FCOS_MOCO)[0], "loss_spikes") if "stepped up" in x["title"]]
+    flat = [1e-3] * 10 + [3e-3] * 10
+    jump = [2.0] * 10 + [4.2, 4.0, 3.9, 3.8, 3.7, 3.6, 3.5, 3.4, 3.3, 3.2]
+    f = by_rule(analyze_json(lr_log(tmp_path, "jump.log", flat, jump))[0], "loss_spikes")
+    assert len(f) == 1 and "2.1x" in f[0]["title"] and "not back to" in f[0]["evidence"], f
+    mild = [2.0] * 10 + [2.4] * 10
+    assert not by_rule(analyze_json(lr_log(tmp_path, "mild.log", flat, mild))[0], "loss_spikes")
+    linear = [1e-4 * k for k in range(20)]  # 0, 1e-4, 2e-4: doubled at its third record
+    early = [2.0, 2.0, 3.5, 3.4, 3.2, 3.0, 2.9, 2.8, 2.7, 2.6] * 2
+    assert not by_rule(analyze_json(lr_log(tmp_path, "linear.log", linear, early))[0], "loss_spikes")
+
