@@ -112,9 +112,12 @@ bool tw_guard_admit(tw_guard *g, const struct sockaddr *addr)
         shut(g, oldest);
     if (waiting_from(g, NULL, &oldest) >= g->o.waiting_max && (oldest = busiest_oldest(g)))
         shut(g, oldest);
-    if (g->o.per_ip_max && open_from(g, ip) >= g->o.per_ip_max && waiting_from(g, ip, &oldest) > 0)
+    size_t open_now = g->o.per_ip_max ? open_from(g, ip) : 0;
+    if (g->o.per_ip_max && open_now >= g->o.per_ip_max && waiting_from(g, ip, &oldest) > 0) {
         shut(g, oldest); /* full of its own: its oldest idle one makes room */
-    bool admitted = !g->o.per_ip_max || open_from(g, ip) < g->o.per_ip_max;
+        open_now--;
+    }
+    bool admitted = !g->o.per_ip_max || open_now < g->o.per_ip_max;
     pthread_mutex_unlock(&g->lock);
     return admitted;
 }
