@@ -944,4 +944,10 @@ def test_a_loss_that_jumps_when_the_learning_rate_steps_up_is_a_warning(tmp_path
     linear = [1e-4 * k for k in range(20)]  # 0, 1e-4, 2e-4: doubled at its third record
     early = [2.0, 2.0, 3.5, 3.4, 3.2, 3.0, 2.9, 2.8, 2.7, 2.6] * 2
     assert not by_rule(analyze_json(lr_log(tmp_path, "linear.log", linear, early))[0], "loss_spikes")
+    # a second run in the same file, back at iter 50 with a higher rate: a
+    # launch ramping up (CDFSOD's two runs in one log.txt), not a step up
+    again = lr_log(tmp_path, "again.log", flat[:10], [2.0] * 10).read_text()
+    two = tmp_path / "two.log"
+    two.write_text(again + lr_log(tmp_path, "second.log", [3e-3] * 10, [4.2] * 10).read_text())
+    assert not [x for x in by_rule(analyze_json(two)[0], "loss_spikes") if "stepped up" in x["title"]]
 
