@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "../core/outfile.h"
-#include "../diagnose/gpu.h"
+#include "../analyze/gpu_time.h"
 #include "../supervise/cost.h"
 #include "analyze_options.h"
 #include "trainwatch/error.h"
@@ -45,48 +45,13 @@ static void record_history(const analyze_options *o, tw_report *report, const tw
     tw_cli_history_record("analyze", &o->history, &who, report, run);
 }
 
-static void count_interval(void *cost, int gpu, double util, double seconds)
-{
-    (void)gpu;
-    tw_cost_gpu(cost, NULL, true, util, seconds); /* GPU logs name no model: --gpu-hour-cost prices them */
-}
-
-/* The GPU time in the GPU logs given beside the logs, over the launch the
- * report shows, and its money at the prices given: counted by cost.c as run
- * counts NVML's samples, into the report's summary (for the text, the JSON
- * and the history). Nothing without GPU logs; what fails is said, and the
- * GPU time left out. */
+/* The GPU time of the GPU logs given, into the report; what fails is said
+ * and the GPU time left out. */
 static void count_gpu_time(const analyze_options *o, const tw_run *run, tw_report *report)
 {
-    if (!run->gpu || !report->launch_count)
-        return;
-    int shown = report->launch >= 1 && report->launch <= report->launch_count ? report->launch - 1
-                                                                              : report->launch_count - 1;
-    const tw_run *view = tw_run_launch(run, report->launches[shown].span.index - 1);
-    tw_registry *scratch; /* cost.c keeps metrics: nobody serves them here */
-    tw_cost *cost = NULL;
     char err[600];
-    if (tw_registry_new(&scratch) != TW_OK) {
-        fprintf(stderr, "trainwatch analyze: out of memory counting the GPU time; it is left out\n");
-        return;
-    }
-    if (tw_cost_new(scratch, "analyze", 0, &o->cost, &cost, err, sizeof err) != TW_OK) {
+    if (tw_analyze_gpu_time(run, &o->cost, report, err, sizeof err) != TW_OK)
         fprintf(stderr, "trainwatch analyze: %s; the GPU time is left out\n", err);
-    } else {
-        int gpus = tw_gpu_each_interval(run, view ? view : run, count_interval, cost);
-        if (gpus < 0) {
-            fprintf(stderr, "trainwatch analyze: out of memory counting the GPU time; it is left out\n");
-        } else {
-            tw_gpu_cost *g = &report->summary.gpu_cost;
-            tw_cost_totals(cost, g);
-            g->gpus = gpus;
-            /* the GPUs of the launch at the money a GPU-second has cost, for the time left */
-            if (g->priced && g->gpu_seconds > 0 && report->summary.eta_seconds > 0)
-                g->projected_cost = g->cost + g->cost / g->gpu_seconds * gpus * report->summary.eta_seconds;
-        }
-    }
-    tw_cost_free(cost);
-    tw_registry_free(scratch);
 }
 
 /* The report of the launch asked for; NULL when there is none (said). */
