@@ -130,7 +130,8 @@ int tw_cli_duration(const char *command, const char *flag, const char *arg, doub
     return -1;
 }
 
-int tw_cli_prometheus_header(const char *command, const char *arg, struct tw_history_prometheus *p,
+/* --prometheus-header 'Name: value' added to p's headers. */
+static int prometheus_header(const char *command, const char *arg, struct tw_history_prometheus *p,
                              const char **store)
 {
     const char *colon = strchr(arg, ':');
@@ -148,6 +149,22 @@ int tw_cli_prometheus_header(const char *command, const char *arg, struct tw_his
     store[p->header_count++] = arg;
     p->headers = store;
     return 0;
+}
+
+int tw_cli_prometheus_option(const char *command, int code, const char *arg, struct tw_history_prometheus *p,
+                             const char **store)
+{
+    switch (code) {
+    case TW_CLI_OPT_PROMETHEUS:
+        p->url = arg;
+        return 0;
+    case TW_CLI_OPT_PROMETHEUS_HEADER:
+        return prometheus_header(command, arg, p, store);
+    case TW_CLI_OPT_SINCE:
+        return tw_cli_duration(command, "since", arg, &p->since);
+    default:
+        return 1;
+    }
 }
 
 int tw_cli_write_html(const char *command, const char *path, int (*write)(FILE *out, const void *arg), const void *arg)

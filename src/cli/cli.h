@@ -42,12 +42,19 @@ int tw_cli_cost_option(const char *command, int code, const char *arg, tw_cost_o
 /* A Prometheus duration (10m, 1h30m) or seconds into *seconds; -1 when it
  * is neither (said, naming --flag). */
 int tw_cli_duration(const char *command, const char *flag, const char *arg, double *seconds);
-/* --prometheus-header 'Name: value' (repeatable, at most 8) added to p's
- * headers (kept in store, TW_CLI_PROMETHEUS_HEADERS of them); says what is
- * wrong and returns -1. */
+/* The options of runs kept in a Prometheus that `runs` and `compare`
+ * share, as getopt_long codes and the rows of their long option tables:
+ * --prometheus URL, --prometheus-header 'Name: value' (repeatable, at most
+ * TW_CLI_PROMETHEUS_HEADERS, kept in store), --since D. Stores code's
+ * value in p: 0; -1 on a bad value (said on stderr, naming command); 1
+ * when code is none of them. */
 #define TW_CLI_PROMETHEUS_HEADERS 8
+enum { TW_CLI_OPT_PROMETHEUS = 2000, TW_CLI_OPT_PROMETHEUS_HEADER, TW_CLI_OPT_SINCE };
+#define TW_CLI_PROMETHEUS_LONGOPTS                                                                                     \
+    {"prometheus", 1, 0, TW_CLI_OPT_PROMETHEUS}, {"prometheus-header", 1, 0, TW_CLI_OPT_PROMETHEUS_HEADER},           \
+        {"since", 1, 0, TW_CLI_OPT_SINCE}
 struct tw_history_prometheus;
-int tw_cli_prometheus_header(const char *command, const char *arg, struct tw_history_prometheus *p,
+int tw_cli_prometheus_option(const char *command, int code, const char *arg, struct tw_history_prometheus *p,
                              const char **store);
 
 /* --FLAG=auto|always|never (colours, a progress line) into *out: -1, 1, 0;

@@ -40,7 +40,7 @@ static const char usage_text[] =
     "  --since D            with --prometheus: look this far back for the runs (default 15d)\n"
     "  -h, --help           show this help\n";
 
-enum { OPT_JSON = 1000, OPT_HTML, OPT_HISTORY, OPT_PROMETHEUS, OPT_PROMETHEUS_HEADER, OPT_SINCE, OPT_HELP };
+enum { OPT_JSON = 1000, OPT_HTML, OPT_HISTORY, OPT_HELP };
 
 #define DEFAULT_SINCE (15 * 86400.0) /* Prometheus's default retention */
 
@@ -56,8 +56,7 @@ static int parse(int argc, char **argv, compare_options *o)
 {
     static const struct option longopts[] = {
         {"json", 0, 0, OPT_JSON},       {"html", 1, 0, OPT_HTML},   {"history", 1, 0, OPT_HISTORY},
-        {"prometheus", 1, 0, OPT_PROMETHEUS}, {"prometheus-header", 1, 0, OPT_PROMETHEUS_HEADER},
-        {"since", 1, 0, OPT_SINCE},           {"help", 0, 0, OPT_HELP},
+        TW_CLI_PROMETHEUS_LONGOPTS,     {"help", 0, 0, OPT_HELP},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -73,25 +72,20 @@ static int parse(int argc, char **argv, compare_options *o)
         case OPT_HISTORY:
             o->history = optarg;
             break;
-        case OPT_PROMETHEUS:
-            o->prometheus.url = optarg;
-            break;
-        case OPT_PROMETHEUS_HEADER:
-            if (tw_cli_prometheus_header("compare", optarg, &o->prometheus, o->prometheus_headers) != 0)
-                return -1;
-            break;
-        case OPT_SINCE:
-            if (tw_cli_duration("compare", "since", optarg, &o->prometheus.since) != 0)
-                return -1;
-            break;
         case 'h':
         case OPT_HELP:
             fputs(usage_text, stdout);
             exit(TW_EXIT_OK);
-        default:
+        default: {
+            int taken = tw_cli_prometheus_option("compare", c, optarg, &o->prometheus, o->prometheus_headers);
+            if (taken < 0)
+                return -1;
+            if (taken == 0)
+                break;
             fprintf(stderr, "trainwatch compare: unknown or incomplete option '%s' (see trainwatch help compare)\n",
                     argv[optind - 1]);
             return -1;
+        }
         }
     }
     int n = argc - optind;

@@ -53,15 +53,14 @@ static const char usage_text[] =
     "  --since D            with --prometheus: look this far back (default 15d)\n"
     "  -h, --help           show this help\n";
 
-enum { OPT_HISTORY = 1000, OPT_JOB, OPT_LIMIT, OPT_JSON, OPT_KEEP, OPT_OLDER, OPT_PROMETHEUS, OPT_PROMETHEUS_HEADER, OPT_SINCE, OPT_HELP };
+enum { OPT_HISTORY = 1000, OPT_JOB, OPT_LIMIT, OPT_JSON, OPT_KEEP, OPT_OLDER, OPT_HELP };
 
 static int parse(int argc, char **argv, runs_options *o)
 {
     static const struct option longopts[] = {
         {"history", 1, 0, OPT_HISTORY}, {"job", 1, 0, OPT_JOB},         {"limit", 1, 0, OPT_LIMIT},
         {"json", 0, 0, OPT_JSON},       {"keep", 1, 0, OPT_KEEP},       {"older-than", 1, 0, OPT_OLDER},
-        {"prometheus", 1, 0, OPT_PROMETHEUS}, {"prometheus-header", 1, 0, OPT_PROMETHEUS_HEADER},
-        {"since", 1, 0, OPT_SINCE},           {"help", 0, 0, OPT_HELP},
+        TW_CLI_PROMETHEUS_LONGOPTS,     {"help", 0, 0, OPT_HELP},
         {0, 0, 0, 0},
     };
     optind = 1;
@@ -101,25 +100,20 @@ static int parse(int argc, char **argv, runs_options *o)
         case OPT_JSON:
             o->json = true;
             break;
-        case OPT_PROMETHEUS:
-            o->prometheus.url = optarg;
-            break;
-        case OPT_PROMETHEUS_HEADER:
-            if (tw_cli_prometheus_header("runs", optarg, &o->prometheus, o->prometheus_headers) != 0)
-                return -1;
-            break;
-        case OPT_SINCE:
-            if (tw_cli_duration("runs", "since", optarg, &o->prometheus.since) != 0)
-                return -1;
-            break;
         case 'h':
         case OPT_HELP:
             fputs(usage_text, stdout);
             exit(TW_EXIT_OK);
-        default:
+        default: {
+            int taken = tw_cli_prometheus_option("runs", c, optarg, &o->prometheus, o->prometheus_headers);
+            if (taken < 0)
+                return -1;
+            if (taken == 0)
+                break;
             fprintf(stderr, "trainwatch runs: unknown or incomplete option '%s' (see trainwatch help runs)\n",
                     argv[optind - 1]);
             return -1;
+        }
         }
     }
     return optind;
