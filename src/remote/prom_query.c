@@ -251,41 +251,17 @@ static bool add_point(cursor *c, tw_prom_series *s, double t, double v)
     return true;
 }
 
-static bool read_labels(cursor *c, tw_prom_series *s, tw_buffer *key, tw_buffer *val)
+/* Reads an object, calling member for each of its members with the key
+ * (in key, reused: a member that reads a nested object may overwrite it)
+ * and the cursor at the value, which member must read or skip whole. */
+typedef bool (*member_fn)(cursor *c, const char *key, void *ctx);
+static bool each_member(cursor *c, tw_buffer *key, member_fn member, void *ctx)
 {
     bool more;
     if (!open_container(c, '{', '}', &more))
         return false;
     while (more) {
-        if (!read_string(c, key) || !expect(c, ':') || !read_string(c, val))
-            return false;
-        tw_prom_label *grown = realloc(s->labels, (s->label_count + 1) * sizeof *grown);
-        if (!grown)
-            return fail(c, "out of memory");
-        s->labels = grown;
-        tw_prom_label *l = &s->labels[s->label_count];
-        l->name = strdup(key->data);
-        l->value = strdup(val->data);
-        if (!l->name || !l->value) {
-            free(l->name);
-            free(l->value);
-            return fail(c, "out of memory");
-        }
-        s->label_count++;
-        if (!next_or_close(c, '}', &more))
-            return false;
-    }
-    return true;
-}
-
-static bool read_samples(cursor *c, tw_prom_series *s, tw_buffer *scratch)
-{
-    bool more;
-    if (!open_container(c, '[', ']', &more))
-        return false;
-    while (more) {
-        double t, v;
-        if (!read_sample(c, scratch, &t, &v) || !add_point(c, s, t, v) || !next_or_close(c, ']', &more))
+        if (!read_string(c, key) || !expect(c, ':') || !member(c, key->data, ctx) || !next_or_close(c, '}', &more))
             return false;
     }
     return true;
@@ -295,29 +271,60 @@ typedef struct scratch {
     tw_buffer key, val;
 } scratch;
 
-static bool read_series(cursor *c, tw_prom_series *s, scratch *w)
+typedef struct series_reading {
+    tw_prom_series *s;
+    scratch *w;
+} series_reading;
+
+/* A label of "metric": {"name": "value", ...}. */
+static bool label_member(cursor *c, const char *key, void *ctx)
+{
+    series_reading *r = ctx;
+    tw_prom_series *s = r->s;
+    char *name = strdup(key);
+    if (!name)
+        return fail(c, "out of memory");
+    if (!read_string(c, &r->w->val)) {
+        free(name);
+        return false;
+    }
+    tw_prom_label *grown = realloc(s->labels, (s->label_count + 1) * sizeof *grown);
+    char *value = grown ? strdup(r->w->val.data) : NULL;
+    if (grown)
+        s->labels = grown;
+    if (!value) {
+        free(name);
+        return fail(c, "out of memory");
+    }
+    s->labels[s->label_count++] = (tw_prom_label){name, value};
+    return true;
+}
+
+static bool read_samples(cursor *c, tw_prom_series *s, tw_buffer *text)
 {
     bool more;
-    if (!open_container(c, '{', '}', &more))
+    if (!open_container(c, '[', ']', &more))
         return false;
     while (more) {
-        if (!read_string(c, &w->key) || !expect(c, ':'))
-            return false;
-        const char *k = w->key.data;
-        bool ok;
         double t, v;
-        if (strcmp(k, "metric") == 0)
-            ok = read_labels(c, s, &w->key, &w->val);
-        else if (strcmp(k, "value") == 0)
-            ok = read_sample(c, &w->val, &t, &v) && add_point(c, s, t, v);
-        else if (strcmp(k, "values") == 0)
-            ok = read_samples(c, s, &w->val);
-        else
-            ok = skip_value(c, 2);
-        if (!ok || !next_or_close(c, '}', &more))
+        if (!read_sample(c, text, &t, &v) || !add_point(c, s, t, v) || !next_or_close(c, ']', &more))
             return false;
     }
     return true;
+}
+
+/* A member of a series: "metric", "value" or "values"; others skipped. */
+static bool series_member(cursor *c, const char *key, void *ctx)
+{
+    series_reading *r = ctx;
+    double t, v;
+    if (strcmp(key, "metric") == 0)
+        return each_member(c, &r->w->key, label_member, r);
+    if (strcmp(key, "value") == 0)
+        return read_sample(c, &r->w->val, &t, &v) && add_point(c, r->s, t, v);
+    if (strcmp(key, "values") == 0)
+        return read_samples(c, r->s, &r->w->val);
+    return skip_value(c, 2);
 }
 
 static bool read_result(cursor *c, tw_prom_result *out, scratch *w, bool scalar)
@@ -341,8 +348,8 @@ static bool read_result(cursor *c, tw_prom_result *out, scratch *w, bool scalar)
             return fail(c, "out of memory");
         out->series = grown;
         memset(&out->series[out->count], 0, sizeof *grown);
-        tw_prom_series *s = &out->series[out->count++];
-        if (!read_series(c, s, w) || !next_or_close(c, ']', &more))
+        series_reading r = {&out->series[out->count++], w};
+        if (!each_member(c, &w->key, series_member, &r) || !next_or_close(c, ']', &more))
             return false;
     }
     return true;
@@ -352,59 +359,58 @@ typedef struct api_answer {
     bool success;
     char error_type[64], error_text[200];
     bool has_result;
+    bool scalar; /* data's resultType is scalar or string */
+    tw_prom_result *out;
+    scratch *w;
 } api_answer;
 
-static bool read_data(cursor *c, tw_prom_result *out, scratch *w, api_answer *a)
+/* A member of "data": "resultType", then "result" (the first one). */
+static bool data_member(cursor *c, const char *key, void *ctx)
 {
-    bool scalar = false, more;
-    if (!open_container(c, '{', '}', &more))
-        return false;
-    while (more) {
-        if (!read_string(c, &w->key) || !expect(c, ':'))
-            return false;
-        bool ok;
-        if (strcmp(w->key.data, "resultType") == 0) {
-            ok = read_string(c, &w->val);
-            scalar = ok && (strcmp(w->val.data, "scalar") == 0 || strcmp(w->val.data, "string") == 0);
-        } else if (strcmp(w->key.data, "result") == 0 && !a->has_result) {
-            a->has_result = true;
-            ok = read_result(c, out, w, scalar);
-        } else {
-            ok = skip_value(c, 2);
-        }
-        if (!ok || !next_or_close(c, '}', &more))
-            return false;
+    api_answer *a = ctx;
+    if (strcmp(key, "resultType") == 0) {
+        bool ok = read_string(c, &a->w->val);
+        a->scalar = ok && (strcmp(a->w->val.data, "scalar") == 0 || strcmp(a->w->val.data, "string") == 0);
+        return ok;
     }
+    if (strcmp(key, "result") == 0 && !a->has_result) {
+        a->has_result = true;
+        return read_result(c, a->out, a->w, a->scalar);
+    }
+    return skip_value(c, 2);
+}
+
+/* A string member into buf. */
+static bool read_string_into(cursor *c, tw_buffer *text, char *buf, size_t cap)
+{
+    if (!read_string(c, text))
+        return false;
+    snprintf(buf, cap, "%s", text->data);
     return true;
 }
 
-static bool read_answer(cursor *c, tw_prom_result *out, scratch *w, api_answer *a)
+/* A member of the answer: "status", "errorType", "error", "data". */
+static bool answer_member(cursor *c, const char *key, void *ctx)
 {
-    bool more;
-    if (!open_container(c, '{', '}', &more))
-        return false;
-    while (more) {
-        if (!read_string(c, &w->key) || !expect(c, ':'))
-            return false;
-        const char *k = w->key.data;
-        bool ok;
-        if (strcmp(k, "status") == 0) {
-            ok = read_string(c, &w->val);
-            a->success = ok && strcmp(w->val.data, "success") == 0;
-        } else if (strcmp(k, "errorType") == 0) {
-            if ((ok = read_string(c, &w->val)))
-                snprintf(a->error_type, sizeof a->error_type, "%s", w->val.data);
-        } else if (strcmp(k, "error") == 0) {
-            if ((ok = read_string(c, &w->val)))
-                snprintf(a->error_text, sizeof a->error_text, "%s", w->val.data);
-        } else if (strcmp(k, "data") == 0) {
-            ok = read_data(c, out, w, a);
-        } else {
-            ok = skip_value(c, 1);
-        }
-        if (!ok || !next_or_close(c, '}', &more))
-            return false;
+    api_answer *a = ctx;
+    if (strcmp(key, "status") == 0) {
+        bool ok = read_string(c, &a->w->val);
+        a->success = ok && strcmp(a->w->val.data, "success") == 0;
+        return ok;
     }
+    if (strcmp(key, "errorType") == 0)
+        return read_string_into(c, &a->w->val, a->error_type, sizeof a->error_type);
+    if (strcmp(key, "error") == 0)
+        return read_string_into(c, &a->w->val, a->error_text, sizeof a->error_text);
+    if (strcmp(key, "data") == 0)
+        return each_member(c, &a->w->key, data_member, a);
+    return skip_value(c, 1);
+}
+
+static bool read_answer(cursor *c, api_answer *a)
+{
+    if (!each_member(c, &a->w->key, answer_member, a))
+        return false;
     skip_space(c);
     return c->p == c->end || fail(c, "the answer has text after its JSON");
 }
@@ -416,8 +422,8 @@ int tw_prom_parse(const char *text, size_t len, tw_prom_result *out, char *err, 
     scratch w;
     tw_buffer_init(&w.key);
     tw_buffer_init(&w.val);
-    api_answer a = {0};
-    bool ok = read_answer(&c, out, &w, &a);
+    api_answer a = {.out = out, .w = &w};
+    bool ok = read_answer(&c, &a);
     tw_buffer_free(&w.key);
     tw_buffer_free(&w.val);
     int rc = TW_OK;
