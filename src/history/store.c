@@ -186,17 +186,34 @@ fail:
     return rc;
 }
 
+/* Switching a new database to WAL takes its lock, and SQLite answers
+ * SQLITE_BUSY at once, without the busy handler, when another process is
+ * switching it at the same moment (sixteen analyses recording into one new
+ * history): tried again every WAL_RETRY_MS for BUSY_TIMEOUT_MS. */
+#define WAL_RETRY_MS 20
+static int journal_wal(tw_history *h)
+{
+    int rc = SQLITE_BUSY;
+    for (int waited = 0; waited <= BUSY_TIMEOUT_MS; waited += WAL_RETRY_MS) {
+        sqlite3_stmt *st;
+        rc = sqlite3_prepare_v2(h->db, "PRAGMA journal_mode = WAL", -1, &st, NULL);
+        if (rc == SQLITE_OK) {
+            rc = sqlite3_step(st);
+            sqlite3_finalize(st);
+        }
+        if (rc != SQLITE_BUSY && rc != SQLITE_LOCKED)
+            return rc;
+        sqlite3_sleep(WAL_RETRY_MS);
+    }
+    return rc;
+}
+
 /* WAL, so readers never wait for the writer and writers wait for each
  * other only for the length of one transaction. */
 static int configure(tw_history *h, char *err, size_t errlen)
 {
     sqlite3_busy_timeout(h->db, BUSY_TIMEOUT_MS);
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(h->db, "PRAGMA journal_mode = WAL", -1, &st, NULL) != SQLITE_OK)
-        return tw_history_fail(h, "opening", err, errlen);
-    int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_ROW)
+    if (journal_wal(h) != SQLITE_ROW)
         return tw_history_fail(h, "opening", err, errlen);
     if (sqlite3_exec(h->db, "PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL", NULL, NULL, NULL) != SQLITE_OK)
         return tw_history_fail(h, "opening", err, errlen);
