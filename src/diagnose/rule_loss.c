@@ -198,13 +198,39 @@ const tw_rule tw_rule_nan = {"nan_loss", "loss NaN/Inf, with the steps before it
  * lr 4.167e-4 -> 1.25e-3 at iter 550, loss 2.44 -> 5.22 at 600, back by
  * 850; nan-loss-zhaoyang-mmdet-fcos-moco-gradnorm steps up the same way
  * with its loss 2.31 -> 2.37, no jump; the same repository's other FCOS
- * logs, five that jump 1.5-2.2x and four that rise 1.1-1.45x, are told
- * apart the same way). A linear warm-up doubles its rate between its first
+ * logs, four of five that jump 1.5-2.2x found and four that rise 1.1-1.45x
+ * quiet). A linear warm-up doubles its rate between its first
  * records but is not flat before them. */
 #define LR_STEP_UP 2.0
 #define LR_FLAT 0.01
 #define LR_JUMP_LOSS 1.5
 #define LR_JUMP_WINDOW 4
+
+/* The rate of the LR_FLAT_RECORDS records before pts[i] the same (a
+ * linear warm-up that moves every few records is a ramp, not a step). */
+#define LR_FLAT_RECORDS 6
+static bool flat_before(const tw_point *const *pts, size_t i)
+{
+    double lr = pts[i - 1]->lr;
+    for (size_t k = i - LR_FLAT_RECORDS; k < i; k++) {
+        if (fabs(pts[k]->lr - lr) > LR_FLAT * lr)
+            return false;
+    }
+    return true;
+}
+
+/* The median and the highest loss of those records: the jump must clear
+ * both, not the noise of one batch. */
+static void loss_before(const tw_point *const *pts, size_t i, double *level, double *highest)
+{
+    double v[LR_FLAT_RECORDS];
+    *highest = -INFINITY;
+    for (size_t k = 0; k < LR_FLAT_RECORDS; k++) {
+        v[k] = pts[i - LR_FLAT_RECORDS + k]->loss;
+        *highest = fmax(*highest, v[k]);
+    }
+    *level = tw_median(v, LR_FLAT_RECORDS);
+}
 
 /* The peak loss of the LR_JUMP_WINDOW records from pts[i], or NULL. */
 static const tw_point *jump_peak(const tw_point *const *pts, size_t n, size_t i)
@@ -218,32 +244,33 @@ static const tw_point *jump_peak(const tw_point *const *pts, size_t n, size_t i)
 }
 
 static void report_lr_jump(const tw_run *run, const tw_rank *rk, const tw_point *const *pts, size_t n, size_t i,
-                           const tw_point *peak, tw_findings *out)
+                           double level, const tw_point *peak, tw_findings *out)
 {
     const tw_point *before = pts[i - 1], *step = pts[i];
     tw_finding *f = tw_finding_add(out, "loss_spikes", TW_SEV_WARNING,
                                    "The loss jumped %.1fx when the learning rate stepped up %.1fx at once on rank %d "
                                    "(step %.0f)",
-                                   peak->loss / before->loss, step->lr / before->lr, rk->rank, step->pos);
+                                   peak->loss / level, step->lr / before->lr, rk->rank, step->pos);
     if (!f)
         return;
     tw_finding_at(f, run, peak, rk->rank);
-    f->value = peak->loss / before->loss;
+    f->value = peak->loss / level;
     char w1[600], w2[600];
     tw_finding_evidence(f, "learning rate %g -> %g at step %.0f (%s), flat before it", before->lr, step->lr,
                         step->pos, tw_where(run, step->file, step->line, w1, sizeof w1));
-    tw_finding_evidence(f, "loss %.4g at step %.0f -> %.4g at step %.0f (%s)", before->loss, before->pos, peak->loss,
-                        peak->pos, tw_where(run, peak->file, peak->line, w2, sizeof w2));
+    tw_finding_evidence(f, "loss %.4g (median of the %d records to step %.0f) -> %.4g at step %.0f (%s)", level,
+                        LR_FLAT_RECORDS, before->pos, peak->loss, peak->pos,
+                        tw_where(run, peak->file, peak->line, w2, sizeof w2));
     const tw_point *back = NULL;
     for (size_t k = i; k < n && !back; k++) {
-        if (pts[k]->pos > peak->pos && pts[k]->loss <= before->loss * 1.1)
+        if (pts[k]->pos > peak->pos && pts[k]->loss <= level * 1.1)
             back = pts[k];
     }
     if (back)
         tw_finding_evidence(f, "back to %.4g by step %.0f (%s)", back->loss, back->pos,
                             tw_where(run, back->file, back->line, w1, sizeof w1));
     else
-        tw_finding_evidence(f, "not back to %.4g by the last step", before->loss * 1.1);
+        tw_finding_evidence(f, "not back to %.4g by the last step", level * 1.1);
     tw_finding_recommend(f, "Ramp the learning rate to its full value instead of stepping it (mmdet: "
                             "warmup='linear'; a linear warm-up scheduler), or lower the target rate; a jump that "
                             "does not come back down means the new rate is too high for this model.");
@@ -261,15 +288,16 @@ static void check_lr_jump(const tw_run *run, const tw_rank *rk, tw_findings *out
         if ((q->fields & both) == both && isfinite(q->loss) && isfinite(q->lr))
             pts[n++] = q;
     }
-    for (size_t i = 2; i < n; i++) {
-        const tw_point *a = pts[i - 2], *b = pts[i - 1], *c = pts[i];
+    for (size_t i = LR_FLAT_RECORDS; i < n; i++) {
+        const tw_point *b = pts[i - 1], *c = pts[i];
         /* a step that goes back is a new launch ramping up, not a rate changed */
-        if (!(b->lr > 0 && b->loss > 0 && c->lr >= LR_STEP_UP * b->lr && fabs(a->lr - b->lr) <= LR_FLAT * b->lr) ||
-            c->pos <= b->pos)
+        if (!(b->lr > 0 && c->lr >= LR_STEP_UP * b->lr) || c->pos <= b->pos || !flat_before(pts, i))
             continue;
+        double level, highest;
+        loss_before(pts, i, &level, &highest);
         const tw_point *peak = jump_peak(pts, n, i);
-        if (peak->loss >= LR_JUMP_LOSS * b->loss) {
-            report_lr_jump(run, rk, pts, n, i, peak, out);
+        if (level > 0 && peak->loss >= LR_JUMP_LOSS * level && peak->loss > highest) {
+            report_lr_jump(run, rk, pts, n, i, level, peak, out);
             break;
         }
     }
@@ -387,7 +415,7 @@ static bool ended_above_start(const tw_point *const *pts, size_t m, const double
     for (size_t i = 0; i < h; i++)
         head[i] = pts[i]->loss;
     *start = tw_median(head, h);
-    if (!(end > ENDED_ABOVE_FACTOR * *start) || pts[m - 1]->pos - pts[0]->pos < ENDED_ABOVE_MIN_STEPS)
+    if (!(*start > 0) || !(end > ENDED_ABOVE_FACTOR * *start) || pts[m - 1]->pos - pts[0]->pos < ENDED_ABOVE_MIN_STEPS)
         return false;
     for (size_t i = 0; i < k; i++) {
         if (!(tail[i] > ENDED_ABOVE_EACH * *start))
@@ -611,6 +639,14 @@ static bool starts_late(const tw_run *run, const tw_rank *rk, char *why, size_t 
     return false;
 }
 
+static size_t finite_losses(const tw_rank *rk)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < rk->series.count; i++)
+        n += (rk->series.points[i].fields & TW_F_LOSS) && isfinite(rk->series.points[i].loss);
+    return n;
+}
+
 static void check_plateau(const tw_run *run, const tw_thresholds *t, tw_findings *out)
 {
     for (int i = 0; i < run->rank_count; i++) {
@@ -621,9 +657,11 @@ static void check_plateau(const tw_run *run, const tw_thresholds *t, tw_findings
         if (!segment_medians(rk, 4, med, end, 5, NULL, NULL))
             continue;
         double rel = (med[0] - med[3]) / fabs(med[0]);
-        /* rising, or fallen far in the middle and come back: divergence's */
+        /* rising, or (where divergence can judge it) fallen far in the
+         * middle and come back: divergence's */
+        bool judged = finite_losses(rk) >= SHORT_PARTS * SHORT_PER_PART;
         if (!(rel < t->plateau_rel) || med[3] > t->divergence_factor * med[0] ||
-            med[3] > t->divergence_factor * fmin(med[1], med[2]))
+            (judged && med[3] > t->divergence_factor * fmin(med[1], med[2])))
             continue;
         char late[TW_MESSAGE_MAX + 32] = "";
         bool resumed = starts_late(run, rk, late, sizeof late);

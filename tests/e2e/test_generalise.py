@@ -944,6 +944,15 @@ def test_a_loss_that_jumps_when_the_learning_rate_steps_up_is_a_warning(tmp_path
     linear = [1e-4 * k for k in range(20)]  # 0, 1e-4, 2e-4: doubled at its third record
     early = [2.0, 2.0, 3.5, 3.4, 3.2, 3.0, 2.9, 2.8, 2.7, 2.6] * 2
     assert not by_rule(analyze_json(lr_log(tmp_path, "linear.log", linear, early))[0], "loss_spikes")
+    # batch noise of 1.5x all through the run is no jump (measured against
+    # the median and the highest of the six records before the step)
+    noisy = [3.0, 2.0, 2.9, 2.2, 3.1, 2.3, 2.8, 2.1] * 5
+    assert not [x for x in by_rule(analyze_json(lr_log(tmp_path, "noisy.log", flat * 2, noisy))[0], "loss_spikes")
+                if "stepped up" in x["title"]]
+    # a linear warm-up whose rate moves every fourth record is a ramp
+    stair = [1e-5 * min(k // 4 + 1, 10) for k in range(60)]
+    shake = [(3 - k / 60) * (1.0, 0.9, 1.1, 0.75, 1.2, 0.9, 1.1, 0.95)[k % 8] for k in range(60)]
+    assert not by_rule(analyze_json(lr_log(tmp_path, "stair.log", stair, shake))[0], "loss_spikes")
     # a second run in the same file, back at iter 50 with a higher rate: a
     # launch ramping up (CDFSOD's two runs in one log.txt), not a step up
     again = lr_log(tmp_path, "again.log", flat[:10], [2.0] * 10).read_text()
