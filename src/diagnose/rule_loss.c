@@ -388,6 +388,15 @@ static int segment_medians(const tw_rank *rk, int parts, double *med, double *po
     return parts;
 }
 
+/* Tenths of 20 losses and more; eighths of 5 and more for shorter runs. */
+#define LONG_PARTS 10
+#define LONG_PER_PART 20
+#define SHORT_PARTS 8
+#define SHORT_PER_PART 5
+/* Losses the short-run checks hold: a run of this many has tenths
+ * (LONG_PARTS x LONG_PER_PART) and is judged there. */
+#define SHORT_RUN_MAX (LONG_PARTS * LONG_PER_PART)
+
 /* A run too short for tenths (fewer than 200 losses) whose loss ended far
  * above where it began: a learning rate that blew the model up in its first
  * updates (the evaluation set's divergence-qlora-zephyr-lr5: lr 5, loss
@@ -410,7 +419,7 @@ static int segment_medians(const tw_rank *rk, int parts, double *med, double *po
 static bool ended_above_start(const tw_point *const *pts, size_t m, const double *tail, size_t k, double end,
                               double *start)
 {
-    double head[200];
+    double head[SHORT_RUN_MAX];
     size_t h = m / 3 ? m / 3 : 1;
     for (size_t i = 0; i < h; i++)
         head[i] = pts[i]->loss;
@@ -426,22 +435,23 @@ static bool ended_above_start(const tw_point *const *pts, size_t m, const double
 
 static void check_short_blowup(const tw_run *run, const tw_rank *rk, tw_findings *out)
 {
-    const tw_point *pts[200];
+    const tw_point *pts[SHORT_RUN_MAX];
     size_t m = 0;
-    for (size_t i = 0; i < rk->series.count && m < 200; i++) {
+    for (size_t i = 0; i < rk->series.count && m < SHORT_RUN_MAX; i++) {
         const tw_point *q = &rk->series.points[i];
         if ((q->fields & TW_F_LOSS) && isfinite(q->loss))
             pts[m++] = q;
     }
-    if (m < BLOWUP_MIN_POINTS || m >= 200 || !(pts[0]->loss > 0))
+    if (m < BLOWUP_MIN_POINTS || m >= SHORT_RUN_MAX || !(pts[0]->loss > 0))
         return;
-    double tail[200];
+    double tail[SHORT_RUN_MAX];
     size_t k = 0;
     for (size_t i = m - m / 3; i < m; i++)
         tail[k++] = pts[i]->loss;
     double end = tw_median(tail, k); /* sorts tail */
     /* the rise must stand above the last third's own spread: a noisy loss
-     * whose first value happens to be its lowest has not risen */
+     * whose first value happens to be its lowest has not risen (it binds on
+     * ended_above; a 2.5x blow-up is above all but the widest spreads) */
     double spread = tail[k * 3 / 4] - tail[k / 4];
     double start = pts[0]->loss;
     bool blowup = end > BLOWUP_FACTOR * start && end - start > spread;
@@ -485,11 +495,6 @@ static void check_short_blowup(const tw_run *run, const tw_rank *rk, tw_findings
  * 0.34 -> 1.0). A loss near zero that doubles (a memorised training set)
  * gives back a sliver of its fall and is not it. */
 #define UNDONE_SHARE 0.5
-/* Tenths of 20 losses and more; eighths of 5 and more for shorter runs. */
-#define LONG_PARTS 10
-#define LONG_PER_PART 20
-#define SHORT_PARTS 8
-#define SHORT_PER_PART 5
 #define CROSS_WINDOW 5
 
 /* The best of all but the last two segments, and whether both of those sit
